@@ -1,0 +1,136 @@
+package gpusched_test
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/gpusched/gpusched"
+
+// allowed maps a package (by its path in the module) to the module packages
+// it may import, per ARCHITECTURE.md: topology knows nothing of jobs,
+// perfmodel knows hardware but no policy, the policy packages never import
+// sim, and nothing imports examples. Subpackages inherit their parent's rule
+// and may import their parent.
+var allowed = map[string][]string{
+	"topology":   {"internal"},
+	"perfmodel":  {"topology", "internal"},
+	"allocation": {"perfmodel", "topology", "internal"},
+	"placement":  {"perfmodel", "topology", "internal"},
+	"gang":       {"placement", "perfmodel", "topology", "internal"},
+	"elastic":    {"placement", "perfmodel", "topology", "internal"},
+	"sim":        {"allocation", "placement", "gang", "elastic", "perfmodel", "topology", "internal"},
+	"internal":   {"internal"},
+	"examples":   {"sim", "allocation", "placement", "gang", "elastic", "perfmodel", "topology", "internal"},
+	".":          {},
+}
+
+// cgoAllowed are the only packages that may use cgo or import a cgo binding.
+var cgoAllowed = map[string]bool{"allocation/lp/clp": true, "topology/nvml": true}
+
+// cgoModules are third-party modules that need cgo.
+var cgoModules = []string{"github.com/NVIDIA/go-nvml"}
+
+func rule(pkg string) []string {
+	top, _, _ := strings.Cut(pkg, "/")
+	return allowed[top]
+}
+
+func within(pkg, parent string) bool { return pkg == parent || strings.HasPrefix(pkg, parent+"/") }
+
+func TestImportDirection(t *testing.T) {
+	imports := map[string]map[string]bool{} // package dir -> imported paths
+	cgo := map[string]bool{}
+	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && p != "." || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		dir := filepath.ToSlash(filepath.Dir(p))
+		if imports[dir] == nil {
+			imports[dir] = map[string]bool{}
+		}
+		for _, imp := range f.Imports {
+			ip, _ := strconv.Unquote(imp.Path.Value)
+			imports[dir][ip] = true
+			if ip == "C" {
+				cgo[dir] = true
+			}
+			for _, m := range cgoModules {
+				if within(ip, m) {
+					cgo[dir] = true
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(imports) < 5 {
+		t.Fatalf("found only %d packages; is the test running in the module root?", len(imports))
+	}
+	for dir, imps := range imports {
+		top, _, _ := strings.Cut(dir, "/")
+		if _, ok := allowed[top]; !ok {
+			t.Errorf("package %s: no import rule for %q; add one to this test and to ARCHITECTURE.md", dir, top)
+			continue
+		}
+		if cgo[dir] && !cgoAllowed[dir] {
+			t.Errorf("package %s uses cgo; cgo belongs only in %v", dir, keys(cgoAllowed))
+		}
+		for ip := range imps {
+			rel, ok := strings.CutPrefix(ip, module+"/")
+			if !ok {
+				continue
+			}
+			if within(dir, path.Dir(rel)) && within(rel, top) || within(rel, dir) {
+				continue // own subpackage or parent
+			}
+			if cgoAllowed[rel] && !cgoAllowed[dir] && !strings.HasPrefix(dir, "examples") {
+				t.Errorf("package %s imports the cgo package %s", dir, rel)
+			}
+			okImport := false
+			for _, a := range rule(dir) {
+				if within(rel, a) {
+					okImport = true
+				}
+			}
+			if !okImport {
+				t.Errorf("package %s may not import %s (allowed: %v)", dir, rel, rule(dir))
+			}
+		}
+	}
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestEveryPackageHasDocGo(t *testing.T) {
+	for _, dir := range []string{".", "topology", "perfmodel", "allocation", "placement", "gang", "elastic", "sim", "internal"} {
+		if _, err := os.Stat(filepath.Join(dir, "doc.go")); err != nil {
+			t.Errorf("%s has no doc.go: %v", dir, err)
+		}
+	}
+}

@@ -1,0 +1,19 @@
+// Package perfmodel knows how fast jobs run on hardware: job identities and
+// throughput models, with Gavel's measured throughput table embedded as the
+// default. It knows jobs and hardware, not policies.
+//
+// A [JobKey] names a job the way Gavel's throughput table does: a model, its
+// batch size, and the scale factor (the number of GPUs it asks for). A
+// [ThroughputModel] gives a job's steps per second on a GPU type; a
+// [ColocationModel] gives the rates of two jobs sharing one GPU (space
+// sharing). [*Table] implements both from a file in Gavel's format, and
+// [Gavel] returns the table of Gavel's simulator, embedded in the binary.
+//
+// Source of the data and of its format: Narayanan et al.,
+// "Heterogeneity-Aware Cluster Scheduling Policies for Deep Learning
+// Workloads", OSDI 2020, section 6 (throughput estimation) and the
+// repository stanford-futuredata/gavel at commit c4fa400:
+// scheduler/simulation_throughputs.json, read by
+// scheduler/utils.py:read_all_throughputs_json_v2. The files ship in
+// data/gavel with their MIT licence.
+package perfmodel

@@ -1,0 +1,40 @@
+package topology
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+)
+
+func BenchmarkHomogeneous(b *testing.B) {
+	for _, servers := range []int{128, 1024, 4096} {
+		b.Run(fmt.Sprintf("gpus=%d", servers*8), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Homogeneous(servers, ServerTemplate{Type: V100, GPUs: 8, Interconnect: HybridCubeMesh}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkParseJSON(b *testing.B) {
+	c, err := Homogeneous(1024, ServerTemplate{Type: A100, GPUs: 8, Interconnect: NVSwitch})
+	if err != nil {
+		b.Fatal(err)
+	}
+	data, err := json.Marshal(c.Spec())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("gpus=8192", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := ParseJSON(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -1,0 +1,263 @@
+package topology
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// GPU is one GPU of a server.
+type GPU struct {
+	// Index is the GPU's index in its server, as NVML and CUDA number it.
+	// Indices are unique within a server; rows and columns of the server's
+	// link matrix follow the order of [Server.GPUs], not Index.
+	Index int `json:"index"`
+	// Type is the GPU's type.
+	Type GPUType `json:"type"`
+	// MemoryMiB is the GPU's memory in MiB.
+	MemoryMiB int `json:"memory_mib"`
+	// UUID is NVML's GPU UUID ("GPU-..."), if known; unique in a cluster.
+	UUID string `json:"uuid,omitempty"`
+	// PCIBusID is the PCI bus id ("00000000:07:00.0"), if known.
+	PCIBusID string `json:"pci_bus_id,omitempty"`
+	// NUMANode is the NUMA node closest to the GPU, or -1 if unknown.
+	NUMANode int `json:"numa_node"`
+}
+
+// Server is one machine: its GPUs, how they are linked, and its network.
+type Server struct {
+	// ID names the server; unique in a cluster.
+	ID string
+	// Rack and Domain are optional labels: the rack, and a wider failure or
+	// network domain (a pod, a spine, an NVLink domain spanning servers).
+	Rack, Domain string
+	// GPUs are the server's GPUs.
+	GPUs []GPU
+	// NICGbps is the server's network bandwidth in Gbit/s (the sum over its
+	// NICs); 0 means unknown.
+	NICGbps float64
+	// Links is the pairwise link matrix, len(GPUs) x len(GPUs), in the order
+	// of GPUs, symmetric, with LinkSelf on the diagonal; nil when unknown.
+	// Builders share one matrix between servers of the same shape: treat it
+	// as read-only.
+	Links [][]Link
+	// Bandwidth optionally overrides the nominal pairwise bandwidths, in GB/s
+	// per direction, with measured ones; nil to use the nominal figures of
+	// [Link.NominalBandwidth]. Same shape and symmetry as Links.
+	Bandwidth [][]float64
+}
+
+// NumGPUs returns the number of GPUs of the server.
+func (s *Server) NumGPUs() int { return len(s.GPUs) }
+
+// Link returns the link between the GPUs at positions i and j of s.GPUs; it
+// is LinkSelf when i == j and LinkUnknown when the server has no link matrix.
+// It panics if i or j is out of range.
+func (s *Server) Link(i, j int) Link {
+	_ = s.GPUs[i]
+	_ = s.GPUs[j]
+	switch {
+	case i == j:
+		return Link{Class: LinkSelf}
+	case s.Links == nil:
+		return Link{Class: LinkUnknown}
+	}
+	return s.Links[i][j]
+}
+
+// PairBandwidth returns the bandwidth between the GPUs at positions i and j
+// of s.GPUs, in GB/s per direction: the measured value of s.Bandwidth if set,
+// otherwise the link's nominal bandwidth. It is 0 when i == j.
+func (s *Server) PairBandwidth(i, j int) float64 {
+	if i == j {
+		return 0
+	}
+	if s.Bandwidth != nil {
+		return s.Bandwidth[i][j]
+	}
+	return s.Link(i, j).NominalBandwidth(s.GPUs[i].Type, s.GPUs[j].Type)
+}
+
+// NICGBps returns the network bandwidth in GB/s (NICGbps / 8).
+func (s *Server) NICGBps() float64 { return s.NICGbps / 8 }
+
+// Cluster is a set of servers.
+type Cluster struct {
+	// Name is an optional name for reports.
+	Name string
+	// Servers are the cluster's servers.
+	Servers []Server
+}
+
+// NumGPUs returns the number of GPUs in the cluster.
+func (c *Cluster) NumGPUs() int {
+	n := 0
+	for i := range c.Servers {
+		n += len(c.Servers[i].GPUs)
+	}
+	return n
+}
+
+// Capacity returns the number of GPUs of each type.
+func (c *Cluster) Capacity() map[GPUType]int {
+	m := make(map[GPUType]int)
+	for i := range c.Servers {
+		for _, g := range c.Servers[i].GPUs {
+			m[g.Type]++
+		}
+	}
+	return m
+}
+
+// GPUTypes returns the GPU types present in the cluster, sorted by name.
+func (c *Cluster) GPUTypes() []GPUType {
+	var out []GPUType
+	for t := range c.Capacity() {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Validate checks the cluster and returns nil, or every problem found (up to
+// twenty), each a [*SpecError] joined with errors.Join. It checks that there
+// is at least one server, that server ids are non-empty and unique, that
+// every server has GPUs, that GPU types are well formed, indices unique and
+// non-negative, memory positive, UUIDs unique across the cluster, NUMA nodes
+// >= -1, NIC bandwidth finite and non-negative, and that link and bandwidth
+// matrices are square, symmetric, of known classes, with LinkSelf exactly on
+// the diagonal.
+func (c *Cluster) Validate() error {
+	var p problems
+	if len(c.Servers) == 0 {
+		p.add(ErrInvalidCount, func() string { return "" }, "a cluster needs at least one server")
+	}
+	ids := make(map[string]int, len(c.Servers))
+	uuids := make(map[string][2]int)
+	for si := range c.Servers {
+		s := &c.Servers[si]
+		where := func() string { return fmt.Sprintf("servers[%d] %q", si, s.ID) }
+		if s.ID == "" {
+			p.add(ErrMalformedSpec, where, "server has no id")
+		} else if prev, dup := ids[s.ID]; dup {
+			p.add(ErrDuplicateID, where, "server id %q is also the id of servers[%d]", s.ID, prev)
+		} else {
+			ids[s.ID] = si
+		}
+		s.validate(si, where, uuids, &p)
+	}
+	return p.err()
+}
+
+// validate checks server si; uuids maps the UUIDs seen so far to their
+// server and GPU positions.
+func (s *Server) validate(si int, where func() string, uuids map[string][2]int, p *problems) {
+	if len(s.GPUs) == 0 {
+		p.add(ErrInvalidCount, where, "server has no GPUs")
+	}
+	if math.IsNaN(s.NICGbps) || math.IsInf(s.NICGbps, 0) || s.NICGbps < 0 {
+		p.add(ErrInvalidCount, where, "NIC bandwidth %v Gbit/s (want a finite number >= 0)", s.NICGbps)
+	}
+	indices := make(map[int]int, len(s.GPUs))
+	for gi, g := range s.GPUs {
+		gw := func() string { return fmt.Sprintf("%s: gpus[%d]", where(), gi) }
+		if err := g.Type.validate(); err != nil {
+			p.add(ErrInvalidGPUType, gw, "%s", err.Msg)
+		}
+		if g.Index < 0 {
+			p.add(ErrInvalidCount, gw, "GPU index %d is negative", g.Index)
+		} else if prev, dup := indices[g.Index]; dup {
+			p.add(ErrDuplicateID, gw, "GPU index %d is also the index of gpus[%d]", g.Index, prev)
+		} else {
+			indices[g.Index] = gi
+		}
+		if g.MemoryMiB <= 0 {
+			p.add(ErrInvalidCount, gw, "GPU memory %d MiB (want > 0)", g.MemoryMiB)
+		}
+		if g.NUMANode < -1 {
+			p.add(ErrInvalidCount, gw, "NUMA node %d (want >= 0, or -1 for unknown)", g.NUMANode)
+		}
+		if g.UUID != "" {
+			if prev, dup := uuids[g.UUID]; dup {
+				p.add(ErrDuplicateID, gw, "GPU UUID %q is also the UUID of servers[%d]: gpus[%d]", g.UUID, prev[0], prev[1])
+			} else {
+				uuids[g.UUID] = [2]int{si, gi}
+			}
+		}
+	}
+	s.validateLinks(where, p)
+	s.validateBandwidth(where, p)
+}
+
+func (s *Server) validateLinks(where func() string, p *problems) {
+	if s.Links == nil {
+		return
+	}
+	n := len(s.GPUs)
+	if !square(len(s.Links), n, func(i int) int { return len(s.Links[i]) }) {
+		p.add(ErrMalformedSpec, where, "link matrix is not %dx%d (one row and one column per GPU)", n, n)
+		return
+	}
+	for i := range n {
+		for j := i; j < n; j++ {
+			lw := func() string { return fmt.Sprintf("%s: links[%d][%d]", where(), i, j) }
+			a, b := s.Links[i][j], s.Links[j][i]
+			if i == j {
+				if a.Class != LinkSelf {
+					p.add(ErrUnknownLinkClass, lw, "the diagonal must be X (LinkSelf), got %s", a)
+				}
+				continue
+			}
+			if err := a.validate(); err != nil {
+				p.add(err.Kind, lw, "%s", err.Msg)
+				continue
+			}
+			switch a.Class {
+			case LinkSelf:
+				p.add(ErrUnknownLinkClass, lw, "X (LinkSelf) may stand only on the diagonal")
+				continue
+			case LinkUnknown:
+				p.add(ErrUnknownLinkClass, lw, "link class is not set; leave Links nil if the topology is unknown")
+				continue
+			}
+			if a != b {
+				p.add(ErrAsymmetricLinks, lw, "links[%d][%d]=%s but links[%d][%d]=%s", i, j, a, j, i, b)
+			}
+		}
+	}
+}
+
+func (s *Server) validateBandwidth(where func() string, p *problems) {
+	if s.Bandwidth == nil {
+		return
+	}
+	n := len(s.GPUs)
+	if !square(len(s.Bandwidth), n, func(i int) int { return len(s.Bandwidth[i]) }) {
+		p.add(ErrMalformedSpec, where, "bandwidth matrix is not %dx%d (one row and one column per GPU)", n, n)
+		return
+	}
+	for i := range n {
+		for j := i + 1; j < n; j++ {
+			bw := func() string { return fmt.Sprintf("%s: bandwidth[%d][%d]", where(), i, j) }
+			a, b := s.Bandwidth[i][j], s.Bandwidth[j][i]
+			switch {
+			case math.IsNaN(a) || math.IsInf(a, 0) || a <= 0:
+				p.add(ErrInvalidCount, bw, "bandwidth %v GB/s (want a finite number > 0)", a)
+			case a != b:
+				p.add(ErrAsymmetricLinks, bw, "bandwidth[%d][%d]=%v but bandwidth[%d][%d]=%v", i, j, a, j, i, b)
+			}
+		}
+	}
+}
+
+func square(rows, n int, cols func(int) int) bool {
+	if rows != n {
+		return false
+	}
+	for i := range rows {
+		if cols(i) != n {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,289 @@
+package topology
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// ClusterSpec is the JSON form of a cluster, read by [ParseJSON] and written
+// by [Cluster.Spec]. An example with three shapes of server:
+//
+//	{
+//	  "name": "lab",
+//	  "servers": [
+//	    {"id": "v100", "count": 4, "gpu_type": "v100", "gpus": 8,
+//	     "interconnect": "hybrid-cube-mesh", "nic_gbps": 100, "rack": "r1"},
+//	    {"id": "k80", "count": 2, "gpu_type": "k80", "gpus": 4},
+//	    {"id": "odd", "devices": [
+//	       {"type": "a100", "memory_mib": 81920, "numa_node": 0},
+//	       {"type": "a100", "memory_mib": 81920, "numa_node": 1}],
+//	     "links": [["X", "NV12"], ["NV12", "X"]]}
+//	  ]
+//	}
+type ClusterSpec struct {
+	Name    string       `json:"name,omitempty"`
+	Servers []ServerSpec `json:"servers"`
+}
+
+// ServerSpec is the JSON form of one server, or of Count identical servers.
+// Give either GPUType and GPUs (with an optional Interconnect or Links), or
+// Devices (with optional Links).
+type ServerSpec struct {
+	// ID names the server; with Count, servers are named ID-0, ID-1, ...
+	// An empty ID becomes "server-<position>".
+	ID string `json:"id,omitempty"`
+	// Count replicates the server; omitted means 1, and it must be >= 1.
+	Count *int `json:"count,omitempty"`
+	// Rack and Domain are optional labels.
+	Rack   string `json:"rack,omitempty"`
+	Domain string `json:"domain,omitempty"`
+	// GPUType and GPUs give a server of GPUs of one type.
+	GPUType string `json:"gpu_type,omitempty"`
+	GPUs    int    `json:"gpus,omitempty"`
+	// MemoryMiB sets the memory of each GPU when GPUType is used; 0 takes
+	// the type's nominal memory.
+	MemoryMiB int `json:"memory_mib,omitempty"`
+	// Interconnect is one of the [Interconnect] values; it may not be given
+	// together with Links.
+	Interconnect string `json:"interconnect,omitempty"`
+	// Devices describes the GPUs one by one.
+	Devices []DeviceSpec `json:"devices,omitempty"`
+	// Links is the link matrix in nvidia-smi notation ("X", "NV2", "PIX", ...).
+	Links [][]string `json:"links,omitempty"`
+	// BandwidthGBps optionally gives measured pairwise bandwidths, GB/s.
+	BandwidthGBps [][]float64 `json:"bandwidth_gbps,omitempty"`
+	// NICGbps is the network bandwidth of the server, Gbit/s.
+	NICGbps float64 `json:"nic_gbps,omitempty"`
+}
+
+// DeviceSpec is the JSON form of one GPU.
+type DeviceSpec struct {
+	// Index defaults to the device's position in the list.
+	Index *int   `json:"index,omitempty"`
+	Type  string `json:"type"`
+	// MemoryMiB defaults to the type's nominal memory.
+	MemoryMiB int    `json:"memory_mib,omitempty"`
+	UUID      string `json:"uuid,omitempty"`
+	PCIBusID  string `json:"pci_bus_id,omitempty"`
+	// NUMANode defaults to -1 (unknown).
+	NUMANode *int `json:"numa_node,omitempty"`
+}
+
+// Limits that keep a spec from asking for absurd amounts of memory.
+const (
+	maxGPUsPerServer = 1024
+	maxClusterGPUs   = 1 << 20
+)
+
+// ParseJSON reads a [ClusterSpec] from JSON and builds and validates the
+// cluster. Unknown fields, syntax errors (reported with their line), bad
+// counts, unknown link classes and the problems of [Cluster.Validate] are
+// errors of the kinds of this package.
+func ParseJSON(data []byte) (*Cluster, error) {
+	var spec ClusterSpec
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		return nil, jsonError(data, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, specErr(ErrMalformedSpec, "", "trailing data after the cluster spec")
+	}
+	return spec.Build()
+}
+
+// ReadJSON is [ParseJSON] on everything r holds.
+func ReadJSON(r io.Reader) (*Cluster, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("topology: reading cluster spec: %w", err)
+	}
+	return ParseJSON(data)
+}
+
+func jsonError(data []byte, err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return specErr(ErrMalformedSpec, lineOf(data, syn.Offset), "%v", err)
+	case errors.As(err, &typ):
+		return specErr(ErrMalformedSpec, lineOf(data, typ.Offset), "field %q: %v", typ.Field, err)
+	case errors.Is(err, io.EOF):
+		return specErr(ErrMalformedSpec, "", "empty cluster spec")
+	}
+	return specErr(ErrMalformedSpec, "", "%v", err)
+}
+
+func lineOf(data []byte, offset int64) string {
+	offset = min(max(offset, 0), int64(len(data)))
+	return fmt.Sprintf("line %d", 1+bytes.Count(data[:offset], []byte{'\n'}))
+}
+
+// Build turns the spec into a validated cluster.
+func (cs *ClusterSpec) Build() (*Cluster, error) {
+	c := &Cluster{Name: cs.Name}
+	total := 0
+	for si := range cs.Servers {
+		ss := &cs.Servers[si]
+		where := fmt.Sprintf("servers[%d] %q", si, ss.ID)
+		s, count, err := ss.build(si)
+		if err != nil {
+			var se *SpecError
+			if errors.As(err, &se) {
+				se.Where = joinWhere(where, se.Where)
+			}
+			return nil, err
+		}
+		total += count * len(s.GPUs)
+		if total > maxClusterGPUs {
+			return nil, specErr(ErrInvalidCount, where, "the cluster would have more than %d GPUs", maxClusterGPUs)
+		}
+		if count == 1 && ss.Count == nil {
+			c.Servers = append(c.Servers, s)
+			continue
+		}
+		for k := range count {
+			r := s
+			r.ID = fmt.Sprintf("%s-%d", s.ID, k)
+			r.GPUs = append([]GPU(nil), s.GPUs...)
+			c.Servers = append(c.Servers, r)
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func joinWhere(outer, inner string) string {
+	if inner == "" {
+		return outer
+	}
+	return outer + ": " + inner
+}
+
+// build makes one server of the spec and returns how many copies to make.
+func (ss *ServerSpec) build(pos int) (Server, int, error) {
+	count := 1
+	if ss.Count != nil {
+		count = *ss.Count
+	}
+	if count < 1 {
+		return Server{}, 0, specErr(ErrInvalidCount, "", "count %d (want >= 1)", count)
+	}
+	s := Server{ID: ss.ID, Rack: ss.Rack, Domain: ss.Domain, NICGbps: ss.NICGbps, Bandwidth: ss.BandwidthGBps}
+	if s.ID == "" {
+		s.ID = fmt.Sprintf("server-%d", pos)
+	}
+	switch {
+	case len(ss.Devices) > 0 && (ss.GPUType != "" || ss.GPUs != 0 || ss.MemoryMiB != 0):
+		return s, 0, specErr(ErrMalformedSpec, "", "give either devices or gpu_type with gpus, not both")
+	case len(ss.Devices) > 0 && ss.Interconnect != "":
+		return s, 0, specErr(ErrMalformedSpec, "", "interconnect applies to gpu_type with gpus; with devices give links")
+	case ss.Interconnect != "" && ss.Links != nil:
+		return s, 0, specErr(ErrMalformedSpec, "", "give either interconnect or links, not both")
+	case len(ss.Devices) > maxGPUsPerServer || ss.GPUs > maxGPUsPerServer:
+		return s, 0, specErr(ErrInvalidCount, "", "more than %d GPUs in one server", maxGPUsPerServer)
+	case count > maxClusterGPUs:
+		return s, 0, specErr(ErrInvalidCount, "", "count %d is more than %d", count, maxClusterGPUs)
+	}
+	if len(ss.Devices) > 0 {
+		for i, d := range ss.Devices {
+			g, err := d.gpu(i)
+			if err != nil {
+				err.Where = joinWhere(fmt.Sprintf("devices[%d]", i), err.Where)
+				return s, 0, err
+			}
+			s.GPUs = append(s.GPUs, g)
+		}
+	} else {
+		if ss.GPUType == "" {
+			return s, 0, specErr(ErrMalformedSpec, "", "server has neither gpu_type with gpus nor devices")
+		}
+		t, err := ParseGPUType(ss.GPUType)
+		if err != nil {
+			return s, 0, err
+		}
+		var c Cluster
+		if err := c.add("", 1, ServerTemplate{Type: t, GPUs: ss.GPUs, Interconnect: Interconnect(ss.Interconnect), MemoryMiB: ss.MemoryMiB}); err != nil {
+			return s, 0, err
+		}
+		s.GPUs, s.Links = c.Servers[0].GPUs, c.Servers[0].Links
+	}
+	if ss.Links != nil {
+		links, err := parseLinks(ss.Links)
+		if err != nil {
+			return s, 0, err
+		}
+		s.Links = links
+	}
+	return s, count, nil
+}
+
+func (d *DeviceSpec) gpu(pos int) (GPU, *SpecError) {
+	t, err := parseGPUType(d.Type)
+	if err != nil {
+		return GPU{}, err
+	}
+	g := GPU{Index: pos, Type: t, MemoryMiB: d.MemoryMiB, UUID: d.UUID, PCIBusID: d.PCIBusID, NUMANode: -1}
+	if d.Index != nil {
+		g.Index = *d.Index
+	}
+	if d.NUMANode != nil {
+		g.NUMANode = *d.NUMANode
+	}
+	if g.MemoryMiB == 0 {
+		g.MemoryMiB = t.nominalMemoryMiB()
+	}
+	if g.MemoryMiB == 0 {
+		return GPU{}, specErr(ErrInvalidCount, "", "memory_mib is needed for the custom GPU type %q", t)
+	}
+	return g, nil
+}
+
+func parseLinks(rows [][]string) ([][]Link, error) {
+	links := make([][]Link, len(rows))
+	for i, row := range rows {
+		links[i] = make([]Link, len(row))
+		for j, v := range row {
+			l, err := parseLink(v)
+			if err != nil {
+				err.Where = fmt.Sprintf("links[%d][%d]", i, j)
+				return nil, err
+			}
+			links[i][j] = l
+		}
+	}
+	return links, nil
+}
+
+// Spec returns the JSON form of c, one ServerSpec with devices and links per
+// server; [ClusterSpec.Build] on it gives back an equal cluster.
+func (c *Cluster) Spec() *ClusterSpec {
+	cs := &ClusterSpec{Name: c.Name, Servers: make([]ServerSpec, len(c.Servers))}
+	for si := range c.Servers {
+		s := &c.Servers[si]
+		ss := ServerSpec{ID: s.ID, Rack: s.Rack, Domain: s.Domain, NICGbps: s.NICGbps, BandwidthGBps: s.Bandwidth}
+		for _, g := range s.GPUs {
+			ss.Devices = append(ss.Devices, DeviceSpec{
+				Index: &g.Index, Type: string(g.Type), MemoryMiB: g.MemoryMiB,
+				UUID: g.UUID, PCIBusID: g.PCIBusID, NUMANode: &g.NUMANode,
+			})
+		}
+		if s.Links != nil {
+			ss.Links = make([][]string, len(s.Links))
+			for i, row := range s.Links {
+				ss.Links[i] = make([]string, len(row))
+				for j, l := range row {
+					ss.Links[i][j] = l.String()
+				}
+			}
+		}
+		cs.Servers[si] = ss
+	}
+	return cs
+}
