@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/gpusched/gpusched/allocation/lp"
@@ -105,4 +106,154 @@ func TestMPSRoundTripAllocation(t *testing.T) {
 	if !lptest.RelClose(obj, direct.Objective, 1e-9) {
 		t.Fatalf("objective from MPS %v, direct %v", obj, direct.Objective)
 	}
+}
+
+// TestCrossCheckInteriorPoint: the pure-Go backend and CLP agree on seeded
+// allocation-shaped problems, objective to 1e-6 relative, both feasible to
+// 1e-7.
+func TestCrossCheckInteriorPoint(t *testing.T) {
+	for _, size := range []struct{ jobs, types int }{{10, 3}, {100, 3}, {300, 8}, {2000, 3}} {
+		for seed := range uint64(3) {
+			m := lptest.Allocation(seed, size.jobs, size.types)
+			ref, err := (&Solver{}).Solve(context.Background(), m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := (&lp.InteriorPoint{}).Solve(context.Background(), m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lptest.Check(t, m, ref, ref.Objective)
+			lptest.Check(t, m, got, ref.Objective)
+		}
+	}
+	for _, c := range lptest.Cases() {
+		if c.Err != nil {
+			continue
+		}
+		ref, err := (&Solver{}).Solve(context.Background(), c.Build())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := (&lp.InteriorPoint{}).Solve(context.Background(), c.Build())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !lptest.RelClose(got.Objective, ref.Objective, 1e-6) {
+			t.Errorf("%s: interior point %v, CLP %v", c.Name, got.Objective, ref.Objective)
+		}
+	}
+}
+
+// TestCrossCheckRandom: both backends agree on random LPs of every bound
+// and row type.
+func TestCrossCheckRandom(t *testing.T) {
+	for seed := range uint64(200) {
+		rows, cols := 1+int(seed%60), 1+int(seed*7%80)
+		m := lptest.Random(seed, rows, cols)
+		ref, err := (&Solver{}).Solve(context.Background(), m)
+		if err != nil {
+			t.Fatalf("seed %d: CLP: %v", seed, err)
+		}
+		got, err := (&lp.InteriorPoint{}).Solve(context.Background(), m)
+		if err != nil {
+			t.Fatalf("seed %d: interior point: %v", seed, err)
+		}
+		lptest.Check(t, m, ref, ref.Objective)
+		lptest.Check(t, m, got, ref.Objective)
+	}
+}
+
+// randomAny is a random LP that may be infeasible or unbounded.
+func randomAny(seed uint64) *lp.Model {
+	rng := rand.New(rand.NewPCG(seed, 77))
+	m := lp.NewModel(lp.Minimize)
+	cols, rows := 1+rng.IntN(6), rng.IntN(6)
+	for range cols {
+		lo, up := -lp.Inf, lp.Inf
+		if rng.IntN(3) > 0 {
+			lo = float64(rng.IntN(5) - 2)
+		}
+		if rng.IntN(3) == 0 {
+			up = max(lo, 0) + float64(rng.IntN(4))
+		}
+		m.AddVar(lo, up, float64(rng.IntN(7)-3))
+	}
+	for range rows {
+		k := 1 + rng.IntN(cols)
+		idx := rng.Perm(cols)[:k]
+		val := make([]float64, k)
+		for e := range val {
+			val[e] = float64(rng.IntN(7) - 3)
+			if val[e] == 0 {
+				val[e] = 2
+			}
+		}
+		lo, up := -lp.Inf, lp.Inf
+		switch rng.IntN(3) {
+		case 0:
+			lo = float64(rng.IntN(9) - 4)
+		case 1:
+			up = float64(rng.IntN(9) - 4)
+		default:
+			lo = float64(rng.IntN(9) - 4)
+			up = lo
+		}
+		m.AddRow(lo, up, idx, val)
+	}
+	return m
+}
+
+// TestCrossCheckStatus: on random LPs that may be infeasible or unbounded,
+// the interior-point method reports what CLP reports.
+func TestCrossCheckStatus(t *testing.T) {
+	counts := map[lp.Status]int{}
+	clpWrong := 0
+	for seed := range uint64(500) {
+		m := randomAny(seed)
+		ref, _ := (&Solver{}).Solve(context.Background(), m)
+		got, err := (&lp.InteriorPoint{}).Solve(context.Background(), m)
+		counts[ref.Status]++
+		if got == nil {
+			t.Fatalf("seed %d: no solution, error %v", seed, err)
+		}
+		if got.Status != ref.Status {
+			// Decide with CLP on the two auxiliary LPs, which are always
+			// feasible and bounded.
+			truth := verdict(t, m)
+			if got.Status != truth {
+				t.Errorf("seed %d: interior point %v (%v), CLP %v, auxiliary LPs say %v", seed, got.Status, err, ref.Status, truth)
+			} else {
+				clpWrong++
+			}
+			continue
+		}
+		if ref.Status == lp.Optimal && !lptest.RelClose(got.Objective, ref.Objective, 1e-6) {
+			t.Errorf("seed %d: objective %v, CLP %v", seed, got.Objective, ref.Objective)
+		}
+	}
+	t.Logf("CLP statuses: %v; CLP's status contradicted by the auxiliary LPs: %d", counts, clpWrong)
+	if counts[lp.Optimal] < 50 || counts[lp.Infeasible] < 50 || counts[lp.Unbounded] < 20 {
+		t.Errorf("the generator should produce every status: %v", counts)
+	}
+}
+
+// verdict classifies m with CLP on lp.InfeasibilityModel and lp.RayModel.
+func verdict(t *testing.T, m *lp.Model) lp.Status {
+	t.Helper()
+	inf, err := (&Solver{}).Solve(context.Background(), lp.InfeasibilityModel(m))
+	if err != nil {
+		t.Fatalf("infeasibility model: %v", err)
+	}
+	if inf.Objective > 1e-7 {
+		return lp.Infeasible
+	}
+	ray, err := (&Solver{}).Solve(context.Background(), lp.RayModel(m))
+	if err != nil {
+		t.Fatalf("ray model: %v", err)
+	}
+	if ray.Objective < -1e-7 {
+		return lp.Unbounded
+	}
+	return lp.Optimal
 }

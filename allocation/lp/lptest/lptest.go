@@ -178,6 +178,7 @@ func Run(t *testing.T, s lp.Solver) {
 				t.Fatalf("solve: %v", err)
 			}
 			Check(t, m, sol, c.Objective)
+			CheckDuals(t, m, sol, 1e-6)
 			if c.X != nil {
 				near(t, "X", sol.X, c.X)
 			}
@@ -292,6 +293,129 @@ func Allocation(seed uint64, jobs, types int) *lp.Model {
 			capIdx[j], capVal[j] = x+j*types+k, g[j]
 		}
 		m.AddRow(-lp.Inf, math.Max(1, math.Round(float64(demand)/2/float64(types))), capIdx, capVal)
+	}
+	return m
+}
+
+// DualGap returns the gap between sol's objective and the dual objective
+// that its duals and reduced costs certify, relative to max(1, |objective|),
+// and the largest dual infeasibility: a multiplier that pushes against an
+// infinite bound, or reduced costs that disagree with c - A'y. Together
+// they are zero, up to rounding, exactly when sol is optimal, so a solver
+// cannot pass this check with a merely feasible point.
+func DualGap(m *lp.Model, sol *lp.Solution) (gap, dualInfeasibility float64) {
+	sense := float64(m.Sense()) // +1 minimise, -1 maximise
+	rowLo, rowUp := m.RowBounds()
+	colLo, colUp := m.VarBounds()
+	c := m.Objective()
+	dual := 0.0
+	pick := func(mult, lo, up float64) float64 {
+		// For a minimisation a positive multiplier holds the lower bound.
+		b := lo
+		if mult*sense < 0 {
+			b = up
+		}
+		if math.IsInf(b, 0) {
+			dualInfeasibility = max(dualInfeasibility, math.Abs(mult))
+			return 0
+		}
+		return mult * b
+	}
+	d := make([]float64, len(c))
+	copy(d, c)
+	for i := range rowLo {
+		dual += pick(sol.Duals[i], rowLo[i], rowUp[i])
+		idx, val := m.Row(i)
+		for k, j := range idx {
+			d[j] -= val[k] * sol.Duals[i]
+		}
+	}
+	for j := range c {
+		dual += pick(d[j], colLo[j], colUp[j])
+		if sol.ReducedCosts != nil {
+			dualInfeasibility = max(dualInfeasibility, math.Abs(d[j]-sol.ReducedCosts[j]))
+		}
+	}
+	return math.Abs(dual-sol.Objective) / math.Max(1, math.Abs(sol.Objective)), dualInfeasibility
+}
+
+// CheckDuals fails t unless sol's duals certify its optimality to tol.
+func CheckDuals(t testing.TB, m *lp.Model, sol *lp.Solution, tol float64) {
+	t.Helper()
+	gap, inf := DualGap(m, sol)
+	if gap > tol || inf > tol {
+		t.Errorf("duals do not certify optimality: relative gap %g, dual infeasibility %g", gap, inf)
+	}
+}
+
+// Random builds a feasible, bounded LP with rows x cols variables: boxed,
+// lower-bounded (with a cost that does not pull them down without limit),
+// fixed and free variables (free ones cost nothing), and equality,
+// one-sided and ranged rows of one to six entries built around a point x0
+// that satisfies them all. The same seed gives the same model.
+func Random(seed uint64, rows, cols int) *lp.Model {
+	rng := rand.New(rand.NewPCG(seed, 0x2545f4914f6cdd1d))
+	sense := lp.Minimize
+	if rng.IntN(2) == 1 {
+		sense = lp.Maximize
+	}
+	m := lp.NewModel(sense)
+	x0 := make([]float64, cols)
+	for j := range cols {
+		c := math.Round(rng.NormFloat64()*4) / 2
+		// cs is the cost as seen by a minimisation.
+		cs := c * float64(sense)
+		switch r := rng.Float64(); {
+		case r < 0.5:
+			lo := math.Round(rng.NormFloat64() * 3)
+			up := lo + 1 + float64(rng.IntN(5))
+			x0[j] = lo + rng.Float64()*(up-lo)
+			m.AddVar(lo, up, c)
+		case r < 0.75:
+			lo := math.Round(rng.NormFloat64() * 3)
+			x0[j] = lo + rng.Float64()*3
+			if cs < 0 {
+				c = -c
+			}
+			m.AddVar(lo, lp.Inf, c)
+		case r < 0.85:
+			up := math.Round(rng.NormFloat64() * 3)
+			x0[j] = up - rng.Float64()*3
+			if cs > 0 {
+				c = -c
+			}
+			m.AddVar(-lp.Inf, up, c)
+		case r < 0.92:
+			v := math.Round(rng.NormFloat64() * 3)
+			x0[j] = v
+			m.AddVar(v, v, c)
+		default:
+			x0[j] = rng.NormFloat64()
+			m.AddVar(-lp.Inf, lp.Inf, 0)
+		}
+	}
+	for range rows {
+		k := 1 + rng.IntN(min(6, cols))
+		idx := rng.Perm(cols)[:k]
+		val := make([]float64, k)
+		act := 0.0
+		for e, j := range idx {
+			val[e] = math.Round(rng.NormFloat64()*8) / 4
+			if val[e] == 0 {
+				val[e] = 1
+			}
+			act += val[e] * x0[j]
+		}
+		lo, up := act-rng.Float64()*2, act+rng.Float64()*2
+		switch rng.IntN(4) {
+		case 0:
+			lo, up = act, act
+		case 1:
+			lo = -lp.Inf
+		case 2:
+			up = lp.Inf
+		}
+		m.AddRow(lo, up, idx, val)
 	}
 	return m
 }

@@ -1,0 +1,88 @@
+package lp_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/gpusched/gpusched/allocation/lp"
+	"github.com/gpusched/gpusched/allocation/lp/lptest"
+)
+
+func TestInteriorPointConformance(t *testing.T) {
+	lptest.Run(t, &lp.InteriorPoint{})
+}
+
+// Random allocation-shaped LPs: the interior-point solution must be
+// feasible and certified optimal by its own duals.
+func TestInteriorPointAllocation(t *testing.T) {
+	for _, size := range []struct{ jobs, types int }{{5, 3}, {50, 3}, {200, 3}, {100, 8}, {1000, 3}} {
+		for seed := range uint64(3) {
+			m := lptest.Allocation(seed, size.jobs, size.types)
+			sol, err := (&lp.InteriorPoint{}).Solve(context.Background(), m)
+			if err != nil {
+				t.Fatalf("jobs=%d types=%d seed=%d: %v", size.jobs, size.types, seed, err)
+			}
+			lptest.Check(t, m, sol, sol.Objective)
+			lptest.CheckDuals(t, m, sol, 1e-6)
+			if sol.Objective <= 0 || sol.Objective > 1 {
+				t.Errorf("max-min level %v outside (0, 1]", sol.Objective)
+			}
+		}
+	}
+}
+
+// Random feasible, bounded LPs of every bound and row type: optimal,
+// feasible and certified by the solver's own duals.
+func TestInteriorPointRandom(t *testing.T) {
+	for seed := range uint64(300) {
+		rows, cols := 1+int(seed%23), 1+int(seed*7%31)
+		m := lptest.Random(seed, rows, cols)
+		sol, err := (&lp.InteriorPoint{}).Solve(context.Background(), m)
+		if err != nil {
+			t.Fatalf("seed %d (%d x %d): %v", seed, rows, cols, err)
+		}
+		lptest.Check(t, m, sol, sol.Objective)
+		gap, inf := lptest.DualGap(m, sol)
+		if gap > 1e-6 || inf > 1e-6 {
+			t.Errorf("seed %d: relative gap %g, dual infeasibility %g", seed, gap, inf)
+		}
+	}
+}
+
+func TestInteriorPointRandomLarger(t *testing.T) {
+	for seed := range uint64(20) {
+		rows, cols := 50+int(seed*37%200), 50+int(seed*53%250)
+		m := lptest.Random(1000+seed, rows, cols)
+		sol, err := (&lp.InteriorPoint{}).Solve(context.Background(), m)
+		if err != nil {
+			t.Fatalf("seed %d (%d x %d): %v", seed, rows, cols, err)
+		}
+		lptest.Check(t, m, sol, sol.Objective)
+		lptest.CheckDuals(t, m, sol, 1e-6)
+	}
+}
+
+func TestInteriorPointLimits(t *testing.T) {
+	m := lptest.Allocation(1, 300, 3)
+	sol, err := (&lp.InteriorPoint{Options: lp.Options{MaxIterations: 2}}).Solve(context.Background(), m)
+	if !errors.Is(err, lp.ErrIterationLimit) || sol.Status != lp.IterationLimit || len(sol.X) != m.NumVars() {
+		t.Fatalf("got %v, %v", sol, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	sol, err = (&lp.InteriorPoint{}).Solve(ctx, m)
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, lp.ErrCancelled) || sol.Status != lp.Cancelled {
+		t.Fatalf("got %v, %v", sol, err)
+	}
+	sol, err = (&lp.InteriorPoint{Options: lp.Options{MaxSeconds: 1e-9}}).Solve(context.Background(), m)
+	if !errors.Is(err, lp.ErrTimeLimit) || sol.Status != lp.TimeLimit {
+		t.Fatalf("got %v, %v", sol, err)
+	}
+	bad := lp.NewModel(lp.Minimize)
+	bad.AddVar(0, 1, math.NaN())
+	if sol, err := (&lp.InteriorPoint{}).Solve(context.Background(), bad); !errors.Is(err, lp.ErrInvalidModel) || sol != nil {
+		t.Fatalf("got %v, %v", sol, err)
+	}
+}
