@@ -7,10 +7,27 @@
 // Gavel solves them with cvxpy and ECOS, Gurobi or MOSEK; gpusched solves
 // them with its own backends:
 //
+//   - [InteriorPoint], the default: pure Go, sparse, no cgo;
 //   - the subpackage clp binds COIN-OR CLP (build tag clp, cgo, Debian's
-//     coinor-libclp-dev);
-//   - a pure-Go sparse backend, the default, is being built (issue #3 of the
-//     project); until it lands, policies need the clp backend.
+//     coinor-libclp-dev), for vertex solutions and cross-checks.
+//
+// Why an interior-point method rather than a simplex. The max-min
+// allocation LPs are massively degenerate: each job's epigraph row
+// t <= sum_k T_jk x_jk is tight at the optimum for every bottleneck job, so
+// a simplex method pivots through thousands of degenerate vertices (CLP's
+// dual simplex: 14,888 iterations and 8.6 s for 10,000 jobs x 3 types). An
+// interior-point method takes 10 to 20 iterations whatever the degeneracy,
+// each a sparse Cholesky factorisation of A Theta A' with a pattern fixed
+// in advance; the allocation LPs are block-angular (a job's rows touch only
+// its own variables, plus a few capacity rows), so the factor stays sparse
+// once the one dense column, the level t, is split (Vanderbei 1991). It
+// solves 10,000 x 3 in about 0.25 s. Its solution is the analytic centre of
+// the optimal face rather than a vertex, which is what water-filling needs:
+// a job whose level cannot rise has a strictly positive dual there, where a
+// vertex may show a zero. Infeasibility and unboundedness are certified by
+// two auxiliary LPs ([InfeasibilityModel], [RayModel]), and equality rows
+// that are combinations of others are found by a Cholesky factorisation of
+// A_eq A_eq' and set aside.
 //
 // The subpackage lptest holds a conformance suite (hand-solved problems with
 // known optima and duals, infeasible, unbounded, degenerate, free-variable,

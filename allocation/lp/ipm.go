@@ -44,7 +44,12 @@ func (s *InteriorPoint) Solve(ctx context.Context, m *Model) (*Solution, error) 
 		return s.fail(ctx, err, res)
 	}
 	if res.status == Optimal {
-		return res.solution(m), nil
+		sol := res.solution(m)
+		if res.sf.removedRowsHold(m, sol.X) {
+			return sol, nil
+		}
+		// A dependent equality dropped by the presolve contradicts the
+		// others: let the certificates below say so.
 	}
 	if res.status == IterationLimit && s.Options.MaxIterations > 0 {
 		sol := res.solution(m)

@@ -3,55 +3,61 @@ package lp
 import "math"
 
 // iterate holds the primal-dual point of the interior-point method on a
-// stdForm: x >= 0 with slacks w = u - x >= 0 where x has an upper bound,
-// duals y, z >= 0 for x >= 0 and v >= 0 for x <= u:
+// stdForm: x with gaps g = x - l >= 0 where x has a lower bound and
+// w = u - x >= 0 where it has an upper bound, duals y, z >= 0 for the lower
+// and v >= 0 for the upper bounds:
 //
-//	A x = b,  x + w = u,  A'y + z - v = c,  x z = mu,  w v = mu.
+//	A x = b,  x - g = l,  x + w = u,  A'y + z - v = c,  g z = mu,  w v = mu.
 type iterate struct {
-	sf *stdForm
-	ne *normalEq
-	ub []bool
-	nu int // number of upper-bounded columns
+	sf         *stdForm
+	ne         *normalEq
+	hasL, hasU []bool
+	pairs      int // number of complementarity pairs
 
-	x, z, w, v []float64
-	y          []float64
-	// Residuals and scaled quantities.
-	rb, rc, ru     []float64
+	x, g, w, z, v []float64
+	y             []float64
+	// Residuals: rb = b - Ax, rl = l - x + g, ru = u - x - w,
+	// rc = c - A'y - z + v; right-hand sides of the complementarity rows.
+	rb, rl, ru, rc []float64
+	rgz, rwv       []float64
 	theta, rhat    []float64
-	rxz, rwv       []float64
-	dx, dz, dw, dv []float64
-	dy, res        []float64
-	// Affine direction, kept for the corrector.
-	ax, az, aw, av      []float64
-	normB, normC, normU float64
+	// Direction, and the affine direction kept for the corrector.
+	dx, dg, dw, dz, dv []float64
+	dy, res            []float64
+	cgz, cgp, cgq      []float64 // conjugate-gradient vectors (rows)
+	cgt                []float64 // and one of columns
+	ag, aw, az, av     []float64
+	normC              float64
 }
 
 func newIterate(sf *stdForm, ne *normalEq) *iterate {
 	n, m := sf.n, sf.m
 	vec := func(k int) []float64 { return make([]float64, k) }
-	it := &iterate{sf: sf, ne: ne, ub: make([]bool, n)}
-	for j, u := range sf.u {
-		if !math.IsInf(u, 1) {
-			it.ub[j] = true
-			it.nu++
+	it := &iterate{sf: sf, ne: ne, hasL: make([]bool, n), hasU: make([]bool, n)}
+	for j := range n {
+		it.hasL[j] = !math.IsInf(sf.l[j], -1)
+		it.hasU[j] = !math.IsInf(sf.u[j], 1)
+		if it.hasL[j] {
+			it.pairs++
+		}
+		if it.hasU[j] {
+			it.pairs++
 		}
 	}
-	it.x, it.z, it.w, it.v, it.y = vec(n), vec(n), vec(n), vec(n), vec(m)
-	it.rb, it.rc, it.ru = vec(m), vec(n), vec(n)
-	it.theta, it.rhat, it.rxz, it.rwv = vec(n), vec(n), vec(n), vec(n)
-	it.dx, it.dz, it.dw, it.dv, it.dy, it.res = vec(n), vec(n), vec(n), vec(n), vec(m), vec(m)
-	it.ax, it.az, it.aw, it.av = vec(n), vec(n), vec(n), vec(n)
-	it.normB, it.normC = normInf(sf.b), normInf(sf.c)
-	for j, u := range sf.u {
-		if it.ub[j] {
-			it.normU = max(it.normU, math.Abs(u))
-		}
-	}
+	it.x, it.g, it.w, it.z, it.v, it.y = vec(n), vec(n), vec(n), vec(n), vec(n), vec(m)
+	it.rb, it.rl, it.ru, it.rc = vec(m), vec(n), vec(n), vec(n)
+	it.rgz, it.rwv, it.theta, it.rhat = vec(n), vec(n), vec(n), vec(n)
+	it.dx, it.dg, it.dw, it.dz, it.dv = vec(n), vec(n), vec(n), vec(n), vec(n)
+	it.dy, it.res = vec(m), vec(m)
+	it.cgz, it.cgp, it.cgq, it.cgt = vec(m), vec(m), vec(m), vec(n)
+	it.ag, it.aw, it.az, it.av = vec(n), vec(n), vec(n), vec(n)
+	it.normC = normInf(sf.c)
 	return it
 }
 
 // start sets Mehrotra's starting point: the least-norm solution of A x = b
-// and the least-squares duals, shifted into the positive orthant.
+// and the least-squares duals, with gaps and bound duals shifted into the
+// positive orthant.
 func (it *iterate) start() error {
 	sf := it.sf
 	n := sf.n
@@ -65,61 +71,68 @@ func (it *iterate) start() error {
 	copy(it.dy, sf.b)
 	it.ne.solve(it.dy)
 	it.atMul(it.dy, it.x)
-	// y = (AA')^-1 A c, z = c - A'y.
+	// y = (AA')^-1 A c, z - v = c - A'y.
 	it.aMul(sf.c, it.y)
 	it.ne.solve(it.y)
-	it.atMul(it.y, it.z)
-	for j := range n {
-		it.z[j] = sf.c[j] - it.z[j]
-	}
-	for j := range n {
-		if it.ub[j] {
-			it.w[j] = sf.u[j] - it.x[j]
-			zj := it.z[j]
-			it.z[j], it.v[j] = zj/2, -zj/2
-		}
-	}
-	// Shift primal and dual into the interior.
+	it.atMul(it.y, it.rc)
 	minP, minD := math.Inf(1), math.Inf(1)
 	for j := range n {
-		minP, minD = min(minP, it.x[j]), min(minD, it.z[j])
-		if it.ub[j] {
+		d := sf.c[j] - it.rc[j]
+		switch {
+		case it.hasL[j] && it.hasU[j]:
+			it.z[j], it.v[j] = d/2, -d/2
+		case it.hasL[j]:
+			it.z[j] = d
+		case it.hasU[j]:
+			it.v[j] = -d
+		}
+		if it.hasL[j] {
+			it.g[j] = it.x[j] - sf.l[j]
+			minP, minD = min(minP, it.g[j]), min(minD, it.z[j])
+		}
+		if it.hasU[j] {
+			it.w[j] = sf.u[j] - it.x[j]
 			minP, minD = min(minP, it.w[j]), min(minD, it.v[j])
 		}
 	}
-	dp, dd := max(-1.5*minP, 0), max(-1.5*minD, 0)
-	if n == 0 {
-		dp, dd = 0, 0
+	if it.pairs == 0 {
+		return nil
 	}
-	xz, sx, sz := 0.0, 0.0, 0.0
+	dp, dd := max(-1.5*minP, 0), max(-1.5*minD, 0)
+	prod, sp, sd := 0.0, 0.0, 0.0
 	for j := range n {
-		xj, zj := it.x[j]+dp, it.z[j]+dd
-		xz += xj * zj
-		sx += xj
-		sz += zj
-		if it.ub[j] {
-			wj, vj := it.w[j]+dp, it.v[j]+dd
-			xz += wj * vj
-			sx += wj
-			sz += vj
+		if it.hasL[j] {
+			prod += (it.g[j] + dp) * (it.z[j] + dd)
+			sp += it.g[j] + dp
+			sd += it.z[j] + dd
+		}
+		if it.hasU[j] {
+			prod += (it.w[j] + dp) * (it.v[j] + dd)
+			sp += it.w[j] + dp
+			sd += it.v[j] + dd
 		}
 	}
 	hp, hd := 0.0, 0.0
-	if sz > 0 {
-		hp = 0.5 * xz / sz
+	if sd > 0 {
+		hp = 0.5 * prod / sd
 	}
-	if sx > 0 {
-		hd = 0.5 * xz / sx
+	if sp > 0 {
+		hd = 0.5 * prod / sp
 	}
 	for j := range n {
-		it.x[j] = max(it.x[j]+dp+hp, 1e-4)
-		it.z[j] = max(it.z[j]+dd+hd, 1e-4)
-		if it.ub[j] {
+		if it.hasL[j] {
+			it.g[j] = max(it.g[j]+dp+hp, 1e-4)
+			it.z[j] = max(it.z[j]+dd+hd, 1e-4)
+		}
+		if it.hasU[j] {
 			it.w[j] = max(it.w[j]+dp+hp, 1e-4)
 			it.v[j] = max(it.v[j]+dd+hd, 1e-4)
-			// Keep x inside its box even when the shift overshoots.
-			if it.x[j]+it.w[j] > 1.5*sf.u[j] && sf.u[j] > 0 {
-				it.x[j], it.w[j] = sf.u[j]/2, sf.u[j]/2
+		}
+		if it.hasL[j] && it.hasU[j] {
+			// Keep the gaps within the box when the shift overshoots.
+			if width := sf.u[j] - sf.l[j]; it.g[j]+it.w[j] > 1.5*width {
+				it.g[j], it.w[j] = max(width/2, 1e-4), max(width/2, 1e-4)
+				it.x[j] = sf.l[j] + width/2
 			}
 		}
 	}
@@ -151,7 +164,7 @@ func (it *iterate) atMul(y, out []float64) {
 	}
 }
 
-// residuals computes rb = b - Ax, ru = u - x - w, rc = c - A'y - z + v.
+// residuals computes rb, rl, ru and rc.
 func (it *iterate) residuals() {
 	sf := it.sf
 	it.aMul(it.x, it.rb)
@@ -160,9 +173,13 @@ func (it *iterate) residuals() {
 	}
 	it.atMul(it.y, it.rc)
 	for j := range sf.n {
-		it.rc[j] = sf.c[j] - it.rc[j] - it.z[j]
-		it.ru[j] = 0
-		if it.ub[j] {
+		it.rc[j] = sf.c[j] - it.rc[j]
+		it.rl[j], it.ru[j] = 0, 0
+		if it.hasL[j] {
+			it.rc[j] -= it.z[j]
+			it.rl[j] = sf.l[j] - it.x[j] + it.g[j]
+		}
+		if it.hasU[j] {
 			it.rc[j] += it.v[j]
 			it.ru[j] = sf.u[j] - it.x[j] - it.w[j]
 		}
@@ -170,63 +187,76 @@ func (it *iterate) residuals() {
 }
 
 func (it *iterate) mu() float64 {
-	k := len(it.x) + it.nu
-	if k == 0 {
+	if it.pairs == 0 {
 		return 0
 	}
 	s := 0.0
 	for j := range it.x {
-		s += it.x[j] * it.z[j]
-		if it.ub[j] {
+		if it.hasL[j] {
+			s += it.g[j] * it.z[j]
+		}
+		if it.hasU[j] {
 			s += it.w[j] * it.v[j]
 		}
 	}
-	return s / float64(k)
+	return s / float64(it.pairs)
 }
 
-// objectives returns c'x and b'y - u'v.
+// objectives returns c'x and the dual objective b'y + l'z - u'v.
 func (it *iterate) objectives() (p, d float64) {
 	sf := it.sf
 	p = dot(sf.c, it.x)
 	d = dot(sf.b, it.y)
 	for j := range sf.n {
-		if it.ub[j] {
+		if it.hasL[j] {
+			d += sf.l[j] * it.z[j]
+		}
+		if it.hasU[j] {
 			d -= sf.u[j] * it.v[j]
 		}
 	}
 	return p, d
 }
 
+// converged computes the residuals and reports whether every primal
+// residual is below tol relative to its own right-hand side, the dual
+// residual below tol relative to the costs, and the duality gap below tol
+// relative to the objective.
 func (it *iterate) converged(tol float64) bool {
 	it.residuals()
-	p, d := it.objectives()
+	sf := it.sf
 	for i, r := range it.rb {
-		// Rows are checked one by one, so that a large right-hand side
-		// elsewhere does not loosen the test of the small ones.
-		if math.Abs(r) > tol*(1+math.Abs(it.sf.b[i])) {
+		if math.Abs(r) > tol*(1+math.Abs(sf.b[i])) {
 			return false
 		}
 	}
-	return normInf(it.ru) <= tol*(1+it.normU) &&
-		normInf(it.rc) <= tol*(1+it.normC) &&
-		math.Abs(p-d) <= tol*(1+math.Abs(p))
+	for j := range sf.n {
+		if math.Abs(it.rl[j]) > tol*(1+math.Abs(sf.l[j])) && it.hasL[j] ||
+			math.Abs(it.ru[j]) > tol*(1+math.Abs(sf.u[j])) && it.hasU[j] {
+			return false
+		}
+	}
+	p, d := it.objectives()
+	return normInf(it.rc) <= tol*(1+it.normC) && math.Abs(p-d) <= tol*(1+math.Abs(p))
 }
 
 // diverged reports iterates so large that the problem is taken to be
 // infeasible or unbounded.
 func (it *iterate) diverged() bool {
 	const big = 1e12
-	scale := 1 + max(it.normB, it.normC, it.normU)
-	return normInf(it.x) > big*scale || normInf(it.y) > big*scale || normInf(it.z) > big*scale
+	scale := 1 + max(normInf(it.sf.b), it.normC, normInf(it.g), normInf(it.w))
+	return normInf(it.x) > big*scale || normInf(it.y) > big*scale || normInf(it.z) > big*scale || normInf(it.v) > big*scale
 }
 
 // step takes one predictor-corrector step; residuals are current.
 func (it *iterate) step() error {
-	sf := it.sf
-	n := sf.n
+	n := it.sf.n
 	for j := range n {
-		d := it.z[j] / it.x[j]
-		if it.ub[j] {
+		d := 0.0
+		if it.hasL[j] {
+			d += it.z[j] / it.g[j]
+		}
+		if it.hasU[j] {
 			d += it.v[j] / it.w[j]
 		}
 		it.theta[j] = 1 / (d + 1e-14)
@@ -237,47 +267,46 @@ func (it *iterate) step() error {
 	mu := it.mu()
 	// Predictor (affine scaling).
 	for j := range n {
-		it.rxz[j] = -it.x[j] * it.z[j]
+		it.rgz[j] = -it.g[j] * it.z[j]
 		it.rwv[j] = -it.w[j] * it.v[j]
 	}
 	it.direction()
 	ap, ad := it.stepLengths()
-	copy(it.ax, it.dx)
-	copy(it.az, it.dz)
+	copy(it.ag, it.dg)
 	copy(it.aw, it.dw)
+	copy(it.az, it.dz)
 	copy(it.av, it.dv)
 	muAff := 0.0
 	for j := range n {
-		muAff += (it.x[j] + ap*it.dx[j]) * (it.z[j] + ad*it.dz[j])
-		if it.ub[j] {
+		if it.hasL[j] {
+			muAff += (it.g[j] + ap*it.dg[j]) * (it.z[j] + ad*it.dz[j])
+		}
+		if it.hasU[j] {
 			muAff += (it.w[j] + ap*it.dw[j]) * (it.v[j] + ad*it.dv[j])
 		}
 	}
-	if k := n + it.nu; k > 0 {
-		muAff /= float64(k)
-	}
 	sigma := 0.0
-	if mu > 0 {
-		r := muAff / mu
-		sigma = r * r * r
+	if it.pairs > 0 && mu > 0 {
+		r := muAff / float64(it.pairs) / mu
+		sigma = min(max(r*r*r, 0), 1)
 	}
-	sigma = min(max(sigma, 0), 1)
 	// Corrector.
 	for j := range n {
-		it.rxz[j] = sigma*mu - it.x[j]*it.z[j] - it.ax[j]*it.az[j]
-		if it.ub[j] {
-			it.rwv[j] = sigma*mu - it.w[j]*it.v[j] - it.aw[j]*it.av[j]
-		}
+		it.rgz[j] = sigma*mu - it.g[j]*it.z[j] - it.ag[j]*it.az[j]
+		it.rwv[j] = sigma*mu - it.w[j]*it.v[j] - it.aw[j]*it.av[j]
 	}
 	it.direction()
 	ap, ad = it.stepLengths()
 	const eta = 0.9995
 	ap, ad = min(1, eta*ap), min(1, eta*ad)
 	axpy(ap, it.dx, it.x)
-	axpy(ad, it.dz, it.z)
 	axpy(ad, it.dy, it.y)
 	for j := range n {
-		if it.ub[j] {
+		if it.hasL[j] {
+			it.g[j] += ap * it.dg[j]
+			it.z[j] += ad * it.dz[j]
+		}
+		if it.hasU[j] {
 			it.w[j] += ap * it.dw[j]
 			it.v[j] += ad * it.dv[j]
 		}
@@ -285,51 +314,88 @@ func (it *iterate) step() error {
 	return nil
 }
 
-// direction solves the Newton system for the current right-hand sides
-// (rb, ru, rc from residuals; rxz, rwv set by the caller).
+// direction solves the Newton system for the current residuals and the
+// complementarity right-hand sides rgz and rwv.
 func (it *iterate) direction() {
-	sf := it.sf
-	n := sf.n
+	n := it.sf.n
 	for j := range n {
-		r := it.rc[j] - it.rxz[j]/it.x[j]
-		if it.ub[j] {
+		r := it.rc[j]
+		if it.hasL[j] {
+			r -= (it.rgz[j] + it.z[j]*it.rl[j]) / it.g[j]
+		}
+		if it.hasU[j] {
 			r += (it.rwv[j] - it.v[j]*it.ru[j]) / it.w[j]
 		}
 		it.rhat[j] = r
 		it.dx[j] = it.theta[j] * r // temporarily Theta rhat
 	}
-	// dy = M^-1 (rb + A Theta rhat), dx = Theta (A'dy - rhat), then
-	// refine on the primal equation A dx = rb itself: forming the residual
-	// from dx keeps the cancellation per component instead of across the
-	// huge entries of Theta near the optimum.
+	// dy = M^-1 (rb + A Theta rhat) and dx = Theta (A'dy - rhat), with the
+	// Cholesky factor of M = A Theta A' as the first solve and as the
+	// preconditioner of conjugate gradients on M dy = rb + A Theta rhat.
+	// The residual of that system is rb - A dx, the primal equation itself,
+	// which is where the accuracy is needed.
 	it.aMul(it.dx, it.dy)
 	axpy(1, it.rb, it.dy)
 	it.ne.solve(it.dy)
 	it.primalStep()
-	// The step needs A dx = rb only well below the size of rb and of the
-	// final tolerance on it.
-	target := max(1e-6*normInf(it.rb), 1e-12*(1+it.normB))
-	for range 4 {
-		it.aMul(it.dx, it.res)
-		for i := range it.res {
-			it.res[i] = it.rb[i] - it.res[i]
-		}
-		if normInf(it.res) <= target {
-			break
-		}
-		it.ne.solve(it.res)
-		axpy(1, it.res, it.dy)
-		it.primalStep()
-	}
+	it.pcg()
 	for j := range n {
-		it.dz[j] = (it.rxz[j] - it.z[j]*it.dx[j]) / it.x[j]
-		if it.ub[j] {
+		it.dg[j], it.dz[j], it.dw[j], it.dv[j] = 0, 0, 0, 0
+		if it.hasL[j] {
+			it.dg[j] = it.dx[j] - it.rl[j]
+			it.dz[j] = (it.rgz[j] - it.z[j]*it.dg[j]) / it.g[j]
+		}
+		if it.hasU[j] {
 			it.dw[j] = it.ru[j] - it.dx[j]
 			it.dv[j] = (it.rwv[j] - it.v[j]*it.dw[j]) / it.w[j]
-		} else {
-			it.dw[j], it.dv[j] = 0, 0
 		}
 	}
+}
+
+// pcg refines dy by preconditioned conjugate gradients until the primal
+// residual rb - A dx is well below the size of rb and of the final
+// tolerance on it, then sets dx.
+func (it *iterate) pcg() {
+	r, z, p, q, t := it.res, it.cgz, it.cgp, it.cgq, it.cgt
+	it.aMul(it.dx, r)
+	for i := range r {
+		r[i] = it.rb[i] - r[i]
+	}
+	target := max(1e-6*normInf(it.rb), 1e-12*(1+normInf(it.sf.b)))
+	if normInf(r) <= target {
+		return
+	}
+	copy(z, r)
+	it.ne.solve(z)
+	copy(p, z)
+	rz := dot(r, z)
+	for range 30 {
+		// q = A Theta A' p.
+		it.atMul(p, t)
+		for j := range t {
+			t[j] *= it.theta[j]
+		}
+		it.aMul(t, q)
+		pq := dot(p, q)
+		if !(pq > 0) || !(rz > 0) {
+			break
+		}
+		alpha := rz / pq
+		axpy(alpha, p, it.dy)
+		axpy(-alpha, q, r)
+		if normInf(r) <= target {
+			break
+		}
+		copy(z, r)
+		it.ne.solve(z)
+		rzNew := dot(r, z)
+		beta := rzNew / rz
+		rz = rzNew
+		for i := range p {
+			p[i] = z[i] + beta*p[i]
+		}
+	}
+	it.primalStep()
 }
 
 // primalStep sets dx = Theta (A'dy - rhat).
@@ -340,8 +406,8 @@ func (it *iterate) primalStep() {
 	}
 }
 
-// stepLengths returns the largest primal and dual steps that keep the
-// iterate nonnegative (capped at 1 after scaling by the caller).
+// stepLengths returns the largest primal and dual steps, up to 1, that keep
+// the gaps and bound duals nonnegative.
 func (it *iterate) stepLengths() (ap, ad float64) {
 	ap, ad = 1.0, 1.0
 	ratio := func(a, v, dv float64) float64 {
@@ -351,9 +417,11 @@ func (it *iterate) stepLengths() (ap, ad float64) {
 		return a
 	}
 	for j := range it.x {
-		ap = ratio(ap, it.x[j], it.dx[j])
-		ad = ratio(ad, it.z[j], it.dz[j])
-		if it.ub[j] {
+		if it.hasL[j] {
+			ap = ratio(ap, it.g[j], it.dg[j])
+			ad = ratio(ad, it.z[j], it.dz[j])
+		}
+		if it.hasU[j] {
 			ap = ratio(ap, it.w[j], it.dw[j])
 			ad = ratio(ad, it.v[j], it.dv[j])
 		}

@@ -1,7 +1,6 @@
 package lp
 
 import (
-	"cmp"
 	"math"
 	"slices"
 
@@ -26,55 +25,55 @@ func newNormalEq(sf *stdForm) (*normalEq, error) {
 	m, n := sf.m, sf.n
 	ne := &normalEq{sf: sf}
 	// The pattern of the upper triangle: every diagonal and every pair of
-	// rows that share a sparse column.
-	type key struct{ lo, hi int }
-	pos := map[key]int{}
-	var keys []key
-	add := func(k key) int {
-		if p, ok := pos[k]; ok {
-			return p
+	// rows that share a column. Pairs are bucketed by their larger row (the
+	// column of M they fall in), then deduplicated with a stamp per row.
+	numPairs := 0
+	bucket := make([]int, m+1)
+	for j := range n {
+		for a := sf.colPtr[j]; a < sf.colPtr[j+1]; a++ {
+			for b := a; b < sf.colPtr[j+1]; b++ {
+				bucket[max(sf.rowIdx[a], sf.rowIdx[b])+1]++
+				numPairs++
+			}
 		}
-		pos[k] = len(keys)
-		keys = append(keys, k)
-		return len(keys) - 1
 	}
 	for i := range m {
-		add(key{i, i})
+		bucket[i+1] += bucket[i]
 	}
-	var pairKey []int
+	pairLo := make([]int, numPairs)
+	pairID := make([]int, numPairs)
+	next := slices.Clone(bucket[:m])
+	q := 0
 	for j := range n {
 		for a := sf.colPtr[j]; a < sf.colPtr[j+1]; a++ {
 			for b := a; b < sf.colPtr[j+1]; b++ {
 				ra, rb := sf.rowIdx[a], sf.rowIdx[b]
-				pairKey = append(pairKey, add(key{min(ra, rb), max(ra, rb)}))
+				hi := max(ra, rb)
+				pairLo[next[hi]], pairID[next[hi]] = min(ra, rb), q
+				next[hi]++
+				q++
 			}
 		}
 	}
-	order := make([]int, len(keys))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		return cmp.Or(cmp.Compare(keys[a].hi, keys[b].hi), cmp.Compare(keys[a].lo, keys[b].lo))
-	})
-	where := make([]int, len(keys))
-	colPtr := make([]int, m+1)
-	rowIdx := make([]int, len(keys))
-	for p, k := range order {
-		where[k] = p
-		rowIdx[p] = keys[k].lo
-		colPtr[keys[k].hi+1]++
-	}
-	for i := range m {
-		colPtr[i+1] += colPtr[i]
-	}
-	ne.pairPos = make([]int, len(pairKey))
-	for q, k := range pairKey {
-		ne.pairPos[q] = where[k]
-	}
+	ne.pairPos = make([]int, numPairs)
 	ne.diagPos = make([]int, m)
-	for i := range m {
-		ne.diagPos[i] = where[pos[key{i, i}]]
+	colPtr := make([]int, m+1)
+	rowIdx := make([]int, 0, m+numPairs)
+	stamp := make([]int, m)
+	at := make([]int, m)
+	for hi := range m {
+		ne.diagPos[hi] = len(rowIdx)
+		stamp[hi], at[hi] = hi+1, len(rowIdx)
+		rowIdx = append(rowIdx, hi)
+		for k := bucket[hi]; k < bucket[hi+1]; k++ {
+			lo := pairLo[k]
+			if stamp[lo] != hi+1 {
+				stamp[lo], at[lo] = hi+1, len(rowIdx)
+				rowIdx = append(rowIdx, lo)
+			}
+			ne.pairPos[pairID[k]] = at[lo]
+		}
+		colPtr[hi+1] = len(rowIdx)
 	}
 	chol, err := sparse.Analyze(m, colPtr, rowIdx)
 	if err != nil {
@@ -82,7 +81,7 @@ func newNormalEq(sf *stdForm) (*normalEq, error) {
 	}
 	chol.Regularize = true
 	ne.chol = chol
-	ne.mvals = make([]float64, len(keys))
+	ne.mvals = make([]float64, len(rowIdx))
 	return ne, nil
 }
 

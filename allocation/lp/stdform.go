@@ -4,26 +4,37 @@ import "math"
 
 // stdForm is a model rewritten for the interior-point method as
 //
-//	minimise c'x  subject to  A x = b,  0 <= x,  x_j <= u_j for j in ub
+//	minimise c'x  subject to  A x = b,  l <= x <= u
 //
-// with a slack column for each inequality row, variables shifted to a zero
-// lower bound (or reflected when only their upper bound is finite), free
-// variables split in two, fixed variables substituted, and free rows
-// dropped. The maps below take a solution back to the model.
+// with a slack column for each inequality row (a x - s = 0 with the row's
+// bounds on s), free variables split in two nonnegative ones, fixed
+// variables substituted, and free rows dropped. Bounds are kept as they are
+// rather than shifted to zero, so that a huge bound far from the optimum
+// does not cost precision. The maps below take a solution back to the
+// model.
 type stdForm struct {
 	m, n int
 	// A in compressed sparse column form.
 	colPtr, rowIdx []int
 	vals           []float64
-	b, c, u        []float64 // u[j] = +Inf where x_j has no upper bound
-	// Back to the model: x_orig[j] = shift[j] + sum over the std columns k
+	b, c, l, u     []float64 // l = -Inf or u = +Inf where a side is open
+	// Back to the model: x_orig[j] = fixed[j] + sum over the std columns k
 	// of variable j of sign[k] * x[k].
 	colVar  []int     // model variable of each std column, -1 for a slack
 	colSign []float64 // +1 or -1
-	shift   []float64 // per model variable
+	fixed   []float64 // per model variable
 	rowOf   []int     // std row of each model row, -1 if dropped
+	// removed lists the model rows dropped as dependent equalities; the
+	// solution must be checked against them.
+	removed []int
 	// objSign is -1 for a maximisation (c was negated).
 	objSign float64
+}
+
+// entry is one nonzero of a column.
+type entry struct {
+	row int
+	val float64
 }
 
 // newStdForm rewrites a valid model.
@@ -33,33 +44,26 @@ func newStdForm(mod *Model) *stdForm {
 		s.objSign = -1
 	}
 	nv := len(mod.obj)
-	s.shift = make([]float64, nv)
-	type colRef struct{ first, count int }
-	cols := make([]colRef, nv)
+	s.fixed = make([]float64, nv)
+	first := make([]int, nv) // first std column of each variable, -1 if fixed
 	for j := range nv {
 		lo, up := mod.colLo[j], mod.colUp[j]
 		c := s.objSign * mod.obj[j]
+		first[j] = len(s.c)
 		switch {
 		case lo == up:
-			s.shift[j] = lo
-			cols[j] = colRef{first: -1}
-		case !math.IsInf(lo, -1):
-			s.shift[j] = lo
-			cols[j] = colRef{len(s.c), 1}
-			s.addCol(j, 1, c, up-lo)
-		case !math.IsInf(up, 1):
-			s.shift[j] = up
-			cols[j] = colRef{len(s.c), 1}
-			s.addCol(j, -1, -c, math.Inf(1))
+			s.fixed[j] = lo
+			first[j] = -1
+		case math.IsInf(lo, -1) && math.IsInf(up, 1):
+			s.addCol(j, 1, c, 0, math.Inf(1))
+			s.addCol(j, -1, -c, 0, math.Inf(1))
 		default:
-			cols[j] = colRef{len(s.c), 2}
-			s.addCol(j, 1, c, math.Inf(1))
-			s.addCol(j, -1, -c, math.Inf(1))
+			s.addCol(j, 1, c, lo, up)
 		}
 	}
-	// Rows: count entries per std column first.
 	s.rowOf = make([]int, len(mod.rowLo))
-	colEntries := make([][]entry, len(s.c))
+	cols := make([][]entry, len(s.c))
+	var eqRows []int // std rows without a slack
 	for i := range mod.rowLo {
 		idx, val := mod.Row(i)
 		lo, up := mod.rowLo[i], mod.rowUp[i]
@@ -72,37 +76,37 @@ func newStdForm(mod *Model) *stdForm {
 		s.m++
 		shift := 0.0
 		for k, j := range idx {
-			shift += val[k] * s.shift[j]
-			ref := cols[j]
-			for q := ref.first; q >= 0 && q < ref.first+ref.count; q++ {
-				colEntries[q] = append(colEntries[q], entry{r, val[k] * s.colSign[q]})
+			if first[j] < 0 {
+				shift += val[k] * s.fixed[j]
+				continue
+			}
+			cols[first[j]] = append(cols[first[j]], entry{r, val[k]})
+			if q := first[j] + 1; q < len(s.colVar) && s.colVar[q] == j {
+				// The negative half of a split free variable.
+				cols[q] = append(cols[q], entry{r, -val[k]})
 			}
 		}
 		lo, up = lo-shift, up-shift
-		switch {
-		case lo == up:
+		if lo == up {
 			s.b = append(s.b, lo)
-		case !math.IsInf(lo, -1):
-			// a x - s = lo + ..., with s' = s - lo in [0, up - lo].
-			s.b = append(s.b, lo)
-			colEntries = append(colEntries, []entry{{r, -1}})
-			s.addCol(-1, 1, 0, up-lo)
-		default:
-			// a x + s' = up, s' >= 0.
-			s.b = append(s.b, up)
-			colEntries = append(colEntries, []entry{{r, 1}})
-			s.addCol(-1, 1, 0, math.Inf(1))
+			eqRows = append(eqRows, r)
+			continue
 		}
+		// a x - s = 0 with lo <= s <= up.
+		s.b = append(s.b, 0)
+		cols = append(cols, []entry{{r, -1}})
+		s.addCol(-1, 1, 0, lo, up)
 	}
-	colEntries = s.splitDense(colEntries)
+	cols = s.dropDependentRows(cols, eqRows)
+	cols = s.splitDense(cols)
 	s.n = len(s.c)
 	s.colPtr = make([]int, s.n+1)
-	for j, es := range colEntries {
+	for j, es := range cols {
 		s.colPtr[j+1] = s.colPtr[j] + len(es)
 	}
 	s.rowIdx = make([]int, s.colPtr[s.n])
 	s.vals = make([]float64, s.colPtr[s.n])
-	for j, es := range colEntries {
+	for j, es := range cols {
 		for k, e := range es {
 			s.rowIdx[s.colPtr[j]+k] = e.row
 			s.vals[s.colPtr[j]+k] = e.val
@@ -111,10 +115,82 @@ func newStdForm(mod *Model) *stdForm {
 	return s
 }
 
-// entry is one nonzero of a column.
-type entry struct {
-	row int
-	val float64
+// dependentPivot is the relative Cholesky pivot of A_eq A_eq' below which
+// an equality row counts as a combination of the others.
+const dependentPivot = 1e-9
+
+// dropDependentRows removes equality rows that are numerically combinations
+// of other equality rows, found as the dropped pivots of a Cholesky
+// factorisation of A_eq A_eq' (rows with a slack are independent of
+// everything). Such rows would make the normal equations singular. A
+// dropped row is either redundant or contradicts the others; the solver
+// checks the solution against it.
+func (s *stdForm) dropDependentRows(cols [][]entry, eqRows []int) [][]entry {
+	if len(eqRows) == 0 {
+		return cols
+	}
+	eqIndex := make([]int, s.m)
+	for i := range eqIndex {
+		eqIndex[i] = -1
+	}
+	for e, r := range eqRows {
+		eqIndex[r] = e
+	}
+	t := &stdForm{m: len(eqRows), n: len(cols), colPtr: make([]int, len(cols)+1)}
+	for j, es := range cols {
+		for _, en := range es {
+			if e := eqIndex[en.row]; e >= 0 {
+				t.rowIdx = append(t.rowIdx, e)
+				t.vals = append(t.vals, en.val)
+			}
+		}
+		t.colPtr[j+1] = len(t.rowIdx)
+	}
+	ne, err := newNormalEq(t)
+	if err != nil {
+		return cols
+	}
+	ne.chol.RelativePivot = dependentPivot
+	ones := make([]float64, t.n)
+	for j := range ones {
+		ones[j] = 1
+	}
+	if err := ne.factor(ones); err != nil || len(ne.chol.Dropped()) == 0 {
+		return cols
+	}
+	drop := make([]bool, s.m)
+	for _, e := range ne.chol.Dropped() {
+		drop[eqRows[e]] = true
+	}
+	newRow := make([]int, s.m)
+	k := 0
+	for r := range s.m {
+		newRow[r] = -1
+		if !drop[r] {
+			newRow[r] = k
+			s.b[k] = s.b[r]
+			k++
+		}
+	}
+	s.m, s.b = k, s.b[:k]
+	for j, es := range cols {
+		kept := es[:0]
+		for _, en := range es {
+			if nr := newRow[en.row]; nr >= 0 {
+				kept = append(kept, entry{nr, en.val})
+			}
+		}
+		cols[j] = kept
+	}
+	for i, r := range s.rowOf {
+		if r >= 0 {
+			s.rowOf[i] = newRow[r]
+			if newRow[r] < 0 {
+				s.removed = append(s.removed, i)
+			}
+		}
+	}
+	return cols
 }
 
 // Dense columns, such as the level variable of a max-min epigraph that
@@ -123,7 +199,8 @@ type entry struct {
 // most splitChunk entries each, chained by equality rows x_1 - x_2 = 0, ...
 // (R. J. Vanderbei, "Splitting dense columns in sparse linear systems",
 // Linear Algebra Appl. 152, 1991). The first copy keeps the cost and maps
-// back to the model; the others carry no cost.
+// back to the model; the others carry no cost. Short chunks measured best
+// on allocation LPs (2 entries: 0.26 s at 10,000 jobs x 3 types; 32: 0.58 s).
 const (
 	denseThreshold = 64
 	splitChunk     = 2
@@ -136,17 +213,17 @@ func (s *stdForm) splitDense(cols [][]entry) [][]entry {
 		if len(es) <= denseThreshold {
 			continue
 		}
-		cols[j] = es[:splitChunk]
+		cols[j] = es[:splitChunk:splitChunk]
 		prev := j
 		for start := splitChunk; start < len(es); start += splitChunk {
 			chunk := es[start:min(start+splitChunk, len(es))]
 			k := len(s.c)
-			s.addCol(-1, 1, 0, s.u[j])
+			s.addCol(-1, 1, 0, s.l[j], s.u[j])
 			row := s.m
 			s.m++
 			s.b = append(s.b, 0)
 			// x_prev - x_k = 0.
-			cols[prev] = append(cols[prev][:len(cols[prev]):len(cols[prev])], entry{row, 1})
+			cols[prev] = append(cols[prev], entry{row, 1})
 			cols = append(cols, append(append([]entry(nil), chunk...), entry{row, -1}))
 			prev = k
 		}
@@ -154,17 +231,18 @@ func (s *stdForm) splitDense(cols [][]entry) [][]entry {
 	return cols
 }
 
-func (s *stdForm) addCol(v int, sign, c, u float64) {
+func (s *stdForm) addCol(v int, sign, c, l, u float64) {
 	s.colVar = append(s.colVar, v)
 	s.colSign = append(s.colSign, sign)
 	s.c = append(s.c, c)
+	s.l = append(s.l, l)
 	s.u = append(s.u, u)
 }
 
 // modelX maps a std solution back to the model's variables.
 func (s *stdForm) modelX(x []float64) []float64 {
-	out := make([]float64, len(s.shift))
-	copy(out, s.shift)
+	out := make([]float64, len(s.fixed))
+	copy(out, s.fixed)
 	for k, v := range s.colVar {
 		if v >= 0 {
 			out[v] += s.colSign[k] * x[k]
@@ -183,4 +261,21 @@ func (s *stdForm) modelDuals(y []float64) []float64 {
 		}
 	}
 	return out
+}
+
+// removedRowsHold reports whether x satisfies the model rows that
+// dropDependentRows removed, to a relative 1e-7.
+func (s *stdForm) removedRowsHold(m *Model, x []float64) bool {
+	for _, i := range s.removed {
+		idx, val := m.Row(i)
+		act, scale := 0.0, 1.0
+		for k, j := range idx {
+			act += val[k] * x[j]
+			scale = max(scale, math.Abs(val[k]*x[j]))
+		}
+		if math.Abs(act-m.rowLo[i]) > 1e-7*scale {
+			return false
+		}
+	}
+	return true
 }

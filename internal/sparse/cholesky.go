@@ -45,9 +45,13 @@ type Cholesky struct {
 	// Regularize replaces a pivot below Tiny times the largest diagonal
 	// entry by Huge, which in an interior-point method drops the
 	// corresponding direction instead of failing (as LIPSOL and PCx do).
+	// Dropped lists the rows whose pivots it replaced in the last Factor.
 	Regularize bool
-	// Dropped counts the pivots regularised in the last Factor.
-	Dropped int
+	// RelativePivot, with Regularize, also drops a pivot below this
+	// fraction of its row's diagonal entry: such a row is numerically a
+	// combination of earlier ones (a dependent row of an LP).
+	RelativePivot float64
+	dropped       []int
 }
 
 // Tiny and Huge are the thresholds of Cholesky.Regularize.
@@ -191,6 +195,10 @@ func (c *Cholesky) symbolic() {
 	clear(c.mrk)
 }
 
+// Dropped returns the rows (in the original numbering) whose pivots
+// Regularize dropped in the last Factor. The slice is reused by Factor.
+func (c *Cholesky) Dropped() []int { return c.dropped }
+
 // N returns the order of the matrix.
 func (c *Cholesky) N() int { return c.n }
 
@@ -220,7 +228,7 @@ func (c *Cholesky) Factor(vals []float64) error {
 	colNext := c.colNext
 	copy(colNext, c.lp[:n])
 	clear(c.mrk)
-	c.Dropped = 0
+	c.dropped = c.dropped[:0]
 	x := c.x
 	for k := range n {
 		top := c.ereach(k)
@@ -229,6 +237,7 @@ func (c *Cholesky) Factor(vals []float64) error {
 			x[c.ci[p]] += c.cx[p]
 		}
 		d := x[k]
+		diag := d
 		x[k] = 0
 		for ; top < n; top++ {
 			i := c.stack[top]
@@ -242,12 +251,12 @@ func (c *Cholesky) Factor(vals []float64) error {
 			colNext[i]++
 			c.li[p], c.lx[p] = k, lki
 		}
-		if !(d > Tiny*max(maxDiag, 1)) {
+		if !(d > Tiny*max(maxDiag, 1)) || d <= c.RelativePivot*diag {
 			if !c.Regularize {
 				return fmt.Errorf("%w: pivot %d is %g", ErrNotPositiveDefinite, k, d)
 			}
 			d = Huge
-			c.Dropped++
+			c.dropped = append(c.dropped, c.perm[k])
 		}
 		p := colNext[k]
 		colNext[k]++

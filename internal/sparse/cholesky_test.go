@@ -158,8 +158,8 @@ func TestNotPositiveDefinite(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 	c.Regularize = true
-	if err := c.Factor(d.vals); err != nil || c.Dropped != 1 {
-		t.Fatalf("got %v, dropped %d", err, c.Dropped)
+	if err := c.Factor(d.vals); err != nil || len(c.Dropped()) != 1 {
+		t.Fatalf("got %v, dropped %v", err, c.Dropped())
 	}
 }
 
@@ -172,5 +172,45 @@ func TestAnalyzeErrors(t *testing.T) {
 	}
 	if _, err := Analyze(2, []int{0, 2, 3}, []int{0, 1, 1}); err == nil {
 		t.Error("lower-triangle entry accepted")
+	}
+}
+
+// A dependent row (the third is the sum of the first two) is found and
+// dropped with RelativePivot, and the consistent system still solves.
+func TestDependentRowDropped(t *testing.T) {
+	// A = B B' with B's third row = first + second.
+	b := [][]float64{{1, 0, 2}, {0, 1, 1}, {1, 1, 3}, {0, 0, 1}}
+	a := make([][]float64, 4)
+	for i := range a {
+		a[i] = make([]float64, 4)
+		for j := range a[i] {
+			for k := range 3 {
+				a[i][j] += b[i][k] * b[j][k]
+			}
+		}
+	}
+	d := fromDense(a)
+	c, err := Analyze(4, d.cp, d.ri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Regularize, c.RelativePivot = true, 1e-10
+	if err := c.Factor(d.vals); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Dropped(); len(got) != 1 || got[0] > 2 {
+		t.Fatalf("dropped %v, want one of rows 0, 1, 2", got)
+	}
+	// b in the range of A: A x = A (1, 1, 1, 1).
+	rhs := make([]float64, 4)
+	for i := range a {
+		for j := range a[i] {
+			rhs[i] += a[i][j]
+		}
+	}
+	x := append([]float64(nil), rhs...)
+	c.Solve(x)
+	if r := residual(a, x, rhs); r > 1e-9 {
+		t.Fatalf("residual %g", r)
 	}
 }

@@ -1,11 +1,13 @@
 package sparse
 
-import "container/heap"
+import "slices"
 
 // minimumDegree returns a fill-reducing elimination order of the symmetric
 // pattern given by its upper triangle: repeatedly eliminate a node of least
 // degree in the elimination graph and join its neighbours into a clique.
-// Ties go to the lower index, so the order is deterministic.
+// Nodes wait in degree buckets (doubly linked lists), so each degree change
+// costs O(1); within a bucket the most recently updated node goes first.
+// The order is deterministic.
 func minimumDegree(n int, colPtr, rowIdx []int) []int {
 	adj := make([]map[int]struct{}, n)
 	for i := range adj {
@@ -19,26 +21,23 @@ func minimumDegree(n int, colPtr, rowIdx []int) []int {
 			}
 		}
 	}
-	h := &degreeHeap{}
-	for i := range n {
-		heap.Push(h, node{deg: len(adj[i]), id: i})
+	b := newBuckets(n)
+	for i := n - 1; i >= 0; i-- {
+		b.insert(i, len(adj[i]))
 	}
-	done := make([]bool, n)
 	order := make([]int, 0, n)
-	nbrs := []int{}
-	for h.Len() > 0 {
-		v := heap.Pop(h).(node)
-		if done[v.id] || v.deg != len(adj[v.id]) {
-			continue // stale entry
-		}
-		done[v.id] = true
-		order = append(order, v.id)
+	var nbrs []int
+	for len(order) < n {
+		v := b.popMin()
+		order = append(order, v)
 		nbrs = nbrs[:0]
-		for u := range adj[v.id] {
+		for u := range adj[v] {
 			nbrs = append(nbrs, u)
 		}
+		// Map iteration order is random: sort for a deterministic result.
+		slices.Sort(nbrs)
 		for _, u := range nbrs {
-			delete(adj[u], v.id)
+			delete(adj[u], v)
 			for _, w := range nbrs {
 				if w != u {
 					adj[u][w] = struct{}{}
@@ -46,29 +45,57 @@ func minimumDegree(n int, colPtr, rowIdx []int) []int {
 			}
 		}
 		for _, u := range nbrs {
-			heap.Push(h, node{deg: len(adj[u]), id: u})
+			b.remove(u)
+			b.insert(u, len(adj[u]))
 		}
-		adj[v.id] = nil
+		adj[v] = nil
 	}
 	return order
 }
 
-type node struct{ deg, id int }
-
-type degreeHeap []node
-
-func (h degreeHeap) Len() int { return len(h) }
-func (h degreeHeap) Less(i, j int) bool {
-	if h[i].deg != h[j].deg {
-		return h[i].deg < h[j].deg
-	}
-	return h[i].id < h[j].id
+// buckets holds nodes by degree in doubly linked lists.
+type buckets struct {
+	head, next, prev, deg []int
+	min                   int
 }
-func (h degreeHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *degreeHeap) Push(x any)   { *h = append(*h, x.(node)) }
-func (h *degreeHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+
+func newBuckets(n int) *buckets {
+	b := &buckets{head: make([]int, n+1), next: make([]int, n), prev: make([]int, n), deg: make([]int, n)}
+	for i := range b.head {
+		b.head[i] = -1
+	}
+	return b
+}
+
+func (b *buckets) insert(v, d int) {
+	b.deg[v] = d
+	b.prev[v] = -1
+	b.next[v] = b.head[d]
+	if b.head[d] >= 0 {
+		b.prev[b.head[d]] = v
+	}
+	b.head[d] = v
+	b.min = min(b.min, d)
+}
+
+func (b *buckets) remove(v int) {
+	d := b.deg[v]
+	if b.prev[v] >= 0 {
+		b.next[b.prev[v]] = b.next[v]
+	} else {
+		b.head[d] = b.next[v]
+	}
+	if b.next[v] >= 0 {
+		b.prev[b.next[v]] = b.prev[v]
+	}
+}
+
+// popMin removes and returns a node of least degree; there must be one.
+func (b *buckets) popMin() int {
+	for b.head[b.min] < 0 {
+		b.min++
+	}
+	v := b.head[b.min]
+	b.remove(v)
+	return v
 }

@@ -12,4 +12,10 @@
 // cgo by default. [Solver] implements [lp.Solver]; each solve loads the whole
 // column-major matrix in one Clp_loadProblem call and frees the CLP model
 // before returning.
+//
+// Measured here: CLP 1.17.6 (Debian 12) reports some feasible, unbounded
+// problems with free variables as primal infeasible (Clp_status 1, with
+// every algorithm): 12 of 500 random small LPs in this package's tests,
+// where the auxiliary LPs of lp.InfeasibilityModel and lp.RayModel, solved
+// by CLP itself, show the problem feasible and unbounded.
 package clp
