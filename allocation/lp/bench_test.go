@@ -28,3 +28,20 @@ func BenchmarkInteriorPointAllocation(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkInteriorPointThroughput(b *testing.B) {
+	for _, jobs := range []int{1000, 10000} {
+		m := lptest.Throughput(1, jobs, 3)
+		b.Run(fmt.Sprintf("jobs=%d/types=3", jobs), func(b *testing.B) {
+			iters := 0
+			for b.Loop() {
+				sol, err := (&lp.InteriorPoint{}).Solve(context.Background(), m)
+				if err != nil {
+					b.Fatal(err)
+				}
+				iters = sol.Iterations
+			}
+			b.ReportMetric(float64(iters), "iterations")
+		})
+	}
+}

@@ -73,6 +73,19 @@ func BenchmarkAllocation(b *testing.B) {
 	}
 }
 
+func BenchmarkThroughput(b *testing.B) {
+	for _, jobs := range []int{1000, 10000} {
+		m := lptest.Throughput(1, jobs, 3)
+		b.Run(fmt.Sprintf("jobs=%d/types=3", jobs), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := (&Solver{}).Solve(context.Background(), m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // TestMPSRoundTrip writes each conformance model as MPS, reads it back with
 // CLP's own reader and checks that CLP finds the same optimum.
 func TestMPSRoundTrip(t *testing.T) {
@@ -113,8 +126,11 @@ func TestMPSRoundTripAllocation(t *testing.T) {
 // 1e-7.
 func TestCrossCheckInteriorPoint(t *testing.T) {
 	for _, size := range []struct{ jobs, types int }{{10, 3}, {100, 3}, {300, 8}, {2000, 3}} {
-		for seed := range uint64(3) {
+		for seed := range uint64(6) {
 			m := lptest.Allocation(seed, size.jobs, size.types)
+			if seed >= 3 {
+				m = lptest.Throughput(seed, size.jobs, size.types)
+			}
 			ref, err := (&Solver{}).Solve(context.Background(), m)
 			if err != nil {
 				t.Fatal(err)

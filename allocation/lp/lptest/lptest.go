@@ -241,11 +241,22 @@ func near(t *testing.T, what string, got, want []float64) {
 // 0.1, a type the job cannot use), N_j normalises each job's best rate to 1,
 // and c_k gives the cluster about half as many GPUs as the jobs ask for.
 // The same seed gives the same model.
-func Allocation(seed uint64, jobs, types int) *lp.Model {
+func Allocation(seed uint64, jobs, types int) *lp.Model { return allocation(seed, jobs, types, true) }
+
+// Throughput builds the same jobs and cluster as [Allocation] with Gavel's
+// max-sum-throughput objective instead of the max-min level: maximise
+// sum_jk (T_jk / N_j) x_jk over the per-job and capacity rows only
+// (J*K columns, J + K rows).
+func Throughput(seed uint64, jobs, types int) *lp.Model { return allocation(seed, jobs, types, false) }
+
+func allocation(seed uint64, jobs, types int, maxMin bool) *lp.Model {
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	m := lp.NewModel(lp.Maximize)
 	x := m.AddVars(jobs*types, 0, 1, 0)
-	t := m.AddVar(0, lp.Inf, 1)
+	t := -1
+	if maxMin {
+		t = m.AddVar(0, lp.Inf, 1)
+	}
 	demand := 0
 	g := make([]float64, jobs)
 	idx := make([]int, types+1)
@@ -282,6 +293,12 @@ func Allocation(seed uint64, jobs, types int) *lp.Model {
 		m.AddRow(-lp.Inf, 1, idx[:types], ones)
 		for k := range types {
 			val[k] = -val[k] / best
+		}
+		if !maxMin {
+			for k := range types {
+				m.SetObjective(idx[k], -val[k])
+			}
+			continue
 		}
 		idx[types], val[types] = t, 1
 		m.AddRow(-lp.Inf, 0, idx, val)
