@@ -1,0 +1,98 @@
+package allocation
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gpusched/gpusched/allocation/lp"
+	"github.com/gpusched/gpusched/topology"
+)
+
+// MinMakespan minimises the time until every job has finished at its
+// allocated rate (Gavel's min_total_duration.py; Narayanan et al., OSDI
+// 2020, section 4.2). Gavel bisects over the makespan T with a feasibility
+// LP; the exact form is one LP:
+//
+//	maximise z  subject to  sum_k T_mk X_mk >= R_m z  for every job m
+//
+// over the base constraints; the makespan is 1/z. With Agnostic every type
+// is taken to run at the job's rate on Reference (V100 by default), as in
+// Gavel. The Allocation's Objective is the makespan in seconds. A job with
+// remaining steps that can run nowhere makes the makespan infinite:
+// ErrNoSolution.
+type MinMakespan struct {
+	Agnostic  bool
+	Reference topology.GPUType
+	// Solver solves the LP; nil means lp.InteriorPoint.
+	Solver lp.Solver
+}
+
+// Allocate implements Policy.
+func (pol *MinMakespan) Allocate(ctx context.Context, p *Problem) (*Allocation, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	tput := p.matrix()
+	if pol.Agnostic {
+		var err error
+		if tput, err = referenceRates(p, pol.Reference); err != nil {
+			return nil, err
+		}
+	}
+	g := newProgram(p, lp.Maximize, p.matrix())
+	z := -1
+	for m := range p.Jobs {
+		j := &p.Jobs[m]
+		if j.RemainingSteps == 0 {
+			continue
+		}
+		if !g.runs(m) {
+			return nil, fmt.Errorf("%w: job %d has %v steps left and can run on no type", ErrNoSolution, j.ID, j.RemainingSteps)
+		}
+		if z < 0 {
+			z = g.m.AddVar(0, lp.Inf, 1)
+		}
+		// R_m z - sum_k T_mk X_mk <= 0.
+		g.idx, g.val = append(g.idx[:0], z), append(g.val[:0], j.RemainingSteps)
+		g.rate(m, tput[m], -1)
+		g.m.AddRow(-lp.Inf, 0, g.idx, g.val)
+	}
+	if z < 0 {
+		return newAllocation(p), nil
+	}
+	a, sol, err := g.solve(ctx, pol.Solver)
+	if err != nil {
+		return nil, solveError(err)
+	}
+	if sol.X[z] <= 0 {
+		return nil, fmt.Errorf("%w: no job can progress", ErrNoSolution)
+	}
+	a.Objective = 1 / sol.X[z]
+	return a, nil
+}
+
+// referenceRates returns the matrix in which every type runs each job at
+// its rate on ref (V100 if empty): Gavel's heterogeneity-agnostic view for
+// makespan and finish-time fairness.
+func referenceRates(p *Problem, ref topology.GPUType) ([][]float64, error) {
+	if ref == "" {
+		ref = topology.V100
+	}
+	r := -1
+	for k, t := range p.Types {
+		if t == ref {
+			r = k
+		}
+	}
+	if r < 0 {
+		return nil, invalid("the heterogeneity-agnostic policy needs the reference type %s among the problem's types", ref)
+	}
+	t := make([][]float64, len(p.Jobs))
+	for m := range t {
+		t[m] = make([]float64, len(p.Types))
+		for k := range t[m] {
+			t[m][k] = p.Jobs[m].Throughput[r]
+		}
+	}
+	return t, nil
+}

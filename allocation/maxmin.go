@@ -1,0 +1,81 @@
+package allocation
+
+import (
+	"context"
+	"errors"
+
+	"github.com/gpusched/gpusched/allocation/lp"
+)
+
+// MaxMinFairness is Gavel's max-min fairness policy (Narayanan et al.,
+// OSDI 2020, section 4.1, equation 1; max_min_fairness.py):
+//
+//	maximise  min_m  (1 / w_m) (sf_m / T^prop_m) sum_k T_mk X_mk
+//
+// over the base constraints, where T^prop_m is the job's rate under the
+// proportional allocation ([Proportional]). With Agnostic it is the
+// heterogeneity-agnostic LAS policy: every T_mk is taken as 1. Weights come
+// from Job.Weight. Jobs that cannot run on any type get nothing and do not
+// count in the minimum. The Allocation's Objective is the max-min level.
+type MaxMinFairness struct {
+	// Agnostic ignores throughputs (Gavel's max_min_fairness, "LAS").
+	Agnostic bool
+	// Solver solves the LP; nil means lp.InteriorPoint.
+	Solver lp.Solver
+}
+
+// Allocate implements Policy.
+func (pol *MaxMinFairness) Allocate(ctx context.Context, p *Problem) (*Allocation, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	tput := p.matrix()
+	if pol.Agnostic {
+		tput = p.ones()
+	}
+	g := newProgram(p, lp.Maximize, p.matrix())
+	scale := normalisers(p, tput)
+	t := -1
+	for m := range p.Jobs {
+		if !g.runs(m) || scale[m] == 0 {
+			continue
+		}
+		if t < 0 {
+			t = g.m.AddVar(0, lp.Inf, 1)
+		}
+		// t - scale_m sum_k T_mk X_mk <= 0.
+		g.idx, g.val = append(g.idx[:0], t), append(g.val[:0], 1)
+		g.rate(m, tput[m], -scale[m])
+		g.m.AddRow(-lp.Inf, 0, g.idx, g.val)
+	}
+	if t < 0 {
+		return newAllocation(p), nil
+	}
+	a, sol, err := g.solve(ctx, pol.Solver)
+	if err != nil {
+		return nil, solveError(err)
+	}
+	a.Objective = sol.X[t]
+	return a, nil
+}
+
+// normalisers returns sf_m / (w_m T^prop_m) for each job, 0 where the
+// proportional rate is 0.
+func normalisers(p *Problem, tput [][]float64) []float64 {
+	prop := proportionalRates(p, tput)
+	out := make([]float64, len(p.Jobs))
+	for m := range p.Jobs {
+		if prop[m] > 0 {
+			out[m] = float64(p.Jobs[m].ScaleFactor) / (p.Jobs[m].weight() * prop[m])
+		}
+	}
+	return out
+}
+
+// solveError turns an LP failure into this package's error.
+func solveError(err error) error {
+	if errors.Is(err, lp.ErrInfeasible) || errors.Is(err, lp.ErrUnbounded) {
+		return errors.Join(ErrNoSolution, err)
+	}
+	return err
+}
