@@ -20,6 +20,10 @@ import (
 type MaxMinFairness struct {
 	// Agnostic ignores throughputs (Gavel's max_min_fairness, "LAS").
 	Agnostic bool
+	// SpaceSharing lets pairs of jobs of equal scale factor share GPUs at
+	// the rates of Problem.Pairs (Gavel's max_min_fairness_packed); see
+	// the column generation described in packed.go.
+	SpaceSharing bool
 	// Solver solves the LP; nil means lp.InteriorPoint.
 	Solver lp.Solver
 }
@@ -32,6 +36,17 @@ func (pol *MaxMinFairness) Allocate(ctx context.Context, p *Problem) (*Allocatio
 	tput := p.matrix()
 	if pol.Agnostic {
 		tput = p.ones()
+	}
+	if pol.SpaceSharing {
+		if p.Pairs == nil {
+			return nil, invalid("space sharing needs Problem.Pairs")
+		}
+		if cp, ok := p.Pairs.(ClassPairRates); ok {
+			if groups := groupJobs(p, cp, tput, normalisers(p, tput)); groups != nil {
+				return pol.allocateGrouped(ctx, p, tput, cp, groups)
+			}
+		}
+		return pol.allocatePacked(ctx, p, tput)
 	}
 	g := newProgram(p, lp.Maximize, p.matrix())
 	scale := normalisers(p, tput)

@@ -1,0 +1,250 @@
+package allocation
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/gpusched/gpusched/allocation/lp"
+)
+
+// Space sharing over groups of identical jobs. When co-located rates come
+// by class (ClassPairRates), jobs of one class with the same scale factor,
+// weight and rates are interchangeable: the max-min LP over all pairs is
+// invariant under permuting them, so averaging an optimal solution over
+// those permutations gives an optimal solution in which every job of a
+// group gets the same allocation. Such solutions are described exactly by
+// a group-level LP:
+//
+//	x[g][k]      time of each job of group g alone on type k,
+//	P[g][h][k]   total time pairs of a job of g and a job of h share type k,
+//
+//	per group g:  sum_k x[g][k] + sum_h,k c_gh P[g][h][k] <= 1,
+//	per type k:   sum_g n_g sf_g x[g][k] + sum_{g<=h} sf P[g][h][k] <= n_k,
+//	per group g:  t <= s_g (sum_k T_gk x[g][k] + sum_h,k c_gh T^gh_g,k P[g][h][k]),
+//
+// where c_gh = 1/n_g for h != g and 2/n_g for h == g (each job is in two
+// of its group's pairs). Its size depends on the number of groups, not of
+// jobs: Gavel's 26 job types give 1,131 variables whatever N is. A
+// solution is then turned into pairs of jobs: between two groups by the
+// north-west corner rule on equal shares (at most n_g + n_h - 1 pairs),
+// within a group as a cycle of consecutive jobs. The result is optimal for
+// the LP over all pairs, which the tests check against the full LP and
+// against column generation.
+
+// group is a set of interchangeable jobs.
+type group struct {
+	jobs  []int
+	class int
+	sf    int
+}
+
+// groupJobs partitions the jobs into groups of identical jobs; it returns
+// nil when there are too many groups for the group LP to pay off.
+func groupJobs(p *Problem, cp ClassPairRates, tput [][]float64, scale []float64) []group {
+	index := map[string]int{}
+	var groups []group
+	var b strings.Builder
+	for m := range p.Jobs {
+		j := &p.Jobs[m]
+		b.Reset()
+		fmt.Fprintf(&b, "%d/%d/%x/%x", cp.Class(m), j.ScaleFactor, math.Float64bits(j.weight()), math.Float64bits(scale[m]))
+		for k := range p.Types {
+			fmt.Fprintf(&b, "/%x/%x", math.Float64bits(tput[m][k]), math.Float64bits(j.Throughput[k]))
+		}
+		key := b.String()
+		g, ok := index[key]
+		if !ok {
+			g = len(groups)
+			index[key] = g
+			groups = append(groups, group{class: cp.Class(m), sf: j.ScaleFactor})
+		}
+		groups[g].jobs = append(groups[g].jobs, m)
+	}
+	if len(groups) > len(p.Jobs)/2+8 {
+		return nil
+	}
+	return groups
+}
+
+type groupPair struct {
+	g, h, k int
+	ta, tb  float64 // rates of g's and h's job
+	v       int     // LP variable of P[g][h][k]
+}
+
+func (pol *MaxMinFairness) allocateGrouped(ctx context.Context, p *Problem, tput [][]float64, cp ClassPairRates, groups []group) (*Allocation, error) {
+	scale := normalisers(p, tput)
+	real := p.matrix()
+	nk := len(p.Types)
+	m := lp.NewModel(lp.Maximize)
+	t := m.AddVar(0, lp.Inf, 1)
+	x := make([][]int, len(groups))
+	timeIdx, timeVal := make([][]int, len(groups)), make([][]float64, len(groups))
+	levelIdx, levelVal := make([][]int, len(groups)), make([][]float64, len(groups))
+	capIdx, capVal := make([][]int, nk), make([][]float64, nk)
+	for g, gr := range groups {
+		rep := gr.jobs[0]
+		n := float64(len(gr.jobs))
+		x[g] = make([]int, nk)
+		for k := range p.Types {
+			x[g][k] = -1
+			if !p.runnable(rep, k, real[rep]) {
+				continue
+			}
+			v := m.AddVar(0, 1, 0)
+			x[g][k] = v
+			timeIdx[g], timeVal[g] = append(timeIdx[g], v), append(timeVal[g], 1)
+			capIdx[k], capVal[k] = append(capIdx[k], v), append(capVal[k], n*float64(gr.sf))
+			if tput[rep][k] != 0 {
+				levelIdx[g], levelVal[g] = append(levelIdx[g], v), append(levelVal[g], -scale[rep]*tput[rep][k])
+			}
+		}
+	}
+	var pairs []groupPair
+	for g := range groups {
+		for h := g; h < len(groups); h++ {
+			gg, hh := &groups[g], &groups[h]
+			if gg.sf != hh.sf || (g == h && len(gg.jobs) < 2) {
+				continue
+			}
+			for k := range p.Types {
+				if p.Capacity[k] < gg.sf {
+					continue
+				}
+				ta, tb := cp.ClassRates(gg.class, hh.class, k)
+				if !(ta+tb > 0) || ta < 0 || tb < 0 {
+					continue
+				}
+				v := m.AddVar(0, lp.Inf, 0)
+				pairs = append(pairs, groupPair{g, h, k, ta, tb, v})
+				ng, nh := float64(len(gg.jobs)), float64(len(hh.jobs))
+				capIdx[k], capVal[k] = append(capIdx[k], v), append(capVal[k], float64(gg.sf))
+				if g == h {
+					timeIdx[g], timeVal[g] = append(timeIdx[g], v), append(timeVal[g], 2/ng)
+					levelIdx[g], levelVal[g] = append(levelIdx[g], v), append(levelVal[g], -scale[gg.jobs[0]]*(ta+tb)/ng)
+					continue
+				}
+				timeIdx[g], timeVal[g] = append(timeIdx[g], v), append(timeVal[g], 1/ng)
+				timeIdx[h], timeVal[h] = append(timeIdx[h], v), append(timeVal[h], 1/nh)
+				levelIdx[g], levelVal[g] = append(levelIdx[g], v), append(levelVal[g], -scale[gg.jobs[0]]*ta/ng)
+				levelIdx[h], levelVal[h] = append(levelIdx[h], v), append(levelVal[h], -scale[hh.jobs[0]]*tb/nh)
+			}
+		}
+	}
+	anyLevel := false
+	for g := range groups {
+		if len(timeIdx[g]) > 0 {
+			m.AddRow(-lp.Inf, 1, timeIdx[g], timeVal[g])
+		}
+		if len(levelIdx[g]) > 0 && scale[groups[g].jobs[0]] != 0 {
+			anyLevel = true
+			m.AddRow(-lp.Inf, 0, append([]int{t}, levelIdx[g]...), append([]float64{1}, levelVal[g]...))
+		}
+	}
+	if !anyLevel {
+		return newAllocation(p), nil
+	}
+	for k := range p.Types {
+		if len(capIdx[k]) > 0 {
+			m.AddRow(-lp.Inf, float64(p.Capacity[k]), capIdx[k], capVal[k])
+		}
+	}
+	s := pol.Solver
+	if s == nil {
+		s = &lp.InteriorPoint{}
+	}
+	sol, err := s.Solve(ctx, m)
+	if err != nil {
+		return nil, solveError(err)
+	}
+	a := newAllocation(p)
+	a.Objective = sol.X[t]
+	for g, gr := range groups {
+		for k, v := range x[g] {
+			if v >= 0 {
+				for _, j := range gr.jobs {
+					a.X[j][k] = clip(sol.X[v])
+				}
+			}
+		}
+	}
+	rp := newPairRealiser(p)
+	for _, gp := range pairs {
+		mass := sol.X[gp.v]
+		if mass <= 1e-9 {
+			continue
+		}
+		gj, hj := groups[gp.g].jobs, groups[gp.h].jobs
+		if gp.g == gp.h {
+			rp.cycle(gj, gp.k, mass)
+		} else {
+			rp.northWest(gj, hj, gp.k, mass)
+		}
+	}
+	a.Pairs = rp.pairs
+	return a, nil
+}
+
+// pairRealiser turns pair masses into pairs of jobs.
+type pairRealiser struct {
+	p     *Problem
+	pairs []Pair
+	index map[[2]int]int
+}
+
+func newPairRealiser(p *Problem) *pairRealiser {
+	return &pairRealiser{p: p, index: map[[2]int]int{}}
+}
+
+func (r *pairRealiser) add(a, b, k int, x float64) {
+	if x <= 0 {
+		return
+	}
+	if a > b {
+		// Keep A as the job whose rate Rates(A, B, k) returns first.
+		a, b = b, a
+	}
+	key := [2]int{a, b}
+	i, ok := r.index[key]
+	if !ok {
+		i = len(r.pairs)
+		r.index[key] = i
+		r.pairs = append(r.pairs, Pair{A: a, B: b, X: make([]float64, len(r.p.Types))})
+	}
+	r.pairs[i].X[k] = clip(r.pairs[i].X[k] + x)
+}
+
+// cycle shares mass among the jobs of one group: job i pairs with job
+// i+1 (cyclically) for mass/n each, so every job shares 2 mass/n.
+func (r *pairRealiser) cycle(jobs []int, k int, mass float64) {
+	n := len(jobs)
+	if n == 2 {
+		r.add(jobs[0], jobs[1], k, mass)
+		return
+	}
+	for i := range n {
+		r.add(jobs[i], jobs[(i+1)%n], k, mass/float64(n))
+	}
+}
+
+// northWest shares mass between two groups so that every job of g gets
+// mass/n_g and every job of h mass/n_h, with at most n_g + n_h - 1 pairs.
+func (r *pairRealiser) northWest(g, h []int, k int, mass float64) {
+	ra, rb := mass/float64(len(g)), mass/float64(len(h))
+	leftA, leftB := ra, rb
+	for i, j := 0, 0; i < len(g) && j < len(h); {
+		x := min(leftA, leftB)
+		r.add(g[i], h[j], k, x)
+		// x is exactly one of the two, which drops to exactly 0.
+		if leftA -= x; leftA == 0 {
+			i++
+			leftA = ra
+		}
+		if leftB -= x; leftB == 0 {
+			j++
+			leftB = rb
+		}
+	}
+}

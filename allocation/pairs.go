@@ -1,0 +1,85 @@
+package allocation
+
+import (
+	"fmt"
+
+	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/topology"
+)
+
+// ClassPairRates is PairRates for jobs that fall into classes, such as
+// Gavel's job types, where the rates of two co-located jobs depend only on
+// their classes. Space-sharing policies use it to price all pairs in time
+// linear in the number of jobs.
+type ClassPairRates interface {
+	PairRates
+	// Classes returns the number of classes, and Class the class of job m
+	// (an index into Problem.Jobs), in [0, Classes()).
+	Classes() int
+	Class(m int) int
+	// ClassRates returns the rates of a job of class ca sharing GPUs of
+	// type k with a job of class cb.
+	ClassRates(ca, cb, k int) (ta, tb float64)
+}
+
+// TablePairs gives co-located rates from a perfmodel.ColocationModel (such
+// as Gavel's measured table) for jobs identified by their JobKeys. It
+// implements ClassPairRates, with one class per distinct JobKey, and caches
+// the rates of every class pair and type.
+type TablePairs struct {
+	class   []int
+	classes int
+	types   int
+	// rates[(ca*classes+cb)*types+k] = (ta, tb).
+	rates [][2]float64
+}
+
+// NewTablePairs looks up the co-located rates of every pair of distinct
+// job keys among keys (one per job, in the order of Problem.Jobs) on every
+// type. Pairs the model does not know (such as jobs of different scale
+// factors) get (0, 0); a key or type it does not know is an error.
+func NewTablePairs(model perfmodel.ColocationModel, keys []perfmodel.JobKey, types []topology.GPUType) (*TablePairs, error) {
+	tp := &TablePairs{class: make([]int, len(keys)), types: len(types)}
+	index := map[perfmodel.JobKey]int{}
+	var distinct []perfmodel.JobKey
+	for m, k := range keys {
+		c, ok := index[k]
+		if !ok {
+			c = len(distinct)
+			index[k] = c
+			distinct = append(distinct, k)
+		}
+		tp.class[m] = c
+	}
+	tp.classes = len(distinct)
+	tp.rates = make([][2]float64, tp.classes*tp.classes*tp.types)
+	for ca, a := range distinct {
+		for cb, b := range distinct {
+			for k, t := range types {
+				ta, tb, err := model.Colocated(a, b, t)
+				if err != nil {
+					return nil, fmt.Errorf("allocation: co-located rates: %w", err)
+				}
+				tp.rates[(ca*tp.classes+cb)*tp.types+k] = [2]float64{ta, tb}
+			}
+		}
+	}
+	return tp, nil
+}
+
+// Classes implements ClassPairRates.
+func (tp *TablePairs) Classes() int { return tp.classes }
+
+// Class implements ClassPairRates.
+func (tp *TablePairs) Class(m int) int { return tp.class[m] }
+
+// ClassRates implements ClassPairRates.
+func (tp *TablePairs) ClassRates(ca, cb, k int) (ta, tb float64) {
+	r := tp.rates[(ca*tp.classes+cb)*tp.types+k]
+	return r[0], r[1]
+}
+
+// Rates implements PairRates.
+func (tp *TablePairs) Rates(a, b, k int) (ta, tb float64) {
+	return tp.ClassRates(tp.class[a], tp.class[b], k)
+}
