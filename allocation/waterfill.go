@@ -14,12 +14,12 @@ import (
 type Reweighting int
 
 const (
-	// Fairness splits the entity's weight over its jobs that are not yet
+	// EntityFairness splits the entity's weight over its jobs that are not yet
 	// frozen, in proportion to their own weights.
-	Fairness Reweighting = iota
-	// FIFO gives the entity's whole weight to its oldest job that is not
+	EntityFairness Reweighting = iota
+	// EntityFIFO gives the entity's whole weight to its oldest job that is not
 	// yet frozen (by Arrival, then ID); the others wait for a later level.
-	FIFO
+	EntityFIFO
 )
 
 // WaterFilling is max-min fairness iterated to the end (Gavel's
@@ -37,7 +37,7 @@ const (
 //
 // With Hierarchical, jobs belong to entities (Job.Entity) weighted by
 // Problem.EntityWeights (1 if absent), and at each level an entity's weight
-// is shared among its unfrozen jobs by Within[entity] (Fairness by
+// is shared among its unfrozen jobs by Within[entity] (EntityFairness by
 // default); a job's level is its normalised rate divided by its share.
 // Without it, weights are Job.Weight, and the first level equals
 // MaxMinFairness's optimum.
@@ -192,7 +192,7 @@ func (pol *WaterFilling) shares(p *Problem, frozen []bool) []float64 {
 		if len(jobs) == 0 {
 			continue
 		}
-		if pol.Within[e] == FIFO {
+		if pol.Within[e] == EntityFIFO {
 			oldest := slices.MinFunc(jobs, func(a, b int) int {
 				return cmp.Or(cmp.Compare(p.Jobs[a].Arrival, p.Jobs[b].Arrival), cmp.Compare(p.Jobs[a].ID, p.Jobs[b].ID))
 			})

@@ -45,7 +45,7 @@ func TestHierarchical(t *testing.T) {
 	assertX(t, [][]float64{{0.5}, {0.5}, {0.5}, {0.5}}, flat.X)
 	fair := allocate(t, &WaterFilling{Hierarchical: true}, p)
 	assertX(t, [][]float64{{1}, {1.0 / 3}, {1.0 / 3}, {1.0 / 3}}, fair.X)
-	fifo := allocate(t, &WaterFilling{Hierarchical: true, Within: map[string]Reweighting{"e2": FIFO}}, p)
+	fifo := allocate(t, &WaterFilling{Hierarchical: true, Within: map[string]Reweighting{"e2": EntityFIFO}}, p)
 	// The oldest job of e2 is job 3 (arrival 7).
 	assertX(t, [][]float64{{1}, {0}, {0}, {1}}, fifo.X)
 }
