@@ -1,8 +1,11 @@
 package allocation
 
 import (
+	"math/rand/v2"
+
 	"context"
 	"fmt"
+	"github.com/gpusched/gpusched/topology"
 	"testing"
 )
 
@@ -39,5 +42,76 @@ func BenchmarkMaxMinPackedColumnGeneration(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// Non-packed max-min at scale: n jobs of scale factor 1, 2, 4 or 8 on k
+// types with random rates.
+func BenchmarkMaxMinRandom(b *testing.B) {
+	for _, size := range []struct{ jobs, types int }{{1000, 8}, {10000, 3}, {10000, 8}} {
+		rng := rand.New(rand.NewPCG(5, 6))
+		p := &Problem{}
+		for k := range size.types {
+			p.Types = append(p.Types, topology.GPUType(fmt.Sprintf("t%d", k)))
+			p.Capacity = append(p.Capacity, size.jobs/size.types)
+		}
+		for m := range size.jobs {
+			j := Job{ID: m, ScaleFactor: []int{1, 1, 1, 1, 1, 1, 1, 2, 4, 8}[rng.IntN(10)]}
+			for range size.types {
+				j.Throughput = append(j.Throughput, 0.5+rng.Float64()*9.5)
+			}
+			p.Jobs = append(p.Jobs, j)
+		}
+		b.Run(fmt.Sprintf("jobs=%d/types=%d", size.jobs, size.types), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := (&MaxMinFairness{}).Allocate(context.Background(), p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// The other policies on POP's setup at 1,024 jobs.
+func BenchmarkPolicies(b *testing.B) {
+	p, _ := gavelProblem(b, 1, 1024)
+	for m := range p.Jobs {
+		p.Jobs[m].RemainingSteps = float64(1000 + m)
+		p.Jobs[m].Arrival = float64(m)
+	}
+	p.Now = 2048
+	for _, c := range []struct {
+		name string
+		pol  func() Policy
+	}{
+		{"water-filling", func() Policy { return &WaterFilling{} }},
+		{"finish-time-fairness", func() Policy { return &FinishTimeFairness{} }},
+		{"min-makespan", func() Policy { return &MinMakespan{} }},
+		{"max-throughput", func() Policy { return &MaxThroughput{} }},
+		{"gandiva", func() Policy { return &Gandiva{} }},
+	} {
+		b.Run(c.name+"/jobs=1024", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := c.pol().Allocate(context.Background(), p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// One round of the mechanism over 2,048 jobs with space sharing.
+func BenchmarkRounds(b *testing.B) {
+	p, _ := gavelProblem(b, 1, 2048)
+	r := &Rounds{Policy: &MaxMinFairness{SpaceSharing: true}}
+	if _, err := r.Next(context.Background(), p, 0); err != nil {
+		b.Fatal(err)
+	}
+	now := 0.0
+	for b.Loop() {
+		now += 360
+		if _, err := r.Next(context.Background(), p, now); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

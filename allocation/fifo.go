@@ -18,13 +18,22 @@ import (
 // sorted available types, a quirk not reproduced here). A job that fits
 // nowhere waits without blocking the jobs behind it.
 //
+// With SpaceSharing (Gavel's fifo_packed), a job that finds no free GPUs
+// joins a running job of equal scale factor on its type when their
+// normalised co-located throughput, ta/T_a + tb/T_b, exceeds
+// PackingThreshold (1.5 by default, as in Gavel); the best such partner is
+// chosen, and the pair keeps running together while both jobs remain.
+//
 // A FIFO must not be copied after first use.
 type FIFO struct {
-	Perf bool
-	Seed uint64
+	Perf             bool
+	Seed             uint64
+	SpaceSharing     bool
+	PackingThreshold float64
 
 	mu       sync.Mutex
 	assigned map[int]int // job ID -> type index
+	partner  map[int]int // job ID -> the job it shares with
 	rng      *rand.Rand
 }
 
@@ -40,7 +49,12 @@ func (pol *FIFO) Allocate(_ context.Context, p *Problem) (*Allocation, error) {
 	}
 	free := slices.Clone(p.Capacity)
 	keep := map[int]int{}
+	partner := map[int]int{}
 	a := newAllocation(p)
+	index := map[int]int{}
+	for m := range p.Jobs {
+		index[p.Jobs[m].ID] = m
+	}
 	order := make([]int, len(p.Jobs))
 	for m := range order {
 		order[m] = m
@@ -49,10 +63,28 @@ func (pol *FIFO) Allocate(_ context.Context, p *Problem) (*Allocation, error) {
 		return cmp.Or(cmp.Compare(p.Jobs[x].Arrival, p.Jobs[y].Arrival), cmp.Compare(p.Jobs[x].ID, p.Jobs[y].ID))
 	})
 	real := p.matrix()
-	// Jobs keep their types.
+	// Jobs keep their types, and pairs their partners.
 	for _, m := range order {
 		j := &p.Jobs[m]
-		if k, ok := pol.assigned[j.ID]; ok && k < len(p.Types) && free[k] >= j.ScaleFactor && p.runnable(m, k, real[m]) {
+		if _, done := keep[j.ID]; done {
+			continue
+		}
+		k, ok := pol.assigned[j.ID]
+		if !ok || k >= len(p.Types) || !p.runnable(m, k, real[m]) {
+			continue
+		}
+		if other, ok := pol.partner[j.ID]; ok {
+			if o, present := index[other]; present {
+				if free[k] >= j.ScaleFactor {
+					free[k] -= j.ScaleFactor
+					keep[j.ID], keep[other] = k, k
+					partner[j.ID], partner[other] = other, j.ID
+					a.Pairs = append(a.Pairs, pairOn(p, m, o, k))
+				}
+				continue
+			}
+		}
+		if free[k] >= j.ScaleFactor {
 			free[k] -= j.ScaleFactor
 			keep[j.ID] = k
 			a.X[m][k] = 1
@@ -71,6 +103,9 @@ func (pol *FIFO) Allocate(_ context.Context, p *Problem) (*Allocation, error) {
 			}
 		}
 		if len(room) == 0 {
+			if pol.SpaceSharing && p.Pairs != nil {
+				pol.join(p, a, m, index, keep, partner)
+			}
 			continue
 		}
 		k := room[0]
@@ -87,6 +122,42 @@ func (pol *FIFO) Allocate(_ context.Context, p *Problem) (*Allocation, error) {
 		keep[j.ID] = k
 		a.X[m][k] = 1
 	}
-	pol.assigned = keep
+	pol.assigned, pol.partner = keep, partner
 	return a, nil
+}
+
+// join pairs job m with the running single job it gains most with, if the
+// gain passes the threshold.
+func (pol *FIFO) join(p *Problem, a *Allocation, m int, index map[int]int, keep map[int]int, partner map[int]int) {
+	threshold := pol.PackingThreshold
+	if threshold == 0 {
+		threshold = 1.5
+	}
+	best, bestGain := -1, threshold
+	for id, k := range keep {
+		o := index[id]
+		if _, shared := partner[id]; shared || p.Jobs[o].ScaleFactor != p.Jobs[m].ScaleFactor || p.Jobs[m].Throughput[k] <= 0 {
+			continue
+		}
+		ta, tb := p.Pairs.Rates(m, o, k)
+		g := ta/p.Jobs[m].Throughput[k] + tb/p.Jobs[o].Throughput[k]
+		if g > bestGain || (g == bestGain && best >= 0 && p.Jobs[o].ID < p.Jobs[best].ID) {
+			best, bestGain = o, g
+		}
+	}
+	if best < 0 {
+		return
+	}
+	k := keep[p.Jobs[best].ID]
+	a.X[best][k] = 0
+	keep[p.Jobs[m].ID] = k
+	partner[p.Jobs[m].ID], partner[p.Jobs[best].ID] = p.Jobs[best].ID, p.Jobs[m].ID
+	a.Pairs = append(a.Pairs, pairOn(p, m, best, k))
+}
+
+// pairOn is a pair of jobs m and o sharing type k all the time.
+func pairOn(p *Problem, m, o, k int) Pair {
+	pr := Pair{A: min(m, o), B: max(m, o), X: make([]float64, len(p.Types))}
+	pr.X[k] = 1
+	return pr
 }
