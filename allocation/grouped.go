@@ -159,8 +159,30 @@ func (pol *MaxMinFairness) allocateGrouped(ctx context.Context, p *Problem, tput
 	if err != nil {
 		return nil, solveError(err)
 	}
+	level := sol.X[t]
+	// Second stage: among the allocations that keep the level, take one of
+	// greatest total normalised throughput. Max-min alone is indifferent
+	// to the jobs above the minimum, and the interior-point solution would
+	// spread them over every optimal pair, slowing them for nothing.
+	m.SetVarBounds(t, level*(1-1e-9), lp.Inf)
+	m.SetObjective(t, 0)
+	for g, gr := range groups {
+		rep := gr.jobs[0]
+		for k, v := range x[g] {
+			if v >= 0 {
+				m.SetObjective(v, float64(len(gr.jobs))*scale[rep]*tput[rep][k])
+			}
+		}
+	}
+	for _, gp := range pairs {
+		sg, sh := scale[groups[gp.g].jobs[0]], scale[groups[gp.h].jobs[0]]
+		m.SetObjective(gp.v, sg*gp.ta+sh*gp.tb)
+	}
+	if sol2, err := s.Solve(ctx, m); err == nil {
+		sol = sol2
+	}
 	a := newAllocation(p)
-	a.Objective = sol.X[t]
+	a.Objective = level
 	for g, gr := range groups {
 		for k, v := range x[g] {
 			if v >= 0 {

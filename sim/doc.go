@@ -1,13 +1,12 @@
-// Package sim will hold gpusched's trace-driven discrete-event simulator and
-// its trace loaders.
+// Package sim is gpusched's trace-driven simulator: it composes an
+// allocation policy with the round mechanism over a job trace and a
+// throughput model, and reports per-job records and cluster metrics.
 //
-// Its one job: drive an allocation policy or a placer over a job trace with a
-// throughput model and report per-job records and cluster metrics. It follows
-// the simulator of Gavel (Narayanan et al., OSDI 2020, section 7: 360 s
-// rounds, arrivals admitted at round boundaries) and also runs event-driven
-// schedulers. It is the only policy-composing package: allocation,
-// placement, gang and elastic never import it.
-//
-// Status: the package is laid out but holds no simulator yet; see the
-// README's feature table.
+// The model is Gavel's simulator (Narayanan et al., OSDI 2020, section 7;
+// scheduler.py: simulate): 360 s rounds, arrivals admitted at round
+// boundaries, each scheduled job running min(floor(T x 360), remaining)
+// steps. [GavelWorkload] generates Gavel's synthetic traces with its exact
+// distributions; [ReadGavelTrace] reads Gavel's .trace files. It is the only
+// package that composes the policy packages: allocation, placement, gang
+// and elastic never import it.
 package sim

@@ -1,0 +1,111 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/topology"
+)
+
+// GavelWorkload generates jobs the way Gavel's simulator does
+// (scheduler/utils.py: generate_job, _generate_scale_factor,
+// _generate_duration; Narayanan et al., OSDI 2020, section 7.1):
+//
+//   - job type: uniform over Gavel's 26 templates (the single-GPU keys of
+//     the throughput table), redrawn until the template runs on several
+//     GPUs when the scale factor is above 1;
+//   - scale factor, with MultiGPU: r ~ U(0,1); 1 if r < 0.7, 2 if r <= 0.8,
+//     4 if r <= 0.95, else 8 (70/10/15/5 %); 1 without;
+//   - duration: 60 * 10^U(3,4) s with probability 0.2, else 60 * 10^U(1.5,3) s;
+//   - steps: duration times the job's rate on the reference type (V100)
+//     at its scale factor, so duration is its run time on V100s;
+//   - priority: with MultiPriority, weight 5 for 20% of jobs, else 1;
+//   - arrivals: a Poisson process of Rate jobs per hour (exponential gaps
+//     of mean 3600/Rate s); Rate 0 puts every job at time 0 (Gavel's static
+//     traces).
+//
+// Gavel seeds its job generator with seed+2 and its arrivals with seed+3;
+// so does this, but with Go's PCG rather than Python's Mersenne Twister,
+// so the jobs follow the same distributions, not the same draws.
+type GavelWorkload struct {
+	Rate          float64
+	MultiGPU      bool
+	MultiPriority bool
+	Seed          uint64
+	// Table gives the templates and rates; nil means perfmodel.Gavel().
+	Table *perfmodel.Table
+	// Reference is the type whose rate converts durations to steps; empty
+	// means V100.
+	Reference topology.GPUType
+}
+
+// Generate returns n jobs, with IDs 0 to n-1 in order of arrival.
+func (w *GavelWorkload) Generate(n int) ([]Job, error) {
+	if n < 0 || math.IsNaN(w.Rate) || w.Rate < 0 || math.IsInf(w.Rate, 0) {
+		return nil, fmt.Errorf("sim: Gavel workload: %d jobs at %v jobs/h", n, w.Rate)
+	}
+	tab := w.Table
+	if tab == nil {
+		tab = perfmodel.Gavel()
+	}
+	ref := w.Reference
+	if ref == "" {
+		ref = topology.V100
+	}
+	var templates []perfmodel.JobKey
+	for _, k := range tab.Jobs() {
+		if k.ScaleFactor == 1 {
+			templates = append(templates, k)
+		}
+	}
+	if len(templates) == 0 {
+		return nil, fmt.Errorf("sim: Gavel workload: the table has no single-GPU jobs")
+	}
+	distributed := func(k perfmodel.JobKey) bool { return slices.Contains(tab.ScaleFactors(k), 2) }
+	jobRNG := rand.New(rand.NewPCG(w.Seed+2, 0))
+	arrRNG := rand.New(rand.NewPCG(w.Seed+3, 0))
+	jobs := make([]Job, n)
+	t := 0.0
+	for i := range jobs {
+		sf := 1
+		if w.MultiGPU {
+			switch r := jobRNG.Float64(); {
+			case r < 0.7:
+				sf = 1
+			case r <= 0.8:
+				sf = 2
+			case r <= 0.95:
+				sf = 4
+			default:
+				sf = 8
+			}
+		}
+		k := templates[jobRNG.IntN(len(templates))]
+		for sf > 1 && !distributed(k) {
+			k = templates[jobRNG.IntN(len(templates))]
+		}
+		k.ScaleFactor = sf
+		var dur float64
+		if jobRNG.Float64() < 0.2 {
+			dur = 60 * math.Pow(10, 3+jobRNG.Float64())
+		} else {
+			dur = 60 * math.Pow(10, 1.5+1.5*jobRNG.Float64())
+		}
+		rate, err := tab.Throughput(k, ref)
+		if err != nil {
+			return nil, fmt.Errorf("sim: Gavel workload: %w", err)
+		}
+		weight := 1.0
+		if w.MultiPriority && jobRNG.Float64() < 0.2 {
+			weight = 5
+		}
+		if w.Rate > 0 && i > 0 {
+			t += arrRNG.ExpFloat64() * 3600 / w.Rate
+		}
+		jobs[i] = Job{ID: i, Arrival: t, Key: k, Steps: math.Max(1, math.Round(dur*rate)), Weight: weight, Duration: dur}
+	}
+	return jobs, nil
+}

@@ -1,0 +1,98 @@
+package sim
+
+import (
+	"math"
+	"slices"
+)
+
+// Summary gives the usual metrics over a set of jobs.
+type Summary struct {
+	Jobs int
+	// JCT statistics, in seconds.
+	MeanJCT, MedianJCT, P95JCT, P99JCT float64
+	// MeanQueueing is the mean time from arrival to first run, seconds.
+	MeanQueueing float64
+	// Makespan is from the first arrival to the last finish of all jobs,
+	// seconds.
+	Makespan float64
+	// Utilisation is the time-weighted share of busy GPUs.
+	Utilisation float64
+	// Cost is the GPU time of the summarised jobs at the configured prices,
+	// in dollars.
+	Cost float64
+	// Preemptions is the mean number per job.
+	Preemptions float64
+}
+
+// Summarise computes metrics over the jobs whose position in order of
+// arrival is in [from, to) (Gavel measures jobs 4000 to 5000 of a
+// continuous trace); to <= 0 means all jobs from from on. Makespan and
+// utilisation always cover the whole run.
+func (r *Result) Summarise(from, to int) Summary {
+	recs := slices.Clone(r.Records)
+	slices.SortStableFunc(recs, func(a, b Record) int {
+		if a.Arrival != b.Arrival {
+			if a.Arrival < b.Arrival {
+				return -1
+			}
+			return 1
+		}
+		return a.ID - b.ID
+	})
+	if to <= 0 || to > len(recs) {
+		to = len(recs)
+	}
+	from = min(max(from, 0), to)
+	window := recs[from:to]
+	s := Summary{Jobs: len(window)}
+	if len(window) > 0 {
+		jct := make([]float64, len(window))
+		for i, rec := range window {
+			jct[i] = rec.JCT()
+			s.MeanQueueing += rec.Start - rec.Arrival
+			s.Preemptions += float64(rec.Preemptions)
+			for k, g := range rec.GPUSeconds {
+				s.Cost += g / 3600 * r.prices[k]
+			}
+		}
+		slices.Sort(jct)
+		sum := 0.0
+		for _, v := range jct {
+			sum += v
+		}
+		n := float64(len(window))
+		s.MeanJCT, s.MeanQueueing, s.Preemptions = sum/n, s.MeanQueueing/n, s.Preemptions/n
+		s.MedianJCT, s.P95JCT, s.P99JCT = quantile(jct, 0.5), quantile(jct, 0.95), quantile(jct, 0.99)
+	}
+	if len(recs) > 0 {
+		s.Makespan = r.End - recs[0].Arrival
+	}
+	busy, span := 0.0, 0.0
+	for i, u := range r.Utilisation {
+		end := r.End
+		if i+1 < len(r.Utilisation) {
+			end = r.Utilisation[i+1].Time
+		}
+		d := math.Max(0, end-u.Time)
+		busy += u.Value * d
+		span += d
+	}
+	if span > 0 {
+		s.Utilisation = busy / span
+	}
+	return s
+}
+
+// quantile returns the q-quantile of sorted values by linear interpolation.
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	pos := q * float64(len(sorted)-1)
+	i := int(pos)
+	if i+1 >= len(sorted) {
+		return sorted[len(sorted)-1]
+	}
+	f := pos - float64(i)
+	return sorted[i]*(1-f) + sorted[i+1]*f
+}

@@ -1,0 +1,306 @@
+package sim
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/topology"
+)
+
+// Config describes a simulation in Gavel's model (Narayanan et al., OSDI
+// 2020, section 7; scheduler.py: simulate): time advances in rounds; jobs
+// that arrived by the start of a round are admitted; the policy's
+// allocation is turned into the round's assignments by the round mechanism
+// (allocation.Rounds); each assigned job runs min(floor(T x round), R)
+// steps at its rate T (or its co-located rate when paired) and may finish
+// before the round ends; the next round starts when the last assigned job
+// of this one stops.
+type Config struct {
+	// Types and Capacity give the cluster: the number of GPUs of each type.
+	Types    []topology.GPUType
+	Capacity []int
+	// GPUsPerServer gives each type's server size (default 1, as Gavel's
+	// simulations), used by the mechanism to consolidate jobs.
+	GPUsPerServer []int
+	// Throughput gives job rates; nil means perfmodel.Gavel().
+	Throughput perfmodel.ThroughputModel
+	// Colocation gives co-located rates; set it to let policies share GPUs
+	// (Gavel's table implements it).
+	Colocation perfmodel.ColocationModel
+	// Policy allocates; RoundLength (default 360 s) and MinResetInterval
+	// (default 1920 s) configure the mechanism, as in allocation.Rounds.
+	Policy           allocation.Policy
+	RoundLength      float64
+	MinResetInterval float64
+	// PerTypeQueues and ShuffleTypes configure the mechanism's queues.
+	PerTypeQueues bool
+	ShuffleTypes  bool
+	Seed          uint64
+	// Prices per GPU-hour of each type, for the cost metric (default:
+	// allocation.DefaultPrices where known, else 0).
+	Prices []float64
+	// Progress, if set, is called after every round with the jobs
+	// finished so far and the total.
+	Progress func(done, total int)
+}
+
+// Record is what happened to one job.
+type Record struct {
+	Job
+	// Start is when the job first ran, Finish when it completed (seconds;
+	// -1 if never).
+	Start, Finish float64
+	// Rounds counts the rounds the job ran in, Preemptions the times it
+	// was stopped before finishing.
+	Rounds, Preemptions int
+	// GPUSeconds is the GPU time the job used on each type.
+	GPUSeconds []float64
+}
+
+// JCT returns the job's completion time, Finish - Arrival.
+func (r *Record) JCT() float64 { return r.Finish - r.Arrival }
+
+// Result is a simulation's outcome.
+type Result struct {
+	Types    []topology.GPUType
+	Capacity []int
+	Records  []Record
+	// Unschedulable lists jobs that can run on no type of the cluster;
+	// they are left out of the simulation.
+	Unschedulable []Job
+	// Utilisation samples the share of busy GPUs in each round.
+	Utilisation []Sample
+	// End is when the last job finished.
+	End    float64
+	Rounds int
+	// Allocations counts the policy's calls.
+	Allocations int
+	prices      []float64
+}
+
+// Sample is one point of a time series.
+type Sample struct{ Time, Value float64 }
+
+// ErrStalled reports a simulation in which jobs remain but none can make
+// progress.
+var ErrStalled = errors.New("sim: simulation stalled")
+
+type running struct {
+	rec       *Record
+	remaining float64
+	tput      []float64
+	ranLast   bool
+}
+
+// Run simulates jobs (in any order) to completion.
+func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
+	if len(cfg.Types) == 0 || len(cfg.Types) != len(cfg.Capacity) {
+		return nil, fmt.Errorf("sim: %d GPU types and %d capacities", len(cfg.Types), len(cfg.Capacity))
+	}
+	if cfg.Policy == nil {
+		return nil, errors.New("sim: no policy")
+	}
+	model := cfg.Throughput
+	if model == nil {
+		model = perfmodel.Gavel()
+	}
+	res := &Result{Types: cfg.Types, Capacity: cfg.Capacity, prices: prices(cfg)}
+	order := slices.Clone(jobs)
+	slices.SortStableFunc(order, func(a, b Job) int { return cmp.Or(cmp.Compare(a.Arrival, b.Arrival), cmp.Compare(a.ID, b.ID)) })
+	// Look up every job's rates once, and drop the ones that cannot run.
+	var all []*running
+	ids := map[int]bool{}
+	for _, j := range order {
+		if ids[j.ID] {
+			return nil, fmt.Errorf("sim: job ID %d appears twice", j.ID)
+		}
+		ids[j.ID] = true
+		if !(j.Steps > 0) || math.IsInf(j.Steps, 0) || math.IsNaN(j.Arrival) || math.IsInf(j.Arrival, 0) {
+			return nil, fmt.Errorf("sim: job %d: steps %v, arrival %v", j.ID, j.Steps, j.Arrival)
+		}
+		r := &running{rec: &Record{Job: j, Start: -1, Finish: -1, GPUSeconds: make([]float64, len(cfg.Types))}, remaining: j.Steps, tput: make([]float64, len(cfg.Types))}
+		ok := false
+		for k, t := range cfg.Types {
+			v, err := model.Throughput(j.Key, t)
+			if err != nil {
+				return nil, fmt.Errorf("sim: job %d: %w", j.ID, err)
+			}
+			r.tput[k] = v
+			if v > 0 && cfg.Capacity[k] >= j.Key.ScaleFactor {
+				ok = true
+			}
+		}
+		if !ok {
+			res.Unschedulable = append(res.Unschedulable, j)
+			continue
+		}
+		all = append(all, r)
+	}
+	pairs, err := newPairCache(cfg, all)
+	if err != nil {
+		return nil, err
+	}
+	mech := &allocation.Rounds{
+		Policy: &countingPolicy{cfg.Policy, &res.Allocations}, RoundLength: cfg.RoundLength, MinResetInterval: cfg.MinResetInterval,
+		GPUsPerServer: cfg.GPUsPerServer, PerTypeQueues: cfg.PerTypeQueues, ShuffleTypes: cfg.ShuffleTypes, Seed: cfg.Seed,
+	}
+	length := cfg.RoundLength
+	if length <= 0 {
+		length = 360
+	}
+	totalGPUs := 0
+	for _, c := range cfg.Capacity {
+		totalGPUs += c
+	}
+	var active []*running
+	byID := map[int]*running{}
+	next, done := 0, 0
+	t := 0.0
+	if len(all) > 0 {
+		t = all[0].rec.Arrival
+	}
+	idle := 0
+	for done < len(all) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		for next < len(all) && all[next].rec.Arrival <= t {
+			active = append(active, all[next])
+			byID[all[next].rec.ID] = all[next]
+			next++
+		}
+		if len(active) == 0 {
+			t = all[next].rec.Arrival
+			continue
+		}
+		p := &allocation.Problem{Types: cfg.Types, Capacity: cfg.Capacity, Now: t}
+		p.Jobs = make([]allocation.Job, len(active))
+		for m, r := range active {
+			p.Jobs[m] = allocation.Job{ID: r.rec.ID, Weight: r.rec.Weight, ScaleFactor: r.rec.Key.ScaleFactor, RemainingSteps: r.remaining,
+				Throughput: r.tput, Arrival: r.rec.Arrival}
+			if r.rec.SLO > 0 {
+				p.Jobs[m].Deadline = r.rec.Arrival + r.rec.SLO
+			}
+		}
+		if pairs != nil {
+			p.Pairs = pairs.view(active)
+		}
+		rd, err := mech.Next(ctx, p, t)
+		if err != nil {
+			return nil, fmt.Errorf("sim: round at %.0f s: %w", t, err)
+		}
+		res.Rounds++
+		end := t
+		busy := 0.0
+		ran := map[int]bool{}
+		for _, as := range rd.Assignments {
+			var rates []float64
+			if len(as.JobIDs) == 1 {
+				rates = []float64{byID[as.JobIDs[0]].tput[as.TypeIndex]}
+			} else {
+				a, b := indexOf(active, as.JobIDs[0]), indexOf(active, as.JobIDs[1])
+				ta, tb := p.Pairs.Rates(a, b, as.TypeIndex)
+				rates = []float64{ta, tb}
+			}
+			longest := 0.0
+			for i, id := range as.JobIDs {
+				r := byID[id]
+				rate := rates[i]
+				if rate <= 0 {
+					continue
+				}
+				steps := math.Min(math.Floor(rate*length), r.remaining)
+				if steps <= 0 {
+					steps = math.Min(rate*length, r.remaining)
+				}
+				d := steps / rate
+				longest = math.Max(longest, d)
+				r.remaining -= steps
+				if r.remaining <= 1e-9*r.rec.Steps {
+					r.remaining = 0
+				}
+				ran[id] = true
+				if r.rec.Start < 0 {
+					r.rec.Start = t
+				}
+				r.rec.Rounds++
+				r.rec.GPUSeconds[as.TypeIndex] += float64(r.rec.Key.ScaleFactor) * d
+				if r.remaining == 0 {
+					r.rec.Finish = t + d
+				}
+			}
+			busy += float64(len(as.Workers)) * longest
+			end = math.Max(end, t+longest)
+		}
+		if end == t {
+			// Nothing ran: wait a round for arrivals or the next reset.
+			idle++
+			if idle > 100000 {
+				return nil, fmt.Errorf("%w at %.0f s with %d jobs waiting", ErrStalled, t, len(active))
+			}
+			end = t + length
+		} else {
+			idle = 0
+		}
+		res.Utilisation = append(res.Utilisation, Sample{t, busy / (float64(totalGPUs) * (end - t))})
+		kept := active[:0]
+		for _, r := range active {
+			if r.ranLast && !ran[r.rec.ID] && r.remaining > 0 {
+				r.rec.Preemptions++
+			}
+			r.ranLast = ran[r.rec.ID]
+			if r.remaining == 0 {
+				done++
+				delete(byID, r.rec.ID)
+				res.Records = append(res.Records, *r.rec)
+				res.End = math.Max(res.End, r.rec.Finish)
+				continue
+			}
+			kept = append(kept, r)
+		}
+		active = kept
+		t = end
+		if cfg.Progress != nil {
+			cfg.Progress(done, len(all))
+		}
+	}
+	slices.SortFunc(res.Records, func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
+	return res, nil
+}
+
+func indexOf(active []*running, id int) int {
+	for m, r := range active {
+		if r.rec.ID == id {
+			return m
+		}
+	}
+	return -1
+}
+
+// countingPolicy counts the policy's calls.
+type countingPolicy struct {
+	allocation.Policy
+	n *int
+}
+
+func (c *countingPolicy) Allocate(ctx context.Context, p *allocation.Problem) (*allocation.Allocation, error) {
+	*c.n++
+	return c.Policy.Allocate(ctx, p)
+}
+
+func prices(cfg Config) []float64 {
+	if cfg.Prices != nil {
+		return cfg.Prices
+	}
+	out := make([]float64, len(cfg.Types))
+	for k, t := range cfg.Types {
+		out[k] = allocation.DefaultPrices[t]
+	}
+	return out
+}
