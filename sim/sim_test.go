@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -257,10 +258,9 @@ func ExampleRun() {
 func TestGavelPhysicalTraces(t *testing.T) {
 	want := map[string]int{"max_min_fairness.trace": 96, "minimize_makespan.trace": 100, "artifact_evaluation.trace": 15}
 	for name, n := range want {
-		f, err := os.Open(filepath.Join("testdata", "gavel", name))
+		data, err := os.ReadFile(filepath.Join("testdata", "gavel", name))
 		require.NoError(t, err)
-		jobs, err := ReadGavelTrace(f, name)
-		f.Close()
+		jobs, err := ReadGavelTrace(bytes.NewReader(data), name)
 		require.NoError(t, err)
 		require.Len(t, jobs, n, name)
 		cfg := Config{Types: []topology.GPUType{topology.K80, topology.P100, topology.V100}, Capacity: []int{16, 16, 16}, Policy: &allocation.MaxMinFairness{}}

@@ -15,6 +15,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -112,13 +113,11 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 		source += ", multi-GPU"
 	}
 	if o.trace != "" {
-		f, err := os.Open(o.trace)
+		data, err := os.ReadFile(o.trace)
 		if err != nil {
 			return err
 		}
-		jobs, err = sim.ReadGavelTrace(f, o.trace)
-		f.Close()
-		if err != nil {
+		if jobs, err = sim.ReadGavelTrace(bytes.NewReader(data), o.trace); err != nil {
 			return err
 		}
 		source = fmt.Sprintf("%s: %d jobs", o.trace, len(jobs))
@@ -133,7 +132,9 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 		}
 		names = append(names, n)
 	}
-	fmt.Fprintf(stdout, "Cluster %s (%d GPUs); %s; measuring jobs %d to %d.\n\n", o.cluster, cluster.NumGPUs(), source, from, to)
+	if _, err := fmt.Fprintf(stdout, "Cluster %s (%d GPUs); %s; measuring jobs %d to %d.\n\n", o.cluster, cluster.NumGPUs(), source, from, to); err != nil {
+		return err
+	}
 
 	results := make([]outcome, len(names))
 	var wg sync.WaitGroup
@@ -243,12 +244,12 @@ func (p *progress) update(i, done, total int) {
 	for j, n := range p.names {
 		parts[j] = fmt.Sprintf("%s %3d%%", n, p.pct[j])
 	}
-	fmt.Fprintf(p.w, "\r%s", strings.Join(parts, "  "))
+	_, _ = fmt.Fprintf(p.w, "\r%s", strings.Join(parts, "  ")) // progress is best effort
 }
 
 func (p *progress) done() {
 	if !p.quiet && !p.last.IsZero() {
-		fmt.Fprintln(p.w)
+		_, _ = fmt.Fprintln(p.w)
 	}
 }
 
