@@ -295,3 +295,26 @@ func ExampleGavel() {
 	// Recommendation (batch size 1024) on p100: 30.74 steps/s
 	// Recommendation (batch size 1024) on v100: 13.28 steps/s
 }
+
+func TestExtrapolated(t *testing.T) {
+	e := Extrapolated{Table: Gavel()}
+	k8 := key("ResNet-50", 64, 8)
+	v8, err := e.Throughput(k8, topology.V100)
+	require.NoError(t, err)
+	v32, err := e.Throughput(k8.WithScaleFactor(32), topology.V100)
+	require.NoError(t, err)
+	assert.InDelta(t, 4*v8, v32, 1e-9)
+	v6, err := e.Throughput(k8.WithScaleFactor(6), topology.V100)
+	require.NoError(t, err)
+	v4, err := Gavel().Throughput(k8.WithScaleFactor(4), topology.V100)
+	require.NoError(t, err)
+	assert.InDelta(t, 1.5*v4, v6, 1e-9)
+	// Recommendation was only measured on one GPU: 2 GPUs are twice one.
+	r2, err := e.Throughput(key("Recommendation", 1024, 2), topology.P100)
+	require.NoError(t, err)
+	assert.InDelta(t, 2*30.74443726150114, r2, 1e-9)
+	_, err = e.Throughput(key("BERT", 8, 2), topology.V100)
+	assert.ErrorIs(t, err, ErrUnknownJob)
+	_, err = e.Throughput(k8, topology.A100)
+	assert.ErrorIs(t, err, ErrUnknownGPUType)
+}

@@ -31,6 +31,9 @@ type Job struct {
 	// Duration is the run time the trace gives (seconds), for traces that
 	// give durations rather than steps; 0 if unknown.
 	Duration float64
+	// Name keeps a trace's own label for the job (its model or
+	// application name, or its ID), when it has one.
+	Name string
 }
 
 // ErrMalformedTrace is wrapped by every trace parsing error.

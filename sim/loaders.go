@@ -1,0 +1,315 @@
+package sim
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/topology"
+)
+
+// csvRows reads a CSV file with a header and calls f for each row with its
+// line and a lookup of the named columns, which must all be present.
+func csvRows(r io.Reader, name string, columns []string, f func(line int, get func(string) string) error) error {
+	cr := csv.NewReader(r)
+	cr.ReuseRecord = true
+	cr.FieldsPerRecord = -1
+	header, err := cr.Read()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return &ParseError{File: name, Line: 1, Msg: "empty file (want a header: " + strings.Join(columns, ",") + ")"}
+		}
+		return &ParseError{File: name, Line: 1, Msg: err.Error()}
+	}
+	index := map[string]int{}
+	for i, h := range header {
+		index[strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))] = i
+	}
+	for _, c := range columns {
+		if _, ok := index[c]; !ok {
+			return &ParseError{File: name, Line: 1, Msg: fmt.Sprintf("no column %q in the header (want %s)", c, strings.Join(columns, ","))}
+		}
+	}
+	for {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				return &ParseError{File: name, Line: pe.Line, Msg: pe.Err.Error()}
+			}
+			return fmt.Errorf("sim: reading %s: %w", name, err)
+		}
+		line, _ := cr.FieldPos(0)
+		if len(rec) != len(header) {
+			return &ParseError{File: name, Line: line, Msg: fmt.Sprintf("%d fields, the header has %d", len(rec), len(header))}
+		}
+		get := func(c string) string { return strings.TrimSpace(rec[index[c]]) }
+		if err := f(line, get); err != nil {
+			return err
+		}
+	}
+}
+
+func badRow(name string, line int, format string, args ...any) error {
+	return &ParseError{File: name, Line: line, Msg: fmt.Sprintf(format, args...)}
+}
+
+// positive parses an integer >= 1.
+func positive(s string) (int, bool) {
+	v, err := strconv.Atoi(s)
+	return v, err == nil && v >= 1
+}
+
+// nonNegative parses a finite number >= 0.
+func nonNegative(s string) (float64, bool) {
+	v, err := number(s)
+	return v, err == nil && v >= 0
+}
+
+// shiftArrivals makes the earliest arrival 0 and numbers jobs in file order.
+func shiftArrivals(jobs []Job) {
+	if len(jobs) == 0 {
+		return
+	}
+	first := jobs[0].Arrival
+	for _, j := range jobs {
+		first = math.Min(first, j.Arrival)
+	}
+	for i := range jobs {
+		jobs[i].Arrival -= first
+		jobs[i].ID = i
+	}
+}
+
+// ReadPhilly reads the Microsoft Philly job trace as the Pollux artifact
+// ships it (petuum/adaptdl, simulator/traces/philly.csv): columns
+// timestamp ("2006-01-02 15:04:05"), duration (s), num_gpus, gpu_time,
+// cluster. Arrivals are seconds after the earliest job. Jobs have no model:
+// give them one with AssignModels.
+func ReadPhilly(r io.Reader, name string) ([]Job, error) {
+	var jobs []Job
+	err := csvRows(r, name, []string{"timestamp", "duration", "num_gpus"}, func(line int, get func(string) string) error {
+		ts, err := time.Parse(time.DateTime, get("timestamp"))
+		if err != nil {
+			return badRow(name, line, "timestamp %q (want 2006-01-02 15:04:05)", get("timestamp"))
+		}
+		d, ok := nonNegative(get("duration"))
+		if !ok {
+			return badRow(name, line, "duration %q (want seconds >= 0)", get("duration"))
+		}
+		g, ok := positive(get("num_gpus"))
+		if !ok {
+			return badRow(name, line, "num_gpus %q (want an integer >= 1)", get("num_gpus"))
+		}
+		jobs = append(jobs, Job{Arrival: float64(ts.Unix()), Duration: d, Key: perfmodel.JobKey{ScaleFactor: g}, Weight: 1})
+		return nil
+	})
+	shiftArrivals(jobs)
+	return jobs, err
+}
+
+// ReadITP reads a Microsoft ITP cluster trace as ElasticFlow ships it
+// (microsoft/elasticflow-traces, cluster01.csv to cluster10.csv): columns
+// job_id, submission_time (s), duration (s), num_gpu. Arrivals are seconds
+// after the earliest job; Name keeps job_id. Give models with AssignModels.
+func ReadITP(r io.Reader, name string) ([]Job, error) {
+	var jobs []Job
+	err := csvRows(r, name, []string{"job_id", "submission_time", "duration", "num_gpu"}, func(line int, get func(string) string) error {
+		at, ok := nonNegative(get("submission_time"))
+		if !ok {
+			return badRow(name, line, "submission_time %q (want seconds >= 0)", get("submission_time"))
+		}
+		d, ok := nonNegative(get("duration"))
+		if !ok {
+			return badRow(name, line, "duration %q (want seconds >= 0)", get("duration"))
+		}
+		g, ok := positive(get("num_gpu"))
+		if !ok {
+			return badRow(name, line, "num_gpu %q (want an integer >= 1)", get("num_gpu"))
+		}
+		jobs = append(jobs, Job{Name: get("job_id"), Arrival: at, Duration: d, Key: perfmodel.JobKey{ScaleFactor: g}, Weight: 1})
+		return nil
+	})
+	shiftArrivals(jobs)
+	return jobs, err
+}
+
+// ReadTiresias reads a Tiresias simulator trace (SymbioticLab/Tiresias,
+// simulator/*_job.csv): columns job_id, num_gpu, submit_time (s),
+// iterations, model_name, duration (s). Name keeps model_name (Tiresias's
+// models, such as vgg19, are not in Gavel's table; give Gavel models with
+// AssignModels, which keeps the durations).
+func ReadTiresias(r io.Reader, name string) ([]Job, error) {
+	var jobs []Job
+	err := csvRows(r, name, []string{"job_id", "num_gpu", "submit_time", "model_name", "duration"}, func(line int, get func(string) string) error {
+		at, ok := nonNegative(get("submit_time"))
+		if !ok {
+			return badRow(name, line, "submit_time %q (want seconds >= 0)", get("submit_time"))
+		}
+		d, ok := nonNegative(get("duration"))
+		if !ok {
+			return badRow(name, line, "duration %q (want seconds >= 0)", get("duration"))
+		}
+		g, ok := positive(get("num_gpu"))
+		if !ok {
+			return badRow(name, line, "num_gpu %q (want an integer >= 1)", get("num_gpu"))
+		}
+		if get("model_name") == "" {
+			return badRow(name, line, "empty model_name")
+		}
+		jobs = append(jobs, Job{Name: get("model_name"), Arrival: at, Duration: d, Key: perfmodel.JobKey{ScaleFactor: g}, Weight: 1})
+		return nil
+	})
+	for i := range jobs {
+		jobs[i].ID = i
+	}
+	return jobs, err
+}
+
+// ReadPollux reads a Pollux workload (petuum/adaptdl, simulator/workloads/
+// workload-N.csv): columns name, time (s), application, num_replicas,
+// batch_size. Name keeps the application (cifar10, bert, ...), the scale
+// factor is num_replicas and BatchSize the batch size. The workload gives
+// no amount of work: Pollux derives it from its application profiles, which
+// elastic policies use; Duration is 0 here.
+func ReadPollux(r io.Reader, name string) ([]Job, error) {
+	var jobs []Job
+	err := csvRows(r, name, []string{"name", "time", "application", "num_replicas", "batch_size"}, func(line int, get func(string) string) error {
+		at, ok := nonNegative(get("time"))
+		if !ok {
+			return badRow(name, line, "time %q (want seconds >= 0)", get("time"))
+		}
+		g, ok := positive(get("num_replicas"))
+		if !ok {
+			return badRow(name, line, "num_replicas %q (want an integer >= 1)", get("num_replicas"))
+		}
+		bs, ok := positive(get("batch_size"))
+		if !ok {
+			return badRow(name, line, "batch_size %q (want an integer >= 1)", get("batch_size"))
+		}
+		if get("application") == "" {
+			return badRow(name, line, "empty application")
+		}
+		jobs = append(jobs, Job{Name: get("application"), Arrival: at, Key: perfmodel.JobKey{BatchSize: bs, ScaleFactor: g}, Weight: 1})
+		return nil
+	})
+	for i := range jobs {
+		jobs[i].ID = i
+	}
+	return jobs, err
+}
+
+// ReadAlibabaPods reads the pod list of Alibaba's GPU-sharing trace
+// (alibaba/clusterdata, cluster-trace-gpu-v2023, openb_pod_list_*.csv):
+// columns name, num_gpu, gpu_milli, gpu_spec, creation_time,
+// deletion_time, scheduled_time (s). Pods without GPUs are skipped; a pod's
+// scale factor is num_gpu (a fraction of one GPU counts as one), its
+// duration deletion minus scheduled time (creation when never scheduled),
+// and Name keeps its name.
+func ReadAlibabaPods(r io.Reader, name string) ([]Job, error) {
+	var jobs []Job
+	err := csvRows(r, name, []string{"name", "num_gpu", "gpu_milli", "creation_time", "deletion_time", "scheduled_time"}, func(line int, get func(string) string) error {
+		g, err := strconv.Atoi(get("num_gpu"))
+		if err != nil || g < 0 {
+			return badRow(name, line, "num_gpu %q (want an integer >= 0)", get("num_gpu"))
+		}
+		if g == 0 {
+			return nil
+		}
+		created, ok1 := nonNegative(get("creation_time"))
+		deleted, ok2 := nonNegative(get("deletion_time"))
+		sched, ok3 := nonNegative(get("scheduled_time"))
+		if !ok1 || !ok2 || !ok3 {
+			return badRow(name, line, "times %q, %q, %q (want seconds >= 0)", get("creation_time"), get("deletion_time"), get("scheduled_time"))
+		}
+		start := math.Max(sched, created)
+		if deleted < start {
+			return badRow(name, line, "deletion_time %v before the pod started at %v", deleted, start)
+		}
+		jobs = append(jobs, Job{Name: get("name"), Arrival: created, Duration: deleted - start, Key: perfmodel.JobKey{ScaleFactor: g}, Weight: 1})
+		return nil
+	})
+	shiftArrivals(jobs)
+	return jobs, err
+}
+
+// AssignModels gives every job without a model one of Gavel's job types,
+// the same way Gavel's generator does: uniformly among the templates of the
+// throughput table, and, for a job of more than one GPU, among those Gavel
+// runs on several GPUs; each job's draw comes from Seed and the job's ID,
+// so it does not depend on the other jobs. Steps become the job's Duration
+// times its rate on Reference (V100 by default) at its scale factor, from
+// Model (default: Extrapolated over Gavel's table, so that jobs of 16 to
+// 128 GPUs run too). Jobs with a model keep it; a job without a model or
+// without a positive duration is an error.
+type AssignModels struct {
+	Seed      uint64
+	Table     *perfmodel.Table
+	Model     perfmodel.ThroughputModel
+	Reference topology.GPUType
+}
+
+// Apply assigns models and steps in place.
+func (a *AssignModels) Apply(jobs []Job) error {
+	tab := a.Table
+	if tab == nil {
+		tab = perfmodel.Gavel()
+	}
+	model := a.Model
+	if model == nil {
+		model = perfmodel.Extrapolated{Table: tab}
+	}
+	ref := a.Reference
+	if ref == "" {
+		ref = topology.V100
+	}
+	var single, multi []perfmodel.JobKey
+	for _, k := range tab.Jobs() {
+		if k.ScaleFactor == 1 {
+			single = append(single, k)
+			if slices.Contains(tab.ScaleFactors(k), 2) {
+				multi = append(multi, k)
+			}
+		}
+	}
+	if len(single) == 0 || len(multi) == 0 {
+		return errors.New("sim: assign models: the table has no templates")
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		if j.Key.Model != "" {
+			continue
+		}
+		if !(j.Duration > 0) {
+			return fmt.Errorf("sim: assign models: job %d has no model and duration %v", j.ID, j.Duration)
+		}
+		rng := rand.New(rand.NewPCG(a.Seed, uint64(j.ID)))
+		from := single
+		if j.Key.ScaleFactor > 1 {
+			from = multi
+		}
+		k := from[rng.IntN(len(from))]
+		k.ScaleFactor = j.Key.ScaleFactor
+		rate, err := model.Throughput(k, ref)
+		if err != nil {
+			return fmt.Errorf("sim: assign models: job %d: %w", j.ID, err)
+		}
+		if rate <= 0 {
+			return fmt.Errorf("sim: assign models: job %d: %s does not run on %s", j.ID, k, ref)
+		}
+		j.Key = k
+		j.Steps = math.Max(1, math.Round(j.Duration*rate))
+	}
+	return nil
+}
