@@ -10,8 +10,10 @@ import (
 
 // FIFO is Gavel's first-in-first-out baseline (fifo.py): jobs are taken in
 // order of arrival (then ID) and each gets a whole type, X = 1, while
-// enough GPUs of a type are free; a job keeps its type for as long as it is
-// in the problem, as in Gavel, which keeps the allocation between calls.
+// enough GPUs of a type are free. Each call starts afresh, so an older job
+// moves to a faster type when one frees up (the round mechanism keeps its
+// GPUs when the type does not change); with Sticky a job keeps its type for
+// as long as it is in the problem.
 // With Perf the job takes the fastest type with room (fifo_perf);
 // otherwise a random type with room, drawn from Seed (Gavel's base fifo,
 // which means to pick a random type: its code always picks the last of the
@@ -28,6 +30,7 @@ import (
 type FIFO struct {
 	Perf             bool
 	Seed             uint64
+	Sticky           bool
 	SpaceSharing     bool
 	PackingThreshold float64
 
@@ -63,8 +66,11 @@ func (pol *FIFO) Allocate(_ context.Context, p *Problem) (*Allocation, error) {
 		return cmp.Or(cmp.Compare(p.Jobs[x].Arrival, p.Jobs[y].Arrival), cmp.Compare(p.Jobs[x].ID, p.Jobs[y].ID))
 	})
 	real := p.matrix()
-	// Jobs keep their types, and pairs their partners.
+	// With Sticky, jobs keep their types, and pairs their partners.
 	for _, m := range order {
+		if !pol.Sticky {
+			break
+		}
 		j := &p.Jobs[m]
 		if _, done := keep[j.ID]; done {
 			continue

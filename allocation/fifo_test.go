@@ -14,7 +14,7 @@ func TestFIFO(t *testing.T) {
 		{ID: 2, ScaleFactor: 2, Throughput: []float64{1, 2}, Arrival: 20},
 		{ID: 4, ScaleFactor: 1, Throughput: []float64{1, 1}, Arrival: 40},
 	}}
-	pol := &FIFO{Perf: true}
+	pol := &FIFO{Perf: true, Sticky: true}
 	a := allocate(t, pol, p)
 	// Job 1 (first) takes a fast GPU; job 2 needs 2 and only slow has 2 free;
 	// job 3 fits nowhere; job 4 takes the last fast GPU.
@@ -25,6 +25,11 @@ func TestFIFO(t *testing.T) {
 	p.Jobs = append(p.Jobs[:1], p.Jobs[2:]...)
 	a = allocate(t, pol, p)
 	assertX(t, [][]float64{{0, 0}, {1, 0}, {0, 1}}, a.X)
+
+	// Without Sticky the order starts afresh: job 2 (the oldest) moves to
+	// the two fast GPUs, job 3 takes the slow ones and job 4 waits.
+	a = allocate(t, &FIFO{Perf: true}, p)
+	assertX(t, [][]float64{{1, 0}, {0, 1}, {0, 0}}, a.X)
 
 	// Agnostic FIFO is deterministic for a seed and uses only types with room.
 	q := &Problem{Types: []topology.GPUType{"a", "b", "c"}, Capacity: []int{4, 4, 4}}

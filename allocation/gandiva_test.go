@@ -63,7 +63,7 @@ func TestFIFOPacked(t *testing.T) {
 		}
 		return 0.9, 0.8
 	}}
-	pol := &FIFO{Perf: true, SpaceSharing: true}
+	pol := &FIFO{Perf: true, SpaceSharing: true, Sticky: true}
 	a := allocate(t, pol, p)
 	require.Len(t, a.Pairs, 1)
 	assert.Equal(t, Pair{A: 0, B: 1, X: []float64{1}}, a.Pairs[0])
