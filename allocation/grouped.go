@@ -42,6 +42,7 @@ type group struct {
 
 // groupJobs partitions the jobs into groups of identical jobs; it returns
 // nil when there are too many groups for the group LP to pay off.
+// With cp nil (no space sharing) jobs are grouped by their data alone.
 func groupJobs(p *Problem, cp ClassPairRates, tput [][]float64, scale []float64) []group {
 	index := map[string]int{}
 	var groups []group
@@ -49,7 +50,11 @@ func groupJobs(p *Problem, cp ClassPairRates, tput [][]float64, scale []float64)
 	for m := range p.Jobs {
 		j := &p.Jobs[m]
 		b.Reset()
-		fmt.Fprintf(&b, "%d/%d/%x/%x", cp.Class(m), j.ScaleFactor, math.Float64bits(j.weight()), math.Float64bits(scale[m]))
+		class := 0
+		if cp != nil {
+			class = cp.Class(m)
+		}
+		fmt.Fprintf(&b, "%d/%d/%x/%x", class, j.ScaleFactor, math.Float64bits(j.weight()), math.Float64bits(scale[m]))
 		for k := range p.Types {
 			fmt.Fprintf(&b, "/%x/%x", math.Float64bits(tput[m][k]), math.Float64bits(j.Throughput[k]))
 		}
@@ -58,7 +63,7 @@ func groupJobs(p *Problem, cp ClassPairRates, tput [][]float64, scale []float64)
 		if !ok {
 			g = len(groups)
 			index[key] = g
-			groups = append(groups, group{class: cp.Class(m), sf: j.ScaleFactor})
+			groups = append(groups, group{class: class, sf: j.ScaleFactor})
 		}
 		groups[g].jobs = append(groups[g].jobs, m)
 	}
@@ -104,6 +109,9 @@ func (pol *MaxMinFairness) allocateGrouped(ctx context.Context, p *Problem, tput
 	}
 	var pairs []groupPair
 	for g := range groups {
+		if cp == nil {
+			break
+		}
 		for h := g; h < len(groups); h++ {
 			gg, hh := &groups[g], &groups[h]
 			if gg.sf != hh.sf || (g == h && len(gg.jobs) < 2) {
@@ -160,6 +168,9 @@ func (pol *MaxMinFairness) allocateGrouped(ctx context.Context, p *Problem, tput
 		return nil, solveError(err)
 	}
 	level := sol.X[t]
+	if cp == nil {
+		return groupAllocation(p, groups, x, sol.X, level), nil
+	}
 	// Second stage: among the allocations that keep the level, take one of
 	// greatest total normalised throughput. Max-min alone is indifferent
 	// to the jobs above the minimum, and the interior-point solution would
@@ -269,4 +280,20 @@ func (r *pairRealiser) northWest(g, h []int, k int, mass float64) {
 			leftB = rb
 		}
 	}
+}
+
+// groupAllocation gives every job its group's time fractions.
+func groupAllocation(p *Problem, groups []group, x [][]int, sol []float64, level float64) *Allocation {
+	a := newAllocation(p)
+	a.Objective = level
+	for g, gr := range groups {
+		for k, v := range x[g] {
+			if v >= 0 {
+				for _, j := range gr.jobs {
+					a.X[j][k] = clip(sol[v])
+				}
+			}
+		}
+	}
+	return a
 }

@@ -48,8 +48,14 @@ func (pol *MaxMinFairness) Allocate(ctx context.Context, p *Problem) (*Allocatio
 		}
 		return pol.allocatePacked(ctx, p, tput)
 	}
-	g := newProgram(p, lp.Maximize, p.matrix())
 	scale := normalisers(p, tput)
+	// Interchangeable jobs (same scale factor, weight and rates) can share
+	// one set of variables: the LP is symmetric in them, so some optimum
+	// treats them alike. This makes large traces of a few job types cheap.
+	if groups := groupJobs(p, nil, tput, scale); groups != nil && len(groups) < len(p.Jobs) {
+		return pol.allocateGrouped(ctx, p, tput, nil, groups)
+	}
+	g := newProgram(p, lp.Maximize, p.matrix())
 	t := -1
 	for m := range p.Jobs {
 		if !g.runs(m) || scale[m] == 0 {

@@ -147,3 +147,31 @@ func TestGroupedMatchesColumnGeneration(t *testing.T) {
 		}
 	}
 }
+
+// Without space sharing, interchangeable jobs also share variables; the
+// optimum is that of the LP over every job.
+func TestGroupedMaxMinMatchesPerJobLP(t *testing.T) {
+	for seed := range uint64(3) {
+		p, _ := gavelProblem(t, 20+seed, 120)
+		p.Pairs = nil
+		for m := range p.Jobs {
+			p.Jobs[m].ScaleFactor = []int{1, 1, 2}[m%3]
+		}
+		grouped := allocate(t, &MaxMinFairness{}, p)
+		g := newProgram(p, lp.Maximize, p.matrix())
+		scale := normalisers(p, p.matrix())
+		tv := g.m.AddVar(0, lp.Inf, 1)
+		for m := range p.Jobs {
+			g.idx, g.val = append(g.idx[:0], tv), append(g.val[:0], 1)
+			g.rate(m, p.Jobs[m].Throughput, -scale[m])
+			g.m.AddRow(-lp.Inf, 0, g.idx, g.val)
+		}
+		_, sol, err := g.solve(context.Background(), nil)
+		require.NoError(t, err)
+		assert.InDelta(t, sol.X[tv], grouped.Objective, 1e-6*sol.X[tv], "seed %d", seed)
+		lv := levels(p, grouped, p.matrix())
+		for m := range lv {
+			assert.GreaterOrEqual(t, lv[m], grouped.Objective*(1-1e-6))
+		}
+	}
+}

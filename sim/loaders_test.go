@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"os"
 	"strings"
 	"testing"
 
@@ -144,4 +146,35 @@ func TestAssignModels(t *testing.T) {
 	pollux, err := ReadPollux(strings.NewReader(polluxSample), "w.csv")
 	require.NoError(t, err)
 	assert.ErrorContains(t, a.Apply(pollux), "has no model and duration 0")
+}
+
+// The shipped public traces parse whole, and AssignModels gives every job a
+// model with positive steps.
+func TestShippedTraces(t *testing.T) {
+	for _, c := range []struct {
+		path string
+		read loader
+		n    int
+	}{
+		{"testdata/philly/philly-jobs.csv", ReadPhilly, 82247},
+		{"testdata/itp/cluster04.csv", ReadITP, 15802},
+	} {
+		data, err := os.ReadFile(c.path)
+		require.NoError(t, err)
+		jobs, err := c.read(bytes.NewReader(data), c.path)
+		require.NoError(t, err)
+		require.Equal(t, c.n, len(jobs), c.path)
+		zero := 0
+		for i := range jobs {
+			if jobs[i].Duration == 0 {
+				jobs[i].Duration = 1 // a few jobs of the traces last 0 s
+				zero++
+			}
+		}
+		require.NoError(t, (&AssignModels{Seed: 1}).Apply(jobs))
+		for _, j := range jobs {
+			require.Positive(t, j.Steps)
+		}
+		t.Logf("%s: %d jobs, %d of 0 s", c.path, len(jobs), zero)
+	}
 }

@@ -1,0 +1,65 @@
+package sim
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/topology"
+)
+
+func loadTrace(b *testing.B, path string, read func(io.Reader, string) ([]Job, error)) []Job {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	jobs, err := read(f, path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := (&AssignModels{Seed: 1}).Apply(jobs); err != nil {
+		b.Fatal(err)
+	}
+	return jobs
+}
+
+// Whole public traces on a 2,000-GPU heterogeneous cluster (700 V100, 650
+// P100, 650 K80), jobs given Gavel models by AssignModels, rates
+// extrapolated above 8 GPUs.
+func BenchmarkTraces(b *testing.B) {
+	traces := []struct {
+		name string
+		path string
+		read func(io.Reader, string) ([]Job, error)
+	}{
+		{"philly", filepath.Join("testdata", "philly", "philly-jobs.csv"), ReadPhilly},
+		{"itp-cluster04", filepath.Join("testdata", "itp", "cluster04.csv"), ReadITP},
+	}
+	for _, tr := range traces {
+		jobs := loadTrace(b, tr.path, tr.read)
+		for _, pol := range []struct {
+			name string
+			make func() allocation.Policy
+		}{
+			{"fifo", func() allocation.Policy { return &allocation.FIFO{Perf: true} }},
+			{"gavel", func() allocation.Policy { return &allocation.MaxMinFairness{} }},
+		} {
+			b.Run(tr.name+"/"+pol.name, func(b *testing.B) {
+				for b.Loop() {
+					cfg := Config{Types: []topology.GPUType{topology.V100, topology.P100, topology.K80}, Capacity: []int{700, 650, 650},
+						Throughput: perfmodel.Extrapolated{Table: perfmodel.Gavel()}, Policy: pol.make()}
+					res, err := Run(context.Background(), cfg, jobs)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(float64(len(res.Records)), "jobs")
+				}
+			})
+		}
+	}
+}
