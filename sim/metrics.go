@@ -22,6 +22,9 @@ type Summary struct {
 	Cost float64
 	// Preemptions is the mean number per job.
 	Preemptions float64
+	// Finish-time fairness: the largest and the mean ratio rho = JCT over
+	// isolated time, and the share of jobs with rho > 1.
+	MaxRho, MeanRho, RhoAbove1 float64
 }
 
 // Summarise computes metrics over the jobs whose position in order of
@@ -49,6 +52,12 @@ func (r *Result) Summarise(from, to int) Summary {
 		jct := make([]float64, len(window))
 		for i, rec := range window {
 			jct[i] = rec.JCT()
+			rho := rec.Rho()
+			s.MaxRho = math.Max(s.MaxRho, rho)
+			s.MeanRho += rho
+			if rho > 1 {
+				s.RhoAbove1++
+			}
 			s.MeanQueueing += rec.Start - rec.Arrival
 			s.Preemptions += float64(rec.Preemptions)
 			for k, g := range rec.GPUSeconds {
@@ -62,6 +71,7 @@ func (r *Result) Summarise(from, to int) Summary {
 		}
 		n := float64(len(window))
 		s.MeanJCT, s.MeanQueueing, s.Preemptions = sum/n, s.MeanQueueing/n, s.Preemptions/n
+		s.MeanRho, s.RhoAbove1 = s.MeanRho/n, s.RhoAbove1/n
 		s.MedianJCT, s.P95JCT, s.P99JCT = quantile(jct, 0.5), quantile(jct, 0.95), quantile(jct, 0.99)
 	}
 	if len(recs) > 0 {

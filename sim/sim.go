@@ -61,6 +61,20 @@ type Record struct {
 	Rounds, Preemptions int
 	// GPUSeconds is the GPU time the job used on each type.
 	GPUSeconds []float64
+	// Isolated is the time the job would have taken with a 1/N share of
+	// every type (Gavel's isolated allocation, allocation.Isolated), N
+	// being the mean number of jobs present during its life; JCT/Isolated
+	// is its finish-time fairness ratio rho (Themis; Gavel section 7).
+	Isolated float64
+}
+
+// Rho returns the job's finish-time fairness ratio, JCT over its isolated
+// time.
+func (r *Record) Rho() float64 {
+	if r.Isolated <= 0 {
+		return 0
+	}
+	return r.JCT() / r.Isolated
 }
 
 // JCT returns the job's completion time, Finish - Arrival.
@@ -96,6 +110,8 @@ type running struct {
 	remaining float64
 	tput      []float64
 	ranLast   bool
+	// crowd integrates the number of jobs present over the job's life.
+	crowd float64
 }
 
 // Run simulates jobs (in any order) to completion.
@@ -249,6 +265,9 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 			idle = 0
 		}
 		res.Utilisation = append(res.Utilisation, Sample{t, busy / (float64(totalGPUs) * (end - t))})
+		for _, r := range active {
+			r.crowd += float64(len(active)) * (end - t)
+		}
 		kept := active[:0]
 		for _, r := range active {
 			if r.ranLast && !ran[r.rec.ID] && r.remaining > 0 {
@@ -258,6 +277,7 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 			if r.remaining == 0 {
 				done++
 				delete(byID, r.rec.ID)
+				r.rec.Isolated = isolatedTime(r, cfg.Capacity)
 				res.Records = append(res.Records, *r.rec)
 				res.End = math.Max(res.End, r.rec.Finish)
 				continue
@@ -303,4 +323,29 @@ func prices(cfg Config) []float64 {
 		out[k] = allocation.DefaultPrices[t]
 	}
 	return out
+}
+
+// isolatedTime is the job's run time with the isolated share of each type
+// for the mean number of jobs it shared the cluster with: X_k =
+// n_k / (N sf), the row scaled to sum to at most 1.
+func isolatedTime(r *running, capacity []int) float64 {
+	life := r.rec.Finish - r.rec.Arrival
+	n := 1.0
+	if life > 0 {
+		n = math.Max(1, r.crowd/life)
+	}
+	sf := float64(r.rec.Key.ScaleFactor)
+	sum, rate := 0.0, 0.0
+	for k, c := range capacity {
+		x := float64(c) / n / sf
+		sum += x
+		rate += x * r.tput[k]
+	}
+	if sum > 1 {
+		rate /= sum
+	}
+	if rate <= 0 {
+		return 0
+	}
+	return r.rec.Steps / rate
 }

@@ -44,6 +44,16 @@ func TestSimByHand(t *testing.T) {
 	assert.InDelta(t, 1080, s.Makespan, 1e-6)
 	assert.InDelta(t, 1, s.Utilisation, 1e-9)
 	assert.InDelta(t, 180, s.MeanQueueing, 1e-6)
+	// Job 1 always shared the GPU with one other job: N = 2, an isolated
+	// half GPU takes 720 s for its 360 steps, rho = 1. Job 0 had company for
+	// 720 of its 1080 s: N = 1800/1080 = 5/3, isolated time 720 * 5/3 s,
+	// rho = 0.9.
+	assert.InDelta(t, 720, res.Records[1].Isolated, 1e-6)
+	assert.InDelta(t, 1, res.Records[1].Rho(), 1e-9)
+	assert.InDelta(t, 720*5.0/3, res.Records[0].Isolated, 1e-6)
+	assert.InDelta(t, 1080/(720*5.0/3), res.Records[0].Rho(), 1e-9)
+	assert.InDelta(t, 1.0, s.MaxRho, 1e-9)
+	assert.InDelta(t, 0, s.RhoAbove1, 1e-9)
 
 	// FIFO recomputing at every change: A then B.
 	cfg.Policy, cfg.MinResetInterval = &allocation.FIFO{Perf: true}, -1

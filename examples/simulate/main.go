@@ -36,17 +36,18 @@ import (
 )
 
 type options struct {
-	trace, cluster, policies, window, out string
-	rate                                  float64
-	jobs                                  int
-	seed                                  uint64
-	multiGPU, quiet                       bool
-	parallel                              int
+	trace, format, cluster, policies, window, out string
+	rate                                          float64
+	jobs                                          int
+	seed                                          uint64
+	multiGPU, quiet                               bool
+	parallel                                      int
 }
 
 func main() {
 	var o options
-	flag.StringVar(&o.trace, "trace", "", "a trace in Gavel's .trace format (default: generate Gavel's workload)")
+	flag.StringVar(&o.trace, "trace", "", "a trace file (default: generate Gavel's workload)")
+	flag.StringVar(&o.format, "format", "gavel", "the trace's format: gavel, philly, itp, tiresias or alibaba (jobs without a model get Gavel job types by sim.AssignModels)")
 	flag.StringVar(&o.cluster, "cluster", "v100:36,p100:36,k80:36", "cluster: type:count,... (Gavel's throughput table knows v100, p100, k80)")
 	flag.StringVar(&o.policies, "policies", "fifo,las,gavel,gavel-ss", "policies to compare: "+strings.Join(policyNames(), ", "))
 	flag.Float64Var(&o.rate, "rate", 4.8, "arrival rate of the generated workload, jobs per hour")
@@ -62,6 +63,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "simulate:", err)
 		os.Exit(1)
 	}
+}
+
+// readers are the trace formats the command reads.
+var readers = map[string]func(io.Reader, string) ([]sim.Job, error){
+	"gavel": sim.ReadGavelTrace, "philly": sim.ReadPhilly, "itp": sim.ReadITP, "tiresias": sim.ReadTiresias, "alibaba": sim.ReadAlibabaPods,
 }
 
 // policies are the policies the command knows, by name.
@@ -117,7 +123,14 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 		if err != nil {
 			return err
 		}
-		if jobs, err = sim.ReadGavelTrace(bytes.NewReader(data), o.trace); err != nil {
+		read, ok := readers[o.format]
+		if !ok {
+			return fmt.Errorf("unknown trace format %q (want gavel, philly, itp, tiresias or alibaba)", o.format)
+		}
+		if jobs, err = read(bytes.NewReader(data), o.trace); err != nil {
+			return err
+		}
+		if err := (&sim.AssignModels{Seed: o.seed}).Apply(jobs); err != nil {
 			return err
 		}
 		source = fmt.Sprintf("%s: %d jobs", o.trace, len(jobs))
@@ -177,12 +190,13 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 			_, werr = fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 		}
 	}
-	line("policy", "jobs", "mean JCT (h)", "median (h)", "p95 (h)", "p99 (h)", "queueing (h)", "makespan (h)", "utilisation", "allocations", "run time")
+	line("policy", "jobs", "mean JCT (h)", "median (h)", "p95 (h)", "p99 (h)", "queueing (h)", "makespan (h)", "utilisation", "mean rho", "rho>1", "allocations", "run time")
 	for _, r := range results {
 		s := r.summary
 		h := func(v float64) string { return strconv.FormatFloat(v/3600, 'f', 2, 64) }
 		line(r.name, strconv.Itoa(s.Jobs), h(s.MeanJCT), h(s.MedianJCT), h(s.P95JCT), h(s.P99JCT), h(s.MeanQueueing), h(s.Makespan),
-			fmt.Sprintf("%.0f%%", 100*s.Utilisation), strconv.Itoa(r.result.Allocations), r.took.Round(10*time.Millisecond).String())
+			fmt.Sprintf("%.0f%%", 100*s.Utilisation), fmt.Sprintf("%.2f", s.MeanRho), fmt.Sprintf("%.0f%%", 100*s.RhoAbove1),
+			strconv.Itoa(r.result.Allocations), r.took.Round(10*time.Millisecond).String())
 	}
 	if werr != nil {
 		return werr

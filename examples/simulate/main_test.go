@@ -43,7 +43,22 @@ func TestRunErrors(t *testing.T) {
 	o.trace = filepath.Join(t.TempDir(), "missing.trace")
 	assert.Error(t, run(context.Background(), &out, &out, o))
 	o = base
-	o.trace = filepath.Join(t.TempDir(), "bad.trace")
+	o.trace, o.format = filepath.Join(t.TempDir(), "x.csv"), "yaml"
+	require.NoError(t, os.WriteFile(o.trace, []byte("a"), 0o644))
+	assert.ErrorContains(t, run(context.Background(), &out, &out, o), `unknown trace format "yaml"`)
+	o = base
+	o.trace, o.format = filepath.Join(t.TempDir(), "bad.trace"), "gavel"
 	require.NoError(t, os.WriteFile(o.trace, []byte("x\ty\n"), 0o644))
 	assert.ErrorContains(t, run(context.Background(), &out, &out, o), "bad.trace:1")
+}
+
+// A trace without models (Tiresias's) runs once AssignModels gives them.
+func TestRunTiresiasTrace(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "jobs.csv")
+	require.NoError(t, os.WriteFile(trace, []byte("job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n0,1,0,606,vgg19,164,30\n1,8,30,133,vgg11,147,23\n2,2,40,100,resnet50,600,1\n"), 0o644))
+	var out bytes.Buffer
+	o := options{trace: trace, format: "tiresias", cluster: "v100:8,p100:8,k80:8", policies: "fifo,gavel", window: "0:3", quiet: true}
+	require.NoError(t, run(context.Background(), &out, &out, o))
+	assert.Regexp(t, `\sgavel\s+3\s`, out.String())
 }
