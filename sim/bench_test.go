@@ -42,6 +42,15 @@ func BenchmarkTraces(b *testing.B) {
 	}
 	for _, tr := range traces {
 		jobs := loadTrace(b, tr.path, tr.read)
+		b.Run(tr.name+"/fifo-events", func(b *testing.B) {
+			for b.Loop() {
+				cfg := EventConfig{Types: []topology.GPUType{topology.V100, topology.P100, topology.K80}, Capacity: []int{700, 650, 650},
+					Throughput: perfmodel.Extrapolated{Table: perfmodel.Gavel()}, Scheduler: EventFIFO{}}
+				if _, err := RunEvents(context.Background(), cfg, jobs); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 		for _, pol := range []struct {
 			name string
 			make func() allocation.Policy

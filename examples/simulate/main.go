@@ -87,8 +87,13 @@ var policies = map[string]struct {
 	"throughput": {func(uint64) allocation.Policy { return &allocation.MaxThroughput{} }, false, false},
 }
 
+// eventPolicies run in the event-driven model: jobs start as GPUs free up.
+var eventPolicies = map[string]sim.EventScheduler{
+	"fifo-events": sim.EventFIFO{},
+}
+
 func policyNames() []string {
-	return []string{"fifo", "fifo-perf", "las", "gavel", "gavel-ss", "gandiva", "ftf", "makespan", "throughput"}
+	return []string{"fifo", "fifo-perf", "fifo-events", "las", "gavel", "gavel-ss", "gandiva", "ftf", "makespan", "throughput"}
 }
 
 type outcome struct {
@@ -140,7 +145,8 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 	var names []string
 	for _, n := range strings.Split(o.policies, ",") {
 		n = strings.TrimSpace(n)
-		if _, ok := policies[n]; !ok {
+		_, event := eventPolicies[n]
+		if _, ok := policies[n]; !ok && !event {
 			return fmt.Errorf("unknown policy %q (known: %s)", n, strings.Join(policyNames(), ", "))
 		}
 		names = append(names, n)
@@ -159,6 +165,16 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			start := time.Now()
+			if ev, ok := eventPolicies[name]; ok {
+				res, err := sim.RunEvents(ctx, sim.EventConfig{Types: types, Capacity: capacity, Scheduler: ev,
+					Progress: func(done, total int) { progress.update(i, done, total) }}, jobs)
+				results[i] = outcome{name: name, result: res, took: time.Since(start), err: err}
+				if err == nil {
+					results[i].summary = res.Summarise(from, to)
+				}
+				return
+			}
 			spec := policies[name]
 			cfg := sim.Config{
 				Types: types, Capacity: capacity, Policy: spec.make(o.seed), Seed: o.seed,
@@ -168,7 +184,6 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 			if spec.spaceSharing {
 				cfg.Colocation = perfmodel.Gavel()
 			}
-			start := time.Now()
 			res, err := sim.Run(ctx, cfg, jobs)
 			results[i] = outcome{name: name, result: res, took: time.Since(start), err: err}
 			if err == nil {

@@ -14,10 +14,10 @@ import (
 func TestRunSmall(t *testing.T) {
 	dir := t.TempDir()
 	var out, errOut bytes.Buffer
-	o := options{cluster: "v100:4,p100:4,k80:4", policies: "fifo,las,gavel,gavel-ss", rate: 20, jobs: 60, window: "10:50", out: dir, quiet: true, parallel: 2}
+	o := options{cluster: "v100:4,p100:4,k80:4", policies: "fifo,fifo-events,las,gavel,gavel-ss", rate: 20, jobs: 60, window: "10:50", out: dir, quiet: true, parallel: 2}
 	require.NoError(t, run(context.Background(), &out, &errOut, o))
 	s := out.String()
-	for _, p := range []string{"fifo", "las", "gavel", "gavel-ss"} {
+	for _, p := range []string{"fifo", "fifo-events", "las", "gavel", "gavel-ss"} {
 		assert.Regexp(t, `\s`+p+`\s+40\s`, s)
 	}
 	for _, f := range []string{"jct_cdf.svg", "utilisation.svg"} {

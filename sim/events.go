@@ -1,0 +1,346 @@
+package sim
+
+import (
+	"cmp"
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/topology"
+)
+
+// Event-driven simulation: instead of rounds, the scheduler is asked what
+// to do whenever a job arrives or finishes, and jobs start as soon as GPUs
+// free up and run until they finish or are preempted. This is the model of
+// queue-based schedulers (FIFO, SJF, Tiresias) and of placement-driven ones.
+
+// JobView is what an EventScheduler sees of a job.
+type JobView struct {
+	ID          int
+	Arrival     float64
+	ScaleFactor int
+	Weight      float64
+	// Steps and Remaining are the job's total and remaining work.
+	Steps, Remaining float64
+	// Throughput gives its rate on each type (0: cannot run there).
+	Throughput []float64
+	// Attained is the GPU time it has received so far (GPUs x seconds).
+	Attained float64
+	// Type is the type it runs on, or -1 while it waits.
+	Type int
+	// Started is when it last started (running jobs).
+	Started float64
+	// Duration is the trace's duration hint, if any.
+	Duration float64
+}
+
+// Start places a waiting job on GPUs of one type; Preempt stops a running
+// job, which then waits again with its remaining work.
+type Decision struct {
+	Start   []Start
+	Preempt []int
+}
+
+// Start runs job JobID on ScaleFactor GPUs of type Type.
+type Start struct {
+	JobID, Type int
+}
+
+// EventScheduler decides at each event. free holds the idle GPUs of each
+// type after the preemptions it asks for have taken effect; a Decision that
+// starts more GPUs than are free, or an unknown or running job, is an error.
+type EventScheduler interface {
+	Decide(now float64, free []int, waiting, running []JobView) Decision
+}
+
+// EventConfig describes an event-driven simulation.
+type EventConfig struct {
+	Types      []topology.GPUType
+	Capacity   []int
+	Throughput perfmodel.ThroughputModel
+	Scheduler  EventScheduler
+	// Timer, if positive, also calls the scheduler every Timer seconds while
+	// jobs wait or run (for schedulers that act on attained service).
+	Timer float64
+	// Restart is the time a job loses each time it starts after a
+	// preemption (checkpoint and restore), in seconds.
+	Restart  float64
+	Progress func(done, total int)
+}
+
+// ErrBadDecision reports an EventScheduler's impossible decision.
+var ErrBadDecision = errors.New("sim: impossible scheduling decision")
+
+type evJob struct {
+	view    JobView
+	rec     *Record
+	finish  float64 // pending completion time while running
+	version int     // invalidates stale completion events
+	restart float64 // time still lost to the restart
+}
+
+type event struct {
+	t       float64
+	job     *evJob // nil for an arrival marker or a timer
+	version int
+}
+
+type eventHeap []event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if h[i].t != h[j].t {
+		return h[i].t < h[j].t
+	}
+	return h[i].job != nil && h[j].job == nil // completions before timers
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// RunEvents simulates jobs under an event-driven scheduler.
+func RunEvents(ctx context.Context, cfg EventConfig, jobs []Job) (*Result, error) {
+	if len(cfg.Types) == 0 || len(cfg.Types) != len(cfg.Capacity) {
+		return nil, fmt.Errorf("sim: %d GPU types and %d capacities", len(cfg.Types), len(cfg.Capacity))
+	}
+	if cfg.Scheduler == nil {
+		return nil, errors.New("sim: no scheduler")
+	}
+	model := cfg.Throughput
+	if model == nil {
+		model = perfmodel.Gavel()
+	}
+	res := &Result{Types: cfg.Types, Capacity: cfg.Capacity, prices: prices(Config{Types: cfg.Types})}
+	order := slices.Clone(jobs)
+	slices.SortStableFunc(order, func(a, b Job) int { return cmp.Or(cmp.Compare(a.Arrival, b.Arrival), cmp.Compare(a.ID, b.ID)) })
+	var all []*evJob
+	byID := map[int]*evJob{}
+	for _, j := range order {
+		if byID[j.ID] != nil {
+			return nil, fmt.Errorf("sim: job ID %d appears twice", j.ID)
+		}
+		if !(j.Steps > 0) || math.IsInf(j.Steps, 0) || math.IsNaN(j.Arrival) || math.IsInf(j.Arrival, 0) {
+			return nil, fmt.Errorf("sim: job %d: steps %v, arrival %v", j.ID, j.Steps, j.Arrival)
+		}
+		e := &evJob{rec: &Record{Job: j, Start: -1, Finish: -1, GPUSeconds: make([]float64, len(cfg.Types))}}
+		e.view = JobView{ID: j.ID, Arrival: j.Arrival, ScaleFactor: j.Key.ScaleFactor, Weight: j.Weight, Steps: j.Steps, Remaining: j.Steps,
+			Throughput: make([]float64, len(cfg.Types)), Type: -1, Duration: j.Duration}
+		ok := false
+		for k, t := range cfg.Types {
+			v, err := model.Throughput(j.Key, t)
+			if err != nil {
+				return nil, fmt.Errorf("sim: job %d: %w", j.ID, err)
+			}
+			e.view.Throughput[k] = v
+			ok = ok || (v > 0 && cfg.Capacity[k] >= j.Key.ScaleFactor)
+		}
+		if !ok {
+			res.Unschedulable = append(res.Unschedulable, j)
+			continue
+		}
+		all = append(all, e)
+		byID[j.ID] = e
+	}
+	free := slices.Clone(cfg.Capacity)
+	total := 0
+	for _, c := range cfg.Capacity {
+		total += c
+	}
+	var waiting, running []*evJob
+	h := &eventHeap{}
+	next, done := 0, 0
+	t := 0.0
+	lastUtil := -1.0
+	sample := func() {
+		busy := 0
+		for k, c := range cfg.Capacity {
+			busy += c - free[k]
+		}
+		if t != lastUtil {
+			res.Utilisation = append(res.Utilisation, Sample{t, float64(busy) / float64(total)})
+			lastUtil = t
+		} else {
+			res.Utilisation[len(res.Utilisation)-1].Value = float64(busy) / float64(total)
+		}
+	}
+	// advance credits running jobs with the time from t to now.
+	advance := func(now float64) {
+		for _, e := range running {
+			d := now - t
+			rate := e.view.Throughput[e.view.Type]
+			lost := math.Min(d, e.restart)
+			e.restart -= lost
+			e.view.Remaining = math.Max(0, e.view.Remaining-rate*(d-lost))
+			sf := float64(e.view.ScaleFactor)
+			e.view.Attained += sf * d
+			e.rec.GPUSeconds[e.view.Type] += sf * d
+		}
+		t = now
+	}
+	schedule := func(e *evJob) {
+		rate := e.view.Throughput[e.view.Type]
+		e.version++
+		e.finish = t + e.restart + e.view.Remaining/rate
+		heap.Push(h, event{t: e.finish, job: e, version: e.version})
+	}
+	views := func(list []*evJob) []JobView {
+		out := make([]JobView, len(list))
+		for i, e := range list {
+			out[i] = e.view
+		}
+		return out
+	}
+	decide := func() error {
+		d := cfg.Scheduler.Decide(t, slices.Clone(free), views(waiting), views(running))
+		for _, id := range d.Preempt {
+			e := byID[id]
+			i := slices.Index(running, e)
+			if e == nil || i < 0 {
+				return fmt.Errorf("%w: preempt job %d, which is not running", ErrBadDecision, id)
+			}
+			running = slices.Delete(running, i, i+1)
+			free[e.view.Type] += e.view.ScaleFactor
+			e.view.Type = -1
+			e.version++
+			e.rec.Preemptions++
+			e.restart = 0
+			waiting = append(waiting, e)
+		}
+		for _, s := range d.Start {
+			e := byID[s.JobID]
+			i := slices.Index(waiting, e)
+			switch {
+			case e == nil || i < 0:
+				return fmt.Errorf("%w: start job %d, which is not waiting", ErrBadDecision, s.JobID)
+			case s.Type < 0 || s.Type >= len(free) || free[s.Type] < e.view.ScaleFactor:
+				return fmt.Errorf("%w: job %d needs %d GPUs of type %d", ErrBadDecision, s.JobID, e.view.ScaleFactor, s.Type)
+			case e.view.Throughput[s.Type] <= 0:
+				return fmt.Errorf("%w: job %d cannot run on %s", ErrBadDecision, s.JobID, cfg.Types[s.Type])
+			}
+			waiting = slices.Delete(waiting, i, i+1)
+			free[s.Type] -= e.view.ScaleFactor
+			e.view.Type, e.view.Started = s.Type, t
+			if e.rec.Start < 0 {
+				e.rec.Start = t
+			} else {
+				e.restart = cfg.Restart
+			}
+			e.rec.Rounds++
+			running = append(running, e)
+			schedule(e)
+		}
+		sample()
+		return nil
+	}
+	idleTimers := 0
+	for done < len(all) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		// The next event: an arrival, a completion or a timer.
+		nextT := math.Inf(1)
+		if next < len(all) {
+			nextT = all[next].view.Arrival
+		}
+		for h.Len() > 0 && ((*h)[0].job != nil && (*h)[0].version != (*h)[0].job.version) {
+			heap.Pop(h)
+		}
+		if h.Len() > 0 {
+			nextT = math.Min(nextT, (*h)[0].t)
+		}
+		if cfg.Timer > 0 && (len(waiting) > 0 || len(running) > 0) {
+			nextT = math.Min(nextT, t+cfg.Timer)
+		}
+		if math.IsInf(nextT, 1) {
+			return nil, fmt.Errorf("%w at %.0f s: %d jobs wait and nothing runs", ErrStalled, t, len(waiting))
+		}
+		advance(nextT)
+		changed := false
+		for h.Len() > 0 && (*h)[0].t <= t {
+			ev := heap.Pop(h).(event)
+			e := ev.job
+			if e == nil || ev.version != e.version {
+				continue
+			}
+			i := slices.Index(running, e)
+			running = slices.Delete(running, i, i+1)
+			free[e.view.Type] += e.view.ScaleFactor
+			e.view.Remaining = 0
+			e.rec.Finish = t
+			e.rec.Isolated = 0
+			res.Records = append(res.Records, *e.rec)
+			res.End = math.Max(res.End, t)
+			done++
+			changed = true
+		}
+		for next < len(all) && all[next].view.Arrival <= t {
+			waiting = append(waiting, all[next])
+			next++
+			changed = true
+		}
+		if !changed && cfg.Timer <= 0 {
+			continue
+		}
+		if !changed && len(running) == 0 {
+			idleTimers++
+			if idleTimers > 100000 {
+				return nil, fmt.Errorf("%w at %.0f s: the scheduler starts none of %d waiting jobs", ErrStalled, t, len(waiting))
+			}
+		} else {
+			idleTimers = 0
+		}
+		res.Rounds++
+		if err := decide(); err != nil {
+			return nil, err
+		}
+		if len(running) == 0 && len(waiting) > 0 && next == len(all) && cfg.Timer <= 0 {
+			return nil, fmt.Errorf("%w at %.0f s: the scheduler starts none of %d waiting jobs", ErrStalled, t, len(waiting))
+		}
+		if cfg.Progress != nil {
+			cfg.Progress(done, len(all))
+		}
+	}
+	slices.SortFunc(res.Records, func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
+	return res, nil
+}
+
+// EventFIFO starts waiting jobs in order of arrival (then ID) whenever
+// enough GPUs of a type they can use are free, taking the fastest such
+// type; with Strict, a job that does not fit blocks the ones behind it
+// (head-of-line), as in a plain FIFO queue; otherwise later jobs may pass
+// it.
+type EventFIFO struct {
+	Strict bool
+}
+
+// Decide implements EventScheduler.
+func (f EventFIFO) Decide(_ float64, free []int, waiting, _ []JobView) Decision {
+	slices.SortStableFunc(waiting, func(a, b JobView) int { return cmp.Or(cmp.Compare(a.Arrival, b.Arrival), cmp.Compare(a.ID, b.ID)) })
+	var d Decision
+	for _, j := range waiting {
+		best := -1
+		for k, n := range free {
+			if n >= j.ScaleFactor && j.Throughput[k] > 0 && (best < 0 || j.Throughput[k] > j.Throughput[best]) {
+				best = k
+			}
+		}
+		if best < 0 {
+			if f.Strict {
+				break
+			}
+			continue
+		}
+		free[best] -= j.ScaleFactor
+		d.Start = append(d.Start, Start{JobID: j.ID, Type: best})
+	}
+	return d
+}

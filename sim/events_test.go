@@ -1,0 +1,148 @@
+package sim
+
+import (
+	"cmp"
+	"context"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/topology"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestEventFIFOByHand(t *testing.T) {
+	cfg := EventConfig{Types: []topology.GPUType{"a"}, Capacity: []int{1}, Throughput: unitRates{}, Scheduler: EventFIFO{}}
+	res, err := RunEvents(context.Background(), cfg, []Job{job(0, 0, 720), job(1, 0, 360)})
+	require.NoError(t, err)
+	assert.Equal(t, 720.0, res.Records[0].Finish)
+	assert.Equal(t, 1080.0, res.Records[1].Finish)
+	assert.Equal(t, 720.0, res.Records[1].Start)
+	s := res.Summarise(0, 0)
+	assert.InDelta(t, 900, s.MeanJCT, 1e-9)
+	assert.InDelta(t, 1, s.Utilisation, 1e-9)
+
+	// Two GPUs: a job arriving at 50 s starts at once, not at a round
+	// boundary.
+	cfg.Capacity = []int{2}
+	res, err = RunEvents(context.Background(), cfg, []Job{job(0, 0, 100), job(1, 50, 100)})
+	require.NoError(t, err)
+	assert.Equal(t, 150.0, res.Records[1].Finish)
+	// Busy: 1 GPU for 50 s, 2 for 50 s, 1 for 50 s, of 2 GPUs.
+	assert.InDelta(t, 100.0/150, res.Summarise(0, 0).Utilisation, 1e-9)
+}
+
+func TestEventFIFOStrict(t *testing.T) {
+	wide := job(1, 1, 100)
+	wide.Key.ScaleFactor = 2
+	jobs := []Job{job(0, 0, 100), wide, job(2, 2, 100)}
+	cfg := EventConfig{Types: []topology.GPUType{"a"}, Capacity: []int{2}, Throughput: unitRates{}, Scheduler: EventFIFO{}}
+	res, err := RunEvents(context.Background(), cfg, jobs)
+	require.NoError(t, err)
+	// Job 2 passes the 2-GPU job, which waits until both GPUs are free.
+	assert.Equal(t, 2.0, res.Records[2].Start)
+	assert.Equal(t, 102.0, res.Records[1].Start)
+	cfg.Scheduler = EventFIFO{Strict: true}
+	res, err = RunEvents(context.Background(), cfg, jobs)
+	require.NoError(t, err)
+	assert.Equal(t, 100.0, res.Records[1].Start)
+	assert.Equal(t, 200.0, res.Records[2].Start, "blocked behind the head of the queue")
+}
+
+// srtf preempts for the job with the least remaining work, for the test.
+type srtf struct{}
+
+func (srtf) Decide(_ float64, free []int, waiting, running []JobView) Decision {
+	all := append(slices.Clone(waiting), running...)
+	slices.SortFunc(all, func(a, b JobView) int { return cmp.Or(cmp.Compare(a.Remaining, b.Remaining), cmp.Compare(a.ID, b.ID)) })
+	capacity := free[0]
+	for _, r := range running {
+		capacity += r.ScaleFactor
+	}
+	keep := map[int]bool{}
+	for _, j := range all {
+		if j.ScaleFactor <= capacity {
+			capacity -= j.ScaleFactor
+			keep[j.ID] = true
+		}
+	}
+	var d Decision
+	for _, r := range running {
+		if !keep[r.ID] {
+			d.Preempt = append(d.Preempt, r.ID)
+			free[0] += r.ScaleFactor
+		}
+	}
+	for _, w := range waiting {
+		if keep[w.ID] {
+			d.Start = append(d.Start, Start{JobID: w.ID, Type: 0})
+		}
+	}
+	return d
+}
+
+// By hand with preemption and a 10 s restart: job 0 (1000 steps) runs from
+// 0; job 1 (100 steps) arrives at 100 and preempts it (finishing at 200);
+// job 0 restarts at 200, loses 10 s, and finishes its 900 steps at 1110.
+func TestEventPreemption(t *testing.T) {
+	cfg := EventConfig{Types: []topology.GPUType{"a"}, Capacity: []int{1}, Throughput: unitRates{}, Scheduler: srtf{}, Restart: 10}
+	res, err := RunEvents(context.Background(), cfg, []Job{job(0, 0, 1000), job(1, 100, 100)})
+	require.NoError(t, err)
+	assert.Equal(t, 200.0, res.Records[1].Finish)
+	assert.InDelta(t, 1110, res.Records[0].Finish, 1e-9)
+	assert.Equal(t, 1, res.Records[0].Preemptions)
+	assert.Equal(t, 2, res.Records[0].Rounds)
+	assert.InDelta(t, 1010, res.Records[0].GPUSeconds[0], 1e-9)
+}
+
+type badScheduler struct{ d Decision }
+
+func (b badScheduler) Decide(float64, []int, []JobView, []JobView) Decision { return b.d }
+
+func TestEventErrors(t *testing.T) {
+	cfg := EventConfig{Types: []topology.GPUType{"a"}, Capacity: []int{1}, Throughput: unitRates{}}
+	jobs := []Job{job(0, 0, 10), job(1, 0, 10)}
+	for _, d := range []Decision{
+		{Start: []Start{{0, 0}, {1, 0}}},
+		{Start: []Start{{7, 0}}},
+		{Start: []Start{{0, 3}}},
+		{Preempt: []int{0}},
+	} {
+		cfg.Scheduler = badScheduler{d}
+		_, err := RunEvents(context.Background(), cfg, jobs)
+		assert.ErrorIs(t, err, ErrBadDecision, "%+v", d)
+	}
+	cfg.Scheduler = badScheduler{}
+	_, err := RunEvents(context.Background(), cfg, jobs)
+	assert.ErrorIs(t, err, ErrStalled)
+}
+
+// Every job finishes once, GPU time within capacity, with Gavel's jobs.
+func TestEventInvariants(t *testing.T) {
+	jobs, err := (&GavelWorkload{Rate: 40, MultiGPU: true, Seed: 2}).Generate(200)
+	require.NoError(t, err)
+	types := []topology.GPUType{topology.K80, topology.P100, topology.V100}
+	cfg := EventConfig{Types: types, Capacity: []int{8, 8, 8}, Scheduler: EventFIFO{}}
+	res, err := RunEvents(context.Background(), cfg, jobs)
+	require.NoError(t, err)
+	require.Len(t, res.Records, len(jobs))
+	used := make([]float64, 3)
+	tab := perfmodel.Gavel()
+	for _, r := range res.Records {
+		require.GreaterOrEqual(t, r.Start, r.Arrival)
+		best := 0.0
+		for _, gt := range types {
+			v, _ := tab.Throughput(r.Key, gt)
+			best = math.Max(best, v)
+		}
+		assert.GreaterOrEqual(t, r.JCT(), r.Steps/best*(1-1e-9))
+		for k, g := range r.GPUSeconds {
+			used[k] += g
+		}
+	}
+	for k := range types {
+		assert.LessOrEqual(t, used[k], 8*res.End*(1+1e-9))
+	}
+}
