@@ -1,0 +1,280 @@
+package placement
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/gpusched/gpusched/topology"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func allFree(n int) []bool {
+	f := make([]bool, n)
+	for i := range f {
+		f[i] = true
+	}
+	return f
+}
+
+func server(t testing.TB, tmpl topology.ServerTemplate) *topology.Server {
+	c, err := topology.Homogeneous(1, tmpl)
+	require.NoError(t, err)
+	return &c.Servers[0]
+}
+
+// bruteForce returns the best quality over all k-subsets of the free GPUs.
+func bruteForce(s *topology.Server, free []bool, k int) quality {
+	var cand []int
+	for i, f := range free {
+		if f {
+			cand = append(cand, i)
+		}
+	}
+	w := scoreMatrix(s, cand)
+	best := quality{-1, -1}
+	for mask := uint64(0); mask < 1<<len(cand); mask++ {
+		n := 0
+		for m := mask; m != 0; m &= m - 1 {
+			n++
+		}
+		if n != k {
+			continue
+		}
+		var q quality
+		for a := range cand {
+			for b := a + 1; b < len(cand); b++ {
+				inA, inB := mask>>a&1 == 1, mask>>b&1 == 1
+				switch {
+				case inA && inB:
+					q.own += w[a][b]
+				case !inA && !inB:
+					q.rest += w[a][b]
+				}
+			}
+		}
+		if q.better(best) {
+			best = q
+		}
+	}
+	return best
+}
+
+func qualityOf(s *topology.Server, free []bool, chosen []int) quality {
+	var rest []int
+	for i, f := range free {
+		if f && !slices.Contains(chosen, i) {
+			rest = append(rest, i)
+		}
+	}
+	return quality{Score(s, chosen), Score(s, rest)}
+}
+
+// randomServer has a random symmetric link matrix over all classes.
+func randomServer(rng *rand.Rand, n int) *topology.Server {
+	s := &topology.Server{ID: "r", GPUs: make([]topology.GPU, n), Links: make([][]topology.Link, n)}
+	classes := []topology.Link{{Class: topology.LinkCrossSocket}, {Class: topology.LinkSameNUMA}, {Class: topology.LinkHostBridge},
+		{Class: topology.LinkMultiSwitch}, {Class: topology.LinkSingleSwitch}, {Class: topology.LinkSameBoard},
+		{Class: topology.LinkNVLink, NVLinks: 1}, {Class: topology.LinkNVLink, NVLinks: 2}, {Class: topology.LinkNVSwitch, NVLinks: 6}}
+	for i := range n {
+		s.GPUs[i] = topology.GPU{Index: i, Type: topology.V100, MemoryMiB: 16384}
+		s.Links[i] = make([]topology.Link, n)
+	}
+	for i := range n {
+		s.Links[i][i] = topology.Link{Class: topology.LinkSelf}
+		for j := i + 1; j < n; j++ {
+			l := classes[rng.IntN(len(classes))]
+			s.Links[i][j], s.Links[j][i] = l, l
+		}
+	}
+	return s
+}
+
+// The choice is optimal (same quality as trying every subset) on random
+// servers of up to 10 GPUs, never returns a busy or repeated GPU, and is
+// deterministic.
+func TestChooseMatchesBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 300 {
+		n := 1 + rng.IntN(10)
+		s := randomServer(rng, n)
+		free := make([]bool, n)
+		nfree := 0
+		for i := range free {
+			free[i] = rng.IntN(4) > 0
+			if free[i] {
+				nfree++
+			}
+		}
+		if nfree == 0 {
+			continue
+		}
+		k := 1 + rng.IntN(nfree)
+		got, err := GPUChooser{}.Choose(s, free, k)
+		require.NoError(t, err)
+		require.Len(t, got, k)
+		require.True(t, slices.IsSorted(got))
+		for i, g := range got {
+			require.True(t, free[g], "busy GPU %d chosen", g)
+			require.False(t, i > 0 && got[i-1] == g, "GPU %d twice", g)
+		}
+		assert.Equal(t, bruteForce(s, free, k), qualityOf(s, free, got))
+		again, _ := GPUChooser{}.Choose(s, free, k)
+		assert.Equal(t, got, again)
+	}
+}
+
+// A DGX-1: two GPUs sharing two NVLinks, and four GPUs of one socket (all
+// linked: 900); the remaining socket stays whole for the next job.
+func TestChooseDGX1(t *testing.T) {
+	s := server(t, topology.ServerTemplate{Type: topology.V100, GPUs: 8, Interconnect: topology.HybridCubeMesh})
+	got, err := GPUChooser{}.Choose(s, allFree(8), 2)
+	require.NoError(t, err)
+	assert.Equal(t, "NV2", s.Link(got[0], got[1]).String())
+	got, err = GPUChooser{}.Choose(s, allFree(8), 4)
+	require.NoError(t, err)
+	assert.Equal(t, 900, Score(s, got))
+	assert.Equal(t, []int{0, 1, 2, 3}, got)
+	// With GPU 1 busy, three GPUs of the second socket beat a mixed set.
+	free := allFree(8)
+	free[1] = false
+	got, err = GPUChooser{}.Choose(s, free, 3)
+	require.NoError(t, err)
+	assert.Equal(t, bruteForce(s, free, 3), qualityOf(s, free, got))
+}
+
+// Anti-fragmentation: on a PCIe server of two sockets with two switches of
+// four GPUs each, a 2-GPU job takes two GPUs of a switch whose other GPUs
+// are already split, keeping whole switches for 4-GPU jobs.
+func TestChooseKeepsGroupsWhole(t *testing.T) {
+	n := 16
+	s := &topology.Server{ID: "pcie16", GPUs: make([]topology.GPU, n), Links: make([][]topology.Link, n)}
+	for i := range n {
+		s.GPUs[i] = topology.GPU{Index: i, Type: topology.T4, MemoryMiB: 16384}
+		s.Links[i] = make([]topology.Link, n)
+		for j := range n {
+			switch {
+			case i == j:
+				s.Links[i][j] = topology.Link{Class: topology.LinkSelf}
+			case i/4 == j/4:
+				s.Links[i][j] = topology.Link{Class: topology.LinkSingleSwitch}
+			case i/8 == j/8:
+				s.Links[i][j] = topology.Link{Class: topology.LinkHostBridge}
+			default:
+				s.Links[i][j] = topology.Link{Class: topology.LinkCrossSocket}
+			}
+		}
+	}
+	c := &topology.Cluster{Servers: []topology.Server{*s}}
+	require.NoError(t, c.Validate())
+	free := allFree(n)
+	free[9], free[10] = false, false // switch 2 already holds a job
+	got, err := GPUChooser{}.Choose(s, free, 2)
+	require.NoError(t, err)
+	assert.Equal(t, []int{8, 11}, got, "the half-used switch")
+	// Four GPUs: any whole switch scores 300; taking switch 3, on the socket
+	// already in use, leaves socket 0 whole (remainder 1,290 against 1,130).
+	got, err = GPUChooser{}.Choose(s, free, 4)
+	require.NoError(t, err)
+	assert.Equal(t, []int{12, 13, 14, 15}, got)
+}
+
+// An NVL72-like domain: every pair behind NVSwitches scores the same, so
+// the choice is the lowest free GPUs, found without search.
+func TestChooseNVSwitchDomain(t *testing.T) {
+	s := server(t, topology.ServerTemplate{Type: topology.B200, GPUs: 72, Interconnect: topology.NVSwitch})
+	free := allFree(72)
+	for _, b := range []int{0, 5, 40} {
+		free[b] = false
+	}
+	got, err := GPUChooser{}.Choose(s, free, 8)
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 2, 3, 4, 6, 7, 8, 9}, got)
+	assert.Equal(t, 28*1800, Score(s, got))
+}
+
+// Above the exact limit the local search is checked against the exact
+// search on random 24-GPU servers.
+func TestLocalSearchQuality(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	worst := 1.0
+	for range 20 {
+		s := randomServer(rng, 20)
+		free := allFree(20)
+		k := 2 + rng.IntN(6)
+		exact, err := GPUChooser{}.Choose(s, free, k)
+		require.NoError(t, err)
+		local, err := GPUChooser{ExactLimit: 1}.Choose(s, free, k)
+		require.NoError(t, err)
+		e, l := Score(s, exact), Score(s, local)
+		require.LessOrEqual(t, l, e)
+		worst = min(worst, float64(l)/float64(e))
+	}
+	assert.Greater(t, worst, 0.9)
+	t.Logf("local search: worst score ratio to the exact optimum %.3f", worst)
+}
+
+func TestChooseErrors(t *testing.T) {
+	s := server(t, topology.ServerTemplate{Type: topology.V100, GPUs: 4})
+	_, err := GPUChooser{}.Choose(s, allFree(4), 5)
+	assert.True(t, errors.Is(err, ErrNotEnoughGPUs))
+	_, err = GPUChooser{}.Choose(s, allFree(4), 0)
+	assert.ErrorIs(t, err, ErrBadRequest)
+	_, err = GPUChooser{}.Choose(s, allFree(3), 1)
+	assert.ErrorIs(t, err, ErrBadRequest)
+	free := allFree(4)
+	free[0], free[1] = false, false
+	_, err = GPUChooser{}.Choose(s, free, 3)
+	assert.ErrorContains(t, err, "3 asked for, 2 free")
+}
+
+func FuzzChoose(f *testing.F) {
+	f.Add(uint64(1), uint8(8), uint16(0xff), uint8(3))
+	f.Fuzz(func(t *testing.T, seed uint64, n uint8, freeBits uint16, k uint8) {
+		rng := rand.New(rand.NewPCG(seed, 0))
+		size := int(n%16) + 1
+		s := randomServer(rng, size)
+		free := make([]bool, size)
+		for i := range free {
+			free[i] = freeBits>>i&1 == 1
+		}
+		got, err := GPUChooser{}.Choose(s, free, int(k%17))
+		if err != nil {
+			return
+		}
+		seen := map[int]bool{}
+		for _, g := range got {
+			if !free[g] || seen[g] {
+				t.Fatalf("bad choice %v", got)
+			}
+			seen[g] = true
+		}
+	})
+}
+
+func BenchmarkChoose(b *testing.B) {
+	dgx1 := server(b, topology.ServerTemplate{Type: topology.V100, GPUs: 8, Interconnect: topology.HybridCubeMesh})
+	rng := rand.New(rand.NewPCG(3, 4))
+	pcie16 := randomServer(rng, 16)
+	nvl72 := server(b, topology.ServerTemplate{Type: topology.B200, GPUs: 72, Interconnect: topology.NVSwitch})
+	mixed72 := randomServer(rng, 72)
+	for _, c := range []struct {
+		name string
+		s    *topology.Server
+		ks   []int
+	}{{"dgx1-8", dgx1, []int{2, 4}}, {"random-16", pcie16, []int{2, 3, 4, 8}}, {"nvl72", nvl72, []int{4, 8}}, {"random-72", mixed72, []int{4, 8}}} {
+		free := allFree(len(c.s.GPUs))
+		for _, k := range c.ks {
+			b.Run(fmt.Sprintf("%s/k=%d", c.name, k), func(b *testing.B) {
+				for b.Loop() {
+					if _, err := (GPUChooser{}).Choose(c.s, free, k); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
