@@ -8,7 +8,9 @@
 // (Gavel's "36:36:36" or "v100:36,p100:36,k80:36"), [ParseJSON] or by hand,
 // and check it with [Cluster.Validate]; the builders validate for you.
 // Invalid input yields a [*SpecError] whose Kind is one of the Err values of
-// this package, so callers can test it with errors.Is.
+// this package, so callers can test it with errors.Is. A [Discoverer] finds
+// the cluster: [Static] reads a spec; the subpackage nvml asks the local
+// NVIDIA driver, and returns an error wrapping [ErrNoDriver] without one.
 //
 // The link classes are those of NVML's topology levels and of nvidia-smi
 // topo -m (SYS, NODE, PHB, PXB, PIX, same board, NV#), plus NVSwitch, which

@@ -1,0 +1,83 @@
+// Command discover prints the local server's GPUs and their topology as a
+// matrix like nvidia-smi topo -m, found through NVML, or says clearly that
+// there is no driver. With -spec it shows a server of a JSON cluster spec
+// instead (see topology.ClusterSpec).
+//
+//	go run ./examples/discover
+//	go run ./examples/discover -spec cluster.json -server dgx1-0
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/gpusched/gpusched/topology"
+	"github.com/gpusched/gpusched/topology/nvml"
+)
+
+func main() {
+	spec := flag.String("spec", "", "a JSON cluster spec to show instead of the local server")
+	name := flag.String("server", "", "with -spec, the server to show (default: the first)")
+	flag.Parse()
+	var d topology.Discoverer = &nvml.Discoverer{}
+	if *spec != "" {
+		d = topology.Static{Path: *spec}
+	}
+	if err := run(context.Background(), os.Stdout, d, *name); err != nil {
+		fmt.Fprintln(os.Stderr, "discover:", err)
+		if errors.Is(err, topology.ErrNoDriver) {
+			fmt.Fprintln(os.Stderr, "discover: this machine has no NVIDIA driver; try -spec with a cluster spec")
+		}
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, w io.Writer, d topology.Discoverer, name string) error {
+	c, err := d.Discover(ctx)
+	if err != nil {
+		return err
+	}
+	s := &c.Servers[0]
+	if name != "" {
+		s = nil
+		for i := range c.Servers {
+			if c.Servers[i].ID == name {
+				s = &c.Servers[i]
+			}
+		}
+		if s == nil {
+			return fmt.Errorf("no server %q in the spec", name)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Server %s: %d GPUs", s.ID, len(s.GPUs))
+	if s.NICGbps > 0 {
+		fmt.Fprintf(&b, ", NIC %.0f Gbit/s", s.NICGbps)
+	}
+	b.WriteString("\n\n")
+	fmt.Fprintf(&b, "%-6s", "")
+	for i := range s.GPUs {
+		fmt.Fprintf(&b, "%-7s", fmt.Sprintf("GPU%d", i))
+	}
+	fmt.Fprintf(&b, "%-6s %-8s %-10s %s\n", "NUMA", "type", "memory", "bus id")
+	for i, g := range s.GPUs {
+		fmt.Fprintf(&b, "%-6s", fmt.Sprintf("GPU%d", i))
+		for j := range s.GPUs {
+			fmt.Fprintf(&b, "%-7s", s.Link(i, j).String())
+		}
+		numa := "?"
+		if g.NUMANode >= 0 {
+			numa = fmt.Sprint(g.NUMANode)
+		}
+		fmt.Fprintf(&b, "%-6s %-8s %-10s %s\n", numa, g.Type, fmt.Sprintf("%d MiB", g.MemoryMiB), g.PCIBusID)
+	}
+	b.WriteString("\nLegend: X self, SYS cross socket, NODE same NUMA node, PHB host bridge, PXB several PCIe switches,\n" +
+		"PIX one PCIe switch, SB same board, NV# NVLinks, NVS# NVSwitch domain (links per GPU), ? unknown\n")
+	_, err = io.WriteString(w, b.String())
+	return err
+}

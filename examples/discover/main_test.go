@@ -1,0 +1,22 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/gpusched/gpusched/topology"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestShowSpec(t *testing.T) {
+	spec := []byte(`{"servers": [{"id": "dgx1", "gpu_type": "v100", "gpus": 8, "interconnect": "hybrid-cube-mesh", "nic_gbps": 100}]}`)
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), &out, topology.Static{Spec: spec}, ""))
+	s := out.String()
+	assert.Contains(t, s, "Server dgx1: 8 GPUs, NIC 100 Gbit/s")
+	assert.Regexp(t, `GPU0\s+X\s+NV1\s+NV1\s+NV2\s+NV2\s+SYS\s+SYS\s+SYS\s+0\s+v100\s+16384 MiB`, s)
+	assert.ErrorContains(t, run(context.Background(), &out, topology.Static{Spec: spec}, "nope"), `no server "nope"`)
+	assert.ErrorIs(t, run(context.Background(), &out, topology.Static{}, ""), topology.ErrMalformedSpec)
+}
