@@ -6,9 +6,10 @@
 // the topology-aware choice of GPUs inside a server (link scores after
 // NVIDIA's go-gpuallocator best-effort policy, with NVSwitch as one
 // full-bandwidth domain; exact branch and bound up to 24 free GPUs, greedy
-// plus swaps above). Planned: SJF-BCO with FA-FFP and LBSGF (Yu et al., "On
+// plus swaps above), and [Buddy], HiveD's buddy cells for cluster-level
+// placement (Zhao et al., OSDI 2020). Planned: SJF-BCO with FA-FFP and LBSGF (Yu et al., "On
 // Scheduling Ring-All-Reduce Learning Jobs in Multi-Tenant GPU Clusters
 // with Communication Contention", MobiHoc 2022, Algorithms 1-3), its
-// baselines (First-Fit, List-Scheduling, Random), consolidated placement,
-// and a HiveD-style buddy-cell allocator (Zhao et al., OSDI 2020).
+// baselines (First-Fit, List-Scheduling, Random) and consolidated
+// placement.
 package placement
