@@ -1,13 +1,17 @@
-// Package gang will provide all-or-nothing admission for multi-worker jobs,
-// reservations and backfilling, and queue policies.
+// Package gang holds admission and queue policies: which queued jobs may
+// start now, never starting part of a job.
 //
-// Its one job: decide which queued jobs may start now, never starting part of
-// a job. Planned: gang admission with rollback, a reservation for the head of
-// the queue, EASY and conservative backfilling (Mu'alem and Feitelson, IEEE
-// TPDS 12(6), 2001), a Permit-style API in the shape of the Kubernetes
-// scheduler framework's coscheduling plugin, and the queue policies FIFO, SJF,
-// SRTF and Tiresias's 2D-LAS and 2D-Gittins (Gu et al., NSDI 2019, section 4).
+// Today it holds the event-driven scheduling seam ([Scheduler], [JobView],
+// [Decision]) that the simulator's event engine calls, and [Priority], a
+// gang scheduler over an [Order] (a job runs with all its GPUs on one type
+// or not at all; preemptive or not; strict order or passing): FIFO
+// ([ByArrival]), SJF ([ShortestJob]), SRTF ([ShortestRemaining]) and
+// Tiresias's 2D-LAS ([LAS2D], with its starvation guard) and 2D-Gittins
+// ([Gittins2D]) (Gu et al., "Tiresias: A GPU Cluster Manager for
+// Distributed Deep Learning", NSDI 2019, section 4).
 //
-// Status: the package is laid out but holds no policy yet; see the README's
-// feature table.
+// Planned: server-level all-or-nothing admission with rollback,
+// reservations with EASY and conservative backfilling (Mu'alem and
+// Feitelson, IEEE TPDS 12(6), 2001), timeouts, and a Permit-style API in
+// the shape of the Kubernetes scheduler framework's coscheduling plugin.
 package gang

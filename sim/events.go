@@ -3,9 +3,11 @@ package sim
 import (
 	"cmp"
 	"container/heap"
+
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpusched/gpusched/gang"
 	"math"
 	"slices"
 
@@ -18,44 +20,20 @@ import (
 // free up and run until they finish or are preempted. This is the model of
 // queue-based schedulers (FIFO, SJF, Tiresias) and of placement-driven ones.
 
-// JobView is what an EventScheduler sees of a job.
-type JobView struct {
-	ID          int
-	Arrival     float64
-	ScaleFactor int
-	Weight      float64
-	// Steps and Remaining are the job's total and remaining work.
-	Steps, Remaining float64
-	// Throughput gives its rate on each type (0: cannot run there).
-	Throughput []float64
-	// Attained is the GPU time it has received so far (GPUs x seconds).
-	Attained float64
-	// Type is the type it runs on, or -1 while it waits.
-	Type int
-	// Started is when it last started (running jobs).
-	Started float64
-	// Duration is the trace's duration hint, if any.
-	Duration float64
-}
-
-// Start places a waiting job on GPUs of one type; Preempt stops a running
-// job, which then waits again with its remaining work.
-type Decision struct {
-	Start   []Start
-	Preempt []int
-}
-
-// Start runs job JobID on ScaleFactor GPUs of type Type.
-type Start struct {
-	JobID, Type int
-}
-
-// EventScheduler decides at each event. free holds the idle GPUs of each
-// type after the preemptions it asks for have taken effect; a Decision that
-// starts more GPUs than are free, or an unknown or running job, is an error.
-type EventScheduler interface {
-	Decide(now float64, free []int, waiting, running []JobView) Decision
-}
+// The scheduler's view and answers are package gang's, so that queue and
+// gang policies need not import the simulator.
+type (
+	// JobView is what an EventScheduler sees of a job.
+	JobView = gang.JobView
+	// Decision is an EventScheduler's answer.
+	Decision = gang.Decision
+	// Start places a waiting job.
+	Start = gang.Start
+	// EventScheduler decides at each event.
+	EventScheduler = gang.Scheduler
+	// EventFIFO is gang.FIFO.
+	EventFIFO = gang.FIFO
+)
 
 // EventConfig describes an event-driven simulation.
 type EventConfig struct {
@@ -133,7 +111,7 @@ func RunEvents(ctx context.Context, cfg EventConfig, jobs []Job) (*Result, error
 		}
 		e := &evJob{rec: &Record{Job: j, Start: -1, Finish: -1, GPUSeconds: make([]float64, len(cfg.Types))}}
 		e.view = JobView{ID: j.ID, Arrival: j.Arrival, ScaleFactor: j.Key.ScaleFactor, Weight: j.Weight, Steps: j.Steps, Remaining: j.Steps,
-			Throughput: make([]float64, len(cfg.Types)), Type: -1, Duration: j.Duration}
+			Throughput: make([]float64, len(cfg.Types)), Type: -1, Duration: j.Duration, Queued: j.Arrival}
 		ok := false
 		for k, t := range cfg.Types {
 			v, err := model.Throughput(j.Key, t)
@@ -209,7 +187,7 @@ func RunEvents(ctx context.Context, cfg EventConfig, jobs []Job) (*Result, error
 			}
 			running = slices.Delete(running, i, i+1)
 			free[e.view.Type] += e.view.ScaleFactor
-			e.view.Type = -1
+			e.view.Type, e.view.Queued = -1, t
 			e.version++
 			e.rec.Preemptions++
 			e.restart = 0
@@ -311,36 +289,4 @@ func RunEvents(ctx context.Context, cfg EventConfig, jobs []Job) (*Result, error
 	}
 	slices.SortFunc(res.Records, func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
 	return res, nil
-}
-
-// EventFIFO starts waiting jobs in order of arrival (then ID) whenever
-// enough GPUs of a type they can use are free, taking the fastest such
-// type; with Strict, a job that does not fit blocks the ones behind it
-// (head-of-line), as in a plain FIFO queue; otherwise later jobs may pass
-// it.
-type EventFIFO struct {
-	Strict bool
-}
-
-// Decide implements EventScheduler.
-func (f EventFIFO) Decide(_ float64, free []int, waiting, _ []JobView) Decision {
-	slices.SortStableFunc(waiting, func(a, b JobView) int { return cmp.Or(cmp.Compare(a.Arrival, b.Arrival), cmp.Compare(a.ID, b.ID)) })
-	var d Decision
-	for _, j := range waiting {
-		best := -1
-		for k, n := range free {
-			if n >= j.ScaleFactor && j.Throughput[k] > 0 && (best < 0 || j.Throughput[k] > j.Throughput[best]) {
-				best = k
-			}
-		}
-		if best < 0 {
-			if f.Strict {
-				break
-			}
-			continue
-		}
-		free[best] -= j.ScaleFactor
-		d.Start = append(d.Start, Start{JobID: j.ID, Type: best})
-	}
-	return d
 }

@@ -105,9 +105,9 @@ func TestEventErrors(t *testing.T) {
 	cfg := EventConfig{Types: []topology.GPUType{"a"}, Capacity: []int{1}, Throughput: unitRates{}}
 	jobs := []Job{job(0, 0, 10), job(1, 0, 10)}
 	for _, d := range []Decision{
-		{Start: []Start{{0, 0}, {1, 0}}},
-		{Start: []Start{{7, 0}}},
-		{Start: []Start{{0, 3}}},
+		{Start: []Start{{JobID: 0, Type: 0}, {JobID: 1, Type: 0}}},
+		{Start: []Start{{JobID: 7, Type: 0}}},
+		{Start: []Start{{JobID: 0, Type: 3}}},
 		{Preempt: []int{0}},
 	} {
 		cfg.Scheduler = badScheduler{d}

@@ -313,3 +313,25 @@ func (a *AssignModels) Apply(jobs []Job) error {
 	}
 	return nil
 }
+
+// ReadSamples reads a one-column CSV of positive numbers with a header,
+// such as Tiresias's GPU-time distributions (yarn-gput*.csv).
+func ReadSamples(r io.Reader, name string) ([]float64, error) {
+	var out []float64
+	first := true
+	err := lines(r, func(n int, line string) error {
+		if first {
+			first = false
+			if _, err := number(line); err != nil {
+				return nil // a header
+			}
+		}
+		v, err := number(strings.TrimSpace(strings.Split(line, ",")[0]))
+		if err != nil || v <= 0 {
+			return &ParseError{File: name, Line: n, Msg: fmt.Sprintf("%q is not a positive number", line)}
+		}
+		out = append(out, v)
+		return nil
+	})
+	return out, err
+}

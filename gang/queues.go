@@ -1,0 +1,222 @@
+package gang
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"sort"
+)
+
+// Order ranks jobs: the scheduler serves jobs in increasing Key, breaking
+// ties by arrival and ID.
+type Order interface {
+	Key(j JobView, now float64) float64
+}
+
+// ByArrival is FIFO order.
+type ByArrival struct{}
+
+// Key implements Order.
+func (ByArrival) Key(j JobView, _ float64) float64 { return j.Arrival }
+
+// bestRate is the job's fastest rate on any type.
+func bestRate(j JobView) float64 {
+	r := 0.0
+	for _, v := range j.Throughput {
+		r = math.Max(r, v)
+	}
+	return r
+}
+
+// ShortestJob is SJF: the job's whole duration, the trace's when it has
+// one, else its steps at its fastest rate.
+type ShortestJob struct{}
+
+// Key implements Order.
+func (ShortestJob) Key(j JobView, _ float64) float64 {
+	if j.Duration > 0 {
+		return j.Duration
+	}
+	return j.Steps / bestRate(j)
+}
+
+// ShortestRemaining is SRTF: the remaining steps at the fastest rate.
+type ShortestRemaining struct{}
+
+// Key implements Order.
+func (ShortestRemaining) Key(j JobView, _ float64) float64 { return j.Remaining / bestRate(j) }
+
+// DefaultThresholds are Tiresias's queue limits in GPU-seconds (its
+// simulator's defaults).
+var DefaultThresholds = []float64{3250, 7200, 18000}
+
+// LAS2D is Tiresias's discretised two-dimensional least attained service
+// (Gu et al., "Tiresias: A GPU Cluster Manager for Distributed Deep
+// Learning", NSDI 2019, section 4.2): a job's attained service is GPUs x
+// executed time; queue k holds the jobs whose service lies between the
+// (k-1)th and kth threshold; lower queues go first, FIFO inside a queue. A
+// job that has waited at least Starvation times its executed time is moved
+// back to the first queue (Tiresias's starvation guard; 0 disables it).
+type LAS2D struct {
+	Thresholds []float64 // nil means DefaultThresholds
+	Starvation float64
+}
+
+// Key implements Order: queue index, then arrival within the queue.
+func (l LAS2D) Key(j JobView, now float64) float64 {
+	q := queueOf(l.Thresholds, j.Attained)
+	if l.Starvation > 0 && j.Type < 0 && j.Attained > 0 {
+		executed := j.Attained / float64(j.ScaleFactor)
+		if now-j.Queued >= l.Starvation*executed {
+			q = 0
+		}
+	}
+	return float64(q)*1e12 + j.Arrival
+}
+
+func queueOf(th []float64, attained float64) int {
+	if th == nil {
+		th = DefaultThresholds
+	}
+	q := 0
+	for q < len(th) && attained >= th[q] {
+		q++
+	}
+	return q
+}
+
+// Gittins2D is Tiresias's 2D-Gittins order (section 4.2): with S the GPU
+// time of a job drawn from a known distribution (Samples, such as the YARN
+// traces Tiresias ships) and a the service a job has attained, its index is
+//
+//	G(a) = P(S - a <= D | S > a) / E[min(S - a, D) | S > a]
+//
+// with quantum D (Quantum, default 3250 GPU-seconds); higher indices go
+// first. The index is taken at a rounded down to a multiple of D, so that
+// the order changes, and jobs are preempted, only as they cross quanta.
+type Gittins2D struct {
+	Quantum float64
+	sorted  []float64
+	prefix  []float64 // prefix sums of sorted
+}
+
+// NewGittins2D prepares the index over GPU-time samples (positive).
+func NewGittins2D(samples []float64, quantum float64) *Gittins2D {
+	g := &Gittins2D{Quantum: quantum, sorted: slices.Clone(samples)}
+	if g.Quantum <= 0 {
+		g.Quantum = 3250
+	}
+	slices.Sort(g.sorted)
+	g.prefix = make([]float64, len(g.sorted)+1)
+	for i, v := range g.sorted {
+		g.prefix[i+1] = g.prefix[i] + v
+	}
+	return g
+}
+
+// Index returns G(a).
+func (g *Gittins2D) Index(a float64) float64 {
+	d := g.Quantum
+	n := len(g.sorted)
+	lo := sort.SearchFloat64s(g.sorted, math.Nextafter(a, math.Inf(1))) // first S > a
+	count := n - lo
+	if count == 0 {
+		return math.Inf(1) // beyond every sample: finishing soon is all we know
+	}
+	hi := sort.SearchFloat64s(g.sorted, math.Nextafter(a+d, math.Inf(1))) // first S > a + d
+	within := hi - lo
+	// E[min(S - a, D)]: (S - a) for the samples within, D for the others.
+	sumWithin := g.prefix[hi] - g.prefix[lo] - a*float64(within)
+	expect := (sumWithin + d*float64(n-hi)) / float64(count)
+	if expect <= 0 {
+		return math.Inf(1)
+	}
+	return float64(within) / float64(count) / expect
+}
+
+// Key implements Order: minus the index at the quantised service.
+func (g *Gittins2D) Key(j JobView, _ float64) float64 {
+	a := math.Floor(j.Attained/g.Quantum) * g.Quantum
+	return -g.Index(a)
+}
+
+// Priority is a preemptive priority scheduler over an Order, with gang
+// admission: at every event it ranks all jobs, waiting and running, and
+// keeps or starts them in that order while all of a job's GPUs fit on one
+// type (its fastest with room, or its current type while running), so a
+// job runs with all its workers or not at all. A running job that no
+// longer fits is preempted, unless NoPreemption is set, in which case
+// running jobs always keep their GPUs and only waiting jobs are ranked
+// (non-preemptive SJF, FIFO). With Backfill off, a waiting job that does
+// not fit blocks all lower-ranked jobs (strict order); on, lower-ranked
+// jobs may use the GPUs left (without delaying anyone ranked above them,
+// since those were already placed).
+type Priority struct {
+	Order        Order
+	NoPreemption bool
+	Backfill     bool
+}
+
+// Decide implements Scheduler.
+func (p Priority) Decide(now float64, free []int, waiting, running []JobView) Decision {
+	type ranked struct {
+		j   JobView
+		key float64
+	}
+	var all []ranked
+	for _, j := range waiting {
+		all = append(all, ranked{j, p.Order.Key(j, now)})
+	}
+	capacity := slices.Clone(free)
+	if !p.NoPreemption {
+		for _, j := range running {
+			all = append(all, ranked{j, p.Order.Key(j, now)})
+			capacity[j.Type] += j.ScaleFactor
+		}
+	}
+	slices.SortStableFunc(all, func(a, b ranked) int {
+		return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.j.Arrival, b.j.Arrival), cmp.Compare(a.j.ID, b.j.ID))
+	})
+	keep := map[int]bool{}
+	var starts []Start
+	blocked := false
+	for _, r := range all {
+		j := r.j
+		if j.Type >= 0 {
+			// Running: it keeps its type if that still has room above the
+			// jobs ranked before it.
+			if capacity[j.Type] >= j.ScaleFactor {
+				capacity[j.Type] -= j.ScaleFactor
+				keep[j.ID] = true
+			}
+			continue
+		}
+		if blocked {
+			continue
+		}
+		best := -1
+		for k, n := range capacity {
+			if n >= j.ScaleFactor && j.Throughput[k] > 0 && (best < 0 || j.Throughput[k] > j.Throughput[best]) {
+				best = k
+			}
+		}
+		if best < 0 {
+			if !p.Backfill {
+				blocked = true
+			}
+			continue
+		}
+		capacity[best] -= j.ScaleFactor
+		starts = append(starts, Start{JobID: j.ID, Type: best})
+	}
+	var d Decision
+	if !p.NoPreemption {
+		for _, j := range running {
+			if !keep[j.ID] {
+				d.Preempt = append(d.Preempt, j.ID)
+			}
+		}
+	}
+	d.Start = starts
+	return d
+}

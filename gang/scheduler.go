@@ -1,0 +1,78 @@
+package gang
+
+import (
+	"cmp"
+	"slices"
+)
+
+// JobView is what a Scheduler sees of a job.
+type JobView struct {
+	ID          int
+	Arrival     float64
+	ScaleFactor int
+	Weight      float64
+	// Steps and Remaining are the job's total and remaining work.
+	Steps, Remaining float64
+	// Throughput gives its rate on each type (0: cannot run there).
+	Throughput []float64
+	// Attained is the GPU time it has received so far (GPUs x seconds).
+	Attained float64
+	// Type is the type it runs on, or -1 while it waits.
+	Type int
+	// Started is when it last started (running jobs), and Queued when it
+	// last began to wait (arrival or preemption; waiting jobs).
+	Started, Queued float64
+	// Duration is the trace's duration hint, if any.
+	Duration float64
+}
+
+// Start places a waiting job on GPUs of one type; Preempt stops a running
+// job, which then waits again with its remaining work.
+type Decision struct {
+	Start   []Start
+	Preempt []int
+}
+
+// Start runs job JobID on ScaleFactor GPUs of type Type.
+type Start struct {
+	JobID, Type int
+}
+
+// Scheduler decides at each event. free holds the idle GPUs of each
+// type after the preemptions it asks for have taken effect; a Decision that
+// starts more GPUs than are free, or an unknown or running job, is an error.
+type Scheduler interface {
+	Decide(now float64, free []int, waiting, running []JobView) Decision
+}
+
+// FIFO starts waiting jobs in order of arrival (then ID) whenever
+// enough GPUs of a type they can use are free, taking the fastest such
+// type; with Strict, a job that does not fit blocks the ones behind it
+// (head-of-line), as in a plain FIFO queue; otherwise later jobs may pass
+// it.
+type FIFO struct {
+	Strict bool
+}
+
+// Decide implements Scheduler.
+func (f FIFO) Decide(_ float64, free []int, waiting, _ []JobView) Decision {
+	slices.SortStableFunc(waiting, func(a, b JobView) int { return cmp.Or(cmp.Compare(a.Arrival, b.Arrival), cmp.Compare(a.ID, b.ID)) })
+	var d Decision
+	for _, j := range waiting {
+		best := -1
+		for k, n := range free {
+			if n >= j.ScaleFactor && j.Throughput[k] > 0 && (best < 0 || j.Throughput[k] > j.Throughput[best]) {
+				best = k
+			}
+		}
+		if best < 0 {
+			if f.Strict {
+				break
+			}
+			continue
+		}
+		free[best] -= j.ScaleFactor
+		d.Start = append(d.Start, Start{JobID: j.ID, Type: best})
+	}
+	return d
+}
