@@ -2,16 +2,19 @@
 // start now, never starting part of a job.
 //
 // Today it holds the event-driven scheduling seam ([Scheduler], [JobView],
-// [Decision]) that the simulator's event engine calls, and [Priority], a
-// gang scheduler over an [Order] (a job runs with all its GPUs on one type
-// or not at all; preemptive or not; strict order or passing): FIFO
+// [Decision]) that the simulator's event engine calls; [Priority], a gang
+// scheduler over an [Order] (a job runs with all its GPUs on one type or
+// not at all; preemptive or not; strict order, greedy passing, or EASY
+// backfilling behind a reservation for the first blocked job, Mu'alem and
+// Feitelson, IEEE TPDS 12(6), 2001): FIFO
 // ([ByArrival]), SJF ([ShortestJob]), SRTF ([ShortestRemaining]) and
 // Tiresias's 2D-LAS ([LAS2D], with its starvation guard) and 2D-Gittins
 // ([Gittins2D]) (Gu et al., "Tiresias: A GPU Cluster Manager for
-// Distributed Deep Learning", NSDI 2019, section 4).
+// Distributed Deep Learning", NSDI 2019, section 4); and [Coscheduler], a
+// Permit-style API in the shape of the Kubernetes scheduler framework's
+// coscheduling plugin (allow, wait with a timeout, reject; all members
+// allowed together), safe for concurrent use.
 //
-// Planned: server-level all-or-nothing admission with rollback,
-// reservations with EASY and conservative backfilling (Mu'alem and
-// Feitelson, IEEE TPDS 12(6), 2001), timeouts, and a Permit-style API in
-// the shape of the Kubernetes scheduler framework's coscheduling plugin.
+// Planned: server-level all-or-nothing placement with rollback on top of a
+// placer, and conservative backfilling.
 package gang

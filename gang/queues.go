@@ -140,21 +140,47 @@ func (g *Gittins2D) Key(j JobView, _ float64) float64 {
 	return -g.Index(a)
 }
 
-// Priority is a preemptive priority scheduler over an Order, with gang
-// admission: at every event it ranks all jobs, waiting and running, and
-// keeps or starts them in that order while all of a job's GPUs fit on one
-// type (its fastest with room, or its current type while running), so a
-// job runs with all its workers or not at all. A running job that no
-// longer fits is preempted, unless NoPreemption is set, in which case
-// running jobs always keep their GPUs and only waiting jobs are ranked
-// (non-preemptive SJF, FIFO). With Backfill off, a waiting job that does
-// not fit blocks all lower-ranked jobs (strict order); on, lower-ranked
-// jobs may use the GPUs left (without delaying anyone ranked above them,
-// since those were already placed).
+// Backfilling says whether and how jobs may pass a waiting job that does
+// not fit.
+type Backfilling int
+
+const (
+	// NoBackfill: strict order; a job that does not fit blocks the ones
+	// ranked after it.
+	NoBackfill Backfilling = iota
+	// Greedy: later jobs take any GPUs left, even if that delays the
+	// first blocked job.
+	Greedy
+	// EASY: the first blocked job gets a reservation at the earliest time
+	// enough GPUs of one type free up (from the running jobs' remaining
+	// work at their rates, or, for a job given by its duration, the
+	// duration estimate); later jobs may start now only if they do not
+	// delay it: they finish before the reservation, or use GPUs it does
+	// not need (Lifka's EASY backfilling; Mu'alem and Feitelson, IEEE TPDS
+	// 12(6), 2001).
+	EASY
+)
+
+// Priority is a priority scheduler over an Order, with gang admission: at
+// every event it ranks all jobs, waiting and running, and keeps or starts
+// them in that order while all of a job's GPUs fit on one type (its
+// fastest with room, or its current type while running), so a job runs
+// with all its workers or not at all. A running job that no longer fits is
+// preempted, unless NoPreemption is set, in which case running jobs keep
+// their GPUs and only waiting jobs are ranked (non-preemptive SJF, FIFO).
+// Backfill says what happens behind a waiting job that does not fit.
 type Priority struct {
 	Order        Order
 	NoPreemption bool
-	Backfill     bool
+	Backfill     Backfilling
+}
+
+// estimate is the time a job still needs on type k.
+func estimate(j JobView, k int) float64 {
+	if r := j.Throughput[k]; r > 0 {
+		return j.Remaining / r
+	}
+	return math.Inf(1)
 }
 
 // Decide implements Scheduler.
@@ -180,31 +206,41 @@ func (p Priority) Decide(now float64, free []int, waiting, running []JobView) De
 	keep := map[int]bool{}
 	var starts []Start
 	blocked := false
+	// The EASY reservation: type, time, and GPUs to spare at that time.
+	resType, resTime, spare := -1, 0.0, 0
 	for _, r := range all {
 		j := r.j
 		if j.Type >= 0 {
-			// Running: it keeps its type if that still has room above the
-			// jobs ranked before it.
 			if capacity[j.Type] >= j.ScaleFactor {
 				capacity[j.Type] -= j.ScaleFactor
 				keep[j.ID] = true
 			}
 			continue
 		}
-		if blocked {
+		if blocked && p.Backfill == NoBackfill {
 			continue
 		}
 		best := -1
 		for k, n := range capacity {
-			if n >= j.ScaleFactor && j.Throughput[k] > 0 && (best < 0 || j.Throughput[k] > j.Throughput[best]) {
+			if n < j.ScaleFactor || j.Throughput[k] <= 0 {
+				continue
+			}
+			if blocked && p.Backfill == EASY && k == resType && now+estimate(j, k) > resTime && j.ScaleFactor > spare {
+				continue // would still hold GPUs the reservation needs
+			}
+			if best < 0 || j.Throughput[k] > j.Throughput[best] {
 				best = k
 			}
 		}
 		if best < 0 {
-			if !p.Backfill {
-				blocked = true
+			if !blocked && p.Backfill == EASY {
+				resType, resTime, spare = reserve(j, capacity, running, keep, !p.NoPreemption, now)
 			}
+			blocked = true
 			continue
+		}
+		if blocked && p.Backfill == EASY && best == resType && now+estimate(j, best) > resTime {
+			spare -= j.ScaleFactor
 		}
 		capacity[best] -= j.ScaleFactor
 		starts = append(starts, Start{JobID: j.ID, Type: best})
@@ -219,4 +255,39 @@ func (p Priority) Decide(now float64, free []int, waiting, running []JobView) De
 	}
 	d.Start = starts
 	return d
+}
+
+// reserve finds the earliest time the blocked job j fits on some type as
+// running jobs finish (with preemption, only those ranked before it, which
+// keep their GPUs), and how many GPUs of that type are left over then.
+func reserve(j JobView, capacity []int, running []JobView, keep map[int]bool, preemptive bool, now float64) (int, float64, int) {
+	bestType, bestTime, bestSpare := -1, math.Inf(1), 0
+	for k := range capacity {
+		if j.Throughput[k] <= 0 {
+			continue
+		}
+		freeNow := capacity[k]
+		type fin struct {
+			t  float64
+			sf int
+		}
+		var ends []fin
+		for _, r := range running {
+			if r.Type == k && (keep[r.ID] || !preemptive) {
+				ends = append(ends, fin{now + estimate(r, k), r.ScaleFactor})
+			}
+		}
+		slices.SortFunc(ends, func(a, b fin) int { return cmp.Compare(a.t, b.t) })
+		t, avail := now, freeNow
+		for _, e := range ends {
+			if avail >= j.ScaleFactor {
+				break
+			}
+			t, avail = e.t, avail+e.sf
+		}
+		if avail >= j.ScaleFactor && t < bestTime {
+			bestType, bestTime, bestSpare = k, t, avail-j.ScaleFactor
+		}
+	}
+	return bestType, bestTime, bestSpare
 }

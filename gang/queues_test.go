@@ -1,6 +1,10 @@
 package gang
 
 import (
+	"math/rand/v2"
+	"slices"
+
+	"github.com/stretchr/testify/require"
 	"math"
 	"testing"
 
@@ -54,6 +58,89 @@ func TestPriorityDecide(t *testing.T) {
 	}
 	d = Priority{Order: ByArrival{}, NoPreemption: true}.Decide(0, []int{4}, waiting, nil)
 	assert.Empty(t, d.Start)
-	d = Priority{Order: ByArrival{}, NoPreemption: true, Backfill: true}.Decide(0, []int{4}, waiting, nil)
+	d = Priority{Order: ByArrival{}, NoPreemption: true, Backfill: Greedy}.Decide(0, []int{4}, waiting, nil)
 	assert.Equal(t, []Start{{JobID: 4, Type: 0}}, d.Start)
+}
+
+// EASY backfilling never delays the reservation of the first blocked job:
+// on random queues, the GPUs of the reserved type free at the reserved
+// time, after the decision's starts, still hold the blocked job.
+func TestEASYNeverDelaysReservation(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	checked := 0
+	for range 2000 {
+		types := 1 + rng.IntN(2)
+		capacity := make([]int, types)
+		for k := range capacity {
+			capacity[k] = 4 << rng.IntN(2)
+		}
+		free := slices.Clone(capacity)
+		var running, waiting []JobView
+		for i := range 1 + rng.IntN(6) {
+			k := rng.IntN(types)
+			sf := 1 << rng.IntN(3)
+			if free[k] < sf {
+				continue
+			}
+			free[k] -= sf
+			running = append(running, JobView{ID: 100 + i, ScaleFactor: sf, Type: k, Throughput: rates(rng, types), Remaining: 10 + rng.Float64()*1000})
+		}
+		for i := range 1 + rng.IntN(8) {
+			waiting = append(waiting, JobView{ID: i, Arrival: float64(i), ScaleFactor: 1 << rng.IntN(3), Type: -1, Throughput: rates(rng, types), Remaining: 10 + rng.Float64()*1000})
+		}
+		p := Priority{Order: ByArrival{}, NoPreemption: true, Backfill: EASY}
+		d := p.Decide(0, slices.Clone(free), waiting, running)
+		started := map[int]int{}
+		for _, s := range d.Start {
+			started[s.JobID] = s.Type
+		}
+		// The first waiting job (in order) not started is the blocked one.
+		var head *JobView
+		for i := range waiting {
+			if _, ok := started[waiting[i].ID]; !ok {
+				head = &waiting[i]
+				break
+			}
+		}
+		if head == nil {
+			continue
+		}
+		// Its reservation, computed before any backfill.
+		before := slices.Clone(free)
+		for _, w := range waiting {
+			if w.ID == head.ID {
+				break
+			}
+			before[started[w.ID]] -= w.ScaleFactor
+		}
+		k, at, _ := reserve(*head, before, running, nil, false, 0)
+		if k < 0 {
+			continue
+		}
+		avail := free[k]
+		for _, r := range running {
+			if r.Type == k && estimate(r, k) <= at {
+				avail += r.ScaleFactor
+			}
+		}
+		for _, w := range waiting {
+			if s, ok := started[w.ID]; ok && s == k {
+				avail -= w.ScaleFactor
+				if estimate(w, k) <= at {
+					avail += w.ScaleFactor
+				}
+			}
+		}
+		require.GreaterOrEqual(t, avail, head.ScaleFactor, "reservation delayed: %+v", d)
+		checked++
+	}
+	assert.Greater(t, checked, 500)
+}
+
+func rates(rng *rand.Rand, types int) []float64 {
+	r := make([]float64, types)
+	for k := range r {
+		r[k] = 0.5 + rng.Float64()
+	}
+	return r
 }

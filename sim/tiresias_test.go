@@ -38,10 +38,11 @@ func TestTiresiasQueues(t *testing.T) {
 			s    EventScheduler
 		}{
 			{"fifo", gang.Priority{Order: gang.ByArrival{}, NoPreemption: true}},
-			{"sjf", gang.Priority{Order: gang.ShortestJob{}, NoPreemption: true, Backfill: true}},
-			{"srtf", gang.Priority{Order: gang.ShortestRemaining{}, Backfill: true}},
-			{"2d-las", gang.Priority{Order: gang.LAS2D{}, Backfill: true}},
-			{"2d-gittins", gang.Priority{Order: gang.NewGittins2D(samples, 3250), Backfill: true}},
+			{"fifo-easy", gang.Priority{Order: gang.ByArrival{}, NoPreemption: true, Backfill: gang.EASY}},
+			{"sjf", gang.Priority{Order: gang.ShortestJob{}, NoPreemption: true, Backfill: gang.Greedy}},
+			{"srtf", gang.Priority{Order: gang.ShortestRemaining{}, Backfill: gang.Greedy}},
+			{"2d-las", gang.Priority{Order: gang.LAS2D{}, Backfill: gang.Greedy}},
+			{"2d-gittins", gang.Priority{Order: gang.NewGittins2D(samples, 3250), Backfill: gang.Greedy}},
 		} {
 			cfg := EventConfig{Types: []topology.GPUType{topology.V100}, Capacity: []int{gpus}, Throughput: perfmodel.Extrapolated{Table: perfmodel.Gavel()},
 				Scheduler: c.s, Timer: 60}
@@ -59,6 +60,7 @@ func TestTiresiasQueues(t *testing.T) {
 		assert.Less(t, mean["2d-las"], mean["fifo"])
 		assert.Less(t, mean["srtf"], mean["fifo"])
 		assert.Less(t, mean["sjf"], mean["fifo"])
+		assert.LessOrEqual(t, mean["fifo-easy"], mean["fifo"])
 	}
 }
 
