@@ -13,8 +13,12 @@
 // Distributed Deep Learning", NSDI 2019, section 4); and [Coscheduler], a
 // Permit-style API in the shape of the Kubernetes scheduler framework's
 // coscheduling plugin (allow, wait with a timeout, reject; all members
-// allowed together), safe for concurrent use.
+// allowed together), safe for concurrent use. [OnServers] adds
+// server-level all-or-nothing admission on top of any Scheduler and
+// [ServerPlacer] ([Consolidated] by default, optionally strict about
+// keeping a job on one server): a job the placer cannot place whole is
+// rolled back and the jobs behind it are asked again.
 //
-// Planned: server-level all-or-nothing placement with rollback on top of a
-// placer, and conservative backfilling.
+// Not built yet: conservative backfilling (every queued job holding a
+// reservation).
 package gang

@@ -3,6 +3,7 @@ package sim
 import (
 	"cmp"
 	"context"
+	"github.com/gpusched/gpusched/gang"
 	"math"
 	"slices"
 	"testing"
@@ -145,4 +146,71 @@ func TestEventInvariants(t *testing.T) {
 	for k := range types {
 		assert.LessOrEqual(t, used[k], 8*res.End*(1+1e-9))
 	}
+}
+
+// Server-level gang admission under the event engine: with a strict
+// consolidated placer every job of up to 8 GPUs runs on one server, all
+// jobs finish, and no GPU is ever given twice.
+func TestEventGangOnServers(t *testing.T) {
+	c, err := topology.ParseCompact("v100:32:8,k80:32:4", 4)
+	require.NoError(t, err)
+	jobs, err := (&GavelWorkload{Rate: 60, MultiGPU: true, Seed: 4}).Generate(150)
+	require.NoError(t, err)
+	for i := range jobs {
+		jobs[i].Steps = math.Max(1, jobs[i].Steps/10)
+	}
+	o := &gang.OnServers{Inner: gang.Priority{Order: gang.LAS2D{}, Backfill: gang.EASY}, Cluster: c, Placer: gang.Consolidated{Strict: true}}
+	checker := &placementChecker{o: o, t: t}
+	cfg := EventConfig{Types: o.Types(), Capacity: o.Capacity(), Scheduler: checker, Timer: 300}
+	res, err := RunEvents(context.Background(), cfg, jobs)
+	require.NoError(t, err)
+	assert.Len(t, res.Records, len(jobs))
+	assert.Positive(t, checker.checks)
+}
+
+// placementChecker wraps OnServers and checks its placements at every
+// event.
+type placementChecker struct {
+	o      *gang.OnServers
+	t      *testing.T
+	checks int
+}
+
+func (p *placementChecker) Decide(now float64, free []int, waiting, running []JobView) Decision {
+	d := p.o.Decide(now, free, waiting, running)
+	used := map[[2]int]int{}
+	ids := []int{}
+	for _, j := range running {
+		ids = append(ids, j.ID)
+	}
+	for _, s := range d.Start {
+		ids = append(ids, s.JobID)
+	}
+	preempted := map[int]bool{}
+	for _, id := range d.Preempt {
+		preempted[id] = true
+	}
+	for _, id := range ids {
+		if preempted[id] {
+			continue
+		}
+		set := p.o.Placement(id)
+		require.NotNil(p.t, set, "job %d runs without a placement", id)
+		if len(set) > 1 {
+			n := 0
+			for _, g := range set {
+				n += len(g)
+			}
+			require.Greater(p.t, n, 4, "job %d of %d GPUs split though it fits a server", id, n)
+		}
+		for srv, gpus := range set {
+			for _, g := range gpus {
+				key := [2]int{srv, g}
+				require.Zero(p.t, used[key], "GPU %v given twice", key)
+				used[key] = id + 1
+			}
+		}
+	}
+	p.checks++
+	return d
 }

@@ -1,0 +1,77 @@
+package gang
+
+import (
+	"testing"
+
+	"github.com/gpusched/gpusched/topology"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func twoServers(t *testing.T) *topology.Cluster {
+	c, err := topology.Homogeneous(2, topology.ServerTemplate{Type: topology.V100, GPUs: 4})
+	require.NoError(t, err)
+	return c
+}
+
+func waitingJob(id, sf int) JobView {
+	return JobView{ID: id, Arrival: float64(id), ScaleFactor: sf, Throughput: []float64{1}, Type: -1, Remaining: 100, Steps: 100}
+}
+
+func TestConsolidatedPlacement(t *testing.T) {
+	c := twoServers(t)
+	o := &OnServers{Inner: Priority{Order: ByArrival{}, NoPreemption: true, Backfill: Greedy}, Cluster: c}
+	assert.Equal(t, []topology.GPUType{topology.V100}, o.Types())
+	assert.Equal(t, []int{8}, o.Capacity())
+	d := o.Decide(0, []int{8}, []JobView{waitingJob(1, 2), waitingJob(2, 2), waitingJob(3, 4)}, nil)
+	require.Len(t, d.Start, 3)
+	// Best fit: jobs 1 and 2 fill server 0, job 3 takes server 1.
+	assert.Equal(t, GPUSet{0: {0, 1}}, o.Placement(1))
+	assert.Equal(t, GPUSet{0: {2, 3}}, o.Placement(2))
+	assert.Equal(t, GPUSet{1: {0, 1, 2, 3}}, o.Placement(3))
+	// Job 2 finishes: its GPUs come back at the next event.
+	running := []JobView{{ID: 1, ScaleFactor: 2, Type: 0, Throughput: []float64{1}}, {ID: 3, ScaleFactor: 4, Type: 0, Throughput: []float64{1}}}
+	d = o.Decide(10, []int{2}, []JobView{waitingJob(4, 2)}, running)
+	require.Len(t, d.Start, 1)
+	assert.Equal(t, GPUSet{0: {2, 3}}, o.Placement(4))
+}
+
+// All or nothing: with two GPUs free on each server, a strict consolidated
+// placer cannot place a 4-GPU job, so it is rolled back (not started) and
+// a 2-GPU job behind it runs.
+func TestGangRollback(t *testing.T) {
+	c := twoServers(t)
+	o := &OnServers{Inner: Priority{Order: ByArrival{}, NoPreemption: true, Backfill: Greedy}, Cluster: c, Placer: Consolidated{Strict: true}}
+	d := o.Decide(0, []int{8}, []JobView{waitingJob(1, 2), waitingJob(2, 2), waitingJob(3, 2)}, nil)
+	require.Len(t, d.Start, 3)
+	// Jobs 1 and 2 on server 0, job 3 on server 1: two GPUs free on server 1.
+	running := []JobView{
+		{ID: 1, ScaleFactor: 2, Type: 0, Throughput: []float64{1}},
+		{ID: 3, ScaleFactor: 2, Type: 0, Throughput: []float64{1}},
+	}
+	// Job 2 finished: 2 free on each server.
+	d = o.Decide(5, []int{4}, []JobView{waitingJob(4, 4), waitingJob(5, 2)}, running)
+	require.Len(t, d.Start, 1, "job 4 rolled back, job 5 started")
+	assert.Equal(t, 5, d.Start[0].JobID)
+	assert.Nil(t, o.Placement(4))
+	// Without Strict the 4-GPU job spreads over both servers.
+	o2 := &OnServers{Inner: Priority{Order: ByArrival{}, NoPreemption: true}, Cluster: c}
+	o2.Decide(0, []int{8}, []JobView{waitingJob(1, 2), waitingJob(2, 2), waitingJob(3, 2)}, nil)
+	d = o2.Decide(5, []int{4}, []JobView{waitingJob(4, 4)}, running)
+	require.Len(t, d.Start, 1)
+	assert.Len(t, o2.Placement(4), 2)
+}
+
+// A placer that returns busy or wrong GPUs is refused, not trusted.
+type badPlacer struct{ set GPUSet }
+
+func (b badPlacer) Place(*topology.Cluster, [][]bool, topology.GPUType, int) GPUSet { return b.set }
+
+func TestBadPlacerRolledBack(t *testing.T) {
+	c := twoServers(t)
+	for _, set := range []GPUSet{{0: {0, 0}}, {0: {7, 1}}, {5: {0, 1}}, {0: {0}}} {
+		o := &OnServers{Inner: Priority{Order: ByArrival{}, NoPreemption: true}, Cluster: c, Placer: badPlacer{set}}
+		d := o.Decide(0, []int{8}, []JobView{waitingJob(1, 2)}, nil)
+		assert.Empty(t, d.Start, "%v", set)
+	}
+}
