@@ -4,9 +4,10 @@
 // Today it holds the event-driven scheduling seam ([Scheduler], [JobView],
 // [Decision]) that the simulator's event engine calls; [Priority], a gang
 // scheduler over an [Order] (a job runs with all its GPUs on one type or
-// not at all; preemptive or not; strict order, greedy passing, or EASY
-// backfilling behind a reservation for the first blocked job, Mu'alem and
-// Feitelson, IEEE TPDS 12(6), 2001): FIFO
+// not at all; preemptive or not; strict order, greedy passing, EASY
+// backfilling behind a reservation for the first blocked job, or
+// conservative backfilling behind a reservation for every waiting job,
+// Mu'alem and Feitelson, IEEE TPDS 12(6), 2001): FIFO
 // ([ByArrival]), SJF ([ShortestJob]), SRTF ([ShortestRemaining]) and
 // Tiresias's 2D-LAS ([LAS2D], with its starvation guard) and 2D-Gittins
 // ([Gittins2D]) (Gu et al., "Tiresias: A GPU Cluster Manager for
@@ -19,6 +20,6 @@
 // keeping a job on one server): a job the placer cannot place whole is
 // rolled back and the jobs behind it are asked again.
 //
-// Not built yet: conservative backfilling (every queued job holding a
-// reservation).
+// Not built yet: a timeout after which OnServers gives up on a gang it
+// keeps rolling back.
 package gang

@@ -159,6 +159,15 @@ const (
 	// not need (Lifka's EASY backfilling; Mu'alem and Feitelson, IEEE TPDS
 	// 12(6), 2001).
 	EASY
+	// Conservative: every waiting job, in order, gets a reservation at the
+	// earliest time its GPUs stay free for its estimated run time on some
+	// type, given the running jobs and the reservations ahead of it; a job
+	// starts now only if that time is now, so no job delays any job ranked
+	// before it (Mu'alem and Feitelson, IEEE TPDS 12(6), 2001, section 2).
+	// Where types tie on the earliest time, the fastest is taken. The plan
+	// is recomputed at every event, so reservations move earlier as jobs
+	// finish ahead of their estimates.
+	Conservative
 )
 
 // Priority is a priority scheduler over an Order, with gang admission: at
@@ -183,8 +192,10 @@ func estimate(j JobView, k int) float64 {
 	return math.Inf(1)
 }
 
-// Decide implements Scheduler.
-func (p Priority) Decide(now float64, free []int, waiting, running []JobView) Decision {
+// rank orders the jobs the scheduler may start or keep (waiting ones, and
+// running ones unless NoPreemption) and returns the GPUs of each type they
+// share: those free, plus those of running jobs when they are ranked.
+func (p Priority) rank(now float64, free []int, waiting, running []JobView) ([]JobView, []int) {
 	type ranked struct {
 		j   JobView
 		key float64
@@ -203,13 +214,26 @@ func (p Priority) Decide(now float64, free []int, waiting, running []JobView) De
 	slices.SortStableFunc(all, func(a, b ranked) int {
 		return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.j.Arrival, b.j.Arrival), cmp.Compare(a.j.ID, b.j.ID))
 	})
+	jobs := make([]JobView, len(all))
+	for i, r := range all {
+		jobs[i] = r.j
+	}
+	return jobs, capacity
+}
+
+// Decide implements Scheduler.
+func (p Priority) Decide(now float64, free []int, waiting, running []JobView) Decision {
+	if p.Backfill == Conservative {
+		d, _ := p.conservative(now, free, waiting, running)
+		return d
+	}
+	all, capacity := p.rank(now, free, waiting, running)
 	keep := map[int]bool{}
 	var starts []Start
 	blocked := false
 	// The EASY reservation: type, time, and GPUs to spare at that time.
 	resType, resTime, spare := -1, 0.0, 0
-	for _, r := range all {
-		j := r.j
+	for _, j := range all {
 		if j.Type >= 0 {
 			if capacity[j.Type] >= j.ScaleFactor {
 				capacity[j.Type] -= j.ScaleFactor
