@@ -75,3 +75,35 @@ func TestBadPlacerRolledBack(t *testing.T) {
 		assert.Empty(t, d.Start, "%v", set)
 	}
 }
+
+// Two gangs that each fit only a whole server, with one GPU free on each
+// server: neither holds part of the cluster while it waits (so neither
+// blocks the other), and each starts whole as a server empties.
+func TestCompetingGangsNoDeadlock(t *testing.T) {
+	c := twoServers(t)
+	o := &OnServers{Inner: Priority{Order: ByArrival{}, NoPreemption: true, Backfill: Greedy}, Cluster: c, Placer: Consolidated{Strict: true}}
+	d := o.Decide(0, []int{8}, []JobView{waitingJob(1, 3), waitingJob(2, 3)}, nil)
+	require.Len(t, d.Start, 2)
+	run := func(ids ...int) []JobView {
+		var r []JobView
+		for _, id := range ids {
+			r = append(r, JobView{ID: id, ScaleFactor: 3, Type: 0, Throughput: []float64{1}})
+		}
+		return r
+	}
+	d = o.Decide(1, []int{2}, []JobView{waitingJob(3, 2), waitingJob(4, 2)}, run(1, 2))
+	assert.Empty(t, d.Start, "two free GPUs on different servers hold neither gang")
+	assert.Nil(t, o.Placement(3))
+	assert.Nil(t, o.Placement(4))
+	// Job 1 ends: its server has 4 free GPUs, and both gangs start whole
+	// there.
+	d = o.Decide(2, []int{5}, []JobView{waitingJob(3, 2), waitingJob(4, 2)}, run(2))
+	require.Len(t, d.Start, 2)
+	for _, id := range []int{3, 4} {
+		p := o.Placement(id)
+		require.Len(t, p, 1, "gang %d on one server", id)
+		for _, gpus := range p {
+			assert.Len(t, gpus, 2)
+		}
+	}
+}
