@@ -121,7 +121,9 @@ func (p Priority) conservative(now float64, free []int, waiting, running []JobVi
 	keep := map[int]bool{}
 	var d Decision
 	var plan []reservation
-	for _, j := range all {
+	planned := 0
+	for _, jp := range all {
+		j := *jp
 		if j.Type >= 0 {
 			// Running, with preemption: kept while it fits now, and in the
 			// plan until it ends or a job ranked ahead of it is reserved
@@ -134,6 +136,10 @@ func (p Priority) conservative(now float64, free []int, waiting, running []JobVi
 			}
 			continue
 		}
+		if p.Depth > 0 && planned == p.Depth {
+			continue // past the depth: waits; running jobs are still kept
+		}
+		planned++
 		best, at := -1, math.Inf(1)
 		for k := range prof {
 			if j.Throughput[k] <= 0 {

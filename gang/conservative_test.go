@@ -30,6 +30,11 @@ func TestConservativeByHand(t *testing.T) {
 	assert.Equal(t, d, p.Decide(0, []int{2}, waiting, running))
 	easy := Priority{Order: ByArrival{}, NoPreemption: true, Backfill: EASY}.Decide(0, []int{2}, waiting, running)
 	assert.Equal(t, []Start{{JobID: 4, Type: 0}}, easy.Start)
+	// With a depth of 3, E is not planned and does not start.
+	p.Depth = 3
+	d, plan = p.conservative(0, []int{2}, waiting, running)
+	assert.Empty(t, d.Start)
+	assert.Len(t, plan, 3)
 }
 
 // On random queues the conservative plan never exceeds any type's GPUs at

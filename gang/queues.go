@@ -182,6 +182,11 @@ type Priority struct {
 	Order        Order
 	NoPreemption bool
 	Backfill     Backfilling
+	// Depth bounds how many waiting jobs conservative backfilling plans
+	// at each decision (0: all); the jobs after them wait for the next
+	// decision, as with Slurm's bf_max_job_test. Planning is quadratic in
+	// the jobs planned, so long queues want a bound.
+	Depth int
 }
 
 // estimate is the time a job still needs on type k.
@@ -195,26 +200,32 @@ func estimate(j JobView, k int) float64 {
 // rank orders the jobs the scheduler may start or keep (waiting ones, and
 // running ones unless NoPreemption) and returns the GPUs of each type they
 // share: those free, plus those of running jobs when they are ranked.
-func (p Priority) rank(now float64, free []int, waiting, running []JobView) ([]JobView, []int) {
+func (p Priority) rank(now float64, free []int, waiting, running []JobView) ([]*JobView, []int) {
+	// Sorting pointers with their keys, not JobViews, keeps long queues
+	// cheap: the views are large and hold slices the collector scans.
 	type ranked struct {
-		j   JobView
 		key float64
+		j   *JobView
 	}
-	var all []ranked
-	for _, j := range waiting {
-		all = append(all, ranked{j, p.Order.Key(j, now)})
+	n := len(waiting)
+	if !p.NoPreemption {
+		n += len(running)
+	}
+	all := make([]ranked, 0, n)
+	for i := range waiting {
+		all = append(all, ranked{p.Order.Key(waiting[i], now), &waiting[i]})
 	}
 	capacity := slices.Clone(free)
 	if !p.NoPreemption {
-		for _, j := range running {
-			all = append(all, ranked{j, p.Order.Key(j, now)})
-			capacity[j.Type] += j.ScaleFactor
+		for i := range running {
+			all = append(all, ranked{p.Order.Key(running[i], now), &running[i]})
+			capacity[running[i].Type] += running[i].ScaleFactor
 		}
 	}
 	slices.SortStableFunc(all, func(a, b ranked) int {
 		return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.j.Arrival, b.j.Arrival), cmp.Compare(a.j.ID, b.j.ID))
 	})
-	jobs := make([]JobView, len(all))
+	jobs := make([]*JobView, len(all))
 	for i, r := range all {
 		jobs[i] = r.j
 	}
@@ -233,7 +244,8 @@ func (p Priority) Decide(now float64, free []int, waiting, running []JobView) De
 	blocked := false
 	// The EASY reservation: type, time, and GPUs to spare at that time.
 	resType, resTime, spare := -1, 0.0, 0
-	for _, j := range all {
+	for _, jp := range all {
+		j := *jp
 		if j.Type >= 0 {
 			if capacity[j.Type] >= j.ScaleFactor {
 				capacity[j.Type] -= j.ScaleFactor

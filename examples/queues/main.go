@@ -9,7 +9,7 @@
 // and ends) is a given fraction of capacity, so that jobs queue in bursts.
 //
 //	go run ./examples/queues -trace itp
-//	go run ./examples/queues -trace philly -load 0.9
+//	go run ./examples/queues -trace philly -load 0.6
 //	go run ./examples/queues -trace tiresias
 package main
 
@@ -23,6 +23,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -48,8 +49,22 @@ func main() {
 	trace := flag.String("trace", "itp", "itp, philly or tiresias (files shipped in sim/testdata)")
 	load := flag.Float64("load", 0.8, "offered load: the trace's mean GPU demand over the cluster's GPUs")
 	samples := flag.String("gittins", filepath.Join("sim", "testdata", "tiresias", "yarn-gput1000.csv"), "GPU-time samples for 2D-Gittins")
+	only := flag.String("policies", "", "comma-separated policies to run (default all)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file")
 	flag.Parse()
-	if err := run(context.Background(), os.Stdout, *trace, *load, *samples); err != nil {
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "queues:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if err := run(context.Background(), os.Stdout, *trace, *load, *samples, *only); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "queues:", err)
 		os.Exit(1)
 	}
@@ -85,7 +100,7 @@ func demand(jobs []sim.Job) (peak int, mean float64) {
 	return peak, mean
 }
 
-func run(ctx context.Context, w io.Writer, name string, load float64, samplesPath string) error {
+func run(ctx context.Context, w io.Writer, name string, load float64, samplesPath, only string) error {
 	if !(load > 0) {
 		return fmt.Errorf("load %v: want a positive fraction", load)
 	}
@@ -131,10 +146,10 @@ func run(ctx context.Context, w io.Writer, name string, load float64, samplesPat
 	}{
 		{"fifo", gang.Priority{Order: gang.ByArrival{}, NoPreemption: true}},
 		{"fifo+easy", gang.Priority{Order: gang.ByArrival{}, NoPreemption: true, Backfill: gang.EASY}},
-		{"fifo+conservative", gang.Priority{Order: gang.ByArrival{}, NoPreemption: true, Backfill: gang.Conservative}},
+		{"fifo+conservative", gang.Priority{Order: gang.ByArrival{}, NoPreemption: true, Backfill: gang.Conservative, Depth: 500}},
 		{"sjf", gang.Priority{Order: gang.ShortestJob{}, NoPreemption: true}},
 		{"sjf+easy", gang.Priority{Order: gang.ShortestJob{}, NoPreemption: true, Backfill: gang.EASY}},
-		{"sjf+conservative", gang.Priority{Order: gang.ShortestJob{}, NoPreemption: true, Backfill: gang.Conservative}},
+		{"sjf+conservative", gang.Priority{Order: gang.ShortestJob{}, NoPreemption: true, Backfill: gang.Conservative, Depth: 500}},
 		{"srtf", gang.Priority{Order: gang.ShortestRemaining{}}},
 		{"srtf+easy", gang.Priority{Order: gang.ShortestRemaining{}, Backfill: gang.EASY}},
 		{"2d-las", gang.Priority{Order: gang.LAS2D{}}},
@@ -152,6 +167,9 @@ func run(ctx context.Context, w io.Writer, name string, load float64, samplesPat
 	line("policy", "mean JCT (h)", "p95 JCT (h)", "mean wait (h)", "p95 wait (h)", "preemptions/job", "run time")
 	base := 0.0
 	for _, p := range policies {
+		if only != "" && !slices.Contains(strings.Split(only, ","), p.name) {
+			continue
+		}
 		start := time.Now()
 		cfg := sim.EventConfig{Types: []topology.GPUType{topology.V100}, Capacity: []int{gpus},
 			Throughput: perfmodel.Extrapolated{Table: perfmodel.Gavel()}, Scheduler: p.s, Timer: 300}

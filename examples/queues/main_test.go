@@ -30,7 +30,7 @@ func TestRunTiresias(t *testing.T) {
 	t.Chdir(filepath.Join("..", ".."))
 	var out bytes.Buffer
 	samples := filepath.Join("sim", "testdata", "tiresias", "yarn-gput1000.csv")
-	if err := run(context.Background(), &out, "tiresias", 0.5, samples); err != nil {
+	if err := run(context.Background(), &out, "tiresias", 0.5, samples, ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"fifo+easy", "sjf", "srtf+easy", "2d-las", "2d-gittins+easy"} {
@@ -38,10 +38,10 @@ func TestRunTiresias(t *testing.T) {
 			t.Errorf("output lacks %s:\n%s", p, out.String())
 		}
 	}
-	if err := run(context.Background(), &out, "nosuch", 0.5, samples); err == nil {
+	if err := run(context.Background(), &out, "nosuch", 0.5, samples, ""); err == nil {
 		t.Error("unknown trace accepted")
 	}
-	if err := run(context.Background(), &out, "tiresias", 0, samples); err == nil {
+	if err := run(context.Background(), &out, "tiresias", 0, samples, ""); err == nil {
 		t.Error("zero load accepted")
 	}
 }
