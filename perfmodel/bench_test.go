@@ -39,3 +39,24 @@ func BenchmarkColocated(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkContention: eq. 6 for 5,000 jobs on 1,250 servers of 8 GPUs,
+// a third of them spread over two to four servers.
+func BenchmarkContention(b *testing.B) {
+	var pl [][]ServerShare
+	for j := range 5000 {
+		s := j % 1250
+		switch j % 3 {
+		case 0:
+			pl = append(pl, []ServerShare{{s, 2}, {(s + 1) % 1250, 2}, {(s + 7) % 1250, 4}})
+		default:
+			pl = append(pl, []ServerShare{{s, 1 + j%8}})
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Contention(pl); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

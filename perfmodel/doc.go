@@ -9,6 +9,10 @@
 // sharing). [*Table] implements both from a file in Gavel's format, and
 // [Gavel] returns the table of Gavel's simulator, embedded in the binary.
 //
+// [RingModel] is the per-iteration time of ring-all-reduce training under
+// communication contention, with [Contention] counting contenders (Yu, Ji,
+// Rajan and Liu, ACM MobiHoc 2022, section 4.1, equations 6 to 8).
+//
 // Source of the data and of its format: Narayanan et al.,
 // "Heterogeneity-Aware Cluster Scheduling Policies for Deep Learning
 // Workloads", OSDI 2020, section 6 (throughput estimation) and the
