@@ -52,15 +52,9 @@ type ftfState struct {
 // Allocate implements Policy. The Allocation's Objective is the largest
 // ratio rho.
 func (pol *FinishTimeFairness) Allocate(ctx context.Context, p *Problem) (*Allocation, error) {
-	if err := p.Validate(); err != nil {
+	actual, tput, err := planRates(p, pol.Agnostic, pol.Reference)
+	if err != nil {
 		return nil, err
-	}
-	tput := p.matrix()
-	if pol.Agnostic {
-		var err error
-		if tput, err = referenceRates(p, pol.Reference); err != nil {
-			return nil, err
-		}
 	}
 	iso := isolated(p)
 	isoRate := rates(iso, tput)
@@ -69,7 +63,7 @@ func (pol *FinishTimeFairness) Allocate(ctx context.Context, p *Problem) (*Alloc
 	for m := range p.Jobs {
 		since[m] = max(0, p.Now-p.Jobs[m].Arrival)
 	}
-	probe := newProgram(p, lp.Maximize, p.matrix())
+	probe := newProgram(p, lp.Maximize, actual)
 	var jobs []int
 	for m := range p.Jobs {
 		if p.Jobs[m].RemainingSteps > 0 && probe.runs(m) && isoRate[m] > 0 {
@@ -102,7 +96,7 @@ func (pol *FinishTimeFairness) Allocate(ctx context.Context, p *Problem) (*Alloc
 			break
 		}
 		rho := (lo + hi) / 2
-		a, z, err := pol.feasible(ctx, p, tput, jobs, since, denom, rho)
+		a, z, err := pol.feasible(ctx, p, actual, tput, jobs, since, denom, rho)
 		if err != nil {
 			a := isolated(p)
 			a.Objective = ratio(a)
@@ -150,8 +144,8 @@ func (pol *FinishTimeFairness) credit(p *Problem, isoRate []float64) []float64 {
 
 // feasible solves max z s.t. rate_m >= z R_m / (rho D_m - t_m) for the
 // jobs, and returns the allocation and z (z >= 1: rho is achievable).
-func (pol *FinishTimeFairness) feasible(ctx context.Context, p *Problem, tput [][]float64, jobs []int, since, denom []float64, rho float64) (*Allocation, float64, error) {
-	g := newProgram(p, lp.Maximize, p.matrix())
+func (pol *FinishTimeFairness) feasible(ctx context.Context, p *Problem, actual, tput [][]float64, jobs []int, since, denom []float64, rho float64) (*Allocation, float64, error) {
+	g := newProgram(p, lp.Maximize, actual)
 	z := g.m.AddVar(0, lp.Inf, 1)
 	for _, m := range jobs {
 		slack := rho*denom[m] - since[m]

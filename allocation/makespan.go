@@ -29,17 +29,11 @@ type MinMakespan struct {
 
 // Allocate implements Policy.
 func (pol *MinMakespan) Allocate(ctx context.Context, p *Problem) (*Allocation, error) {
-	if err := p.Validate(); err != nil {
+	actual, tput, err := planRates(p, pol.Agnostic, pol.Reference)
+	if err != nil {
 		return nil, err
 	}
-	tput := p.matrix()
-	if pol.Agnostic {
-		var err error
-		if tput, err = referenceRates(p, pol.Reference); err != nil {
-			return nil, err
-		}
-	}
-	g := newProgram(p, lp.Maximize, p.matrix())
+	g := newProgram(p, lp.Maximize, actual)
 	z := -1
 	for m := range p.Jobs {
 		j := &p.Jobs[m]
@@ -69,6 +63,24 @@ func (pol *MinMakespan) Allocate(ctx context.Context, p *Problem) (*Allocation, 
 	}
 	a.Objective = 1 / sol.X[z]
 	return a, nil
+}
+
+// planRates validates p and returns its throughput matrix and the one a
+// policy plans with: the same matrix, or, when agnostic, every type at the
+// reference type's rate (referenceRates).
+func planRates(p *Problem, agnostic bool, ref topology.GPUType) (actual, plan [][]float64, err error) {
+	if err := p.Validate(); err != nil {
+		return nil, nil, err
+	}
+	actual = p.matrix()
+	if !agnostic {
+		return actual, actual, nil
+	}
+	plan, err = referenceRates(p, ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	return actual, plan, nil
 }
 
 // referenceRates returns the matrix in which every type runs each job at

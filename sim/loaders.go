@@ -16,9 +16,58 @@ import (
 	"github.com/gpusched/gpusched/topology"
 )
 
-// csvRows reads a CSV file with a header and calls f for each row with its
-// line and a lookup of the named columns, which must all be present.
-func csvRows(r io.Reader, name string, columns []string, f func(line int, get func(string) string) error) error {
+// row is one row of a CSV file being read. Its accessors parse a named
+// column and keep the first problem found, so that a loader reads all its
+// fields and then checks err once.
+type row struct {
+	file  string
+	line  int
+	rec   []string
+	index map[string]int
+	err   error
+}
+
+// get returns a column, trimmed.
+func (r *row) get(c string) string { return strings.TrimSpace(r.rec[r.index[c]]) }
+
+// fail records a problem with the row unless one is recorded already.
+func (r *row) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = &ParseError{File: r.file, Line: r.line, Msg: fmt.Sprintf(format, args...)}
+	}
+}
+
+// seconds parses a finite number of seconds >= 0.
+func (r *row) seconds(c string) float64 {
+	v, ok := nonNegative(r.get(c))
+	if !ok {
+		r.fail("%s %q (want seconds >= 0)", c, r.get(c))
+	}
+	return v
+}
+
+// count parses an integer >= 1.
+func (r *row) count(c string) int {
+	v, ok := positive(r.get(c))
+	if !ok {
+		r.fail("%s %q (want an integer >= 1)", c, r.get(c))
+	}
+	return v
+}
+
+// text returns a column that must not be empty.
+func (r *row) text(c string) string {
+	v := r.get(c)
+	if v == "" {
+		r.fail("empty %s", c)
+	}
+	return v
+}
+
+// csvRows reads a CSV file with a header and calls f for each row; the
+// named columns must all be present. It stops at the first row f leaves
+// with an error.
+func csvRows(r io.Reader, name string, columns []string, f func(*row)) error {
 	cr := csv.NewReader(r)
 	cr.ReuseRecord = true
 	cr.FieldsPerRecord = -1
@@ -54,15 +103,11 @@ func csvRows(r io.Reader, name string, columns []string, f func(line int, get fu
 		if len(rec) != len(header) {
 			return &ParseError{File: name, Line: line, Msg: fmt.Sprintf("%d fields, the header has %d", len(rec), len(header))}
 		}
-		get := func(c string) string { return strings.TrimSpace(rec[index[c]]) }
-		if err := f(line, get); err != nil {
-			return err
+		rw := row{file: name, line: line, rec: rec, index: index}
+		if f(&rw); rw.err != nil {
+			return rw.err
 		}
 	}
-}
-
-func badRow(name string, line int, format string, args ...any) error {
-	return &ParseError{File: name, Line: line, Msg: fmt.Sprintf(format, args...)}
 }
 
 // positive parses an integer >= 1.
@@ -88,6 +133,13 @@ func shiftArrivals(jobs []Job) {
 	}
 	for i := range jobs {
 		jobs[i].Arrival -= first
+	}
+	numberJobs(jobs)
+}
+
+// numberJobs numbers jobs in file order.
+func numberJobs(jobs []Job) {
+	for i := range jobs {
 		jobs[i].ID = i
 	}
 }
@@ -99,21 +151,15 @@ func shiftArrivals(jobs []Job) {
 // give them one with AssignModels.
 func ReadPhilly(r io.Reader, name string) ([]Job, error) {
 	var jobs []Job
-	err := csvRows(r, name, []string{"timestamp", "duration", "num_gpus"}, func(line int, get func(string) string) error {
-		ts, err := time.Parse(time.DateTime, get("timestamp"))
+	err := csvRows(r, name, []string{"timestamp", "duration", "num_gpus"}, func(r *row) {
+		ts, err := time.Parse(time.DateTime, r.get("timestamp"))
 		if err != nil {
-			return badRow(name, line, "timestamp %q (want 2006-01-02 15:04:05)", get("timestamp"))
+			r.fail("timestamp %q (want 2006-01-02 15:04:05)", r.get("timestamp"))
 		}
-		d, ok := nonNegative(get("duration"))
-		if !ok {
-			return badRow(name, line, "duration %q (want seconds >= 0)", get("duration"))
+		d, g := r.seconds("duration"), r.count("num_gpus")
+		if r.err == nil {
+			jobs = append(jobs, Job{Arrival: float64(ts.Unix()), Duration: d, Key: perfmodel.JobKey{ScaleFactor: g}, Weight: 1})
 		}
-		g, ok := positive(get("num_gpus"))
-		if !ok {
-			return badRow(name, line, "num_gpus %q (want an integer >= 1)", get("num_gpus"))
-		}
-		jobs = append(jobs, Job{Arrival: float64(ts.Unix()), Duration: d, Key: perfmodel.JobKey{ScaleFactor: g}, Weight: 1})
-		return nil
 	})
 	shiftArrivals(jobs)
 	return jobs, err
@@ -125,21 +171,11 @@ func ReadPhilly(r io.Reader, name string) ([]Job, error) {
 // after the earliest job; Name keeps job_id. Give models with AssignModels.
 func ReadITP(r io.Reader, name string) ([]Job, error) {
 	var jobs []Job
-	err := csvRows(r, name, []string{"job_id", "submission_time", "duration", "num_gpu"}, func(line int, get func(string) string) error {
-		at, ok := nonNegative(get("submission_time"))
-		if !ok {
-			return badRow(name, line, "submission_time %q (want seconds >= 0)", get("submission_time"))
+	err := csvRows(r, name, []string{"job_id", "submission_time", "duration", "num_gpu"}, func(r *row) {
+		at, d, g := r.seconds("submission_time"), r.seconds("duration"), r.count("num_gpu")
+		if r.err == nil {
+			jobs = append(jobs, Job{Name: r.get("job_id"), Arrival: at, Duration: d, Key: perfmodel.JobKey{ScaleFactor: g}, Weight: 1})
 		}
-		d, ok := nonNegative(get("duration"))
-		if !ok {
-			return badRow(name, line, "duration %q (want seconds >= 0)", get("duration"))
-		}
-		g, ok := positive(get("num_gpu"))
-		if !ok {
-			return badRow(name, line, "num_gpu %q (want an integer >= 1)", get("num_gpu"))
-		}
-		jobs = append(jobs, Job{Name: get("job_id"), Arrival: at, Duration: d, Key: perfmodel.JobKey{ScaleFactor: g}, Weight: 1})
-		return nil
 	})
 	shiftArrivals(jobs)
 	return jobs, err
@@ -152,28 +188,13 @@ func ReadITP(r io.Reader, name string) ([]Job, error) {
 // AssignModels, which keeps the durations).
 func ReadTiresias(r io.Reader, name string) ([]Job, error) {
 	var jobs []Job
-	err := csvRows(r, name, []string{"job_id", "num_gpu", "submit_time", "model_name", "duration"}, func(line int, get func(string) string) error {
-		at, ok := nonNegative(get("submit_time"))
-		if !ok {
-			return badRow(name, line, "submit_time %q (want seconds >= 0)", get("submit_time"))
+	err := csvRows(r, name, []string{"job_id", "num_gpu", "submit_time", "model_name", "duration"}, func(r *row) {
+		at, d, g, model := r.seconds("submit_time"), r.seconds("duration"), r.count("num_gpu"), r.text("model_name")
+		if r.err == nil {
+			jobs = append(jobs, Job{Name: model, Arrival: at, Duration: d, Key: perfmodel.JobKey{ScaleFactor: g}, Weight: 1})
 		}
-		d, ok := nonNegative(get("duration"))
-		if !ok {
-			return badRow(name, line, "duration %q (want seconds >= 0)", get("duration"))
-		}
-		g, ok := positive(get("num_gpu"))
-		if !ok {
-			return badRow(name, line, "num_gpu %q (want an integer >= 1)", get("num_gpu"))
-		}
-		if get("model_name") == "" {
-			return badRow(name, line, "empty model_name")
-		}
-		jobs = append(jobs, Job{Name: get("model_name"), Arrival: at, Duration: d, Key: perfmodel.JobKey{ScaleFactor: g}, Weight: 1})
-		return nil
 	})
-	for i := range jobs {
-		jobs[i].ID = i
-	}
+	numberJobs(jobs)
 	return jobs, err
 }
 
@@ -185,28 +206,13 @@ func ReadTiresias(r io.Reader, name string) ([]Job, error) {
 // elastic policies use; Duration is 0 here.
 func ReadPollux(r io.Reader, name string) ([]Job, error) {
 	var jobs []Job
-	err := csvRows(r, name, []string{"name", "time", "application", "num_replicas", "batch_size"}, func(line int, get func(string) string) error {
-		at, ok := nonNegative(get("time"))
-		if !ok {
-			return badRow(name, line, "time %q (want seconds >= 0)", get("time"))
+	err := csvRows(r, name, []string{"name", "time", "application", "num_replicas", "batch_size"}, func(r *row) {
+		at, g, bs, app := r.seconds("time"), r.count("num_replicas"), r.count("batch_size"), r.text("application")
+		if r.err == nil {
+			jobs = append(jobs, Job{Name: app, Arrival: at, Key: perfmodel.JobKey{BatchSize: bs, ScaleFactor: g}, Weight: 1})
 		}
-		g, ok := positive(get("num_replicas"))
-		if !ok {
-			return badRow(name, line, "num_replicas %q (want an integer >= 1)", get("num_replicas"))
-		}
-		bs, ok := positive(get("batch_size"))
-		if !ok {
-			return badRow(name, line, "batch_size %q (want an integer >= 1)", get("batch_size"))
-		}
-		if get("application") == "" {
-			return badRow(name, line, "empty application")
-		}
-		jobs = append(jobs, Job{Name: get("application"), Arrival: at, Key: perfmodel.JobKey{BatchSize: bs, ScaleFactor: g}, Weight: 1})
-		return nil
 	})
-	for i := range jobs {
-		jobs[i].ID = i
-	}
+	numberJobs(jobs)
 	return jobs, err
 }
 
@@ -219,26 +225,27 @@ func ReadPollux(r io.Reader, name string) ([]Job, error) {
 // and Name keeps its name.
 func ReadAlibabaPods(r io.Reader, name string) ([]Job, error) {
 	var jobs []Job
-	err := csvRows(r, name, []string{"name", "num_gpu", "gpu_milli", "creation_time", "deletion_time", "scheduled_time"}, func(line int, get func(string) string) error {
-		g, err := strconv.Atoi(get("num_gpu"))
+	err := csvRows(r, name, []string{"name", "num_gpu", "gpu_milli", "creation_time", "deletion_time", "scheduled_time"}, func(r *row) {
+		g, err := strconv.Atoi(r.get("num_gpu"))
 		if err != nil || g < 0 {
-			return badRow(name, line, "num_gpu %q (want an integer >= 0)", get("num_gpu"))
+			r.fail("num_gpu %q (want an integer >= 0)", r.get("num_gpu"))
 		}
-		if g == 0 {
-			return nil
+		if r.err != nil || g == 0 {
+			return
 		}
-		created, ok1 := nonNegative(get("creation_time"))
-		deleted, ok2 := nonNegative(get("deletion_time"))
-		sched, ok3 := nonNegative(get("scheduled_time"))
+		created, ok1 := nonNegative(r.get("creation_time"))
+		deleted, ok2 := nonNegative(r.get("deletion_time"))
+		sched, ok3 := nonNegative(r.get("scheduled_time"))
 		if !ok1 || !ok2 || !ok3 {
-			return badRow(name, line, "times %q, %q, %q (want seconds >= 0)", get("creation_time"), get("deletion_time"), get("scheduled_time"))
+			r.fail("times %q, %q, %q (want seconds >= 0)", r.get("creation_time"), r.get("deletion_time"), r.get("scheduled_time"))
+			return
 		}
 		start := math.Max(sched, created)
 		if deleted < start {
-			return badRow(name, line, "deletion_time %v before the pod started at %v", deleted, start)
+			r.fail("deletion_time %v before the pod started at %v", deleted, start)
+			return
 		}
-		jobs = append(jobs, Job{Name: get("name"), Arrival: created, Duration: deleted - start, Key: perfmodel.JobKey{ScaleFactor: g}, Weight: 1})
-		return nil
+		jobs = append(jobs, Job{Name: r.get("name"), Arrival: created, Duration: deleted - start, Key: perfmodel.JobKey{ScaleFactor: g}, Weight: 1})
 	})
 	shiftArrivals(jobs)
 	return jobs, err
