@@ -192,17 +192,7 @@ func (pol *MaxMinFairness) allocateGrouped(ctx context.Context, p *Problem, tput
 	if sol2, err := s.Solve(ctx, m); err == nil {
 		sol = sol2
 	}
-	a := newAllocation(p)
-	a.Objective = level
-	for g, gr := range groups {
-		for k, v := range x[g] {
-			if v >= 0 {
-				for _, j := range gr.jobs {
-					a.X[j][k] = clip(sol.X[v])
-				}
-			}
-		}
-	}
+	a := groupAllocation(p, groups, x, sol.X, level)
 	rp := newPairRealiser(p)
 	for _, gp := range pairs {
 		mass := sol.X[gp.v]
