@@ -1,96 +1,21 @@
 package gang
 
 import (
-	"cmp"
-	"slices"
-
+	"github.com/gpusched/gpusched/placement"
 	"github.com/gpusched/gpusched/topology"
 )
 
-// GPUSet is where a job's workers run: GPU positions per server.
-type GPUSet map[int][]int
+// GPUSet is where a job's workers run: GPU positions per server (an alias
+// of placement.GPUSet).
+type GPUSet = placement.GPUSet
 
-// ServerPlacer chooses GPUs for a job of n workers of type k, given the
-// free GPUs of every server (free[s][i] for GPU i of server s). It returns
-// nil when it cannot place all n at once; it must not change free.
-type ServerPlacer interface {
-	Place(c *topology.Cluster, free [][]bool, k topology.GPUType, n int) GPUSet
-}
+// ServerPlacer chooses GPUs for a job on the servers (an alias of
+// placement.ServerPlacer).
+type ServerPlacer = placement.ServerPlacer
 
-// Consolidated places a job on as few servers as possible: on one server
-// when one has room (the one with the fewest free GPUs that fit it, to
-// leave large holes for large jobs), else across the servers with the most
-// free GPUs first. With Strict, a job that fits in one server's GPUs must
-// run on one server, or wait (locality before speed, as Tiresias does for
-// consolidation-sensitive models).
-type Consolidated struct {
-	Strict bool
-}
-
-// Place implements ServerPlacer.
-func (c Consolidated) Place(cl *topology.Cluster, free [][]bool, t topology.GPUType, n int) GPUSet {
-	type srv struct{ s, free, size int }
-	var cands []srv
-	for s := range cl.Servers {
-		f, size := 0, 0
-		for i, g := range cl.Servers[s].GPUs {
-			if g.Type != t {
-				continue
-			}
-			size++
-			if free[s][i] {
-				f++
-			}
-		}
-		if f > 0 {
-			cands = append(cands, srv{s, f, size})
-		}
-	}
-	take := func(s, m int) []int {
-		var out []int
-		for i, g := range cl.Servers[s].GPUs {
-			if len(out) == m {
-				break
-			}
-			if g.Type == t && free[s][i] {
-				out = append(out, i)
-			}
-		}
-		return out
-	}
-	// Best fit on one server.
-	best := -1
-	for i, c := range cands {
-		if c.free >= n && (best < 0 || c.free < cands[best].free) {
-			best = i
-		}
-	}
-	if best >= 0 {
-		return GPUSet{cands[best].s: take(cands[best].s, n)}
-	}
-	if c.Strict {
-		for _, c := range cands {
-			if n <= c.size {
-				return nil // fits a server, but none is free enough
-			}
-		}
-	}
-	slices.SortStableFunc(cands, func(a, b srv) int { return cmp.Or(cmp.Compare(b.free, a.free), cmp.Compare(a.s, b.s)) })
-	out := GPUSet{}
-	left := n
-	for _, c := range cands {
-		if left == 0 {
-			break
-		}
-		m := min(left, c.free)
-		out[c.s] = take(c.s, m)
-		left -= m
-	}
-	if left > 0 {
-		return nil
-	}
-	return out
-}
+// Consolidated places a job on as few servers as possible (an alias of
+// placement.Consolidated, kept here for the schedulers that use it).
+type Consolidated = placement.Consolidated
 
 // OnServers adds server-level gang admission to a Scheduler: it keeps the
 // free GPUs of every server, hands the scheduler the free GPUs per type,
@@ -237,7 +162,7 @@ func (o *OnServers) Decide(now float64, free []int, waiting, running []JobView) 
 
 // valid checks a placement: n distinct free GPUs of type t.
 func (o *OnServers) valid(set GPUSet, t topology.GPUType, n int) bool {
-	if set == nil || set.count() != n {
+	if set == nil || set.Count() != n {
 		return false
 	}
 	for srv, gpus := range set {
@@ -273,12 +198,4 @@ func (o *OnServers) freeByType() []int {
 		}
 	}
 	return out
-}
-
-func (g GPUSet) count() int {
-	n := 0
-	for _, gpus := range g {
-		n += len(gpus)
-	}
-	return n
 }

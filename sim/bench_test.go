@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/placement"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -69,6 +70,48 @@ func BenchmarkTraces(b *testing.B) {
 					b.ReportMetric(float64(len(res.Records)), "jobs")
 				}
 			})
+		}
+	}
+}
+
+// SJF-BCO on Yu et al.'s section 7 setup: 160 jobs, 20 servers.
+func BenchmarkSJFBCOPaper(b *testing.B) {
+	setup, err := RingPaperSetup(RingPaperConfig{Seed: 1, Servers: 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := (placement.SJFBCO{Model: setup.Model, Horizon: 1200}).Schedule(setup.Cluster, setup.Jobs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// SJF-BCO at scale: 5,000 jobs of the paper's mix on 1,250 servers x 8.
+func BenchmarkSJFBCO5000(b *testing.B) {
+	setup, err := RingPaperSetup(RingPaperConfig{Seed: 1, Servers: 1250, GPUsPerServer: 8, Jobs: 5000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		r, err := (placement.SJFBCO{Model: setup.Model}).Schedule(setup.Cluster, setup.Jobs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(r.Runs), "runs")
+		b.ReportMetric(float64(r.Makespan), "makespan")
+	}
+}
+
+// One execution of the 5,000-job setup with list scheduling.
+func BenchmarkRingExecutor5000(b *testing.B) {
+	setup, err := RingPaperSetup(RingPaperConfig{Seed: 1, Servers: 1250, GPUsPerServer: 8, Jobs: 5000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := (&placement.RingExecutor{Model: setup.Model, Placer: &placement.ListScheduling{}}).Run(setup.Cluster, setup.Jobs, nil); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

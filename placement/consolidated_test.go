@@ -1,0 +1,45 @@
+package placement
+
+import (
+	"testing"
+
+	"github.com/gpusched/gpusched/topology"
+	"github.com/stretchr/testify/assert"
+)
+
+func freeMask(c *topology.Cluster, used map[int]int) [][]bool {
+	free := make([][]bool, len(c.Servers))
+	for s := range c.Servers {
+		free[s] = make([]bool, len(c.Servers[s].GPUs))
+		for i := range free[s] {
+			free[s][i] = i >= used[s]
+		}
+	}
+	return free
+}
+
+// Fewest servers, the rest on the tightest: 10 GPUs with 8, 8 and 2 free
+// take 8 + 2 and leave the other 8 whole; 4 GPUs go to the server with 4
+// free (best fit) rather than to an empty one.
+func TestConsolidatedFewestServers(t *testing.T) {
+	c := servers(t, 8, 8, 8)
+	free := freeMask(c, map[int]int{2: 6}) // 8, 8, 2 free
+	set := Consolidated{}.Place(c, free, topology.V100, 10)
+	assert.Equal(t, GPUSet{0: {0, 1, 2, 3, 4, 5, 6, 7}, 2: {6, 7}}, set)
+	assert.Equal(t, 2, set.Servers())
+	free = freeMask(c, map[int]int{1: 4})
+	assert.Equal(t, GPUSet{1: {4, 5, 6, 7}}, Consolidated{}.Place(c, free, topology.V100, 4))
+	// 20 needs three servers: 8 + 8 + 4.
+	free = freeMask(c, map[int]int{2: 4})
+	set = Consolidated{}.Place(c, free, topology.V100, 20)
+	assert.Equal(t, 20, set.Count())
+	assert.Equal(t, 3, set.Servers())
+	// Not enough, wrong type, nothing asked: nil.
+	assert.Nil(t, Consolidated{}.Place(c, free, topology.V100, 21))
+	assert.Nil(t, Consolidated{}.Place(c, free, topology.K80, 1))
+	assert.Nil(t, Consolidated{}.Place(c, free, topology.V100, 0))
+	// Strict: a job that fits a server waits rather than split.
+	free = freeMask(c, map[int]int{0: 4, 1: 4, 2: 4})
+	assert.Nil(t, Consolidated{Strict: true}.Place(c, free, topology.V100, 6))
+	assert.Equal(t, 2, Consolidated{}.Place(c, free, topology.V100, 6).Servers())
+}

@@ -1,0 +1,404 @@
+package placement
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/topology"
+)
+
+// Errors of the ring-all-reduce schedulers. Every error they return wraps
+// one of these (or perfmodel.ErrInvalidRing for model parameters).
+var (
+	// ErrInvalidJob: a job that cannot run anywhere (no GPUs, more GPUs
+	// than the cluster, no iterations, a duplicate ID).
+	ErrInvalidJob = errors.New("placement: invalid job")
+	// ErrUnplaceable: jobs left waiting on an idle cluster, which the
+	// placer will never place (SJF-BCO's cap theta too tight, say).
+	ErrUnplaceable = errors.New("placement: jobs can never be placed")
+	// ErrBadPlacement: a Placer returned GPUs that are busy, out of range,
+	// repeated, or not as many as the job asked for.
+	ErrBadPlacement = errors.New("placement: placer returned an invalid placement")
+	// ErrHorizon: no schedule finishes within the horizon.
+	ErrHorizon = errors.New("placement: no schedule within the horizon")
+)
+
+// RingJob is a gang of ring-all-reduce workers, one per GPU, run for a
+// number of iterations without preemption or migration (Yu et al., MobiHoc
+// 2022, section 4.1): G_j is GPUs, F_j Iterations. Time is slotted;
+// Arrival is the slot the job may start from (0 in the paper's offline
+// setting).
+type RingJob struct {
+	ID         int
+	GPUs       int
+	Iterations int
+	Arrival    int
+	// Ring holds the job's sizes and times for perfmodel.RingModel; its
+	// Workers field is ignored (it is GPUs).
+	Ring perfmodel.RingJob
+	// Estimate is rho^_j, the execution time in slots the schedulers
+	// budget for (SJF-BCO's U_g). Zero means the contention-free time on
+	// the fewest servers that hold the job (the paper's lower bound l_rho).
+	Estimate float64
+}
+
+// RingState is the cluster as a Placer sees it at slot Now.
+type RingState struct {
+	Now int
+	// Free[s][i] tells whether GPU i of server s is idle.
+	Free [][]bool
+	// FreeCount[s] is the number of idle GPUs of server s, and TotalFree
+	// their sum.
+	FreeCount []int
+	TotalFree int
+	// Load[s][i] is U_g of the paper: the estimated execution time (slots)
+	// of every job placed on the GPU so far, finished or not.
+	Load [][]float64
+	// LoadSum[s] is the sum of Load[s].
+	LoadSum []float64
+	// Hosts[s] is the number of running jobs with GPUs on server s, and
+	// Spanning[s] how many of them span several servers (the crowd of
+	// eq. 6).
+	Hosts, Spanning []int
+}
+
+// Placer decides where the next job goes. Place returns the GPUs for job
+// j now, with exactly j.GPUs idle GPUs, or nil to make it wait for a job
+// to finish; it must not modify st. est is the job's rho^ (slots). Placers
+// see the jobs one at a time in the scheduler's order; the executor keeps
+// the state.
+type Placer interface {
+	Place(c *topology.Cluster, st *RingState, j *RingJob, est float64) (GPUSet, error)
+}
+
+// RingOutcome is what happened to one job.
+type RingOutcome struct {
+	ID            int
+	Start, Finish int
+	GPUs          GPUSet
+	// Servers is the number of servers spanned, MaxContention the largest
+	// p_j (eq. 6) seen while it ran, and Estimate the rho^ it was budgeted.
+	Servers, MaxContention int
+	Estimate               float64
+}
+
+// JCT is the job's completion time counted from its arrival, in slots.
+func (o RingOutcome) JCT(arrival int) int { return o.Finish - arrival }
+
+// RingSchedule is an executed schedule: one outcome per job, in the order
+// of the jobs given, with the makespan (the last finish) and the mean JCT.
+type RingSchedule struct {
+	Jobs     []RingOutcome
+	Makespan int
+	MeanJCT  float64
+	// Events is the number of slots at which something started or ended.
+	Events int
+}
+
+// RingExecutor runs ring-all-reduce jobs on a cluster, slot by slot from
+// event to event, with the speed of every job following the contention
+// model as others start and finish (Yu et al., section 4.1: phi_j =
+// floor(1/tau_j) iterations per slot, tau_j from eq. 8 with p_j of eq. 6;
+// a job slower than one iteration per slot advances 1/tau_j per slot).
+// Jobs are offered to the Placer in the order given (SJF-BCO sorts them
+// first); with Strict, a job that must wait blocks those behind it, as in
+// the paper's algorithms, otherwise later jobs may pass it. Placement is
+// fixed for a job's whole run, as in the paper.
+type RingExecutor struct {
+	Model  perfmodel.RingModel
+	Placer Placer
+	Strict bool
+	// Horizon, if positive, abandons a run once the clock passes it
+	// (ErrHorizon): SJF-BCO's T.
+	Horizon int
+}
+
+type ringRun struct {
+	job     int // index into jobs
+	servers []perfmodel.ServerShare
+	spans   bool
+	left    float64 // iterations
+	speed   float64 // iterations per slot
+}
+
+// minServers is the fewest servers whose GPUs hold n.
+func minServers(sizes []int, n int) int {
+	s := slices.Clone(sizes)
+	slices.SortFunc(s, func(a, b int) int { return b - a })
+	k := 0
+	for n > 0 && k < len(s) {
+		n -= s[k]
+		k++
+	}
+	return k
+}
+
+// speed is iterations per slot for iteration time tau.
+func speed(tau float64) float64 {
+	if tau <= 0 {
+		return math.Inf(1)
+	}
+	if tau > 1 {
+		return 1 / tau
+	}
+	// 1e-9 absorbs rounding: tau = 0.1 + 0.15 must give 4 per slot.
+	return math.Floor(1/tau + 1e-9)
+}
+
+// Estimates returns rho^ for every job: its Estimate, or the
+// contention-free execution time on the fewest servers that hold it.
+// Invalid jobs give an error wrapping ErrInvalidJob.
+func (e *RingExecutor) Estimates(c *topology.Cluster, jobs []RingJob) ([]float64, error) {
+	sizes := make([]int, len(c.Servers))
+	total := 0
+	for s := range c.Servers {
+		sizes[s] = len(c.Servers[s].GPUs)
+		total += sizes[s]
+	}
+	ids := make(map[int]bool, len(jobs))
+	est := make([]float64, len(jobs))
+	for i := range jobs {
+		j := &jobs[i]
+		switch {
+		case j.GPUs < 1 || j.GPUs > total:
+			return nil, fmt.Errorf("%w: job %d asks for %d GPUs, the cluster has %d", ErrInvalidJob, j.ID, j.GPUs, total)
+		case j.Iterations < 1:
+			return nil, fmt.Errorf("%w: job %d has %d iterations, want at least 1", ErrInvalidJob, j.ID, j.Iterations)
+		case j.Arrival < 0:
+			return nil, fmt.Errorf("%w: job %d arrives at slot %d", ErrInvalidJob, j.ID, j.Arrival)
+		case ids[j.ID]:
+			return nil, fmt.Errorf("%w: job ID %d appears twice", ErrInvalidJob, j.ID)
+		case j.Estimate < 0 || math.IsNaN(j.Estimate) || math.IsInf(j.Estimate, 0):
+			return nil, fmt.Errorf("%w: job %d has estimate %v", ErrInvalidJob, j.ID, j.Estimate)
+		}
+		ids[j.ID] = true
+		if j.Estimate > 0 {
+			est[i] = j.Estimate
+			continue
+		}
+		r := j.Ring
+		r.Workers = j.GPUs
+		tau, err := e.Model.IterationTime(r, minServers(sizes, j.GPUs), 0)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: %w", j.ID, err)
+		}
+		est[i] = math.Ceil(float64(j.Iterations) / speed(tau))
+	}
+	return est, nil
+}
+
+// Run executes the jobs in the order given. est may be nil (Estimates is
+// called).
+func (e *RingExecutor) Run(c *topology.Cluster, jobs []RingJob, est []float64) (*RingSchedule, error) {
+	if e.Placer == nil {
+		return nil, fmt.Errorf("%w: no placer", ErrBadPlacement)
+	}
+	if est == nil {
+		var err error
+		if est, err = e.Estimates(c, jobs); err != nil {
+			return nil, err
+		}
+	}
+	ns := len(c.Servers)
+	st := &RingState{Free: make([][]bool, ns), FreeCount: make([]int, ns), Load: make([][]float64, ns), LoadSum: make([]float64, ns), Hosts: make([]int, ns), Spanning: make([]int, ns)}
+	for s := range c.Servers {
+		n := len(c.Servers[s].GPUs)
+		st.Free[s] = make([]bool, n)
+		for i := range st.Free[s] {
+			st.Free[s][i] = true
+		}
+		st.FreeCount[s] = n
+		st.TotalFree += n
+		st.Load[s] = make([]float64, n)
+	}
+	// Jobs by arrival (stable: the given order among equal arrivals).
+	order := make([]int, len(jobs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return jobs[a].Arrival - jobs[b].Arrival })
+	out := &RingSchedule{Jobs: make([]RingOutcome, len(jobs))}
+	var queue []int // indices of arrived, waiting jobs, in the given order
+	var running []*ringRun
+	next := 0 // next arrival in order
+	t := 0
+	done := 0
+	for done < len(jobs) {
+		if e.Horizon > 0 && t > e.Horizon {
+			return nil, fmt.Errorf("%w: %d of %d jobs left at slot %d (horizon %d)", ErrHorizon, len(jobs)-done, len(jobs), t, e.Horizon)
+		}
+		changed := false
+		// Finish.
+		kept := running[:0]
+		for _, r := range running {
+			if r.left > 1e-9 {
+				kept = append(kept, r)
+				continue
+			}
+			out.Jobs[r.job].Finish = t
+			done++
+			changed = true
+			for _, sh := range r.servers {
+				st.FreeCount[sh.Server] += sh.GPUs
+				st.TotalFree += sh.GPUs
+				st.Hosts[sh.Server]--
+				if r.spans {
+					st.Spanning[sh.Server]--
+				}
+			}
+			for srv, gpus := range out.Jobs[r.job].GPUs {
+				for _, g := range gpus {
+					st.Free[srv][g] = true
+				}
+			}
+		}
+		running = kept
+		// Arrive, keeping the given order in the queue.
+		arrived := false
+		for next < len(order) && jobs[order[next]].Arrival <= t {
+			queue = append(queue, order[next])
+			next++
+			arrived = true
+		}
+		if arrived {
+			slices.Sort(queue)
+		}
+		// Place.
+		st.Now = t
+		kq := queue[:0]
+		blocked := false
+		for _, ji := range queue {
+			if blocked {
+				kq = append(kq, ji)
+				continue
+			}
+			j := &jobs[ji]
+			var set GPUSet
+			if j.GPUs <= st.TotalFree {
+				var err error
+				if set, err = e.Placer.Place(c, st, j, est[ji]); err != nil {
+					return nil, fmt.Errorf("job %d: %w", j.ID, err)
+				}
+			}
+			if set == nil {
+				kq = append(kq, ji)
+				blocked = e.Strict
+				continue
+			}
+			r, err := e.start(st, set, j, ji, est[ji])
+			if err != nil {
+				return nil, err
+			}
+			out.Jobs[ji] = RingOutcome{ID: j.ID, Start: t, GPUs: set, Servers: len(r.servers), Estimate: est[ji]}
+			running = append(running, r)
+			changed = true
+		}
+		queue = kq
+		if changed {
+			out.Events++
+			if err := e.speeds(st, jobs, running, out); err != nil {
+				return nil, err
+			}
+		}
+		if len(running) == 0 {
+			if done == len(jobs) {
+				break
+			}
+			if next == len(order) {
+				return nil, fmt.Errorf("%w: %d jobs wait on an idle cluster at slot %d (first: job %d, %d GPUs)", ErrUnplaceable, len(queue), t, jobs[queue[0]].ID, jobs[queue[0]].GPUs)
+			}
+			t = jobs[order[next]].Arrival
+			continue
+		}
+		// Advance to the next finish or arrival.
+		dt := math.MaxInt
+		for _, r := range running {
+			dt = min(dt, int(math.Ceil(r.left/r.speed-1e-9)))
+		}
+		if next < len(order) {
+			dt = min(dt, jobs[order[next]].Arrival-t)
+		}
+		dt = max(dt, 1)
+		for _, r := range running {
+			r.left -= r.speed * float64(dt)
+		}
+		t += dt
+	}
+	sum := 0.0
+	for i, o := range out.Jobs {
+		out.Makespan = max(out.Makespan, o.Finish)
+		sum += float64(o.Finish - jobs[i].Arrival)
+	}
+	if len(jobs) > 0 {
+		out.MeanJCT = sum / float64(len(jobs))
+	}
+	return out, nil
+}
+
+// start checks a placement and takes its GPUs.
+func (e *RingExecutor) start(st *RingState, set GPUSet, j *RingJob, ji int, est float64) (*ringRun, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: job %d: %s", ErrBadPlacement, j.ID, fmt.Sprintf(format, args...))
+	}
+	if n := set.Count(); n != j.GPUs {
+		return nil, bad("%d GPUs for a job of %d", n, j.GPUs)
+	}
+	r := &ringRun{job: ji, left: float64(j.Iterations)}
+	for srv, gpus := range set {
+		if srv < 0 || srv >= len(st.Free) {
+			return nil, bad("server %d out of range", srv)
+		}
+		for k, g := range gpus {
+			if g < 0 || g >= len(st.Free[srv]) || !st.Free[srv][g] || slices.Contains(gpus[:k], g) {
+				return nil, bad("GPU %d of server %d is not idle", g, srv)
+			}
+		}
+		if len(gpus) > 0 {
+			r.servers = append(r.servers, perfmodel.ServerShare{Server: srv, GPUs: len(gpus)})
+		}
+	}
+	slices.SortFunc(r.servers, func(a, b perfmodel.ServerShare) int { return a.Server - b.Server })
+	r.spans = len(r.servers) > 1
+	for srv, gpus := range set {
+		for _, g := range gpus {
+			st.Free[srv][g] = false
+			st.Load[srv][g] += est
+		}
+		st.LoadSum[srv] += est * float64(len(gpus))
+	}
+	for _, sh := range r.servers {
+		st.FreeCount[sh.Server] -= sh.GPUs
+		st.TotalFree -= sh.GPUs
+		st.Hosts[sh.Server]++
+		if r.spans {
+			st.Spanning[sh.Server]++
+		}
+	}
+	return r, nil
+}
+
+// speeds recomputes every running job's speed from the contention of eq. 6.
+func (e *RingExecutor) speeds(st *RingState, jobs []RingJob, running []*ringRun, out *RingSchedule) error {
+	for _, r := range running {
+		p := 0
+		if r.spans {
+			for _, sh := range r.servers {
+				p = max(p, st.Spanning[sh.Server])
+			}
+		}
+		j := &jobs[r.job]
+		rj := j.Ring
+		rj.Workers = j.GPUs
+		tau, err := e.Model.IterationTime(rj, len(r.servers), p)
+		if err != nil {
+			return fmt.Errorf("job %d: %w", j.ID, err)
+		}
+		r.speed = speed(tau)
+		o := &out.Jobs[r.job]
+		o.MaxContention = max(o.MaxContention, p)
+	}
+	return nil
+}

@@ -1,0 +1,164 @@
+package placement
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/topology"
+)
+
+// SJFBCO is Algorithm 1 of Yu, Ji, Rajan and Liu, "On Scheduling
+// Ring-All-Reduce Learning Jobs in Multi-Tenant GPU Clusters with
+// Communication Contention", ACM MobiHoc 2022 (smallest job first,
+// balancing contention and overhead): jobs sorted by GPU count ascending
+// (ties by the order given), a bisection on the per-GPU cap theta over
+// [1, T], and for each theta a sweep over kappa, jobs of at most kappa GPUs
+// placed by FA-FFP (Algorithm 2), larger ones by LBSGF (Algorithm 3) with
+// the knob lambda; each (theta, kappa) is executed by a RingExecutor
+// (strict order: a job that must wait blocks those behind it, "wait for a
+// running job to finish and retry") under the contention model, and the
+// schedule with the smallest makespan is kept.
+//
+// Readings of ours, where the paper leaves room:
+//   - U_g and theta are in slots: U_g sums the estimates rho^_j (RingJob's
+//     Estimate) of the jobs placed on GPU g; the paper writes rho^_j/u.
+//   - The bisection follows the paper: a theta that improves the best
+//     makespan moves the right end below it, any other moves the left end
+//     above it. A (theta, kappa) run whose makespan passes T, or that
+//     leaves a job unplaceable under the cap, is infeasible.
+//   - kappa only matters through which jobs have G_j <= kappa, so the
+//     sweep 1..max G_j tries kappa = 1 and every distinct job size, which
+//     gives the same schedules as the full sweep.
+//   - FA-FFP's reading is Reading (LeastLoadedGPUs, the pseudo-code, by
+//     default).
+type SJFBCO struct {
+	Model perfmodel.RingModel
+	// Horizon is T; zero means the sum of the jobs' estimates (running
+	// them one after another, which any cap admits).
+	Horizon int
+	// Kappas, if set, replaces the sweep (Fig. 5 of the paper fixes it).
+	Kappas []int
+	// Lambda >= 1 is LBSGF's spread; zero means 1.
+	Lambda  float64
+	Reading FAFFPReading
+	// Sequential runs the kappa sweep on one goroutine.
+	Sequential bool
+}
+
+// SJFBCOResult is the schedule SJFBCO chose and how it got there.
+type SJFBCOResult struct {
+	*RingSchedule
+	Theta, Kappa int
+	// Runs is the number of (theta, kappa) executions.
+	Runs int
+}
+
+// Schedule runs Algorithm 1 on jobs (all present from their arrival; the
+// paper's are at slot 0) and returns the best schedule found, its outcomes
+// in the order of jobs.
+func (b SJFBCO) Schedule(c *topology.Cluster, jobs []RingJob) (*SJFBCOResult, error) {
+	probe := RingExecutor{Model: b.Model}
+	est, err := probe.Estimates(c, jobs)
+	if err != nil {
+		return nil, err
+	}
+	if b.Lambda != 0 && !(b.Lambda >= 1) {
+		return nil, fmt.Errorf("%w: lambda %v, want >= 1", ErrInvalidJob, b.Lambda)
+	}
+	// Smallest job first, stable.
+	idx := make([]int, len(jobs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(jobs[a].GPUs, jobs[b].GPUs) })
+	sorted := make([]RingJob, len(jobs))
+	sest := make([]float64, len(jobs))
+	for k, i := range idx {
+		sorted[k], sest[k] = jobs[i], est[i]
+	}
+	horizon := b.Horizon
+	if horizon <= 0 {
+		sum := 0.0
+		for _, e := range est {
+			sum += e
+		}
+		horizon = int(math.Min(math.Ceil(sum)+1, math.MaxInt32))
+	}
+	kappas := b.Kappas
+	if kappas == nil {
+		kappas = []int{1}
+		for _, j := range sorted {
+			if j.GPUs > kappas[len(kappas)-1] {
+				kappas = append(kappas, j.GPUs)
+			}
+		}
+	}
+	var best *SJFBCOResult
+	runs := 0
+	try := func(theta int) (*SJFBCOResult, error) {
+		res := make([]*RingSchedule, len(kappas))
+		errs := make([]error, len(kappas))
+		run := func(k int) {
+			ex := RingExecutor{Model: b.Model, Strict: true, Horizon: horizon, Placer: &byKappa{
+				kappa: kappas[k],
+				small: FAFFP{Theta: float64(theta), Reading: b.Reading},
+				large: LBSGF{Theta: float64(theta), Lambda: b.Lambda},
+			}}
+			res[k], errs[k] = ex.Run(c, sorted, sest)
+		}
+		if b.Sequential || len(kappas) == 1 {
+			for k := range kappas {
+				run(k)
+			}
+		} else {
+			var wg sync.WaitGroup
+			for k := range kappas {
+				wg.Go(func() { run(k) })
+			}
+			wg.Wait()
+		}
+		runs += len(kappas)
+		var out *SJFBCOResult
+		for k, r := range res {
+			if errs[k] != nil {
+				if errors.Is(errs[k], ErrHorizon) || errors.Is(errs[k], ErrUnplaceable) {
+					continue
+				}
+				return nil, errs[k]
+			}
+			if out == nil || r.Makespan < out.Makespan {
+				out = &SJFBCOResult{RingSchedule: r, Theta: theta, Kappa: kappas[k]}
+			}
+		}
+		return out, nil
+	}
+	for left, right := 1, horizon; left <= right; {
+		theta := left + (right-left)/2
+		r, err := try(theta)
+		if err != nil {
+			return nil, err
+		}
+		if r != nil && (best == nil || r.Makespan < best.Makespan) {
+			best = r
+			right = theta - 1
+		} else {
+			left = theta + 1
+		}
+	}
+	if best == nil {
+		return nil, fmt.Errorf("%w: no cap theta in [1, %d] gives a schedule finishing by slot %d", ErrHorizon, horizon, horizon)
+	}
+	// Outcomes back in the caller's order.
+	out := make([]RingOutcome, len(jobs))
+	for k, i := range idx {
+		out[i] = best.Jobs[k]
+	}
+	best.RingSchedule = &RingSchedule{Jobs: out, Makespan: best.Makespan, MeanJCT: best.MeanJCT, Events: best.Events}
+	best.Runs = runs
+	return best, nil
+}
