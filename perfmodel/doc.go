@@ -8,6 +8,8 @@
 // [ColocationModel] gives the rates of two jobs sharing one GPU (space
 // sharing). [*Table] implements both from a file in Gavel's format, and
 // [Gavel] returns the table of Gavel's simulator, embedded in the binary.
+// [FittedColocation] is a second ColocationModel: measured pairs where the
+// table has them, a least-squares fit (gonum) for pairs it lacks.
 //
 // [RingModel] is the per-iteration time of ring-all-reduce training under
 // communication contention, with [Contention] counting contenders (Yu, Ji,
