@@ -8,6 +8,7 @@
 // NSDI 2021), Optimus-style greedy scaling (Peng et al., EuroSys 2018) and a
 // Pollux-style goodput policy (Qiao et al., OSDI 2021).
 //
-// Status: the package is laid out but holds no policy yet; see the README's
-// feature table.
+// Status: it holds Lyra's phase-2 multiple-choice knapsack
+// ([MultipleChoiceKnapsack], [ScalingItems]); the rest is planned (see the
+// README's feature table).
 package elastic

@@ -1,0 +1,93 @@
+package elastic
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// ErrInvalid marks input out of range: a negative capacity or weight, a
+// value that is not finite, or bounds of an elastic job that cross.
+var ErrInvalid = errors.New("elastic: invalid input")
+
+// Item is one choice within a group: its weight (GPUs) and value.
+type Item struct {
+	Weight int
+	Value  float64
+}
+
+// MultipleChoiceKnapsack chooses at most one item from each group so that
+// the weights sum to at most capacity and the values are as large as
+// possible; it returns the chosen item's index in every group (-1 for
+// none) and the total value. It is the dynamic program of Lyra's second
+// phase (Li et al., "Lyra: Elastic Scheduling for Deep Learning Clusters",
+// EuroSys 2023, section 5.2): O(capacity x items) time, O(groups x
+// capacity) memory for the choices. Ties go to the smaller total weight,
+// then to the earlier item.
+func MultipleChoiceKnapsack(groups [][]Item, capacity int) ([]int, float64, error) {
+	if capacity < 0 {
+		return nil, 0, fmt.Errorf("%w: capacity %d", ErrInvalid, capacity)
+	}
+	for g, items := range groups {
+		for i, it := range items {
+			if it.Weight < 0 || math.IsNaN(it.Value) || math.IsInf(it.Value, 0) {
+				return nil, 0, fmt.Errorf("%w: group %d item %d has weight %d and value %v", ErrInvalid, g, i, it.Weight, it.Value)
+			}
+		}
+	}
+	// best[c]: the best value of weight at most c over the groups so far.
+	best := make([]float64, capacity+1)
+	next := make([]float64, capacity+1)
+	choice := make([][]int32, len(groups))
+	for g, items := range groups {
+		ch := make([]int32, capacity+1)
+		for c := range next {
+			next[c], ch[c] = best[c], -1
+			for i, it := range items {
+				if it.Weight > c || it.Value <= 0 && it.Weight > 0 {
+					continue
+				}
+				if v := best[c-it.Weight] + it.Value; v > next[c] {
+					next[c], ch[c] = v, int32(i)
+				}
+			}
+		}
+		choice[g] = ch
+		best, next = next, best
+	}
+	// The smallest capacity reaching the best value, then walk back.
+	c := 0
+	for k := range best {
+		if best[k] > best[c] {
+			c = k
+		}
+	}
+	out := make([]int, len(groups))
+	total := best[c]
+	for g := len(groups) - 1; g >= 0; g-- {
+		i := int(choice[g][c])
+		out[g] = i
+		if i >= 0 {
+			c -= groups[g][i].Weight
+		}
+	}
+	return out, total, nil
+}
+
+// ScalingItems returns the knapsack group of an elastic job under Lyra's
+// linear scaling (section 5.2): with T(w) = tMin * wMax / w the running time
+// on w workers (tMin on wMax), item k (k = 1 .. wMax - wMin) gives the job
+// k extra workers of gpusPerWorker GPUs each and is worth
+// T(wMin) - T(wMin + k), the running time it saves. Lyra's worked example,
+// wMin 2, wMax 6, tMin 20, has values 20, 30, 36, 40.
+func ScalingItems(wMin, wMax, gpusPerWorker int, tMin float64) ([]Item, error) {
+	if wMin < 1 || wMax < wMin || gpusPerWorker < 1 || !(tMin > 0) || math.IsInf(tMin, 0) {
+		return nil, fmt.Errorf("%w: workers %d to %d, %d GPUs each, running time %v", ErrInvalid, wMin, wMax, gpusPerWorker, tMin)
+	}
+	t := func(w int) float64 { return tMin * float64(wMax) / float64(w) }
+	items := make([]Item, 0, wMax-wMin)
+	for k := 1; k <= wMax-wMin; k++ {
+		items = append(items, Item{Weight: k * gpusPerWorker, Value: t(wMin) - t(wMin+k)})
+	}
+	return items, nil
+}
