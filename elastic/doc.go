@@ -9,6 +9,7 @@
 // Pollux-style goodput policy (Qiao et al., OSDI 2021).
 //
 // Status: it holds Lyra's phase-2 multiple-choice knapsack
-// ([MultipleChoiceKnapsack], [ScalingItems]); the rest is planned (see the
-// README's feature table).
+// ([MultipleChoiceKnapsack], [ScalingItems]) and its reclaiming heuristic
+// with an exhaustive oracle ([Reclaim], [ReclaimOracle]); the rest is
+// planned (see the README's feature table).
 package elastic
