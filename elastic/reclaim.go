@@ -39,16 +39,12 @@ func Reclaim(servers [][]Worker, n int) (*ReclaimResult, error) {
 	if n < 0 || n > len(servers) {
 		return nil, fmt.Errorf("%w: reclaim %d of %d servers", ErrInvalid, n, len(servers))
 	}
-	span := map[int]int{}    // servers where a job has base workers
-	gpus := map[int]int{}    // GPUs of a job across the loaned servers
-	where := map[int][]int{} // servers of a job (any worker)
+	span := map[int]int{} // servers where a job has base workers
+	gpus := map[int]int{} // GPUs of a job across the loaned servers
 	for s, ws := range servers {
 		for _, w := range ws {
 			if w.GPUs < 0 {
 				return nil, fmt.Errorf("%w: job %d has %d GPUs on server %d", ErrInvalid, w.Job, w.GPUs, s)
-			}
-			if !slices.Contains(where[w.Job], s) {
-				where[w.Job] = append(where[w.Job], s)
 			}
 			gpus[w.Job] += w.GPUs
 		}

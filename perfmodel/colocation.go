@@ -44,7 +44,7 @@ type FittedColocation struct {
 	// rows kept for LeaveOneOut.
 	x    [][]float64
 	y    []float64
-	pair [][2]int // unordered pair id and the row's index within it
+	pair []int // the unordered pair (per type) each row belongs to
 	ata  *mat.SymDense
 	aty  *mat.VecDense
 }
@@ -86,7 +86,7 @@ func FitColocation(t *Table) (*FittedColocation, error) {
 				}
 				f.x = append(f.x, x)
 				f.y = append(f.y, v[0]/isoA)
-				f.pair = append(f.pair, [2]int{id, 0})
+				f.pair = append(f.pair, id)
 			}
 		}
 	}
@@ -182,11 +182,18 @@ func predict(coef, x []float64) float64 {
 // isolated) of a and b sharing GPUs of type t, whether or not the table
 // measured the pair.
 func (f *FittedColocation) Normalised(a, b JobKey, t topology.GPUType) (ra, rb float64, err error) {
-	isoA, isoB, err := f.isolated(a, b, t)
+	ra, rb, _, _, err = f.predicted(a, b, t)
+	return ra, rb, err
+}
+
+// predicted returns the normalised rates with the isolated ones they
+// scale; zeros when either job cannot run on t.
+func (f *FittedColocation) predicted(a, b JobKey, t topology.GPUType) (ra, rb, isoA, isoB float64, err error) {
+	isoA, isoB, err = f.isolated(a, b, t)
 	if err != nil || isoA == 0 || isoB == 0 {
-		return 0, 0, err
+		return 0, 0, 0, 0, err
 	}
-	return predict(f.coef, f.features(a, b, t, isoA, isoB)), predict(f.coef, f.features(b, a, t, isoB, isoA)), nil
+	return predict(f.coef, f.features(a, b, t, isoA, isoB)), predict(f.coef, f.features(b, a, t, isoB, isoA)), isoA, isoB, nil
 }
 
 func (f *FittedColocation) isolated(a, b JobKey, t topology.GPUType) (isoA, isoB float64, err error) {
@@ -217,12 +224,8 @@ func (f *FittedColocation) Colocated(a, b JobKey, t topology.GPUType) (ta, tb fl
 			}
 		}
 	}
-	ra, rb, err := f.Normalised(a, b, t)
-	if err != nil || ra == 0 {
-		return 0, 0, err
-	}
-	isoA, isoB, _ := f.isolated(a, b, t)
-	return ra * isoA, rb * isoB, nil
+	ra, rb, isoA, isoB, err := f.predicted(a, b, t)
+	return ra * isoA, rb * isoB, err
 }
 
 // FitReport is the leave-one-out error of a fit.
@@ -244,7 +247,7 @@ type FitReport struct {
 func (f *FittedColocation) LeaveOneOut() (FitReport, error) {
 	byPair := map[int][]int{}
 	for i, p := range f.pair {
-		byPair[p[0]] = append(byPair[p[0]], i)
+		byPair[p] = append(byPair[p], i)
 	}
 	d := f.dim()
 	rep := FitReport{Pairs: len(byPair), Rows: len(f.x)}

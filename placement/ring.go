@@ -85,9 +85,6 @@ type RingOutcome struct {
 	Estimate               float64
 }
 
-// JCT is the job's completion time counted from its arrival, in slots.
-func (o RingOutcome) JCT(arrival int) int { return o.Finish - arrival }
-
 // RingSchedule is an executed schedule: one outcome per job, in the order
 // of the jobs given, with the makespan (the last finish) and the mean JCT.
 type RingSchedule struct {
@@ -124,13 +121,12 @@ type ringRun struct {
 	speed   float64 // iterations per slot
 }
 
-// minServers is the fewest servers whose GPUs hold n.
-func minServers(sizes []int, n int) int {
-	s := slices.Clone(sizes)
-	slices.SortFunc(s, func(a, b int) int { return b - a })
+// minServers is the fewest servers whose GPUs hold n, given the servers'
+// sizes largest first.
+func minServers(desc []int, n int) int {
 	k := 0
-	for n > 0 && k < len(s) {
-		n -= s[k]
+	for n > 0 && k < len(desc) {
+		n -= desc[k]
 		k++
 	}
 	return k
@@ -158,6 +154,7 @@ func (e *RingExecutor) Estimates(c *topology.Cluster, jobs []RingJob) ([]float64
 		sizes[s] = len(c.Servers[s].GPUs)
 		total += sizes[s]
 	}
+	slices.SortFunc(sizes, func(a, b int) int { return b - a })
 	ids := make(map[int]bool, len(jobs))
 	est := make([]float64, len(jobs))
 	for i := range jobs {
@@ -381,8 +378,12 @@ func (e *RingExecutor) start(st *RingState, set GPUSet, j *RingJob, ji int, est 
 }
 
 // speeds recomputes every running job's speed from the contention of eq. 6.
+// A job on one server never contends, so its speed is set once.
 func (e *RingExecutor) speeds(st *RingState, jobs []RingJob, running []*ringRun, out *RingSchedule) error {
 	for _, r := range running {
+		if !r.spans && r.speed > 0 {
+			continue
+		}
 		p := 0
 		if r.spans {
 			for _, sh := range r.servers {

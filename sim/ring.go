@@ -157,8 +157,11 @@ func RingResult(c *topology.Cluster, jobs []placement.RingJob, s *placement.Ring
 			GPUSeconds: make([]float64, len(r.Types)),
 			Isolated:   o.Estimate,
 		}
-		if len(r.Types) == 1 {
-			r.Records[i].GPUSeconds[0] = float64(j.GPUs * (o.Finish - o.Start))
+		for srv, gpus := range o.GPUs {
+			for _, g := range gpus {
+				k := slices.Index(r.Types, c.Servers[srv].GPUs[g].Type)
+				r.Records[i].GPUSeconds[k] += float64(o.Finish - o.Start)
+			}
 		}
 		changes = append(changes, change{o.Start, j.GPUs}, change{o.Finish, -j.GPUs})
 		r.End = max(r.End, float64(o.Finish))
