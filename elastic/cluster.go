@@ -1,0 +1,412 @@
+package elastic
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// ErrUnplaceable says a job's base workers do not fit on the free GPUs in
+// whole workers (fragmentation), or that a job is unknown to the cluster.
+var ErrUnplaceable = errors.New("elastic: cannot place")
+
+// Part is a share of a job's workers on one server.
+type Part struct {
+	Server, Workers int
+	// Flexible marks workers above the job's base demand.
+	Flexible bool
+}
+
+// Cluster is the training cluster as Lyra's orchestrator and job scheduler
+// see it (EuroSys 2023, sections 3 to 5): servers of equal size, its own
+// and loaned from the inference cluster (whole servers, never shared with
+// inference), and where every job's base and flexible workers sit. It is
+// the orchestrator API: Loan adds servers, Reclaim chooses servers to hand
+// back with Lyra's heuristic and applies the preemptions, and Place,
+// Resize and Release move jobs. Server IDs are stable; a reclaimed
+// server's ID is not reused.
+type Cluster struct {
+	gpusPerServer int
+	servers       []server
+	jobs          map[int]*placed
+}
+
+type server struct {
+	loaned, active bool
+	free           int
+	base, flex     int // GPUs held by base and by flexible workers
+}
+
+type placed struct {
+	gpusPerWorker int
+	elastic       bool
+	parts         []Part
+}
+
+// NewCluster returns a cluster of training servers of gpusPerServer GPUs.
+func NewCluster(trainingServers, gpusPerServer int) (*Cluster, error) {
+	if trainingServers < 0 || gpusPerServer < 1 {
+		return nil, fmt.Errorf("%w: %d servers of %d GPUs", ErrInvalid, trainingServers, gpusPerServer)
+	}
+	c := &Cluster{gpusPerServer: gpusPerServer, jobs: map[int]*placed{}}
+	for range trainingServers {
+		c.servers = append(c.servers, server{active: true, free: gpusPerServer})
+	}
+	return c, nil
+}
+
+// GPUsPerServer returns the size of every server.
+func (c *Cluster) GPUsPerServer() int { return c.gpusPerServer }
+
+// Loan adds n servers lent by the inference cluster and returns their IDs.
+func (c *Cluster) Loan(n int) ([]int, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("%w: loan %d servers", ErrInvalid, n)
+	}
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = len(c.servers)
+		c.servers = append(c.servers, server{loaned: true, active: true, free: c.gpusPerServer})
+	}
+	return ids, nil
+}
+
+// Loaned returns the number of loaned servers held now.
+func (c *Cluster) Loaned() int {
+	n := 0
+	for _, s := range c.servers {
+		if s.active && s.loaned {
+			n++
+		}
+	}
+	return n
+}
+
+// GPUs returns the GPUs of the servers held now, and how many are free.
+func (c *Cluster) GPUs() (total, free int) {
+	for _, s := range c.servers {
+		if s.active {
+			total += c.gpusPerServer
+			free += s.free
+		}
+	}
+	return total, free
+}
+
+// LoanedGPUs returns the GPUs of the loaned servers held now, and how many
+// of them are busy.
+func (c *Cluster) LoanedGPUs() (total, busy int) {
+	for _, s := range c.servers {
+		if s.active && s.loaned {
+			total += c.gpusPerServer
+			busy += c.gpusPerServer - s.free
+		}
+	}
+	return total, busy
+}
+
+// Workers returns the number of workers of a job placed now (0 if none).
+func (c *Cluster) Workers(job int) int {
+	p := c.jobs[job]
+	if p == nil {
+		return 0
+	}
+	n := 0
+	for _, x := range p.parts {
+		n += x.Workers
+	}
+	return n
+}
+
+// Parts returns where a job's workers are.
+func (c *Cluster) Parts(job int) []Part {
+	if p := c.jobs[job]; p != nil {
+		return slices.Clone(p.parts)
+	}
+	return nil
+}
+
+// Jobs returns the IDs of the jobs placed, in increasing order.
+func (c *Cluster) Jobs() []int { return slices.Sorted(maps.Keys(c.jobs)) }
+
+// Release removes a job's workers.
+func (c *Cluster) Release(job int) {
+	p := c.jobs[job]
+	if p == nil {
+		return
+	}
+	for _, x := range p.parts {
+		c.take(x, p.gpusPerWorker, -1)
+	}
+	delete(c.jobs, job)
+}
+
+func (c *Cluster) take(x Part, gpw, sign int) {
+	s := &c.servers[x.Server]
+	g := sign * x.Workers * gpw
+	s.free -= g
+	if x.Flexible {
+		s.flex += g
+	} else {
+		s.base += g
+	}
+}
+
+// Place puts a job that holds no workers on the cluster with the given
+// number of workers, best fit decreasing within Lyra's server groups
+// (section 5.3): inelastic jobs' workers go to training servers first; an
+// elastic job's base workers go to loaned servers that hold no flexible
+// workers first, then training servers; its flexible workers (those above
+// MinWorkers) go to loaned servers holding no base workers first, then
+// other loaned servers, then training servers holding no base workers,
+// then any. Within a group the tightest server that takes all the
+// remaining workers is chosen, else the one with the most free GPUs. The
+// base workers are placed all or nothing (ErrUnplaceable); flexible
+// workers as many as fit. It returns the workers placed.
+func (c *Cluster) Place(j *Job, workers int) (int, error) {
+	if err := j.Validate(); err != nil {
+		return 0, err
+	}
+	if workers < j.MinWorkers || workers > j.MaxWorkers {
+		return 0, fmt.Errorf("%w: job %d with %d workers outside %d to %d", ErrInvalid, j.ID, workers, j.MinWorkers, j.MaxWorkers)
+	}
+	if c.jobs[j.ID] != nil {
+		return 0, fmt.Errorf("%w: job %d is placed already", ErrInvalid, j.ID)
+	}
+	p := &placed{gpusPerWorker: j.GPUsPerWorker, elastic: j.Elastic()}
+	base := c.plan(p, j.MinWorkers, false)
+	if base == nil {
+		return 0, fmt.Errorf("%w: job %d's %d base workers of %d GPUs", ErrUnplaceable, j.ID, j.MinWorkers, j.GPUsPerWorker)
+	}
+	for _, x := range base {
+		c.take(x, p.gpusPerWorker, 1)
+	}
+	p.parts = base
+	c.jobs[j.ID] = p
+	return j.MinWorkers + c.grow(p, workers-j.MinWorkers), nil
+}
+
+// Resize changes a placed job's workers, keeping the workers it has:
+// growing adds flexible workers as Place would, shrinking removes
+// flexible workers, those on loaned servers first. It returns the workers
+// the job holds afterwards.
+func (c *Cluster) Resize(j *Job, workers int) (int, error) {
+	p := c.jobs[j.ID]
+	if p == nil {
+		return 0, fmt.Errorf("%w: job %d is not placed", ErrUnplaceable, j.ID)
+	}
+	if workers < j.MinWorkers || workers > j.MaxWorkers {
+		return 0, fmt.Errorf("%w: job %d with %d workers outside %d to %d", ErrInvalid, j.ID, workers, j.MinWorkers, j.MaxWorkers)
+	}
+	have := c.Workers(j.ID)
+	if workers > have {
+		return have + c.grow(p, workers-have), nil
+	}
+	drop := have - workers
+	// Flexible parts, loaned servers first, then the later parts first.
+	order := make([]int, 0, len(p.parts))
+	for i := len(p.parts) - 1; i >= 0; i-- {
+		if p.parts[i].Flexible && c.servers[p.parts[i].Server].loaned {
+			order = append(order, i)
+		}
+	}
+	for i := len(p.parts) - 1; i >= 0; i-- {
+		if p.parts[i].Flexible && !c.servers[p.parts[i].Server].loaned {
+			order = append(order, i)
+		}
+	}
+	for _, i := range order {
+		if drop == 0 {
+			break
+		}
+		k := min(drop, p.parts[i].Workers)
+		c.take(Part{Server: p.parts[i].Server, Workers: k, Flexible: true}, p.gpusPerWorker, -1)
+		p.parts[i].Workers -= k
+		drop -= k
+	}
+	p.parts = slices.DeleteFunc(p.parts, func(x Part) bool { return x.Workers == 0 })
+	return c.Workers(j.ID), nil
+}
+
+func (c *Cluster) grow(p *placed, extra int) int {
+	if extra <= 0 {
+		return 0
+	}
+	parts := c.plan(p, extra, true)
+	n := 0
+	for _, x := range parts {
+		c.take(x, p.gpusPerWorker, 1)
+		n += x.Workers
+		merged := false
+		for i := range p.parts {
+			if p.parts[i].Server == x.Server && p.parts[i].Flexible {
+				p.parts[i].Workers += x.Workers
+				merged = true
+				break
+			}
+		}
+		if !merged {
+			p.parts = append(p.parts, x)
+		}
+	}
+	return n
+}
+
+// plan chooses servers for k workers of p without changing the cluster.
+// Base plans are all or nothing (nil when they do not fit); flexible plans
+// place as many as fit.
+func (c *Cluster) plan(p *placed, k int, flexible bool) []Part {
+	g := p.gpusPerWorker
+	free := make([]int, len(c.servers))
+	for i, s := range c.servers {
+		if s.active {
+			free[i] = s.free
+		}
+	}
+	var groups []func(s *server) bool
+	switch {
+	case flexible:
+		groups = []func(s *server) bool{
+			func(s *server) bool { return s.loaned && s.base == 0 },
+			func(s *server) bool { return s.loaned },
+			func(s *server) bool { return s.base == 0 },
+			func(s *server) bool { return true },
+		}
+	case p.elastic:
+		groups = []func(s *server) bool{
+			func(s *server) bool { return s.loaned && s.flex == 0 },
+			func(s *server) bool { return !s.loaned },
+			func(s *server) bool { return true },
+		}
+	default:
+		groups = []func(s *server) bool{
+			func(s *server) bool { return !s.loaned },
+			func(s *server) bool { return true },
+		}
+	}
+	var parts []Part
+	for _, in := range groups {
+		for k > 0 {
+			fit, most := -1, -1
+			for i := range c.servers {
+				if free[i] < g || !in(&c.servers[i]) {
+					continue
+				}
+				if free[i] >= k*g && (fit < 0 || free[i] < free[fit]) {
+					fit = i
+				}
+				if most < 0 || free[i] > free[most] {
+					most = i
+				}
+			}
+			s := fit
+			if s < 0 {
+				s = most
+			}
+			if s < 0 {
+				break
+			}
+			n := min(k, free[s]/g)
+			parts = append(parts, Part{Server: s, Workers: n, Flexible: flexible})
+			free[s] -= n * g
+			k -= n
+		}
+	}
+	if k > 0 && !flexible {
+		return nil
+	}
+	return parts
+}
+
+// Reclaimed reports a reclaim: the servers handed back, the jobs
+// preempted (all their workers removed), and the jobs scaled in (they
+// lost flexible workers only and keep running).
+type Reclaimed struct {
+	Servers             []int
+	Preempted, ScaledIn []int
+}
+
+// Reclaim hands n loaned servers back to the inference cluster, chosen by
+// Lyra's heuristic (Reclaim), and applies it: preempted jobs lose all
+// their workers everywhere, scaled-in jobs their flexible workers on the
+// returned servers. Asking for more servers than are loaned returns an
+// error wrapping ErrInvalid and changes nothing.
+func (c *Cluster) Reclaim(n int) (*Reclaimed, error) {
+	var ids []int
+	index := map[int]int{}
+	for i, s := range c.servers {
+		if s.active && s.loaned {
+			index[i] = len(ids)
+			ids = append(ids, i)
+		}
+	}
+	if n < 0 || n > len(ids) {
+		return nil, fmt.Errorf("%w: reclaim %d of %d loaned servers", ErrInvalid, n, len(ids))
+	}
+	view := make([][]Worker, len(ids))
+	for _, id := range c.Jobs() {
+		p := c.jobs[id]
+		for _, x := range p.parts {
+			if k, ok := index[x.Server]; ok {
+				view[k] = append(view[k], Worker{Job: id, GPUs: x.Workers * p.gpusPerWorker, Flexible: x.Flexible})
+			}
+		}
+	}
+	r, err := Reclaim(view, n)
+	if err != nil {
+		return nil, err
+	}
+	out := &Reclaimed{Preempted: r.Preempted, ScaledIn: r.ScaledIn}
+	back := map[int]bool{}
+	for _, k := range r.Servers {
+		out.Servers = append(out.Servers, ids[k])
+		back[ids[k]] = true
+	}
+	for _, id := range r.Preempted {
+		c.Release(id)
+	}
+	for _, id := range r.ScaledIn {
+		p := c.jobs[id]
+		for _, x := range p.parts {
+			if back[x.Server] {
+				c.take(x, p.gpusPerWorker, -1)
+			}
+		}
+		p.parts = slices.DeleteFunc(p.parts, func(x Part) bool { return back[x.Server] })
+	}
+	for id := range back {
+		s := &c.servers[id]
+		if s.free != c.gpusPerServer {
+			return nil, fmt.Errorf("elastic: server %d still holds %d GPUs of work after reclaiming", id, c.gpusPerServer-s.free)
+		}
+		s.active = false
+	}
+	return out, nil
+}
+
+// Check verifies the cluster's invariants: no server holds more GPUs than
+// it has or negative counts, inactive servers hold nothing, and every
+// job's parts add up to the servers' counts.
+func (c *Cluster) Check() error {
+	base := make([]int, len(c.servers))
+	flex := make([]int, len(c.servers))
+	for id, p := range c.jobs {
+		for _, x := range p.parts {
+			if x.Workers <= 0 || !c.servers[x.Server].active {
+				return fmt.Errorf("elastic: job %d has %d workers on server %d (active %v)", id, x.Workers, x.Server, c.servers[x.Server].active)
+			}
+			if x.Flexible {
+				flex[x.Server] += x.Workers * p.gpusPerWorker
+			} else {
+				base[x.Server] += x.Workers * p.gpusPerWorker
+			}
+		}
+	}
+	for i, s := range c.servers {
+		if s.base != base[i] || s.flex != flex[i] || s.free != c.gpusPerServer-base[i]-flex[i] || s.free < 0 {
+			return fmt.Errorf("elastic: server %d counts free %d base %d flex %d, jobs hold base %d flex %d of %d", i, s.free, s.base, s.flex, base[i], flex[i], c.gpusPerServer)
+		}
+	}
+	return nil
+}

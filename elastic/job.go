@@ -1,0 +1,145 @@
+package elastic
+
+import (
+	"fmt"
+	"math"
+)
+
+// Curve gives a job's throughput, in units of its work per second, on a
+// number of workers. Policies only compare throughputs of the same job, so
+// the unit is the job's own (iterations, samples, or "seconds of work at
+// one worker").
+type Curve interface {
+	Throughput(workers int) float64
+}
+
+// Linear is Lyra's scaling assumption (EuroSys 2023, section 3): throughput
+// proportional to the workers, PerWorker each.
+type Linear struct{ PerWorker float64 }
+
+// Throughput returns PerWorker x workers.
+func (l Linear) Throughput(workers int) float64 { return l.PerWorker * float64(workers) }
+
+// Table is a measured or modelled scaling curve: Table[w-1] is the
+// throughput on w workers. Beyond its end the last entry holds (no gain
+// from workers the table does not cover), and 0 workers give 0. Build it
+// from a throughput model (for example perfmodel's tables at each scale
+// factor) with NewTable.
+type Table []float64
+
+// Throughput looks the curve up.
+func (t Table) Throughput(workers int) float64 {
+	switch {
+	case workers <= 0 || len(t) == 0:
+		return 0
+	case workers > len(t):
+		return t[len(t)-1]
+	}
+	return t[workers-1]
+}
+
+// NewTable samples f at 1..maxWorkers workers; every value must be positive
+// and finite, or the error wraps ErrInvalid.
+func NewTable(maxWorkers int, f func(workers int) (float64, error)) (Table, error) {
+	if maxWorkers < 1 {
+		return nil, fmt.Errorf("%w: %d workers", ErrInvalid, maxWorkers)
+	}
+	t := make(Table, maxWorkers)
+	for w := 1; w <= maxWorkers; w++ {
+		x, err := f(w)
+		if err != nil {
+			return nil, fmt.Errorf("elastic: throughput on %d workers: %w", w, err)
+		}
+		if !(x > 0) || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("%w: throughput %v on %d workers", ErrInvalid, x, w)
+		}
+		t[w-1] = x
+	}
+	return t, nil
+}
+
+// Job is an elastic or inelastic training job in Lyra's model (section 3):
+// it runs on between MinWorkers (its base demand, w_min) and MaxWorkers
+// (w_max) workers of GPUsPerWorker GPUs each; a job with MinWorkers equal
+// to MaxWorkers is inelastic. Work is the total work in the Curve's units.
+type Job struct {
+	ID                     int
+	Arrival                float64
+	MinWorkers, MaxWorkers int
+	GPUsPerWorker          int
+	Work                   float64
+	Curve                  Curve
+}
+
+// Elastic reports whether the job can change its number of workers.
+func (j *Job) Elastic() bool { return j.MaxWorkers > j.MinWorkers }
+
+// Validate returns an error wrapping ErrInvalid when the job cannot run:
+// bounds that cross or are below one, no GPUs per worker, work that is not
+// positive and finite, a missing curve, or a curve not positive on its
+// range.
+func (j *Job) Validate() error {
+	switch {
+	case j.MinWorkers < 1 || j.MaxWorkers < j.MinWorkers:
+		return fmt.Errorf("%w: job %d has workers %d to %d", ErrInvalid, j.ID, j.MinWorkers, j.MaxWorkers)
+	case j.GPUsPerWorker < 1:
+		return fmt.Errorf("%w: job %d has %d GPUs per worker", ErrInvalid, j.ID, j.GPUsPerWorker)
+	case !(j.Work > 0) || math.IsInf(j.Work, 0):
+		return fmt.Errorf("%w: job %d has work %v", ErrInvalid, j.ID, j.Work)
+	case j.Curve == nil:
+		return fmt.Errorf("%w: job %d has no scaling curve", ErrInvalid, j.ID)
+	case math.IsNaN(j.Arrival) || math.IsInf(j.Arrival, 0):
+		return fmt.Errorf("%w: job %d arrives at %v", ErrInvalid, j.ID, j.Arrival)
+	}
+	for _, w := range []int{j.MinWorkers, j.MaxWorkers} {
+		if x := j.Curve.Throughput(w); !(x > 0) || math.IsInf(x, 0) {
+			return fmt.Errorf("%w: job %d has throughput %v on %d workers", ErrInvalid, j.ID, x, w)
+		}
+	}
+	return nil
+}
+
+// State is a job as a policy sees it: how much work is left and how many
+// workers it holds now (0 when queued).
+type State struct {
+	*Job
+	Remaining float64
+	Workers   int
+}
+
+// Time returns the time the job still needs on w workers (+Inf for none).
+func (s *State) Time(w int) float64 {
+	x := s.Curve.Throughput(w)
+	if !(x > 0) {
+		return math.Inf(1)
+	}
+	return s.Remaining / x
+}
+
+// Policy chooses the number of workers of every job given the GPUs there
+// are: 0 (queued) or a count between the job's bounds, using at most gpus
+// GPUs in all. Policies keep running jobs running (at least at their base
+// demand): preemption is the orchestrator's business, when it reclaims
+// servers.
+type Policy interface {
+	Allocate(jobs []State, gpus int) ([]int, error)
+}
+
+func validate(jobs []State, gpus int) error {
+	if gpus < 0 {
+		return fmt.Errorf("%w: %d GPUs", ErrInvalid, gpus)
+	}
+	for i := range jobs {
+		if err := jobs[i].Validate(); err != nil {
+			return err
+		}
+		s := &jobs[i]
+		if s.Workers != 0 && (s.Workers < s.MinWorkers || s.Workers > s.MaxWorkers) {
+			return fmt.Errorf("%w: job %d runs %d workers outside %d to %d", ErrInvalid, s.ID, s.Workers, s.MinWorkers, s.MaxWorkers)
+		}
+		if !(s.Remaining > 0) || math.IsInf(s.Remaining, 0) {
+			return fmt.Errorf("%w: job %d has %v work left", ErrInvalid, s.ID, s.Remaining)
+		}
+	}
+	return nil
+}

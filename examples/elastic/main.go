@@ -1,0 +1,169 @@
+// Command elastic reproduces the shape of Lyra's headline result (Li et
+// al., "Lyra: Elastic Scheduling for Deep Learning Clusters", EuroSys 2023,
+// section 7, Table 5) on a public trace: a Microsoft ITP cluster's jobs
+// (sim/testdata/itp) on a training cluster next to an inference cluster
+// whose usage follows a seeded daily pattern, under four configurations:
+// FIFO without loaning or scaling (the baseline), loaning only, scaling
+// only, and both (Lyra). It prints mean, median and p95 queuing and JCT,
+// usage and the preemption ratio beside Lyra's published ratios.
+//
+//	go run ./examples/elastic
+//	go run ./examples/elastic -days 30 -servers 72 -usage 0.8
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gpusched/gpusched/elastic"
+	"github.com/gpusched/gpusched/sim"
+)
+
+// options are the experiment's knobs.
+type options struct {
+	trace                string
+	from, days           float64
+	servers, inference   int
+	gpusPerServer        int
+	elasticShare         float64
+	minFactor, maxFactor float64
+	restart              float64
+	usageMean, usageAmp  float64
+	usageNoise           float64
+	seed                 uint64
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.trace, "trace", filepath.Join("sim", "testdata", "itp", "cluster04.csv"), "ITP trace (ElasticFlow's format)")
+	flag.Float64Var(&o.from, "from", 14, "first day of the trace to replay")
+	flag.Float64Var(&o.days, "days", 15, "days of arrivals to replay (Lyra's trace: 15)")
+	flag.IntVar(&o.servers, "servers", 64, "training servers")
+	flag.IntVar(&o.inference, "inference", 64, "inference servers")
+	flag.IntVar(&o.gpusPerServer, "gpus", 8, "GPUs per server")
+	flag.Float64Var(&o.elasticShare, "elastic", 0.5, "share of jobs that are elastic")
+	flag.Float64Var(&o.minFactor, "min", 0.5, "elastic jobs' base demand as a share of their requested GPUs")
+	flag.Float64Var(&o.maxFactor, "max", 2, "elastic jobs' maximum as a multiple of their requested GPUs")
+	flag.Float64Var(&o.restart, "restart", 30, "seconds lost per resize or restart")
+	flag.Float64Var(&o.usageMean, "usage", 0.7, "inference usage: daily mean")
+	flag.Float64Var(&o.usageAmp, "amplitude", 0.25, "inference usage: daily amplitude")
+	flag.Float64Var(&o.usageNoise, "noise", 0.05, "inference usage: noise every 5 minutes")
+	flag.Uint64Var(&o.seed, "seed", 1, "seed of the elastic jobs and the usage noise")
+	flag.Parse()
+	if _, err := run(context.Background(), os.Stdout, o); err != nil {
+		fmt.Fprintln(os.Stderr, "elastic:", err)
+		os.Exit(1)
+	}
+}
+
+// config is one row of the comparison.
+type config struct {
+	name             string
+	policy           elastic.Policy
+	loaning, scaling bool
+}
+
+var configs = []config{
+	{"baseline: FIFO, no loaning, no scaling", elastic.FIFO{}, false, false},
+	{"Lyra's SJF, no loaning, no scaling", elastic.Lyra{}, false, false},
+	{"loaning only (Lyra, inelastic)", elastic.Lyra{}, true, false},
+	{"scaling only: Lyra", elastic.Lyra{}, false, true},
+	{"scaling only: AFS-style", elastic.AFS{}, false, true},
+	{"scaling only: Optimus-style", elastic.Optimus{}, false, true},
+	{"Lyra: loaning and scaling", elastic.Lyra{}, true, true},
+}
+
+func load(o options) ([]sim.Job, error) {
+	f, err := os.Open(o.trace)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	all, err := sim.ReadITP(f, filepath.Base(o.trace))
+	if err != nil {
+		return nil, err
+	}
+	var jobs []sim.Job
+	lo, hi := o.from*86400, (o.from+o.days)*86400
+	for _, j := range all {
+		if j.Arrival >= lo && j.Arrival < hi {
+			j.Arrival -= lo
+			j.ID = len(jobs)
+			jobs = append(jobs, j)
+		}
+	}
+	if len(jobs) == 0 {
+		return nil, fmt.Errorf("no jobs arrive between day %v and day %v", o.from, o.from+o.days)
+	}
+	return jobs, nil
+}
+
+// run prints the comparison and returns each configuration's summary.
+func run(ctx context.Context, out io.Writer, o options) ([]sim.ElasticSummary, error) {
+	w := &bytes.Buffer{}
+	defer func() { _, _ = out.Write(w.Bytes()) }()
+	trace, err := load(o)
+	if err != nil {
+		return nil, err
+	}
+	maxWorkers := o.servers * o.gpusPerServer
+	elasticJobs, err := sim.ElasticSpec{Fraction: o.elasticShare, MinFactor: o.minFactor, MaxFactor: o.maxFactor, MaxWorkers: maxWorkers, Seed: o.seed}.Jobs(trace)
+	if err != nil {
+		return nil, err
+	}
+	rigidJobs, err := sim.ElasticSpec{}.Jobs(trace)
+	if err != nil {
+		return nil, err
+	}
+	nElastic := 0
+	for _, j := range elasticJobs {
+		if j.Elastic() {
+			nElastic++
+		}
+	}
+	fmt.Fprintf(w, "%s, days %g to %g: %d jobs (%d elastic: base %g x, max %g x requested), %d training + %d inference servers of %d GPUs\n",
+		filepath.Base(o.trace), o.from, o.from+o.days, len(trace), nElastic, o.minFactor, o.maxFactor, o.servers, o.inference, o.gpusPerServer)
+	fmt.Fprintf(w, "inference usage %.2f +- %.2f daily, noise %.2f; 2%% headroom; orchestrator every 300 s, scheduler every 60 s, %g s per resize or restart\n\n",
+		o.usageMean, o.usageAmp, o.usageNoise, o.restart)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	_, _ = fmt.Fprintln(tw, "configuration\tqueue mean (s)\tmedian\tp95\tJCT mean (s)\tmedian\tp95\tusage train/all\tpreempted\tresizes/job\tvs baseline queue/JCT\ttime\t")
+	var base sim.ElasticSummary
+	var sums []sim.ElasticSummary
+	for i, c := range configs {
+		cfg := sim.ElasticConfig{TrainingServers: o.servers, GPUsPerServer: o.gpusPerServer, Policy: c.policy, RestartOverhead: o.restart, Headroom: 0.02}
+		if c.loaning {
+			cfg.InferenceServers = o.inference
+			cfg.Usage = sim.Diurnal{Mean: o.usageMean, Amplitude: o.usageAmp, Noise: o.usageNoise, Peak: 14 * 3600, Seed: o.seed}
+		}
+		jobs := rigidJobs
+		if c.scaling {
+			jobs = elasticJobs
+		}
+		start := time.Now()
+		res, err := sim.RunElastic(ctx, cfg, jobs)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.name, err)
+		}
+		s := res.Summarise()
+		sums = append(sums, s)
+		if i == 0 {
+			base = s
+		}
+		_, _ = fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.2f / %.2f\t%.1f%%\t%.2f\t%.2fx / %.2fx\t%.1fs\t\n", c.name,
+			s.MeanQueue, s.MedianQueue, s.P95Queue, s.MeanJCT, s.MedianJCT, s.P95JCT, s.TrainingUsage, s.OverallUsage,
+			100*s.PreemptionRatio, s.ResizesPerJob, base.MeanQueue/s.MeanQueue, base.MeanJCT/s.MeanJCT, time.Since(start).Seconds())
+	}
+	if err := tw.Flush(); err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(w, "\nLyra (15-day private trace, 3,544 training V100s, ~4,000 inference T4s): 1.53x lower mean queuing and 1.48x lower mean JCT than the")
+	fmt.Fprintln(w, "FIFO baseline (queue 3072 -> 2010 s, JCT 16610 -> 11236 s), preemption ratio 12.24%; loaning only JCT 12947 s, scaling only 12048 s.")
+	return sums, nil
+}

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Two days of the ITP trace on a small cluster: every configuration runs,
+// and loaning plus scaling queues jobs less than the FIFO baseline.
+func TestRunShort(t *testing.T) {
+	t.Chdir(filepath.Join("..", ".."))
+	var out bytes.Buffer
+	o := options{trace: filepath.Join("sim", "testdata", "itp", "cluster04.csv"), from: 14, days: 2, servers: 24, inference: 24, gpusPerServer: 8,
+		elasticShare: 0.5, minFactor: 0.5, maxFactor: 2, restart: 30, usageMean: 0.7, usageAmp: 0.25, usageNoise: 0.05, seed: 1}
+	sums, err := run(context.Background(), &out, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if base, lyra := sums[0], sums[len(sums)-1]; !(lyra.MeanQueue < base.MeanQueue) || !(lyra.MeanJCT < base.MeanJCT) {
+		t.Errorf("Lyra queue %v JCT %v, baseline %v %v", lyra.MeanQueue, lyra.MeanJCT, base.MeanQueue, base.MeanJCT)
+	}
+	for _, c := range configs {
+		if !strings.Contains(out.String(), c.name) {
+			t.Errorf("no row %q in\n%s", c.name, out.String())
+		}
+	}
+	o.from = 1000
+	if _, err := run(context.Background(), &out, o); err == nil {
+		t.Error("an empty window should fail")
+	}
+}

@@ -1,0 +1,457 @@
+package sim
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/gpusched/gpusched/elastic"
+)
+
+// UsageSignal gives the share of the inference cluster's servers that
+// inference needs at a time (seconds), in [0, 1].
+type UsageSignal interface {
+	Usage(t float64) float64
+}
+
+// Diurnal is a seeded daily inference load: Mean + Amplitude x
+// cos(2 pi (t - Peak) / Period) plus noise uniform in [-Noise, Noise] that
+// changes every NoiseStep seconds (300 if zero), clamped to [0, 1]. Period
+// is a day when zero. Lyra's inference clusters follow such a pattern,
+// busy by day and idle at night (EuroSys 2023, section 2.2, Fig. 2).
+type Diurnal struct {
+	Mean, Amplitude, Noise float64
+	Period, Peak           float64
+	NoiseStep              float64
+	Seed                   uint64
+}
+
+// Usage implements UsageSignal.
+func (d Diurnal) Usage(t float64) float64 {
+	period, step := d.Period, d.NoiseStep
+	if period <= 0 {
+		period = 86400
+	}
+	if step <= 0 {
+		step = 300
+	}
+	u := d.Mean + d.Amplitude*math.Cos(2*math.Pi*(t-d.Peak)/period)
+	if d.Noise > 0 {
+		k := uint64(int64(math.Floor(t / step)))
+		u += d.Noise * (2*rand.New(rand.NewPCG(d.Seed, k)).Float64() - 1)
+	}
+	return math.Min(1, math.Max(0, u))
+}
+
+// UsageTrace is a measured usage signal: Values[i] holds from Times[i] to
+// Times[i+1]; before the first time the first value holds.
+type UsageTrace struct{ Times, Values []float64 }
+
+// Usage implements UsageSignal.
+func (u *UsageTrace) Usage(t float64) float64 {
+	if len(u.Values) == 0 {
+		return 0
+	}
+	i, _ := slices.BinarySearch(u.Times, t)
+	if i < len(u.Times) && u.Times[i] == t {
+		return u.Values[i]
+	}
+	return u.Values[max(i-1, 0)]
+}
+
+// ReadUsage reads an inference usage signal: a CSV file with columns time
+// (s, increasing) and usage (the share of inference servers busy, in
+// [0, 1]). Malformed rows give a *ParseError.
+func ReadUsage(r io.Reader, name string) (*UsageTrace, error) {
+	u := &UsageTrace{}
+	err := csvRows(r, name, []string{"time", "usage"}, func(r *row) {
+		t, v := r.seconds("time"), r.seconds("usage")
+		switch {
+		case r.err != nil:
+		case v > 1:
+			r.fail("usage %v above 1", v)
+		case len(u.Times) > 0 && t <= u.Times[len(u.Times)-1]:
+			r.fail("time %v not after %v", t, u.Times[len(u.Times)-1])
+		default:
+			u.Times, u.Values = append(u.Times, t), append(u.Values, v)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(u.Times) == 0 {
+		return nil, &ParseError{File: name, Line: 2, Msg: "no rows"}
+	}
+	return u, nil
+}
+
+// ElasticConfig describes a simulation of a training cluster with elastic
+// jobs and capacity loaned from an inference cluster, in Lyra's model
+// (Li et al., "Lyra: Elastic Scheduling for Deep Learning Clusters",
+// EuroSys 2023, sections 3 to 5): every OrchestratorInterval the
+// orchestrator loans the inference servers that inference does not need
+// (keeping Headroom of them) or reclaims servers with Lyra's heuristic,
+// preempting or scaling in the jobs on them; every Interval the Policy
+// allocates workers, jobs start, grow or shrink (paying RestartOverhead on
+// every resize and every restart after a preemption; their progress is
+// checkpointed), and run at their curve's throughput.
+type ElasticConfig struct {
+	TrainingServers, GPUsPerServer int
+	// InferenceServers lend capacity when Usage is set.
+	InferenceServers int
+	Usage            UsageSignal
+	// Headroom is the share of inference servers never loaned (Lyra: 2%).
+	Headroom float64
+	Policy   elastic.Policy
+	// Interval is the job scheduler's period (60 s if zero);
+	// OrchestratorInterval the orchestrator's (Lyra: 300 s, the default).
+	Interval, OrchestratorInterval float64
+	// RestartOverhead is the time a job makes no progress after a resize
+	// or a restart, in seconds.
+	RestartOverhead float64
+}
+
+// ElasticRecord is one job's outcome.
+type ElasticRecord struct {
+	ID                     int
+	Arrival, Start, Finish float64
+	// Preemptions counts reclaims that stopped the job; Resizes the
+	// changes of its number of workers while it ran.
+	Preemptions, Resizes int
+	GPUSeconds           float64
+}
+
+// ElasticResult is the outcome of RunElastic.
+type ElasticResult struct {
+	Records []ElasticRecord
+	End     float64
+	// GPU-seconds of capacity and of busy GPUs, on training servers and
+	// on loaned servers, over the run.
+	TrainingCapacity, TrainingBusy, LoanedCapacity, LoanedBusy float64
+	// Loans and Reclaims count the servers lent and handed back.
+	Loans, Reclaims int
+	// Allocations counts the policy's calls.
+	Allocations int
+}
+
+// ElasticSummary gives Lyra's metrics (Table 5).
+type ElasticSummary struct {
+	Jobs                                  int
+	MeanQueue, MedianQueue, P95Queue      float64
+	MeanJCT, MedianJCT, P95JCT            float64
+	TrainingUsage, OverallUsage           float64
+	PreemptionRatio, ResizesPerJob        float64
+	LoanedServerHours, MeanLoanedBusyRate float64
+}
+
+// Summarise computes the metrics over all jobs. Usage is busy over
+// capacity GPU-seconds: on training servers, and over training plus
+// loaned servers.
+func (r *ElasticResult) Summarise() ElasticSummary {
+	s := ElasticSummary{Jobs: len(r.Records)}
+	if s.Jobs == 0 {
+		return s
+	}
+	q := make([]float64, 0, s.Jobs)
+	jct := make([]float64, 0, s.Jobs)
+	pre, rs := 0, 0
+	for _, rec := range r.Records {
+		q = append(q, rec.Start-rec.Arrival)
+		jct = append(jct, rec.Finish-rec.Arrival)
+		if rec.Preemptions > 0 {
+			pre++
+		}
+		rs += rec.Resizes
+	}
+	slices.Sort(q)
+	slices.Sort(jct)
+	mean := func(x []float64) float64 {
+		t := 0.0
+		for _, v := range x {
+			t += v
+		}
+		return t / float64(len(x))
+	}
+	n := float64(s.Jobs)
+	s.MeanQueue, s.MedianQueue, s.P95Queue = mean(q), quantile(q, 0.5), quantile(q, 0.95)
+	s.MeanJCT, s.MedianJCT, s.P95JCT = mean(jct), quantile(jct, 0.5), quantile(jct, 0.95)
+	s.PreemptionRatio, s.ResizesPerJob = float64(pre)/n, float64(rs)/n
+	if r.TrainingCapacity > 0 {
+		s.TrainingUsage = r.TrainingBusy / r.TrainingCapacity
+		s.OverallUsage = (r.TrainingBusy + r.LoanedBusy) / (r.TrainingCapacity + r.LoanedCapacity)
+	}
+	if r.LoanedCapacity > 0 {
+		s.MeanLoanedBusyRate = r.LoanedBusy / r.LoanedCapacity
+	}
+	return s
+}
+
+type elJob struct {
+	job       *elastic.Job
+	rec       *ElasticRecord
+	remaining float64
+	overhead  float64 // seconds of restart left
+	started   bool
+}
+
+// RunElastic simulates the jobs (in any order) to completion.
+func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*ElasticResult, error) {
+	if cfg.Policy == nil {
+		return nil, fmt.Errorf("%w: no policy", elastic.ErrInvalid)
+	}
+	if cfg.InferenceServers < 0 || cfg.Headroom < 0 || cfg.Headroom > 1 || cfg.RestartOverhead < 0 || cfg.Interval < 0 || cfg.OrchestratorInterval < 0 {
+		return nil, fmt.Errorf("%w: %d inference servers, headroom %v, restart %v s, intervals %v and %v s", elastic.ErrInvalid, cfg.InferenceServers, cfg.Headroom, cfg.RestartOverhead, cfg.Interval, cfg.OrchestratorInterval)
+	}
+	dt, orchDT := cfg.Interval, cfg.OrchestratorInterval
+	if dt == 0 {
+		dt = 60
+	}
+	if orchDT == 0 {
+		orchDT = 300
+	}
+	c, err := elastic.NewCluster(cfg.TrainingServers, cfg.GPUsPerServer)
+	if err != nil {
+		return nil, err
+	}
+	maxGPUs := (cfg.TrainingServers + cfg.InferenceServers) * cfg.GPUsPerServer
+	if cfg.Usage == nil {
+		maxGPUs = cfg.TrainingServers * cfg.GPUsPerServer
+	}
+	all := make([]*elJob, len(jobs))
+	res := &ElasticResult{Records: make([]ElasticRecord, len(jobs))}
+	seen := map[int]bool{}
+	for i := range jobs {
+		j := &jobs[i]
+		if err := j.Validate(); err != nil {
+			return nil, err
+		}
+		if seen[j.ID] {
+			return nil, fmt.Errorf("%w: job ID %d twice", elastic.ErrInvalid, j.ID)
+		}
+		seen[j.ID] = true
+		if j.MinWorkers*j.GPUsPerWorker > maxGPUs || j.GPUsPerWorker > cfg.GPUsPerServer {
+			return nil, fmt.Errorf("%w: job %d needs %d workers of %d GPUs; the cluster has at most %d GPUs in servers of %d", elastic.ErrInvalid, j.ID, j.MinWorkers, j.GPUsPerWorker, maxGPUs, cfg.GPUsPerServer)
+		}
+		res.Records[i] = ElasticRecord{ID: j.ID, Arrival: j.Arrival, Start: math.NaN(), Finish: math.NaN()}
+		all[i] = &elJob{job: j, rec: &res.Records[i], remaining: j.Work}
+	}
+	slices.SortStableFunc(all, func(a, b *elJob) int { return cmp.Compare(a.job.Arrival, b.job.Arrival) })
+	if len(all) == 0 {
+		return res, nil
+	}
+	byID := map[int]*elJob{}
+	var active []*elJob // arrived, unfinished, by arrival
+	next, done := 0, 0
+	t := all[0].job.Arrival
+	nextOrch := t
+	dirty := true
+	var states []elastic.State
+	for done < len(all) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		for next < len(all) && all[next].job.Arrival <= t {
+			active = append(active, all[next])
+			byID[all[next].job.ID] = all[next]
+			next++
+			dirty = true
+		}
+		if cfg.Usage != nil && t >= nextOrch {
+			nextOrch += orchDT * math.Max(1, math.Floor((t-nextOrch)/orchDT)+1)
+			u := cfg.Usage.Usage(t)
+			want := max(0, cfg.InferenceServers-int(math.Ceil(float64(cfg.InferenceServers)*(u+cfg.Headroom)-1e-9)))
+			have := c.Loaned()
+			switch {
+			case want > have:
+				if _, err := c.Loan(want - have); err != nil {
+					return nil, err
+				}
+				res.Loans += want - have
+				dirty = true
+			case want < have:
+				r, err := c.Reclaim(have - want)
+				if err != nil {
+					return nil, err
+				}
+				res.Reclaims += have - want
+				for _, id := range r.Preempted {
+					e := byID[id]
+					e.rec.Preemptions++
+					e.overhead = cfg.RestartOverhead
+				}
+				for _, id := range r.ScaledIn {
+					e := byID[id]
+					e.rec.Resizes++
+					e.overhead = cfg.RestartOverhead
+				}
+				dirty = true
+			}
+		}
+		if dirty {
+			dirty = false
+			states = states[:0]
+			for _, e := range active {
+				states = append(states, elastic.State{Job: e.job, Remaining: e.remaining, Workers: c.Workers(e.job.ID)})
+			}
+			total, _ := c.GPUs()
+			want, err := cfg.Policy.Allocate(states, total)
+			res.Allocations++
+			if err != nil {
+				return nil, fmt.Errorf("sim: elastic policy at %v s: %w", t, err)
+			}
+			if err := applyElastic(c, active, states, want, cfg.RestartOverhead, t); err != nil {
+				return nil, fmt.Errorf("sim: at %v s: %w", t, err)
+			}
+		}
+		// Run one interval.
+		total, free := c.GPUs()
+		loanTotal, loanBusy := c.LoanedGPUs()
+		res.TrainingCapacity += float64(total-loanTotal) * dt
+		res.TrainingBusy += float64(total-free-loanBusy) * dt
+		res.LoanedCapacity += float64(loanTotal) * dt
+		res.LoanedBusy += float64(loanBusy) * dt
+		kept := active[:0]
+		for _, e := range active {
+			w := c.Workers(e.job.ID)
+			if w == 0 {
+				kept = append(kept, e)
+				continue
+			}
+			run := dt
+			if e.overhead > 0 {
+				o := math.Min(e.overhead, dt)
+				e.overhead -= o
+				run -= o
+			}
+			x := e.job.Curve.Throughput(w)
+			if x*run >= e.remaining {
+				e.rec.Finish = t + (dt - run) + e.remaining/x
+				e.rec.GPUSeconds += float64(w*e.job.GPUsPerWorker) * (e.rec.Finish - t)
+				e.remaining = 0
+				c.Release(e.job.ID)
+				done++
+				dirty = true
+				continue
+			}
+			e.remaining -= x * run
+			e.rec.GPUSeconds += float64(w*e.job.GPUsPerWorker) * dt
+			kept = append(kept, e)
+		}
+		active = kept
+		t += dt
+		if len(active) == 0 && next < len(all) && all[next].job.Arrival > t {
+			// Idle: jump to the interval of the next arrival.
+			t += math.Floor((all[next].job.Arrival-t)/dt) * dt
+		}
+	}
+	res.End = t
+	slices.SortFunc(res.Records, func(a, b ElasticRecord) int { return cmp.Compare(a.ID, b.ID) })
+	return res, c.Check()
+}
+
+// applyElastic moves the cluster to the policy's allocation: shrinks
+// first, then starts and growths, the jobs with the largest workers first
+// (best fit decreasing).
+func applyElastic(c *elastic.Cluster, active []*elJob, states []elastic.State, want []int, overhead, now float64) error {
+	type change struct {
+		e       *elJob
+		from, w int
+	}
+	var grow []change
+	for i, e := range active {
+		from, w := states[i].Workers, want[i]
+		switch {
+		case w == from:
+		case w == 0:
+			// Policies keep running jobs; a policy that stops one preempts it.
+			c.Release(e.job.ID)
+			e.rec.Preemptions++
+			e.overhead = overhead
+		case from > 0 && w < from:
+			if _, err := c.Resize(e.job, w); err != nil {
+				return err
+			}
+			e.rec.Resizes++
+			e.overhead = overhead
+		default:
+			grow = append(grow, change{e, from, w})
+		}
+	}
+	slices.SortStableFunc(grow, func(a, b change) int {
+		return cmp.Or(cmp.Compare(b.e.job.GPUsPerWorker, a.e.job.GPUsPerWorker), cmp.Compare((b.w-b.from)*b.e.job.GPUsPerWorker, (a.w-a.from)*a.e.job.GPUsPerWorker))
+	})
+	for _, g := range grow {
+		j := g.e.job
+		if g.from == 0 {
+			if _, err := c.Place(j, g.w); err != nil {
+				if errors.Is(err, elastic.ErrUnplaceable) {
+					continue // fragmented: it waits
+				}
+				return err
+			}
+			if !g.e.started {
+				g.e.started = true
+				g.e.rec.Start = now
+			}
+			continue
+		}
+		n, err := c.Resize(j, g.w)
+		if err != nil {
+			return err
+		}
+		if n != g.from {
+			g.e.rec.Resizes++
+			g.e.overhead = overhead
+		}
+	}
+	return nil
+}
+
+// ElasticSpec turns trace jobs, which give only a GPU count and a
+// duration, into elastic jobs for RunElastic. Traces do not say which jobs
+// could scale; Lyra's production trace had elastic and inelastic jobs
+// side by side (section 7.1). A seeded share Fraction of the jobs becomes
+// elastic with MinWorkers = max(1, ceil(requested x MinFactor)) and
+// MaxWorkers = max(MinWorkers, floor(requested x MaxFactor)), at most
+// MaxWorkers when that is positive; the rest keep their requested GPUs.
+// Every worker is one GPU and scales linearly (Lyra's assumption), and
+// the work is the trace's GPU time, so a job on its requested GPUs runs
+// for the trace's duration.
+type ElasticSpec struct {
+	Fraction             float64
+	MinFactor, MaxFactor float64
+	MaxWorkers           int
+	Seed                 uint64
+}
+
+// Jobs converts trace jobs (ReadITP, ReadPhilly, ...): IDs and arrivals
+// are kept; jobs without a duration or GPUs are an error.
+func (s ElasticSpec) Jobs(trace []Job) ([]elastic.Job, error) {
+	if s.Fraction < 0 || s.Fraction > 1 || s.MinFactor < 0 || s.MaxFactor < 0 {
+		return nil, fmt.Errorf("%w: elastic share %v, factors %v and %v", elastic.ErrInvalid, s.Fraction, s.MinFactor, s.MaxFactor)
+	}
+	rng := rand.New(rand.NewPCG(s.Seed, 0x1a7a))
+	out := make([]elastic.Job, len(trace))
+	for i, j := range trace {
+		req := j.Key.ScaleFactor
+		if req < 1 || !(j.Duration > 0) {
+			return nil, fmt.Errorf("%w: job %d has %d GPUs and duration %v", elastic.ErrInvalid, j.ID, req, j.Duration)
+		}
+		lo, hi := req, req
+		if rng.Float64() < s.Fraction {
+			lo = max(1, int(math.Ceil(float64(req)*s.MinFactor-1e-9)))
+			hi = max(lo, int(math.Floor(float64(req)*s.MaxFactor+1e-9)))
+			if s.MaxWorkers > 0 {
+				hi = max(lo, min(hi, s.MaxWorkers))
+			}
+		}
+		out[i] = elastic.Job{ID: j.ID, Arrival: j.Arrival, MinWorkers: lo, MaxWorkers: hi, GPUsPerWorker: 1,
+			Work: j.Duration * float64(req), Curve: elastic.Linear{PerWorker: 1}}
+	}
+	return out, nil
+}
