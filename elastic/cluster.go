@@ -30,7 +30,16 @@ type Cluster struct {
 	gpusPerServer int
 	servers       []server
 	jobs          map[int]*placed
+	pack          bool
+	live          []int // IDs of the servers held now, increasing
 }
+
+// SetPacking switches between Lyra's server groups (off, the default) and
+// packing (on) for jobs whose speed depends on how many servers they span
+// (Pollux's jobs): every job goes on as few servers as the free GPUs
+// allow, a growing job is placed afresh (it restarts anyway), and a
+// shrinking job leaves its smallest parts first.
+func (c *Cluster) SetPacking(on bool) { c.pack = on }
 
 type server struct {
 	loaned, active bool
@@ -50,8 +59,9 @@ func NewCluster(trainingServers, gpusPerServer int) (*Cluster, error) {
 		return nil, fmt.Errorf("%w: %d servers of %d GPUs", ErrInvalid, trainingServers, gpusPerServer)
 	}
 	c := &Cluster{gpusPerServer: gpusPerServer, jobs: map[int]*placed{}}
-	for range trainingServers {
+	for i := range trainingServers {
 		c.servers = append(c.servers, server{active: true, free: gpusPerServer})
+		c.live = append(c.live, i)
 	}
 	return c, nil
 }
@@ -67,6 +77,7 @@ func (c *Cluster) Loan(n int) ([]int, error) {
 	ids := make([]int, n)
 	for i := range ids {
 		ids[i] = len(c.servers)
+		c.live = append(c.live, len(c.servers))
 		c.servers = append(c.servers, server{loaned: true, active: true, free: c.gpusPerServer})
 	}
 	return ids, nil
@@ -75,8 +86,8 @@ func (c *Cluster) Loan(n int) ([]int, error) {
 // Loaned returns the number of loaned servers held now.
 func (c *Cluster) Loaned() int {
 	n := 0
-	for _, s := range c.servers {
-		if s.active && s.loaned {
+	for _, id := range c.live {
+		if c.servers[id].loaned {
 			n++
 		}
 	}
@@ -85,11 +96,9 @@ func (c *Cluster) Loaned() int {
 
 // GPUs returns the GPUs of the servers held now, and how many are free.
 func (c *Cluster) GPUs() (total, free int) {
-	for _, s := range c.servers {
-		if s.active {
-			total += c.gpusPerServer
-			free += s.free
-		}
+	for _, id := range c.live {
+		total += c.gpusPerServer
+		free += c.servers[id].free
 	}
 	return total, free
 }
@@ -97,8 +106,8 @@ func (c *Cluster) GPUs() (total, free int) {
 // LoanedGPUs returns the GPUs of the loaned servers held now, and how many
 // of them are busy.
 func (c *Cluster) LoanedGPUs() (total, busy int) {
-	for _, s := range c.servers {
-		if s.active && s.loaned {
+	for _, id := range c.live {
+		if s := &c.servers[id]; s.loaned {
 			total += c.gpusPerServer
 			busy += c.gpusPerServer - s.free
 		}
@@ -175,6 +184,34 @@ func (c *Cluster) Place(j *Job, workers int) (int, error) {
 		return 0, fmt.Errorf("%w: job %d is placed already", ErrInvalid, j.ID)
 	}
 	p := &placed{gpusPerWorker: j.GPUsPerWorker, elastic: j.Elastic()}
+	if c.pack {
+		// All workers together on the fewest servers; the first
+		// MinWorkers are the base.
+		parts := c.plan(p, workers, true)
+		n := 0
+		for _, x := range parts {
+			n += x.Workers
+		}
+		if n < j.MinWorkers {
+			return 0, fmt.Errorf("%w: job %d's %d base workers of %d GPUs", ErrUnplaceable, j.ID, j.MinWorkers, j.GPUsPerWorker)
+		}
+		need := j.MinWorkers
+		for _, x := range parts {
+			b := min(need, x.Workers)
+			need -= b
+			if b > 0 {
+				p.parts = append(p.parts, Part{Server: x.Server, Workers: b})
+			}
+			if x.Workers > b {
+				p.parts = append(p.parts, Part{Server: x.Server, Workers: x.Workers - b, Flexible: true})
+			}
+		}
+		for _, x := range p.parts {
+			c.take(x, p.gpusPerWorker, 1)
+		}
+		c.jobs[j.ID] = p
+		return n, nil
+	}
 	base := c.plan(p, j.MinWorkers, false)
 	if base == nil {
 		return 0, fmt.Errorf("%w: job %d's %d base workers of %d GPUs", ErrUnplaceable, j.ID, j.MinWorkers, j.GPUsPerWorker)
@@ -200,6 +237,21 @@ func (c *Cluster) Resize(j *Job, workers int) (int, error) {
 		return 0, fmt.Errorf("%w: job %d with %d workers outside %d to %d", ErrInvalid, j.ID, workers, j.MinWorkers, j.MaxWorkers)
 	}
 	have := c.Workers(j.ID)
+	if workers > have && c.pack {
+		old := p.parts
+		c.Release(j.ID)
+		n, err := c.Place(j, workers)
+		if err != nil {
+			// Put it back where it was; those GPUs are still free.
+			p.parts = old
+			for _, x := range old {
+				c.take(x, p.gpusPerWorker, 1)
+			}
+			c.jobs[j.ID] = p
+			return have, nil
+		}
+		return n, nil
+	}
 	if workers > have {
 		return have + c.grow(p, workers-have), nil
 	}
@@ -215,6 +267,9 @@ func (c *Cluster) Resize(j *Job, workers int) (int, error) {
 		if p.parts[i].Flexible && !c.servers[p.parts[i].Server].loaned {
 			order = append(order, i)
 		}
+	}
+	if c.pack {
+		slices.SortStableFunc(order, func(a, b int) int { return p.parts[a].Workers - p.parts[b].Workers })
 	}
 	for _, i := range order {
 		if drop == 0 {
@@ -258,14 +313,14 @@ func (c *Cluster) grow(p *placed, extra int) int {
 // place as many as fit.
 func (c *Cluster) plan(p *placed, k int, flexible bool) []Part {
 	g := p.gpusPerWorker
-	free := make([]int, len(c.servers))
-	for i, s := range c.servers {
-		if s.active {
-			free[i] = s.free
-		}
+	free := make([]int, len(c.live)) // by position in c.live
+	for k, id := range c.live {
+		free[k] = c.servers[id].free
 	}
 	var groups []func(s *server) bool
 	switch {
+	case c.pack:
+		groups = []func(s *server) bool{func(*server) bool { return true }}
 	case flexible:
 		groups = []func(s *server) bool{
 			func(s *server) bool { return s.loaned && s.base == 0 },
@@ -289,8 +344,8 @@ func (c *Cluster) plan(p *placed, k int, flexible bool) []Part {
 	for _, in := range groups {
 		for k > 0 {
 			fit, most := -1, -1
-			for i := range c.servers {
-				if free[i] < g || !in(&c.servers[i]) {
+			for i, id := range c.live {
+				if free[i] < g || !in(&c.servers[id]) {
 					continue
 				}
 				if free[i] >= k*g && (fit < 0 || free[i] < free[fit]) {
@@ -308,7 +363,7 @@ func (c *Cluster) plan(p *placed, k int, flexible bool) []Part {
 				break
 			}
 			n := min(k, free[s]/g)
-			parts = append(parts, Part{Server: s, Workers: n, Flexible: flexible})
+			parts = append(parts, Part{Server: c.live[s], Workers: n, Flexible: flexible})
 			free[s] -= n * g
 			k -= n
 		}
@@ -335,10 +390,10 @@ type Reclaimed struct {
 func (c *Cluster) Reclaim(n int) (*Reclaimed, error) {
 	var ids []int
 	index := map[int]int{}
-	for i, s := range c.servers {
-		if s.active && s.loaned {
-			index[i] = len(ids)
-			ids = append(ids, i)
+	for _, id := range c.live {
+		if c.servers[id].loaned {
+			index[id] = len(ids)
+			ids = append(ids, id)
 		}
 	}
 	if n < 0 || n > len(ids) {
@@ -382,6 +437,7 @@ func (c *Cluster) Reclaim(n int) (*Reclaimed, error) {
 		}
 		s.active = false
 	}
+	c.live = slices.DeleteFunc(c.live, func(id int) bool { return back[id] })
 	return out, nil
 }
 

@@ -93,6 +93,7 @@ func TestClusterRandomOperations(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for trial := 0; trial < 50; trial++ {
 		c, _ := NewCluster(1+rng.IntN(4), 8)
+		c.SetPacking(trial%2 == 1)
 		jobs := map[int]*Job{}
 		for step := 0; step < 200; step++ {
 			switch op := rng.IntN(6); op {
@@ -147,4 +148,35 @@ func TestClusterRandomOperations(t *testing.T) {
 			require.NoError(t, c.Check(), "trial %d step %d", trial, step)
 		}
 	}
+}
+
+// Packing for jobs that slow down across servers: a growing job is placed
+// afresh on the fewest servers, a shrinking one leaves its smallest parts.
+func TestClusterPacking(t *testing.T) {
+	c, _ := NewCluster(2, 4)
+	c.SetPacking(true)
+	a := &Job{ID: 1, MinWorkers: 1, MaxWorkers: 8, GPUsPerWorker: 1, Work: 1, Curve: Linear{1}}
+	b := &Job{ID: 2, MinWorkers: 1, MaxWorkers: 4, GPUsPerWorker: 1, Work: 1, Curve: Linear{1}}
+	_, err := c.Place(a, 3)
+	require.NoError(t, err)
+	assert.Equal(t, []Part{{Server: 0, Workers: 1}, {Server: 0, Workers: 2, Flexible: true}}, c.Parts(1))
+	_, err = c.Place(b, 2)
+	require.NoError(t, err)
+	assert.Equal(t, 1, c.Parts(2)[0].Server, "2 workers do not fit beside a's 3")
+	n, err := c.Resize(a, 4)
+	require.NoError(t, err)
+	assert.Equal(t, 4, n)
+	for _, p := range c.Parts(1) {
+		assert.Equal(t, 0, p.Server)
+	}
+	n, err = c.Resize(a, 8)
+	require.NoError(t, err)
+	assert.Equal(t, 6, n, "4 on server 0 and the 2 free on server 1")
+	n, err = c.Resize(a, 4)
+	require.NoError(t, err)
+	assert.Equal(t, 4, n)
+	for _, p := range c.Parts(1) {
+		assert.Equal(t, 0, p.Server, "the part on server 1 went first")
+	}
+	require.NoError(t, c.Check())
 }

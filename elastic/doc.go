@@ -1,15 +1,26 @@
-// Package elastic will scale jobs between a minimum and a maximum number of
-// workers and loan capacity between inference and training clusters.
+// Package elastic scales jobs between a minimum and a maximum number of
+// workers and loans capacity between inference and training clusters.
 //
-// Its one job: choose how many workers each elastic job gets, and which
-// servers to loan or reclaim. Planned: Lyra's capacity loaning and two-phase
-// allocation (Li et al., "Lyra: Elastic Scheduling for Deep Learning
-// Clusters", EuroSys 2023), AFS-style marginal-gain scaling (Hwang et al.,
-// NSDI 2021), Optimus-style greedy scaling (Peng et al., EuroSys 2018) and a
-// Pollux-style goodput policy (Qiao et al., OSDI 2021).
+// Its one job: choose how many workers each elastic job gets, where they
+// go, and which servers to loan or reclaim. The seams are small: a [Curve]
+// gives a job's throughput on w workers ([Linear], [Table], or a
+// simulator's goodput curve), and a [Policy] maps job states and a GPU
+// count to workers per job.
 //
-// Status: it holds Lyra's phase-2 multiple-choice knapsack
-// ([MultipleChoiceKnapsack], [ScalingItems]) and its reclaiming heuristic
-// with an exhaustive oracle ([Reclaim], [ReclaimOracle]); the rest is
-// planned (see the README's feature table).
+// Policies: [Lyra]'s two-phase allocation (Li et al., "Lyra: Elastic
+// Scheduling for Deep Learning Clusters", EuroSys 2023, section 5.2: SJF
+// for base demands, then [MultipleChoiceKnapsack] over extra workers),
+// [AFS]-style relative marginal gain (Hwang et al., NSDI 2021), [Optimus]-
+// style greedy time saved (Peng et al., EuroSys 2018), [Pollux]-style
+// power mean of goodput speedups (Qiao et al., OSDI 2021), and [FIFO].
+//
+// Capacity: [Cluster] is the orchestrator's API: it loans whole servers,
+// reclaims them with Lyra's heuristic ([Reclaim], checked against the
+// exhaustive [ReclaimOracle]) and applies the preemptions, and places jobs
+// best fit decreasing in Lyra's server groups (or packed).
+//
+// Goodput: [PerfParams] is Pollux's step-time model, fitted to measured
+// steps by [FitPerfParams] (gonum's Nelder-Mead); [GradStats] gives the
+// statistical efficiency of a batch size; [Goodput] chooses the batch and
+// micro-batch of the highest goodput on an allocation.
 package elastic

@@ -13,6 +13,23 @@ type Curve interface {
 	Throughput(workers int) float64
 }
 
+// PlacedCurve is a Curve whose throughput also depends on how many
+// servers its workers span (synchronisation across servers is slower);
+// Throughput assumes the workers are packed.
+type PlacedCurve interface {
+	Curve
+	ThroughputOn(workers, servers int) float64
+}
+
+// ProgressCurve is a Curve that changes as the job trains (Pollux's
+// statistical efficiency follows the gradient noise scale, which grows
+// during training); a simulator tells it the work done so far before it
+// asks for throughputs.
+type ProgressCurve interface {
+	Curve
+	SetProgress(done float64)
+}
+
 // Linear is Lyra's scaling assumption (EuroSys 2023, section 3): throughput
 // proportional to the workers, PerWorker each.
 type Linear struct{ PerWorker float64 }
@@ -100,11 +117,14 @@ func (j *Job) Validate() error {
 }
 
 // State is a job as a policy sees it: how much work is left and how many
-// workers it holds now (0 when queued).
+// workers it holds now (0 when queued); Age (seconds since arrival) and
+// Restarts (times it was resized or restarted) feed restart penalties.
 type State struct {
 	*Job
 	Remaining float64
 	Workers   int
+	Age       float64
+	Restarts  int
 }
 
 // Time returns the time the job still needs on w workers (+Inf for none).

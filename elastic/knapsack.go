@@ -28,13 +28,19 @@ func MultipleChoiceKnapsack(groups [][]Item, capacity int) ([]int, float64, erro
 	if capacity < 0 {
 		return nil, 0, fmt.Errorf("%w: capacity %d", ErrInvalid, capacity)
 	}
+	reach := 0 // the most all groups can weigh together
 	for g, items := range groups {
+		heaviest := 0
 		for i, it := range items {
 			if it.Weight < 0 || math.IsNaN(it.Value) || math.IsInf(it.Value, 0) {
 				return nil, 0, fmt.Errorf("%w: group %d item %d has weight %d and value %v", ErrInvalid, g, i, it.Weight, it.Value)
 			}
+			heaviest = max(heaviest, it.Weight)
 		}
+		reach += heaviest
 	}
+	// Capacity beyond what the groups can use changes nothing.
+	capacity = min(capacity, reach)
 	// best[c]: the best value of weight at most c over the groups so far.
 	best := make([]float64, capacity+1)
 	next := make([]float64, capacity+1)

@@ -228,3 +228,47 @@ func TestLyraBeatsGreedyOnStepCurve(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []int{3}, w)
 }
+
+// benchJobs: n jobs, half elastic (base 1 to 8, up to 4x), a third
+// running, on a cluster with gpus GPUs; concave tabled curves.
+func benchJobs(n, gpus int) []State {
+	rng := rand.New(rand.NewPCG(21, 22))
+	st := make([]State, n)
+	used := 0
+	for i := range st {
+		lo := 1 + rng.IntN(8)
+		hi := lo
+		if i%2 == 0 {
+			hi = lo * 4
+		}
+		tab := make(Table, hi)
+		for k := range tab {
+			tab[k] = math.Sqrt(float64(k+1)) * (1 + rng.Float64())
+		}
+		j := &Job{ID: i, Arrival: float64(i), MinWorkers: lo, MaxWorkers: hi, GPUsPerWorker: 1, Work: 1000 + rng.Float64()*1e5, Curve: tab}
+		st[i] = State{Job: j, Remaining: j.Work, Age: 600}
+		if i%3 == 0 && used+lo <= gpus/2 {
+			st[i].Workers = lo
+			used += lo
+		}
+	}
+	return st
+}
+
+// Allocation at the scale of a large cluster: 1,000 jobs (4,500 GPUs of
+// base demand) on 8,192 GPUs, so that 3,700 GPUs are shared out.
+func BenchmarkPolicies1000Jobs8192GPUs(b *testing.B) {
+	st := benchJobs(1000, 8192)
+	for _, p := range []struct {
+		name string
+		p    Policy
+	}{{"FIFO", FIFO{}}, {"Lyra", Lyra{}}, {"AFS", AFS{}}, {"Optimus", Optimus{}}, {"Pollux", Pollux{}}} {
+		b.Run(p.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := p.p.Allocate(st, 8192); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

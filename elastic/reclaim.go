@@ -39,69 +39,80 @@ func Reclaim(servers [][]Worker, n int) (*ReclaimResult, error) {
 	if n < 0 || n > len(servers) {
 		return nil, fmt.Errorf("%w: reclaim %d of %d servers", ErrInvalid, n, len(servers))
 	}
-	span := map[int]int{} // servers where a job has base workers
-	gpus := map[int]int{} // GPUs of a job across the loaned servers
+	// Jobs by index; per server, each job once with its GPUs there and
+	// whether it has base workers there.
+	type entry struct {
+		job, gpus int
+		base      bool
+	}
+	index := map[int]int{}
+	var ids []int
+	var span, gpus []int // servers where a job has base workers; its GPUs on all
+	on := make([][]entry, len(servers))
 	for s, ws := range servers {
 		for _, w := range ws {
 			if w.GPUs < 0 {
 				return nil, fmt.Errorf("%w: job %d has %d GPUs on server %d", ErrInvalid, w.Job, w.GPUs, s)
 			}
-			gpus[w.Job] += w.GPUs
-		}
-		seen := map[int]bool{}
-		for _, w := range ws {
-			if !w.Flexible && !seen[w.Job] {
-				seen[w.Job] = true
-				span[w.Job]++
+			j, ok := index[w.Job]
+			if !ok {
+				j = len(ids)
+				index[w.Job] = j
+				ids, span, gpus = append(ids, w.Job), append(span, 0), append(gpus, 0)
+			}
+			gpus[j] += w.GPUs
+			k := slices.IndexFunc(on[s], func(e entry) bool { return e.job == j })
+			if k < 0 {
+				on[s] = append(on[s], entry{job: j})
+				k = len(on[s]) - 1
+			}
+			on[s][k].gpus += w.GPUs
+			if !w.Flexible && !on[s][k].base {
+				on[s][k].base = true
+				span[j]++
 			}
 		}
 	}
-	preempted := map[int]bool{}
-	free := func(s int) bool {
-		for _, w := range servers[s] {
-			if !w.Flexible && !preempted[w.Job] {
-				return false
+	baseOn := make([][]int, len(ids)) // servers where a job has base workers
+	blockers := make([]int, len(servers))
+	nFree := 0
+	for s := range on {
+		for _, e := range on[s] {
+			if e.base {
+				baseOn[e.job] = append(baseOn[e.job], s)
+				blockers[s]++
 			}
 		}
-		return true
-	}
-	count := func() int {
-		k := 0
-		for s := range servers {
-			if free(s) {
-				k++
-			}
+		if blockers[s] == 0 {
+			nFree++
 		}
-		return k
 	}
-	for count() < n {
+	preempted := make([]bool, len(ids))
+	for nFree < n {
 		best, bestCost, bestDamage := -1, 0.0, 0
 		for s := range servers {
-			if free(s) {
+			if blockers[s] == 0 {
 				continue
 			}
 			cost, damage := 0.0, 0
-			seen := map[int]bool{}
-			for _, w := range servers[s] {
-				if w.Flexible || preempted[w.Job] || seen[w.Job] {
-					continue
+			for _, e := range on[s] {
+				if e.base && !preempted[e.job] {
+					cost += 1 / float64(span[e.job])
+					damage += gpus[e.job] - e.gpus
 				}
-				seen[w.Job] = true
-				cost += 1 / float64(span[w.Job])
-				for _, w2 := range servers[s] {
-					if w2.Job == w.Job {
-						damage -= w2.GPUs
-					}
-				}
-				damage += gpus[w.Job]
 			}
 			if best < 0 || cost < bestCost-1e-12 || cost < bestCost+1e-12 && damage < bestDamage {
 				best, bestCost, bestDamage = s, cost, damage
 			}
 		}
-		for _, w := range servers[best] {
-			if !w.Flexible {
-				preempted[w.Job] = true
+		for _, e := range on[best] {
+			if e.base && !preempted[e.job] {
+				preempted[e.job] = true
+				for _, s := range baseOn[e.job] {
+					if blockers[s]--; blockers[s] == 0 {
+						nFree++
+					}
+				}
 			}
 		}
 	}
@@ -109,15 +120,15 @@ func Reclaim(servers [][]Worker, n int) (*ReclaimResult, error) {
 	// fewest flexible GPUs first (so fewer jobs shrink).
 	var cands []int
 	for s := range servers {
-		if free(s) {
+		if blockers[s] == 0 {
 			cands = append(cands, s)
 		}
 	}
 	live := func(s int) int {
 		g := 0
-		for _, w := range servers[s] {
-			if !preempted[w.Job] {
-				g += w.GPUs
+		for _, e := range on[s] {
+			if !preempted[e.job] {
+				g += e.gpus
 			}
 		}
 		return g
@@ -125,16 +136,18 @@ func Reclaim(servers [][]Worker, n int) (*ReclaimResult, error) {
 	slices.SortStableFunc(cands, func(a, b int) int { return live(a) - live(b) })
 	out := &ReclaimResult{Servers: cands[:n]}
 	slices.Sort(out.Servers)
-	for j := range preempted {
-		out.Preempted = append(out.Preempted, j)
+	for j, p := range preempted {
+		if p {
+			out.Preempted = append(out.Preempted, ids[j])
+		}
 	}
 	slices.Sort(out.Preempted)
-	scaled := map[int]bool{}
+	scaled := make([]bool, len(ids))
 	for _, s := range out.Servers {
-		for _, w := range servers[s] {
-			if !preempted[w.Job] && !scaled[w.Job] {
-				scaled[w.Job] = true
-				out.ScaledIn = append(out.ScaledIn, w.Job)
+		for _, e := range on[s] {
+			if !preempted[e.job] && !scaled[e.job] {
+				scaled[e.job] = true
+				out.ScaledIn = append(out.ScaledIn, ids[e.job])
 			}
 		}
 	}
@@ -150,24 +163,46 @@ func ReclaimOracle(servers [][]Worker, n int) (int, error) {
 	if n < 0 || n > len(servers) || len(servers) > 24 {
 		return 0, fmt.Errorf("%w: oracle for %d of %d servers (at most 24)", ErrInvalid, n, len(servers))
 	}
+	// Per server, the set of jobs with base workers there, as bits.
+	index := map[int]int{}
+	for _, ws := range servers {
+		for _, w := range ws {
+			if _, ok := index[w.Job]; !ok && !w.Flexible {
+				index[w.Job] = len(index)
+			}
+		}
+	}
+	words := (len(index) + 63) / 64
+	sets := make([][]uint64, len(servers))
+	for s, ws := range servers {
+		sets[s] = make([]uint64, words)
+		for _, w := range ws {
+			if !w.Flexible {
+				j := index[w.Job]
+				sets[s][j/64] |= 1 << (j % 64)
+			}
+		}
+	}
+	union := make([]uint64, words)
 	best := -1
 	for mask := uint32(0); mask < 1<<len(servers); mask++ {
 		if bits.OnesCount32(mask) != n {
 			continue
 		}
-		jobs := map[int]bool{}
+		clear(union)
 		for s := range servers {
-			if mask&(1<<s) == 0 {
-				continue
-			}
-			for _, w := range servers[s] {
-				if !w.Flexible {
-					jobs[w.Job] = true
+			if mask&(1<<s) != 0 {
+				for k, x := range sets[s] {
+					union[k] |= x
 				}
 			}
 		}
-		if best < 0 || len(jobs) < best {
-			best = len(jobs)
+		c := 0
+		for _, x := range union {
+			c += bits.OnesCount64(x)
+		}
+		if best < 0 || c < best {
+			best = c
 		}
 	}
 	return max(best, 0), nil

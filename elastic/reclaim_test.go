@@ -53,10 +53,19 @@ func checkReclaim(t *testing.T, servers [][]Worker, n int, r *ReclaimResult) {
 // preemption count on most seeded instances (Lyra reports the same count
 // as exhaustive search below 60 servers on its traces); it never beats it.
 func TestReclaimAgainstOracle(t *testing.T) {
-	rng := rand.New(rand.NewPCG(11, 12))
-	match, total, extra := 0, 0, 0
-	for trial := 0; trial < 300; trial++ {
-		ns := 2 + rng.IntN(8)
+	match, total, extra, _ := compareOracle(t, rand.New(rand.NewPCG(11, 12)), 300, 2, 9)
+	t.Logf("heuristic = oracle on %d of %d instances below 10 servers; %d extra preemptions in all", match, total, extra)
+	assert.GreaterOrEqual(t, float64(match)/float64(total), 0.9)
+}
+
+// compareOracle runs the heuristic and the oracle on seeded instances of
+// lo to hi servers: how often they agree, the heuristic's extra
+// preemptions, and the oracle's total. The heuristic must free the
+// servers it names and never beat the oracle.
+func compareOracle(t *testing.T, rng *rand.Rand, trials, lo, hi int) (match, total, extra, oracle int) {
+	t.Helper()
+	for trial := 0; trial < trials; trial++ {
+		ns := lo + rng.IntN(hi-lo+1)
 		servers := randomLoan(rng, ns)
 		n := 1 + rng.IntN(ns)
 		r, err := Reclaim(servers, n)
@@ -70,9 +79,9 @@ func TestReclaimAgainstOracle(t *testing.T) {
 			match++
 		}
 		extra += len(r.Preempted) - best
+		oracle += best
 	}
-	t.Logf("heuristic = oracle on %d of %d instances below 10 servers; %d extra preemptions in all", match, total, extra)
-	assert.GreaterOrEqual(t, float64(match)/float64(total), 0.9)
+	return match, total, extra, oracle
 }
 
 // Flexible-only servers go first: reclaiming them preempts nothing.
@@ -106,4 +115,17 @@ func BenchmarkReclaim500(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// Above 10 servers (12 to 24, the oracle's reach) the issue
+// asks how the heuristic does: it is never better than the oracle, and it
+// matches it on most instances (the counts are logged; the README keeps
+// them).
+func TestReclaimAbove10(t *testing.T) {
+	if testing.Short() {
+		t.Skip("exhaustive search over up to 2^24 server sets")
+	}
+	match, total, extra, preempted := compareOracle(t, rand.New(rand.NewPCG(13, 14)), 200, 12, 24)
+	t.Logf("12 to 24 servers: heuristic = oracle on %d of %d instances; %d extra preemptions over the oracle's %d", match, total, extra, preempted)
+	assert.GreaterOrEqual(t, float64(match)/float64(total), 0.6)
 }

@@ -112,8 +112,18 @@ type ElasticConfig struct {
 	// OrchestratorInterval the orchestrator's (Lyra: 300 s, the default).
 	Interval, OrchestratorInterval float64
 	// RestartOverhead is the time a job makes no progress after a resize
-	// or a restart, in seconds.
+	// or a restart, in seconds; with ChargeStart also after its first
+	// start (as the Pollux artifact's simulator does).
 	RestartOverhead float64
+	ChargeStart     bool
+	// EveryInterval calls the policy every interval, not only after an
+	// arrival, a completion or a change of capacity (for policies whose
+	// answer changes as jobs progress, such as Pollux's).
+	EveryInterval bool
+	// Pack places every job on as few servers as possible instead of in
+	// Lyra's server groups (elastic.Cluster.SetPacking), for jobs whose
+	// curves slow down across servers.
+	Pack bool
 }
 
 // ElasticRecord is one job's outcome.
@@ -218,6 +228,7 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 	if err != nil {
 		return nil, err
 	}
+	c.SetPacking(cfg.Pack)
 	maxGPUs := (cfg.TrainingServers + cfg.InferenceServers) * cfg.GPUsPerServer
 	if cfg.Usage == nil {
 		maxGPUs = cfg.TrainingServers * cfg.GPUsPerServer
@@ -292,11 +303,15 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 				dirty = true
 			}
 		}
-		if dirty {
+		if dirty || cfg.EveryInterval {
 			dirty = false
 			states = states[:0]
 			for _, e := range active {
-				states = append(states, elastic.State{Job: e.job, Remaining: e.remaining, Workers: c.Workers(e.job.ID)})
+				if pc, ok := e.job.Curve.(elastic.ProgressCurve); ok {
+					pc.SetProgress(e.job.Work - e.remaining)
+				}
+				states = append(states, elastic.State{Job: e.job, Remaining: e.remaining, Workers: c.Workers(e.job.ID),
+					Age: t - e.job.Arrival, Restarts: e.rec.Resizes + e.rec.Preemptions})
 			}
 			total, _ := c.GPUs()
 			want, err := cfg.Policy.Allocate(states, total)
@@ -304,7 +319,7 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 			if err != nil {
 				return nil, fmt.Errorf("sim: elastic policy at %v s: %w", t, err)
 			}
-			if err := applyElastic(c, active, states, want, cfg.RestartOverhead, t); err != nil {
+			if err := applyElastic(c, active, states, want, cfg.RestartOverhead, t, cfg.ChargeStart); err != nil {
 				return nil, fmt.Errorf("sim: at %v s: %w", t, err)
 			}
 		}
@@ -328,7 +343,10 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 				e.overhead -= o
 				run -= o
 			}
-			x := e.job.Curve.Throughput(w)
+			if pc, ok := e.job.Curve.(elastic.ProgressCurve); ok {
+				pc.SetProgress(e.job.Work - e.remaining)
+			}
+			x := throughputOn(c, e.job, w)
 			if x*run >= e.remaining {
 				e.rec.Finish = t + (dt - run) + e.remaining/x
 				e.rec.GPUSeconds += float64(w*e.job.GPUsPerWorker) * (e.rec.Finish - t)
@@ -354,10 +372,30 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 	return res, c.Check()
 }
 
+// throughputOn is the job's throughput on its placement.
+func throughputOn(c *elastic.Cluster, j *elastic.Job, w int) float64 {
+	pc, ok := j.Curve.(elastic.PlacedCurve)
+	if !ok {
+		return j.Curve.Throughput(w)
+	}
+	parts := c.Parts(j.ID)
+	servers := 0
+	for i, p := range parts {
+		dup := false
+		for _, q := range parts[:i] {
+			dup = dup || q.Server == p.Server
+		}
+		if !dup {
+			servers++
+		}
+	}
+	return pc.ThroughputOn(w, servers)
+}
+
 // applyElastic moves the cluster to the policy's allocation: shrinks
 // first, then starts and growths, the jobs with the largest workers first
 // (best fit decreasing).
-func applyElastic(c *elastic.Cluster, active []*elJob, states []elastic.State, want []int, overhead, now float64) error {
+func applyElastic(c *elastic.Cluster, active []*elJob, states []elastic.State, want []int, overhead, now float64, chargeStart bool) error {
 	type change struct {
 		e       *elJob
 		from, w int
@@ -397,6 +435,9 @@ func applyElastic(c *elastic.Cluster, active []*elJob, states []elastic.State, w
 			if !g.e.started {
 				g.e.started = true
 				g.e.rec.Start = now
+				if chargeStart {
+					g.e.overhead = overhead
+				}
 			}
 			continue
 		}

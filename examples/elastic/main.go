@@ -7,8 +7,17 @@
 // only, and both (Lyra). It prints mean, median and p95 queuing and JCT,
 // usage and the preemption ratio beside Lyra's published ratios.
 //
+// With -pollux it runs Pollux's eight workloads (Qiao et al., OSDI 2021,
+// section 5.2; sim/testdata/pollux) at 1.0x load on 16 nodes x 4 GPUs
+// with 60 s scheduling intervals and 30 s restarts, under the Pollux-style
+// goodput policy (adaptive batch sizes), the Optimus-style and AFS-style
+// policies (the workload's batch sizes, elastic GPUs), and FIFO at the
+// workload's fixed GPUs and batch sizes, beside Pollux's published mean
+// JCTs.
+//
 //	go run ./examples/elastic
 //	go run ./examples/elastic -days 30 -servers 72 -usage 0.8
+//	go run ./examples/elastic -pollux
 package main
 
 import (
@@ -56,7 +65,15 @@ func main() {
 	flag.Float64Var(&o.usageAmp, "amplitude", 0.25, "inference usage: daily amplitude")
 	flag.Float64Var(&o.usageNoise, "noise", 0.05, "inference usage: noise every 5 minutes")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the elastic jobs and the usage noise")
+	pollux := flag.Bool("pollux", false, "run Pollux's eight workloads instead")
 	flag.Parse()
+	if *pollux {
+		if _, err := runPollux(context.Background(), os.Stdout, filepath.Join("sim", "testdata", "pollux"), 8); err != nil {
+			fmt.Fprintln(os.Stderr, "elastic:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if _, err := run(context.Background(), os.Stdout, o); err != nil {
 		fmt.Fprintln(os.Stderr, "elastic:", err)
 		os.Exit(1)

@@ -32,3 +32,22 @@ func TestRunShort(t *testing.T) {
 		t.Error("an empty window should fail")
 	}
 }
+
+// Pollux's first workload: the goodput policy beats Tiresias's published
+// mean JCT and the fixed-GPU FIFO baseline.
+func TestRunPolluxOne(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fits six step-time models")
+	}
+	var out bytes.Buffer
+	means, err := runPollux(context.Background(), &out, filepath.Join("..", "..", "sim", "testdata", "pollux"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pollux, fifo := means[0], means[len(means)-1]; !(pollux < 4038 && pollux < fifo) {
+		t.Errorf("Pollux-style %v s, FIFO %v s\n%s", pollux, fifo, out.String())
+	}
+	if _, err := runPollux(context.Background(), &out, t.TempDir(), 1); err == nil {
+		t.Error("a folder without profiles should fail")
+	}
+}

@@ -1,0 +1,318 @@
+package sim
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpusched/gpusched/elastic"
+)
+
+// PolluxApp is one of the applications of Pollux's evaluation (Qiao et
+// al., OSDI 2021, section 5; profiles from the adaptdl artifact,
+// simulator/traces/<app>/): its measured step times, the step-time model
+// fitted to them, its gradient statistics over training at several batch
+// sizes, and its batch-size limits. Progress counts steps at InitBatch
+// weighted by statistical efficiency, as in the artifact's simulator; the
+// job ends after MaxEpochs epochs.
+type PolluxApp struct {
+	Name                string
+	Samples             []elastic.PerfSample
+	Perf                elastic.PerfParams
+	InitBatch, MaxBatch float64
+	MinLocal, MaxLocal  float64
+	MaxEpochs           int
+	batches             []float64 // validation batch sizes, increasing
+	progress, sqr, vari [][]float64
+	epochStart          []float64 // progress at the start of each epoch
+}
+
+// ErrUnknownApp reports an application without a profile.
+var ErrUnknownApp = errors.New("sim: unknown application")
+
+// polluxEpochs are the artifact's epoch counts (applications.py), and
+// yolov3's micro-batch cap.
+var polluxEpochs = map[string]int{"bert": 2, "cifar10": 100, "ncf": 10, "imagenet": 90, "deepspeech2": 80, "yolov3": 50}
+
+// PolluxApps lists the applications of Pollux's profiles.
+var PolluxApps = []string{"bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3"}
+
+// LoadPolluxApp reads an application's profile from dir/<name>/ in fsys
+// (placements.csv, scalability.csv, validation-<batch>.csv) and fits its
+// step-time model (elastic.FitPerfParams) to every measured step.
+func LoadPolluxApp(fsys fs.FS, dir, name string) (*PolluxApp, error) {
+	epochs, ok := polluxEpochs[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown Pollux application %q", ErrUnknownApp, name)
+	}
+	a := &PolluxApp{Name: name, MaxEpochs: epochs, MinLocal: math.Inf(1)}
+	base := path.Join(dir, name)
+	read := func(file string, cols []string, f func(*row)) error {
+		fh, err := fsys.Open(path.Join(base, file))
+		if err != nil {
+			return err
+		}
+		defer func() { _ = fh.Close() }()
+		return csvRows(fh, path.Join(base, file), cols, f)
+	}
+	add := func(r *row, nodes, replicas int) {
+		m, step, sync := r.seconds("local_bsz"), r.seconds("step_time"), r.seconds("sync_time")
+		if r.err != nil {
+			return
+		}
+		if !(step > sync) || m < 1 {
+			r.fail("step time %v not above sync time %v, or micro-batch %v", step, sync, m)
+			return
+		}
+		a.Samples = append(a.Samples, elastic.PerfSample{Nodes: nodes, Replicas: replicas, Atomic: m, ComputeTime: step - sync, StepTime: step})
+		a.MinLocal, a.MaxLocal = math.Min(a.MinLocal, m), math.Max(a.MaxLocal, m)
+	}
+	err := read("placements.csv", []string{"placement", "local_bsz", "step_time", "sync_time"}, func(r *row) {
+		p := r.text("placement")
+		nodes, replicas := 0, 0
+		for _, c := range p {
+			if c < '0' || c > '9' {
+				r.fail("placement %q is not digits", p)
+				return
+			}
+			if c != '0' {
+				nodes++
+				replicas += int(c - '0')
+			}
+		}
+		if nodes == 0 {
+			r.fail("placement %q has no replicas", p)
+			return
+		}
+		add(r, nodes, replicas)
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = read("scalability.csv", []string{"num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time"}, func(r *row) {
+		n, k := r.count("num_nodes"), r.count("num_replicas")
+		if r.err == nil && k < n {
+			r.fail("%d replicas on %d nodes", k, n)
+			return
+		}
+		add(r, n, k)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if name == "yolov3" {
+		a.MaxLocal = 8 // the artifact caps yolov3's micro-batch (applications.py)
+	}
+	files, err := fs.Glob(fsys, path.Join(base, "validation-*.csv"))
+	if err != nil {
+		return nil, err
+	}
+	type val struct {
+		b           float64
+		p, sq, var_ []float64
+	}
+	var vals []val
+	for _, f := range files {
+		bs := strings.TrimSuffix(strings.TrimPrefix(path.Base(f), "validation-"), ".csv")
+		b, err := strconv.Atoi(bs)
+		if err != nil || b < 1 {
+			return nil, &ParseError{File: f, Line: 0, Msg: "the file name gives no batch size"}
+		}
+		v := val{b: float64(b)}
+		err = read(path.Base(f), []string{"progress", "grad_sqr", "grad_var"}, func(r *row) {
+			p, s, x := r.seconds("progress"), r.seconds("grad_sqr"), r.seconds("grad_var")
+			if r.err == nil {
+				v.p, v.sq, v.var_ = append(v.p, p), append(v.sq, s), append(v.var_, x)
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(v.p) < epochs {
+			return nil, &ParseError{File: f, Line: len(v.p) + 1, Msg: fmt.Sprintf("%d epochs, want %d", len(v.p), epochs)}
+		}
+		vals = append(vals, v)
+	}
+	if len(vals) == 0 || len(a.Samples) == 0 {
+		return nil, fmt.Errorf("%w: %s has no validation files or no step times", ErrUnknownApp, base)
+	}
+	slices.SortFunc(vals, func(x, y val) int { return cmp.Compare(x.b, y.b) })
+	for _, v := range vals {
+		a.batches = append(a.batches, v.b)
+		a.progress, a.sqr, a.vari = append(a.progress, v.p), append(a.sqr, v.sq), append(a.vari, v.var_)
+	}
+	a.InitBatch, a.MaxBatch = a.batches[0], a.batches[len(a.batches)-1]
+	a.epochStart = make([]float64, epochs+1)
+	for e := 1; e <= epochs; e++ {
+		m := math.Inf(1)
+		for _, p := range a.progress {
+			m = math.Min(m, p[e-1])
+		}
+		a.epochStart[e] = m
+	}
+	if a.Perf, err = elastic.FitPerfParams(a.Samples); err != nil {
+		return nil, fmt.Errorf("sim: fitting %s: %w", name, err)
+	}
+	return a, nil
+}
+
+// MaxProgress is the progress at which the application's job ends.
+func (a *PolluxApp) MaxProgress() float64 { return a.epochStart[a.MaxEpochs] }
+
+// Epoch returns the epoch a job is in at a progress.
+func (a *PolluxApp) Epoch(progress float64) int {
+	e, _ := slices.BinarySearch(a.epochStart, progress)
+	if e < len(a.epochStart) && a.epochStart[e] == progress {
+		e++
+	}
+	return min(max(e-1, 0), a.MaxEpochs-1)
+}
+
+// Grad returns the gradient statistics at an epoch, interpolated linearly
+// in the batch size between the profiled batch sizes around it (the
+// artifact's get_grad_stats).
+func (a *PolluxApp) Grad(batch float64, epoch int) elastic.GradStats {
+	i, _ := slices.BinarySearch(a.batches, batch)
+	switch {
+	case i == 0:
+		return elastic.GradStats{Sqr: a.sqr[0][epoch], Var: a.vari[0][epoch]}
+	case i == len(a.batches):
+		k := len(a.batches) - 1
+		return elastic.GradStats{Sqr: a.sqr[k][epoch], Var: a.vari[k][epoch]}
+	}
+	lo, hi := a.batches[i-1], a.batches[i]
+	f := (batch - lo) / (hi - lo)
+	return elastic.GradStats{
+		Sqr: a.sqr[i-1][epoch]*(1-f) + a.sqr[i][epoch]*f,
+		Var: a.vari[i-1][epoch]*(1-f) + a.vari[i][epoch]*f,
+	}
+}
+
+// FitError returns the root mean squared log error of the fitted model's
+// step times over the application's measured steps.
+func (a *PolluxApp) FitError() float64 {
+	s := 0.0
+	for _, x := range a.Samples {
+		d := math.Log(a.Perf.StepTime(x.Nodes, x.Replicas, x.Atomic, 0)) - math.Log(x.StepTime)
+		s += d * d
+	}
+	return math.Sqrt(s / float64(len(a.Samples)))
+}
+
+// GoodputCurve is a job's progress rate (steps of the initial batch per
+// second) on a number of GPUs: adaptive (Batch 0: the goodput-optimal
+// batch and micro-batch for each allocation, Pollux's co-adaptation) or
+// at a fixed global batch. It follows the job's training: SetProgress
+// moves it to the gradient statistics of the current epoch. Replicas are
+// packed GPUsPerNode to a node unless ThroughputOn gives the nodes.
+type GoodputCurve struct {
+	App         *PolluxApp
+	Batch       float64
+	GPUsPerNode int
+	epoch       int
+	cache       map[[2]int]float64
+}
+
+// SetProgress implements elastic.ProgressCurve.
+func (g *GoodputCurve) SetProgress(done float64) {
+	if e := g.App.Epoch(done); e != g.epoch || g.cache == nil {
+		g.epoch, g.cache = e, map[[2]int]float64{}
+	}
+}
+
+// Throughput implements elastic.Curve with packed replicas.
+func (g *GoodputCurve) Throughput(workers int) float64 {
+	if workers < 1 {
+		return 0
+	}
+	return g.ThroughputOn(workers, (workers+g.GPUsPerNode-1)/g.GPUsPerNode)
+}
+
+// ThroughputOn implements elastic.PlacedCurve.
+func (g *GoodputCurve) ThroughputOn(workers, nodes int) float64 {
+	if workers < 1 || nodes < 1 {
+		return 0
+	}
+	if g.cache == nil {
+		g.cache = map[[2]int]float64{}
+	}
+	key := [2]int{workers, nodes}
+	if v, ok := g.cache[key]; ok {
+		return v
+	}
+	m := &elastic.Goodput{Perf: g.App.Perf, InitBatch: g.App.InitBatch, MaxBatch: g.App.MaxBatch,
+		MinAtomic: g.App.MinLocal, MaxAtomic: g.App.MaxLocal, Accumulation: true}
+	var v float64
+	if g.Batch > 0 {
+		c := m.FixedBatch(workers, g.Batch)
+		m.Grad = g.App.Grad(c.Batch, g.epoch)
+		v = m.Rate(nodes, workers, c)
+	} else {
+		// The statistics depend on the batch: evaluate each candidate with
+		// its own, as the artifact does.
+		v = bestAdaptive(m, g.App, g.epoch, nodes, workers)
+	}
+	g.cache[key] = v
+	return v
+}
+
+func bestAdaptive(m *elastic.Goodput, a *PolluxApp, epoch, nodes, replicas int) float64 {
+	// Gradient statistics are measured per batch size; the efficiency of a
+	// candidate batch uses the statistics interpolated at that batch.
+	best := 0.0
+	for _, c := range m.Candidates(replicas) {
+		m.Grad = a.Grad(c.Batch, epoch)
+		best = math.Max(best, m.Rate(nodes, replicas, c))
+	}
+	return best
+}
+
+// PolluxJobs turns a Pollux workload (ReadPollux) into elastic jobs of
+// one-GPU workers on nodes of gpusPerNode GPUs. Adaptive jobs choose their
+// batch size for every allocation (Pollux's co-adaptation) and may grow to
+// min(maxWorkers, MaxBatch / MinLocal) GPUs, except ncf, which the artifact
+// pins to one GPU at batch 32768; other jobs keep the workload's batch
+// size and may grow to min(maxWorkers, batch / MinLocal) GPUs (the
+// artifact's Optimus), or, with fixed, run on exactly the workload's
+// num_replicas (its Tiresias). Work is the application's MaxProgress.
+func PolluxJobs(trace []Job, apps map[string]*PolluxApp, gpusPerNode, maxWorkers int, adaptive, fixed bool) ([]elastic.Job, error) {
+	if gpusPerNode < 1 || maxWorkers < 1 {
+		return nil, fmt.Errorf("%w: %d GPUs per node, at most %d workers", elastic.ErrInvalid, gpusPerNode, maxWorkers)
+	}
+	out := make([]elastic.Job, len(trace))
+	for i, j := range trace {
+		a := apps[j.Name]
+		if a == nil {
+			return nil, fmt.Errorf("%w: job %d runs %q", ErrUnknownApp, j.ID, j.Name)
+		}
+		c := &GoodputCurve{App: a, GPUsPerNode: gpusPerNode}
+		lo, hi := 1, 1
+		switch {
+		case adaptive && a.Name == "ncf":
+			c.Batch = 32768
+		case adaptive:
+			hi = int(a.MaxBatch / a.MinLocal)
+		case fixed:
+			c.Batch = float64(j.Key.BatchSize)
+			lo, hi = j.Key.ScaleFactor, j.Key.ScaleFactor
+		default:
+			c.Batch = float64(j.Key.BatchSize)
+			hi = int(c.Batch / a.MinLocal)
+		}
+		if !adaptive && !(c.Batch >= 1) {
+			return nil, fmt.Errorf("%w: job %d has batch size %v", elastic.ErrInvalid, j.ID, c.Batch)
+		}
+		hi = max(lo, min(hi, maxWorkers))
+		if lo > maxWorkers {
+			return nil, fmt.Errorf("%w: job %d needs %d GPUs of %d", elastic.ErrInvalid, j.ID, lo, maxWorkers)
+		}
+		out[i] = elastic.Job{ID: j.ID, Arrival: j.Arrival, MinWorkers: lo, MaxWorkers: hi, GPUsPerWorker: 1, Work: a.MaxProgress(), Curve: c}
+	}
+	return out, nil
+}
