@@ -11,6 +11,11 @@ import (
 // whole workers (fragmentation), or that a job is unknown to the cluster.
 var ErrUnplaceable = errors.New("elastic: cannot place")
 
+// ErrInconsistent reports a cluster whose counts disagree with its jobs'
+// placements (a bug, found by Check or by Reclaim before it changes
+// anything).
+var ErrInconsistent = errors.New("elastic: inconsistent cluster state")
+
 // Part is a share of a job's workers on one server.
 type Part struct {
 	Server, Workers int
@@ -83,6 +88,11 @@ func (c *Cluster) Loan(n int) ([]int, error) {
 	return ids, nil
 }
 
+// IsLoaned reports whether a server was lent by the inference cluster.
+func (c *Cluster) IsLoaned(server int) bool {
+	return server >= 0 && server < len(c.servers) && c.servers[server].loaned
+}
+
 // Loaned returns the number of loaned servers held now.
 func (c *Cluster) Loaned() int {
 	n := 0
@@ -134,6 +144,28 @@ func (c *Cluster) Parts(job int) []Part {
 		return slices.Clone(p.parts)
 	}
 	return nil
+}
+
+// Span returns how many servers a job's workers are on, and how many of
+// its workers are on loaned servers.
+func (c *Cluster) Span(job int) (servers, onLoaned int) {
+	p := c.jobs[job]
+	if p == nil {
+		return 0, 0
+	}
+	for i, x := range p.parts {
+		if c.servers[x.Server].loaned {
+			onLoaned += x.Workers
+		}
+		dup := false
+		for _, y := range p.parts[:i] {
+			dup = dup || y.Server == x.Server
+		}
+		if !dup {
+			servers++
+		}
+	}
+	return servers, onLoaned
 }
 
 // Jobs returns the IDs of the jobs placed, in increasing order.
@@ -241,16 +273,22 @@ func (c *Cluster) Resize(j *Job, workers int) (int, error) {
 		old := p.parts
 		c.Release(j.ID)
 		n, err := c.Place(j, workers)
-		if err != nil {
-			// Put it back where it was; those GPUs are still free.
-			p.parts = old
-			for _, x := range old {
-				c.take(x, p.gpusPerWorker, 1)
-			}
-			c.jobs[j.ID] = p
-			return have, nil
+		if err == nil && n > have {
+			return n, nil
 		}
-		return n, nil
+		if err == nil {
+			c.Release(j.ID) // no more workers than before: stay put
+		}
+		// Put it back where it was; those GPUs are still free.
+		p.parts = old
+		for _, x := range old {
+			c.take(x, p.gpusPerWorker, 1)
+		}
+		c.jobs[j.ID] = p
+		if err != nil && !errors.Is(err, ErrUnplaceable) {
+			return have, err
+		}
+		return have, nil
 	}
 	if workers > have {
 		return have + c.grow(p, workers-have), nil
@@ -418,6 +456,18 @@ func (c *Cluster) Reclaim(n int) (*Reclaimed, error) {
 		out.Servers = append(out.Servers, ids[k])
 		back[ids[k]] = true
 	}
+	// Every base worker on a returned server must belong to a preempted
+	// job; check before changing anything.
+	for _, id := range c.Jobs() {
+		if slices.Contains(r.Preempted, id) {
+			continue
+		}
+		for _, x := range c.jobs[id].parts {
+			if back[x.Server] && !x.Flexible {
+				return nil, fmt.Errorf("%w: server %d would go back with job %d's base workers", ErrInconsistent, x.Server, id)
+			}
+		}
+	}
 	for _, id := range r.Preempted {
 		c.Release(id)
 	}
@@ -433,7 +483,7 @@ func (c *Cluster) Reclaim(n int) (*Reclaimed, error) {
 	for id := range back {
 		s := &c.servers[id]
 		if s.free != c.gpusPerServer {
-			return nil, fmt.Errorf("elastic: server %d still holds %d GPUs of work after reclaiming", id, c.gpusPerServer-s.free)
+			return nil, fmt.Errorf("%w: server %d still holds %d GPUs of work after reclaiming", ErrInconsistent, id, c.gpusPerServer-s.free)
 		}
 		s.active = false
 	}
@@ -450,7 +500,7 @@ func (c *Cluster) Check() error {
 	for id, p := range c.jobs {
 		for _, x := range p.parts {
 			if x.Workers <= 0 || !c.servers[x.Server].active {
-				return fmt.Errorf("elastic: job %d has %d workers on server %d (active %v)", id, x.Workers, x.Server, c.servers[x.Server].active)
+				return fmt.Errorf("%w: job %d has %d workers on server %d (active %v)", ErrInconsistent, id, x.Workers, x.Server, c.servers[x.Server].active)
 			}
 			if x.Flexible {
 				flex[x.Server] += x.Workers * p.gpusPerWorker
@@ -461,7 +511,7 @@ func (c *Cluster) Check() error {
 	}
 	for i, s := range c.servers {
 		if s.base != base[i] || s.flex != flex[i] || s.free != c.gpusPerServer-base[i]-flex[i] || s.free < 0 {
-			return fmt.Errorf("elastic: server %d counts free %d base %d flex %d, jobs hold base %d flex %d of %d", i, s.free, s.base, s.flex, base[i], flex[i], c.gpusPerServer)
+			return fmt.Errorf("%w: server %d counts free %d base %d flex %d, jobs hold base %d flex %d of %d", ErrInconsistent, i, s.free, s.base, s.flex, base[i], flex[i], c.gpusPerServer)
 		}
 	}
 	return nil

@@ -178,5 +178,29 @@ func TestClusterPacking(t *testing.T) {
 	for _, p := range c.Parts(1) {
 		assert.Equal(t, 0, p.Server, "the part on server 1 went first")
 	}
+	// No room to grow: it stays where it is (no move without a gain).
+	_, err = c.Place(&Job{ID: 3, MinWorkers: 2, MaxWorkers: 2, GPUsPerWorker: 1, Work: 1, Curve: Linear{1}}, 2)
+	require.NoError(t, err)
+	before := c.Parts(1)
+	n, err = c.Resize(a, 6)
+	require.NoError(t, err)
+	assert.Equal(t, 4, n)
+	assert.Equal(t, before, c.Parts(1))
 	require.NoError(t, c.Check())
+}
+
+func TestClusterSpan(t *testing.T) {
+	c, _ := NewCluster(1, 4)
+	_, _ = c.Loan(1)
+	j := &Job{ID: 1, MinWorkers: 1, MaxWorkers: 6, GPUsPerWorker: 1, Work: 1, Curve: Linear{1}}
+	_, err := c.Place(j, 6)
+	require.NoError(t, err)
+	servers, onLoan := c.Span(1)
+	assert.Equal(t, 2, servers)
+	assert.Equal(t, 4, onLoan, "base and flexible workers fill the loaned server first")
+	assert.True(t, c.IsLoaned(1))
+	assert.False(t, c.IsLoaned(0))
+	assert.False(t, c.IsLoaned(7))
+	servers, _ = c.Span(9)
+	assert.Zero(t, servers)
 }

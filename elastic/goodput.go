@@ -218,20 +218,24 @@ func (g *Goodput) FixedBatch(replicas int, batch float64) Config {
 
 // Candidates returns the batch configurations adaptdl's optimize
 // considers on replicas GPUs: 50 batch sizes spaced geometrically from
-// max(InitBatch, MinAtomic x replicas) to MaxBatch, each with the least
-// accumulation that keeps the micro-batch within MaxAtomic (at least one
-// accumulation step on a single GPU above the initial batch), dropping
-// those whose micro-batch falls outside [MinAtomic, MaxAtomic].
+// max(InitBatch, MinAtomic x replicas) to MaxBatch (only the first when it
+// is not below MaxBatch), each with the least accumulation that keeps the
+// micro-batch within MaxAtomic (at least one accumulation step on a single
+// GPU above the initial batch), dropping those whose micro-batch falls
+// outside [MinAtomic, MaxAtomic]. A configuration's Batch is the batch
+// it runs, replicas x Atomic x (Accum + 1).
 func (g *Goodput) Candidates(replicas int) []Config {
 	r := float64(replicas)
 	lo := math.Max(g.InitBatch, g.MinAtomic*r)
-	hi := math.Max(g.MaxBatch, lo)
-	const steps = 50
+	steps := 50
+	if lo >= g.MaxBatch {
+		steps = 1 // only the smallest batch these replicas can run
+	}
 	out := make([]Config, 0, steps)
 	for i := 0; i < steps; i++ {
 		b := lo
-		if hi > lo {
-			b = lo * math.Pow(hi/lo, float64(i)/(steps-1))
+		if steps > 1 {
+			b = lo * math.Pow(g.MaxBatch/lo, float64(i)/float64(steps-1))
 		}
 		local := b / r
 		accum := 0
@@ -246,7 +250,8 @@ func (g *Goodput) Candidates(replicas int) []Config {
 		if atomic < g.MinAtomic || atomic > g.MaxAtomic {
 			continue
 		}
-		out = append(out, Config{Batch: b, Atomic: atomic, Accum: accum})
+		// The batch the job runs: whole micro-batches on every replica.
+		out = append(out, Config{Batch: r * atomic * float64(accum+1), Atomic: atomic, Accum: accum})
 	}
 	return out
 }

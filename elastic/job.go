@@ -93,8 +93,9 @@ func (j *Job) Elastic() bool { return j.MaxWorkers > j.MinWorkers }
 
 // Validate returns an error wrapping ErrInvalid when the job cannot run:
 // bounds that cross or are below one, no GPUs per worker, work that is not
-// positive and finite, a missing curve, or a curve not positive on its
-// range.
+// positive and finite, a missing curve, or a curve not positive and finite
+// at its bounds (policies never choose a count in between where the curve
+// gives nothing, and a simulator reports one as an error).
 func (j *Job) Validate() error {
 	switch {
 	case j.MinWorkers < 1 || j.MaxWorkers < j.MinWorkers:

@@ -107,7 +107,11 @@ func (l Lyra) Allocate(jobs []State, gpus int) ([]int, error) {
 		base := s.Time(s.MinWorkers)
 		items := make([]Item, 0, s.MaxWorkers-s.MinWorkers)
 		for k := 1; k <= s.MaxWorkers-s.MinWorkers; k++ {
-			items = append(items, Item{Weight: k * s.GPUsPerWorker, Value: base - s.Time(s.MinWorkers+k)})
+			v := base - s.Time(s.MinWorkers+k)
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				v = 0 // no throughput there (a curve with a hole): never chosen
+			}
+			items = append(items, Item{Weight: k * s.GPUsPerWorker, Value: v})
 		}
 		groups, owner = append(groups, items), append(owner, i)
 	}

@@ -10,12 +10,13 @@ import (
 // OSDI 2021, section 4.2): it chooses every job's GPUs to maximise the
 // power mean, with exponent P (Pollux: -1), of the jobs' speedups, where
 // job j's speedup on w workers is its throughput there over its throughput
-// on a fair share, ceil(GPUs / jobs) workers (the artifact's
-// Problem.__init__). Give each job a Curve of goodput at the best batch
+// on a fair share of ceil(GPUs / jobs) GPUs (the artifact's
+// Problem.__init__), in whole workers (at least one). Give each job a Curve of goodput at the best batch
 // size for each allocation (sim.GoodputCurve) for Pollux's co-adaptation.
 // A job whose allocation changes has its speedup scaled by Pollux's
 // restart factor max(age - restarts x RestartPenalty, 0) / (age +
-// RestartPenalty). Pollux searches with a genetic algorithm; this policy
+// RestartPenalty), except at its first start (the factor is 0 at age 0,
+// and a first start costs the same whenever it happens). Pollux searches with a genetic algorithm; this policy
 // searches locally instead, from the current allocation: it adds workers
 // to the job that improves the objective most per GPU while GPUs are
 // free, then moves single workers between jobs while a move improves it.
@@ -58,10 +59,10 @@ func (p Pollux) Allocate(jobs []State, gpus int) ([]int, error) {
 	if n == 0 {
 		return w, nil
 	}
-	fair := max(1, (gpus+n-1)/n)
+	fair := max(1, (gpus+n-1)/n) // GPUs
 	base := make([]float64, n)
 	for i := range jobs {
-		base[i] = jobs[i].Curve.Throughput(min(fair, jobs[i].MaxWorkers))
+		base[i] = jobs[i].Curve.Throughput(min(max(1, fair/jobs[i].GPUsPerWorker), jobs[i].MaxWorkers))
 		if !(base[i] > 0) {
 			return nil, fmt.Errorf("%w: job %d has throughput %v on its fair share", ErrInvalid, jobs[i].ID, base[i])
 		}
@@ -71,7 +72,9 @@ func (p Pollux) Allocate(jobs []State, gpus int) ([]int, error) {
 		s := 0.0
 		if k > 0 {
 			s = jobs[i].Curve.Throughput(k) / base[i]
-			if k != jobs[i].Workers && pen > 0 {
+			// A job's first start pays no penalty: it costs the same
+			// whenever it happens (Pollux's factor is 0 at age 0).
+			if k != jobs[i].Workers && pen > 0 && (jobs[i].Workers > 0 || jobs[i].Restarts > 0) {
 				s *= math.Max(jobs[i].Age-float64(jobs[i].Restarts)*pen, 0) / (jobs[i].Age + pen)
 			}
 		}

@@ -54,11 +54,12 @@ type UsageTrace struct{ Times, Values []float64 }
 
 // Usage implements UsageSignal.
 func (u *UsageTrace) Usage(t float64) float64 {
-	if len(u.Values) == 0 {
+	n := min(len(u.Times), len(u.Values))
+	if n == 0 {
 		return 0
 	}
-	i, _ := slices.BinarySearch(u.Times, t)
-	if i < len(u.Times) && u.Times[i] == t {
+	i, _ := slices.BinarySearch(u.Times[:n], t)
+	if i < n && u.Times[i] == t {
 		return u.Values[i]
 	}
 	return u.Values[max(i-1, 0)]
@@ -214,7 +215,8 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 	if cfg.Policy == nil {
 		return nil, fmt.Errorf("%w: no policy", elastic.ErrInvalid)
 	}
-	if cfg.InferenceServers < 0 || cfg.Headroom < 0 || cfg.Headroom > 1 || cfg.RestartOverhead < 0 || cfg.Interval < 0 || cfg.OrchestratorInterval < 0 {
+	bad := func(x float64) bool { return !(x >= 0) || math.IsInf(x, 0) }
+	if cfg.InferenceServers < 0 || bad(cfg.Headroom) || cfg.Headroom > 1 || bad(cfg.RestartOverhead) || bad(cfg.Interval) || bad(cfg.OrchestratorInterval) {
 		return nil, fmt.Errorf("%w: %d inference servers, headroom %v, restart %v s, intervals %v and %v s", elastic.ErrInvalid, cfg.InferenceServers, cfg.Headroom, cfg.RestartOverhead, cfg.Interval, cfg.OrchestratorInterval)
 	}
 	dt, orchDT := cfg.Interval, cfg.OrchestratorInterval
@@ -229,9 +231,11 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 		return nil, err
 	}
 	c.SetPacking(cfg.Pack)
-	maxGPUs := (cfg.TrainingServers + cfg.InferenceServers) * cfg.GPUsPerServer
-	if cfg.Usage == nil {
-		maxGPUs = cfg.TrainingServers * cfg.GPUsPerServer
+	// The most servers training can ever hold: its own and every
+	// inference server but the headroom.
+	maxServers := cfg.TrainingServers
+	if cfg.Usage != nil {
+		maxServers += cfg.InferenceServers - int(math.Ceil(float64(cfg.InferenceServers)*cfg.Headroom-1e-9))
 	}
 	all := make([]*elJob, len(jobs))
 	res := &ElasticResult{Records: make([]ElasticRecord, len(jobs))}
@@ -245,8 +249,8 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 			return nil, fmt.Errorf("%w: job ID %d twice", elastic.ErrInvalid, j.ID)
 		}
 		seen[j.ID] = true
-		if j.MinWorkers*j.GPUsPerWorker > maxGPUs || j.GPUsPerWorker > cfg.GPUsPerServer {
-			return nil, fmt.Errorf("%w: job %d needs %d workers of %d GPUs; the cluster has at most %d GPUs in servers of %d", elastic.ErrInvalid, j.ID, j.MinWorkers, j.GPUsPerWorker, maxGPUs, cfg.GPUsPerServer)
+		if j.GPUsPerWorker > cfg.GPUsPerServer || j.MinWorkers > maxServers*(cfg.GPUsPerServer/j.GPUsPerWorker) {
+			return nil, fmt.Errorf("%w: job %d needs %d workers of %d GPUs; the cluster never holds more than %d servers of %d GPUs", elastic.ErrInvalid, j.ID, j.MinWorkers, j.GPUsPerWorker, maxServers, cfg.GPUsPerServer)
 		}
 		res.Records[i] = ElasticRecord{ID: j.ID, Arrival: j.Arrival, Start: math.NaN(), Finish: math.NaN()}
 		all[i] = &elJob{job: j, rec: &res.Records[i], remaining: j.Work}
@@ -261,6 +265,8 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 	t := all[0].job.Arrival
 	nextOrch := t
 	dirty := true
+	lastRun := t // the last time a job ran or arrived
+	const stallAfter = 30 * 86400.0
 	var states []elastic.State
 	for done < len(all) {
 		if err := ctx.Err(); err != nil {
@@ -270,11 +276,15 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 			active = append(active, all[next])
 			byID[all[next].job.ID] = all[next]
 			next++
-			dirty = true
+			dirty, lastRun = true, t
 		}
 		if cfg.Usage != nil && t >= nextOrch {
 			nextOrch += orchDT * math.Max(1, math.Floor((t-nextOrch)/orchDT)+1)
 			u := cfg.Usage.Usage(t)
+			if math.IsNaN(u) {
+				u = 1
+			}
+			u = math.Min(1, math.Max(0, u))
 			want := max(0, cfg.InferenceServers-int(math.Ceil(float64(cfg.InferenceServers)*(u+cfg.Headroom)-1e-9)))
 			have := c.Loaned()
 			switch {
@@ -304,7 +314,6 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 			}
 		}
 		if dirty || cfg.EveryInterval {
-			dirty = false
 			states = states[:0]
 			for _, e := range active {
 				if pc, ok := e.job.Curve.(elastic.ProgressCurve); ok {
@@ -319,17 +328,19 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 			if err != nil {
 				return nil, fmt.Errorf("sim: elastic policy at %v s: %w", t, err)
 			}
-			if err := applyElastic(c, active, states, want, cfg.RestartOverhead, t, cfg.ChargeStart); err != nil {
+			unplaced, err := applyElastic(c, active, states, want, cfg.RestartOverhead, t, cfg.ChargeStart)
+			if err != nil {
 				return nil, fmt.Errorf("sim: at %v s: %w", t, err)
 			}
+			// A start that did not fit (fragmentation): ask again next
+			// interval rather than leave the GPUs set aside for it idle.
+			dirty = unplaced
 		}
 		// Run one interval.
-		total, free := c.GPUs()
-		loanTotal, loanBusy := c.LoanedGPUs()
+		total, _ := c.GPUs()
+		loanTotal, _ := c.LoanedGPUs()
 		res.TrainingCapacity += float64(total-loanTotal) * dt
-		res.TrainingBusy += float64(total-free-loanBusy) * dt
 		res.LoanedCapacity += float64(loanTotal) * dt
-		res.LoanedBusy += float64(loanBusy) * dt
 		kept := active[:0]
 		for _, e := range active {
 			w := c.Workers(e.job.ID)
@@ -346,10 +357,22 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 			if pc, ok := e.job.Curve.(elastic.ProgressCurve); ok {
 				pc.SetProgress(e.job.Work - e.remaining)
 			}
-			x := throughputOn(c, e.job, w)
-			if x*run >= e.remaining {
+			x, onLoan := throughputOn(c, e.job, w)
+			if !(x > 0) || math.IsInf(x, 0) {
+				return nil, fmt.Errorf("%w: job %d has throughput %v on %d workers at %v s", elastic.ErrInvalid, e.job.ID, x, w, t)
+			}
+			lastRun = t
+			held := dt
+			finished := x*run >= e.remaining
+			if finished {
 				e.rec.Finish = t + (dt - run) + e.remaining/x
-				e.rec.GPUSeconds += float64(w*e.job.GPUsPerWorker) * (e.rec.Finish - t)
+				held = e.rec.Finish - t
+			}
+			g := float64(e.job.GPUsPerWorker)
+			e.rec.GPUSeconds += float64(w) * g * held
+			res.TrainingBusy += float64(w-onLoan) * g * held
+			res.LoanedBusy += float64(onLoan) * g * held
+			if finished {
 				e.remaining = 0
 				c.Release(e.job.ID)
 				done++
@@ -357,14 +380,21 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 				continue
 			}
 			e.remaining -= x * run
-			e.rec.GPUSeconds += float64(w*e.job.GPUsPerWorker) * dt
 			kept = append(kept, e)
 		}
 		active = kept
 		t += dt
 		if len(active) == 0 && next < len(all) && all[next].job.Arrival > t {
-			// Idle: jump to the interval of the next arrival.
-			t += math.Floor((all[next].job.Arrival-t)/dt) * dt
+			// Idle: jump to the interval of the next arrival; the servers
+			// held are idle meanwhile.
+			skip := math.Floor((all[next].job.Arrival-t)/dt) * dt
+			res.TrainingCapacity += float64(total-loanTotal) * skip
+			res.LoanedCapacity += float64(loanTotal) * skip
+			t += skip
+		}
+		if next == len(all) && t-lastRun > stallAfter {
+			return nil, fmt.Errorf("%w: %d jobs have waited %v s with nothing running (job %d needs %d workers of %d GPUs)",
+				ErrStalled, len(active), t-lastRun, active[0].job.ID, active[0].job.MinWorkers, active[0].job.GPUsPerWorker)
 		}
 	}
 	res.End = t
@@ -372,30 +402,23 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 	return res, c.Check()
 }
 
-// throughputOn is the job's throughput on its placement.
-func throughputOn(c *elastic.Cluster, j *elastic.Job, w int) float64 {
-	pc, ok := j.Curve.(elastic.PlacedCurve)
-	if !ok {
-		return j.Curve.Throughput(w)
+// throughputOn is the job's throughput on its placement, and how many of
+// its workers are on loaned servers.
+func throughputOn(c *elastic.Cluster, j *elastic.Job, w int) (float64, int) {
+	servers, onLoan := c.Span(j.ID)
+	if pc, ok := j.Curve.(elastic.PlacedCurve); ok {
+		return pc.ThroughputOn(w, servers), onLoan
 	}
-	parts := c.Parts(j.ID)
-	servers := 0
-	for i, p := range parts {
-		dup := false
-		for _, q := range parts[:i] {
-			dup = dup || q.Server == p.Server
-		}
-		if !dup {
-			servers++
-		}
-	}
-	return pc.ThroughputOn(w, servers)
+	return j.Curve.Throughput(w), onLoan
 }
 
 // applyElastic moves the cluster to the policy's allocation: shrinks
 // first, then starts and growths, the jobs with the largest workers first
 // (best fit decreasing).
-func applyElastic(c *elastic.Cluster, active []*elJob, states []elastic.State, want []int, overhead, now float64, chargeStart bool) error {
+func applyElastic(c *elastic.Cluster, active []*elJob, states []elastic.State, want []int, overhead, now float64, chargeStart bool) (unplaced bool, err error) {
+	if len(want) != len(states) {
+		return false, fmt.Errorf("%w: the policy answered for %d of %d jobs", elastic.ErrInvalid, len(want), len(states))
+	}
 	type change struct {
 		e       *elJob
 		from, w int
@@ -412,7 +435,7 @@ func applyElastic(c *elastic.Cluster, active []*elJob, states []elastic.State, w
 			e.overhead = overhead
 		case from > 0 && w < from:
 			if _, err := c.Resize(e.job, w); err != nil {
-				return err
+				return false, err
 			}
 			e.rec.Resizes++
 			e.overhead = overhead
@@ -428,9 +451,10 @@ func applyElastic(c *elastic.Cluster, active []*elJob, states []elastic.State, w
 		if g.from == 0 {
 			if _, err := c.Place(j, g.w); err != nil {
 				if errors.Is(err, elastic.ErrUnplaceable) {
+					unplaced = true
 					continue // fragmented: it waits
 				}
-				return err
+				return false, err
 			}
 			if !g.e.started {
 				g.e.started = true
@@ -443,14 +467,14 @@ func applyElastic(c *elastic.Cluster, active []*elJob, states []elastic.State, w
 		}
 		n, err := c.Resize(j, g.w)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if n != g.from {
 			g.e.rec.Resizes++
 			g.e.overhead = overhead
 		}
 	}
-	return nil
+	return unplaced, nil
 }
 
 // ElasticSpec turns trace jobs, which give only a GPU count and a

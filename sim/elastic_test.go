@@ -91,6 +91,11 @@ func TestRunElasticRandom(t *testing.T) {
 						assert.Zero(t, r.Preemptions)
 					}
 				}
+				busy := 0.0
+				for _, r := range res.Records {
+					busy += r.GPUSeconds
+				}
+				assert.InDelta(t, busy, res.TrainingBusy+res.LoanedBusy, 1e-6*busy)
 				s := res.Summarise()
 				assert.LessOrEqual(t, s.TrainingUsage, 1.0)
 				assert.LessOrEqual(t, s.OverallUsage, 1.0)
@@ -170,4 +175,50 @@ func TestElasticSpec(t *testing.T) {
 	assert.ErrorIs(t, err, elastic.ErrInvalid)
 	_, err = ElasticSpec{Fraction: 2}.Jobs(nil)
 	assert.ErrorIs(t, err, elastic.ErrInvalid)
+}
+
+type shortPolicy struct{}
+
+func (shortPolicy) Allocate([]elastic.State, int) ([]int, error) { return nil, nil }
+
+// Jobs that could never run are refused up front, and a simulation in
+// which waiting jobs never get capacity stops with ErrStalled instead of
+// running forever.
+func TestRunElasticNeverRuns(t *testing.T) {
+	ctx := context.Background()
+	// 5 workers of 3 GPUs on two 8-GPU servers: 2 workers per server fit.
+	frag := elastic.Job{ID: 1, MinWorkers: 5, MaxWorkers: 5, GPUsPerWorker: 3, Work: 10, Curve: elastic.Linear{PerWorker: 1}}
+	_, err := RunElastic(ctx, ElasticConfig{TrainingServers: 2, GPUsPerServer: 8, Policy: elastic.FIFO{}}, []elastic.Job{frag})
+	assert.ErrorIs(t, err, elastic.ErrInvalid)
+	// 16 GPUs where headroom keeps the only inference server from loans.
+	big := elJobOf(2, 0, 16, 16, 10)
+	cfg := ElasticConfig{TrainingServers: 1, GPUsPerServer: 8, InferenceServers: 1, Headroom: 0.02, Usage: Diurnal{}, Policy: elastic.FIFO{}}
+	_, err = RunElastic(ctx, cfg, []elastic.Job{big})
+	assert.ErrorIs(t, err, elastic.ErrInvalid)
+	// Inference never lends its servers: the job waits, then the run stops.
+	cfg = ElasticConfig{TrainingServers: 1, GPUsPerServer: 8, InferenceServers: 2, Usage: Diurnal{Mean: 1}, Policy: elastic.FIFO{}, Interval: 3600, OrchestratorInterval: 3600}
+	_, err = RunElastic(ctx, cfg, []elastic.Job{big})
+	assert.ErrorIs(t, err, ErrStalled)
+	// NaN intervals and policies that answer for too few jobs.
+	_, err = RunElastic(ctx, ElasticConfig{TrainingServers: 1, GPUsPerServer: 8, Policy: elastic.FIFO{}, Interval: math.NaN()}, []elastic.Job{elJobOf(3, 0, 1, 1, 10)})
+	assert.ErrorIs(t, err, elastic.ErrInvalid)
+	_, err = RunElastic(ctx, ElasticConfig{TrainingServers: 1, GPUsPerServer: 8, Policy: shortPolicy{}}, []elastic.Job{elJobOf(3, 0, 1, 1, 10)})
+	assert.ErrorIs(t, err, elastic.ErrInvalid)
+}
+
+// Usage counts idle time too: one 4-GPU job for 100 s at time 0 and one at
+// 1,000 s on a 4-GPU server (interval 10 s): 800 busy GPU-seconds of
+// 4 x 1,100; a job arriving exactly at time 0 starts at once under
+// Pollux (no restart penalty on a first start).
+func TestRunElasticUsageAndFirstStart(t *testing.T) {
+	res, err := RunElastic(context.Background(), ElasticConfig{TrainingServers: 1, GPUsPerServer: 4, Policy: elastic.FIFO{}, Interval: 10},
+		[]elastic.Job{elJobOf(1, 0, 4, 4, 400), elJobOf(2, 1000, 4, 4, 400)})
+	require.NoError(t, err)
+	assert.InDelta(t, 1100, res.Records[1].Finish, 1e-9)
+	assert.InDelta(t, 800.0/4400, res.Summarise().TrainingUsage, 1e-9)
+	res, err = RunElastic(context.Background(), ElasticConfig{TrainingServers: 1, GPUsPerServer: 4, Policy: elastic.Pollux{}, Interval: 10},
+		[]elastic.Job{elJobOf(1, 0, 1, 4, 400)})
+	require.NoError(t, err)
+	assert.Equal(t, 0.0, res.Records[0].Start)
+	assert.InDelta(t, 100, res.Records[0].Finish, 1e-9)
 }

@@ -177,7 +177,9 @@ func (a *PolluxApp) Epoch(progress float64) int {
 // Grad returns the gradient statistics at an epoch, interpolated linearly
 // in the batch size between the profiled batch sizes around it (the
 // artifact's get_grad_stats).
+// Epochs outside [0, MaxEpochs) are clamped to it.
 func (a *PolluxApp) Grad(batch float64, epoch int) elastic.GradStats {
+	epoch = min(max(epoch, 0), a.MaxEpochs-1)
 	i, _ := slices.BinarySearch(a.batches, batch)
 	switch {
 	case i == 0:
@@ -221,6 +223,9 @@ type GoodputCurve struct {
 
 // SetProgress implements elastic.ProgressCurve.
 func (g *GoodputCurve) SetProgress(done float64) {
+	if g.App == nil {
+		return
+	}
 	if e := g.App.Epoch(done); e != g.epoch || g.cache == nil {
 		g.epoch, g.cache = e, map[[2]int]float64{}
 	}
@@ -228,15 +233,16 @@ func (g *GoodputCurve) SetProgress(done float64) {
 
 // Throughput implements elastic.Curve with packed replicas.
 func (g *GoodputCurve) Throughput(workers int) float64 {
-	if workers < 1 {
+	if workers < 1 || g.GPUsPerNode < 1 {
 		return 0
 	}
 	return g.ThroughputOn(workers, (workers+g.GPUsPerNode-1)/g.GPUsPerNode)
 }
 
-// ThroughputOn implements elastic.PlacedCurve.
+// ThroughputOn implements elastic.PlacedCurve. A curve without an
+// application or nodes gives 0 (which elastic.Job.Validate rejects).
 func (g *GoodputCurve) ThroughputOn(workers, nodes int) float64 {
-	if workers < 1 || nodes < 1 {
+	if workers < 1 || nodes < 1 || g.App == nil {
 		return 0
 	}
 	if g.cache == nil {

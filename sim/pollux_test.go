@@ -66,6 +66,11 @@ func TestPolluxApps(t *testing.T) {
 	assert.InDelta(t, (195590723287826.75+82891973134775.4)/2, g.Sqr, 1)
 	assert.InDelta(t, (6894015304034181.0+7412524673455386.0)/2, g.Var, 1)
 	assert.Equal(t, b.Grad(384, 1), b.Grad(1e6, 1), "clamped above the largest batch")
+	assert.Equal(t, b.Grad(18, 0), b.Grad(18, -3), "epochs clamped")
+	assert.Equal(t, b.Grad(18, 1), b.Grad(18, 99))
+	var empty GoodputCurve
+	empty.SetProgress(5)
+	assert.Zero(t, empty.Throughput(4))
 	for name, a := range apps {
 		assert.Less(t, a.FitError(), 0.15, name)
 		assert.Greater(t, a.Perf.AlphaC, 0.0, name)
