@@ -146,26 +146,35 @@ func (c *Cluster) Parts(job int) []Part {
 	return nil
 }
 
-// Span returns how many servers a job's workers are on, and how many of
-// its workers are on loaned servers.
-func (c *Cluster) Span(job int) (servers, onLoaned int) {
+// Span appends to buf the job's workers on each server it spans, in
+// increasing server ID, and returns it with how many of its workers are on
+// loaned servers. Pass a reused buf to avoid allocating.
+func (c *Cluster) Span(job int, buf []int) (perServer []int, onLoaned int) {
+	perServer = buf
 	p := c.jobs[job]
 	if p == nil {
-		return 0, 0
+		return perServer, 0
 	}
-	for i, x := range p.parts {
-		if c.servers[x.Server].loaned {
-			onLoaned += x.Workers
+	lo := -1 // the last server ID appended
+	for {
+		next, n := -1, 0
+		for _, x := range p.parts {
+			if x.Server > lo && (next < 0 || x.Server < next) {
+				next, n = x.Server, 0
+			}
+			if x.Server == next {
+				n += x.Workers
+			}
 		}
-		dup := false
-		for _, y := range p.parts[:i] {
-			dup = dup || y.Server == x.Server
+		if next < 0 {
+			return perServer, onLoaned
 		}
-		if !dup {
-			servers++
+		if c.servers[next].loaned {
+			onLoaned += n
 		}
+		perServer = append(perServer, n)
+		lo = next
 	}
-	return servers, onLoaned
 }
 
 // Jobs returns the IDs of the jobs placed, in increasing order.

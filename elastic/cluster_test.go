@@ -195,12 +195,12 @@ func TestClusterSpan(t *testing.T) {
 	j := &Job{ID: 1, MinWorkers: 1, MaxWorkers: 6, GPUsPerWorker: 1, Work: 1, Curve: Linear{1}}
 	_, err := c.Place(j, 6)
 	require.NoError(t, err)
-	servers, onLoan := c.Span(1)
-	assert.Equal(t, 2, servers)
+	perServer, onLoan := c.Span(1, nil)
+	assert.Equal(t, []int{2, 4}, perServer, "by server ID: 2 on the training server, 4 on the loaned one")
 	assert.Equal(t, 4, onLoan, "base and flexible workers fill the loaned server first")
 	assert.True(t, c.IsLoaned(1))
 	assert.False(t, c.IsLoaned(0))
 	assert.False(t, c.IsLoaned(7))
-	servers, _ = c.Span(9)
-	assert.Zero(t, servers)
+	perServer, _ = c.Span(9, perServer[:0])
+	assert.Empty(t, perServer)
 }

@@ -13,12 +13,14 @@ type Curve interface {
 	Throughput(workers int) float64
 }
 
-// PlacedCurve is a Curve whose throughput also depends on how many
-// servers its workers span (synchronisation across servers is slower);
-// Throughput assumes the workers are packed.
+// PlacedCurve is a Curve whose throughput also depends on where its
+// workers are (synchronisation across servers is slower): perServer gives
+// the workers on each server the job spans, in increasing server ID.
+// Throughput is the policy's view (workers packed); a simulator asks
+// ThroughputOn for the placement it made.
 type PlacedCurve interface {
 	Curve
-	ThroughputOn(workers, servers int) float64
+	ThroughputOn(perServer []int) float64
 }
 
 // ProgressCurve is a Curve that changes as the job trains (Pollux's

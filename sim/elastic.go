@@ -268,6 +268,7 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 	lastRun := t // the last time a job ran or arrived
 	const stallAfter = 30 * 86400.0
 	var states []elastic.State
+	var spanBuf []int
 	for done < len(all) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -357,7 +358,7 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 			if pc, ok := e.job.Curve.(elastic.ProgressCurve); ok {
 				pc.SetProgress(e.job.Work - e.remaining)
 			}
-			x, onLoan := throughputOn(c, e.job, w)
+			x, onLoan := throughputOn(c, e.job, w, &spanBuf)
 			if !(x > 0) || math.IsInf(x, 0) {
 				return nil, fmt.Errorf("%w: job %d has throughput %v on %d workers at %v s", elastic.ErrInvalid, e.job.ID, x, w, t)
 			}
@@ -403,11 +404,12 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 }
 
 // throughputOn is the job's throughput on its placement, and how many of
-// its workers are on loaned servers.
-func throughputOn(c *elastic.Cluster, j *elastic.Job, w int) (float64, int) {
-	servers, onLoan := c.Span(j.ID)
+// its workers are on loaned servers; buf is scratch space.
+func throughputOn(c *elastic.Cluster, j *elastic.Job, w int, buf *[]int) (float64, int) {
+	perServer, onLoan := c.Span(j.ID, (*buf)[:0])
+	*buf = perServer
 	if pc, ok := j.Curve.(elastic.PlacedCurve); ok {
-		return pc.ThroughputOn(w, servers), onLoan
+		return pc.ThroughputOn(perServer), onLoan
 	}
 	return j.Curve.Throughput(w), onLoan
 }

@@ -30,7 +30,9 @@ type PolluxApp struct {
 	MaxEpochs           int
 	batches             []float64 // validation batch sizes, increasing
 	progress, sqr, vari [][]float64
-	epochStart          []float64 // progress at the start of each epoch
+	epochStart          []float64             // progress at the start of each epoch
+	placed              map[string][]measured // by canonical placement
+	scaled              map[[2]int][]measured // by (nodes, replicas)
 }
 
 // ErrUnknownApp reports an application without a profile.
@@ -61,17 +63,19 @@ func LoadPolluxApp(fsys fs.FS, dir, name string) (*PolluxApp, error) {
 		defer func() { _ = fh.Close() }()
 		return csvRows(fh, path.Join(base, file), cols, f)
 	}
-	add := func(r *row, nodes, replicas int) {
+	a.placed, a.scaled = map[string][]measured{}, map[[2]int][]measured{}
+	add := func(r *row, nodes, replicas int) (measured, bool) {
 		m, step, sync := r.seconds("local_bsz"), r.seconds("step_time"), r.seconds("sync_time")
 		if r.err != nil {
-			return
+			return measured{}, false
 		}
 		if !(step > sync) || m < 1 {
 			r.fail("step time %v not above sync time %v, or micro-batch %v", step, sync, m)
-			return
+			return measured{}, false
 		}
 		a.Samples = append(a.Samples, elastic.PerfSample{Nodes: nodes, Replicas: replicas, Atomic: m, ComputeTime: step - sync, StepTime: step})
 		a.MinLocal, a.MaxLocal = math.Min(a.MinLocal, m), math.Max(a.MaxLocal, m)
+		return measured{atomic: m, step: step, sync: sync}, true
 	}
 	err := read("placements.csv", []string{"placement", "local_bsz", "step_time", "sync_time"}, func(r *row) {
 		p := r.text("placement")
@@ -90,7 +94,10 @@ func LoadPolluxApp(fsys fs.FS, dir, name string) (*PolluxApp, error) {
 			r.fail("placement %q has no replicas", p)
 			return
 		}
-		add(r, nodes, replicas)
+		if x, ok := add(r, nodes, replicas); ok {
+			key := canonicalPlacement(p)
+			a.placed[key] = append(a.placed[key], x)
+		}
 	})
 	if err != nil {
 		return nil, err
@@ -101,13 +108,21 @@ func LoadPolluxApp(fsys fs.FS, dir, name string) (*PolluxApp, error) {
 			r.fail("%d replicas on %d nodes", k, n)
 			return
 		}
-		add(r, n, k)
+		if x, ok := add(r, n, k); ok {
+			a.scaled[[2]int{n, k}] = append(a.scaled[[2]int{n, k}], x)
+		}
 	})
 	if err != nil {
 		return nil, err
 	}
 	if name == "yolov3" {
 		a.MaxLocal = 8 // the artifact caps yolov3's micro-batch (applications.py)
+	}
+	for k, v := range a.placed {
+		a.placed[k] = mergeMeasured(v)
+	}
+	for k, v := range a.scaled {
+		a.scaled[k] = mergeMeasured(v)
 	}
 	files, err := fs.Glob(fsys, path.Join(base, "validation-*.csv"))
 	if err != nil {
@@ -162,6 +177,102 @@ func LoadPolluxApp(fsys fs.FS, dir, name string) (*PolluxApp, error) {
 	return a, nil
 }
 
+// measured is a profiled step: micro-batch, step and sync time.
+type measured struct{ atomic, step, sync float64 }
+
+// mergeMeasured sorts steps by micro-batch, averaging repeated ones.
+func mergeMeasured(v []measured) []measured {
+	slices.SortStableFunc(v, func(x, y measured) int { return cmp.Compare(x.atomic, y.atomic) })
+	out := v[:0]
+	for i := 0; i < len(v); {
+		j, sum := i, measured{atomic: v[i].atomic}
+		for ; j < len(v) && v[j].atomic == v[i].atomic; j++ {
+			sum.step += v[j].step
+			sum.sync += v[j].sync
+		}
+		n := float64(j - i)
+		sum.step, sum.sync = sum.step/n, sum.sync/n
+		out = append(out, sum)
+		i = j
+	}
+	return out
+}
+
+// canonicalPlacement drops nodes without replicas and takes the
+// lexicographically smallest rotation, as the artifact keys its
+// placements ("31" and "13" are the same placement).
+func canonicalPlacement(p string) string {
+	p = strings.ReplaceAll(p, "0", "")
+	best := p
+	for i := 1; i < len(p); i++ {
+		if r := p[i:] + p[:i]; r < best {
+			best = r
+		}
+	}
+	return best
+}
+
+// Measured returns the profiled step and sync times of a placement
+// (replicas per node, in the cluster's node order) at a micro-batch,
+// interpolated linearly in the micro-batch between profiled ones and held
+// at the ends: from placements.csv when that placement was profiled, else
+// from scalability.csv when its (nodes, replicas) was; ok is false when
+// neither has it.
+func (a *PolluxApp) Measured(perNode []int, atomic float64) (step, sync float64, ok bool) {
+	var buf, rot [16]byte
+	key := buf[:0]
+	nodes, replicas, digits := 0, 0, true
+	for _, n := range perNode {
+		if n <= 0 {
+			continue
+		}
+		nodes++
+		replicas += n
+		if n > 9 || len(key) == len(buf) {
+			digits = false
+		} else {
+			key = append(key, byte('0'+n))
+		}
+	}
+	var rows []measured
+	if digits && len(key) > 0 {
+		// The smallest rotation, without allocating.
+		k := len(key)
+		best := 0
+		for i := 1; i < k; i++ {
+			for j := 0; j < k; j++ {
+				x, y := key[(i+j)%k], key[(best+j)%k]
+				if x != y {
+					if x < y {
+						best = i
+					}
+					break
+				}
+			}
+		}
+		for j := 0; j < k; j++ {
+			rot[j] = key[(best+j)%k]
+		}
+		rows = a.placed[string(rot[:k])]
+	}
+	if len(rows) == 0 {
+		rows = a.scaled[[2]int{nodes, replicas}]
+	}
+	if len(rows) == 0 {
+		return 0, 0, false
+	}
+	i, _ := slices.BinarySearchFunc(rows, atomic, func(m measured, x float64) int { return cmp.Compare(m.atomic, x) })
+	switch {
+	case i == 0:
+		return rows[0].step, rows[0].sync, true
+	case i == len(rows):
+		return rows[i-1].step, rows[i-1].sync, true
+	}
+	lo, hi := rows[i-1], rows[i]
+	f := (atomic - lo.atomic) / (hi.atomic - lo.atomic)
+	return lo.step + f*(hi.step-lo.step), lo.sync + f*(hi.sync-lo.sync), true
+}
+
 // MaxProgress is the progress at which the application's job ends.
 func (a *PolluxApp) MaxProgress() float64 { return a.epochStart[a.MaxEpochs] }
 
@@ -211,14 +322,25 @@ func (a *PolluxApp) FitError() float64 {
 // second) on a number of GPUs: adaptive (Batch 0: the goodput-optimal
 // batch and micro-batch for each allocation, Pollux's co-adaptation) or
 // at a fixed global batch. It follows the job's training: SetProgress
-// moves it to the gradient statistics of the current epoch. Replicas are
-// packed GPUsPerNode to a node unless ThroughputOn gives the nodes.
+// moves it to the gradient statistics of the current epoch.
+//
+// Throughput is the scheduler's view: the fitted step-time model with
+// replicas packed GPUsPerNode to a node. ThroughputOn is the simulated
+// truth on an actual placement, as Pollux's simulator computes it: the
+// job runs the batch configuration the model picks, at the step and sync
+// times measured for that placement (PolluxApp.Measured), or the model's
+// where the profile has none.
 type GoodputCurve struct {
 	App         *PolluxApp
 	Batch       float64
 	GPUsPerNode int
 	epoch       int
-	cache       map[[2]int]float64
+	cache       map[[2]int]choice
+}
+
+type choice struct {
+	c    elastic.Config
+	rate float64
 }
 
 // SetProgress implements elastic.ProgressCurve.
@@ -227,26 +349,44 @@ func (g *GoodputCurve) SetProgress(done float64) {
 		return
 	}
 	if e := g.App.Epoch(done); e != g.epoch || g.cache == nil {
-		g.epoch, g.cache = e, map[[2]int]float64{}
+		g.epoch, g.cache = e, map[[2]int]choice{}
 	}
 }
 
-// Throughput implements elastic.Curve with packed replicas.
+// Throughput implements elastic.Curve with packed replicas. A curve
+// without an application or nodes gives 0 (which elastic.Job.Validate
+// rejects).
 func (g *GoodputCurve) Throughput(workers int) float64 {
-	if workers < 1 || g.GPUsPerNode < 1 {
+	if workers < 1 || g.GPUsPerNode < 1 || g.App == nil {
 		return 0
 	}
-	return g.ThroughputOn(workers, (workers+g.GPUsPerNode-1)/g.GPUsPerNode)
+	return g.choose(workers, (workers+g.GPUsPerNode-1)/g.GPUsPerNode).rate
 }
 
-// ThroughputOn implements elastic.PlacedCurve. A curve without an
-// application or nodes gives 0 (which elastic.Job.Validate rejects).
-func (g *GoodputCurve) ThroughputOn(workers, nodes int) float64 {
-	if workers < 1 || nodes < 1 || g.App == nil {
+// ThroughputOn implements elastic.PlacedCurve.
+func (g *GoodputCurve) ThroughputOn(perServer []int) float64 {
+	workers := 0
+	for _, n := range perServer {
+		workers += n
+	}
+	if workers < 1 || g.App == nil {
 		return 0
 	}
+	ch := g.choose(workers, len(perServer))
+	step, sync, ok := g.App.Measured(perServer, ch.c.Atomic)
+	if !ok {
+		return ch.rate
+	}
+	total := step + (step-sync)*float64(ch.c.Accum)
+	grad := g.App.Grad(ch.c.Batch, g.epoch)
+	return ch.c.Batch / total * grad.Efficiency(g.App.InitBatch, ch.c.Batch) / g.App.InitBatch
+}
+
+// choose returns the configuration the model picks on workers GPUs over
+// nodes nodes, and its rate under the model.
+func (g *GoodputCurve) choose(workers, nodes int) choice {
 	if g.cache == nil {
-		g.cache = map[[2]int]float64{}
+		g.cache = map[[2]int]choice{}
 	}
 	key := [2]int{workers, nodes}
 	if v, ok := g.cache[key]; ok {
@@ -254,28 +394,22 @@ func (g *GoodputCurve) ThroughputOn(workers, nodes int) float64 {
 	}
 	m := &elastic.Goodput{Perf: g.App.Perf, InitBatch: g.App.InitBatch, MaxBatch: g.App.MaxBatch,
 		MinAtomic: g.App.MinLocal, MaxAtomic: g.App.MaxLocal, Accumulation: true}
-	var v float64
+	var best choice
 	if g.Batch > 0 {
-		c := m.FixedBatch(workers, g.Batch)
-		m.Grad = g.App.Grad(c.Batch, g.epoch)
-		v = m.Rate(nodes, workers, c)
+		best.c = m.FixedBatch(workers, g.Batch)
+		m.Grad = g.App.Grad(best.c.Batch, g.epoch)
+		best.rate = m.Rate(nodes, workers, best.c)
 	} else {
-		// The statistics depend on the batch: evaluate each candidate with
-		// its own, as the artifact does.
-		v = bestAdaptive(m, g.App, g.epoch, nodes, workers)
+		// Gradient statistics are measured per batch size: each candidate
+		// is judged with those interpolated at its own batch.
+		for _, c := range m.Candidates(workers) {
+			m.Grad = g.App.Grad(c.Batch, g.epoch)
+			if r := m.Rate(nodes, workers, c); r > best.rate {
+				best = choice{c, r}
+			}
+		}
 	}
-	g.cache[key] = v
-	return v
-}
-
-func bestAdaptive(m *elastic.Goodput, a *PolluxApp, epoch, nodes, replicas int) float64 {
-	// Gradient statistics are measured per batch size; the efficiency of a
-	// candidate batch uses the statistics interpolated at that batch.
-	best := 0.0
-	for _, c := range m.Candidates(replicas) {
-		m.Grad = a.Grad(c.Batch, epoch)
-		best = math.Max(best, m.Rate(nodes, replicas, c))
-	}
+	g.cache[key] = best
 	return best
 }
 

@@ -80,17 +80,38 @@ func TestPolluxApps(t *testing.T) {
 
 	// The adaptive curve: within a node more GPUs speed cifar10 up at its
 	// start; crossing nodes costs more than a fifth GPU gains (measured:
-	// 0.17 s per step on 4 + 1 GPUs, 0.06 s on 4), and 4 GPUs over 2 nodes
-	// are slower than on one (Pollux's model charges any multi-node
-	// placement the same network time, so 2 or 8 nodes do not differ).
+	// 0.17 s per step on 4 + 1 GPUs, 0.06 s on 4), and on the measured
+	// steps 4 GPUs over 2 nodes are slower than on one.
 	c := &GoodputCurve{App: apps["cifar10"], GPUsPerNode: 4}
 	c.SetProgress(0)
 	for w := 2; w <= 4; w++ {
 		assert.Greater(t, c.Throughput(w), c.Throughput(w-1), "%d GPUs", w)
 	}
 	assert.Less(t, c.Throughput(5), c.Throughput(4))
-	assert.Less(t, c.ThroughputOn(4, 2), c.ThroughputOn(4, 1))
-	assert.Equal(t, c.ThroughputOn(8, 8), c.ThroughputOn(8, 2))
+	assert.Less(t, c.ThroughputOn([]int{2, 2}), c.ThroughputOn([]int{4}))
+	assert.Zero(t, c.ThroughputOn(nil))
+
+	// Measured steps, as cifar10's profile gives them: placement "4" at
+	// micro-batch 32; "41" is "14" rotated; between micro-batches 45 and 64
+	// the times are interpolated; 6 nodes of 4 come from scalability.csv;
+	// 20 nodes were never profiled.
+	cf := apps["cifar10"]
+	step, sync, ok := cf.Measured([]int{4}, 32)
+	require.True(t, ok)
+	assert.Equal(t, [2]float64{0.05821514129638672, 0.01432212142944336}, [2]float64{step, sync})
+	step, _, ok = cf.Measured([]int{4, 1}, 64)
+	require.True(t, ok)
+	assert.Equal(t, 0.17338664531707765, step)
+	s45, _, _ := cf.Measured([]int{4}, 45)
+	s64, _, _ := cf.Measured([]int{4}, 64)
+	s50, _, _ := cf.Measured([]int{4}, 50)
+	assert.True(t, s50 > min(s45, s64) && s50 < max(s45, s64), "%v %v %v", s45, s50, s64)
+	_, _, ok = cf.Measured([]int{4, 4, 4, 4, 4, 4}, 32)
+	assert.True(t, ok)
+	_, _, ok = cf.Measured(make([]int, 20), 32)
+	assert.False(t, ok)
+	assert.Equal(t, "1344", canonicalPlacement("4134"))
+	assert.Equal(t, "13", canonicalPlacement("3010"))
 }
 
 func TestPolluxJobs(t *testing.T) {
