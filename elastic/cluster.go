@@ -421,20 +421,13 @@ func (c *Cluster) plan(p *placed, k int, flexible bool) []Part {
 	return parts
 }
 
-// Reclaimed reports a reclaim: the servers handed back, the jobs
-// preempted (all their workers removed), and the jobs scaled in (they
-// lost flexible workers only and keep running).
-type Reclaimed struct {
-	Servers             []int
-	Preempted, ScaledIn []int
-}
-
 // Reclaim hands n loaned servers back to the inference cluster, chosen by
 // Lyra's heuristic (Reclaim), and applies it: preempted jobs lose all
 // their workers everywhere, scaled-in jobs their flexible workers on the
-// returned servers. Asking for more servers than are loaned returns an
-// error wrapping ErrInvalid and changes nothing.
-func (c *Cluster) Reclaim(n int) (*Reclaimed, error) {
+// returned servers. The result names servers by their cluster IDs.
+// Asking for more servers than are loaned returns an error wrapping
+// ErrInvalid and changes nothing.
+func (c *Cluster) Reclaim(n int) (*ReclaimResult, error) {
 	var ids []int
 	index := map[int]int{}
 	for _, id := range c.live {
@@ -459,10 +452,9 @@ func (c *Cluster) Reclaim(n int) (*Reclaimed, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &Reclaimed{Preempted: r.Preempted, ScaledIn: r.ScaledIn}
 	back := map[int]bool{}
-	for _, k := range r.Servers {
-		out.Servers = append(out.Servers, ids[k])
+	for i, k := range r.Servers {
+		r.Servers[i] = ids[k] // ids increase, so the list stays sorted
 		back[ids[k]] = true
 	}
 	// Every base worker on a returned server must belong to a preempted
@@ -497,7 +489,7 @@ func (c *Cluster) Reclaim(n int) (*Reclaimed, error) {
 		s.active = false
 	}
 	c.live = slices.DeleteFunc(c.live, func(id int) bool { return back[id] })
-	return out, nil
+	return r, nil
 }
 
 // Check verifies the cluster's invariants: no server holds more GPUs than

@@ -176,8 +176,7 @@ func greedy(jobs []State, gpus int, order Admission, gain func(s *State, w int) 
 			return
 		}
 		if g := gain(s, w[i]); g > 0 && !math.IsInf(g, 0) {
-			h.items = append(h.items, gainItem{job: i, gain: g, time: s.Time(w[i])})
-			heap.Fix(h, len(h.items)-1)
+			heap.Push(h, gainItem{job: i, gain: g, time: s.Time(w[i])})
 		}
 	}
 	for i := range jobs {

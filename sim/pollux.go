@@ -202,14 +202,29 @@ func mergeMeasured(v []measured) []measured {
 // lexicographically smallest rotation, as the artifact keys its
 // placements ("31" and "13" are the same placement).
 func canonicalPlacement(p string) string {
-	p = strings.ReplaceAll(p, "0", "")
-	best := p
-	for i := 1; i < len(p); i++ {
-		if r := p[i:] + p[:i]; r < best {
-			best = r
+	key := []byte(strings.ReplaceAll(p, "0", ""))
+	return string(smallestRotation(key, make([]byte, len(key))))
+}
+
+// smallestRotation writes the lexicographically smallest rotation of key
+// into dst (of the same length) and returns it.
+func smallestRotation(key, dst []byte) []byte {
+	k, best := len(key), 0
+	for i := 1; i < k; i++ {
+		for j := 0; j < k; j++ {
+			x, y := key[(i+j)%k], key[(best+j)%k]
+			if x != y {
+				if x < y {
+					best = i
+				}
+				break
+			}
 		}
 	}
-	return best
+	for j := range dst {
+		dst[j] = key[(best+j)%k]
+	}
+	return dst
 }
 
 // Measured returns the profiled step and sync times of a placement
@@ -236,24 +251,7 @@ func (a *PolluxApp) Measured(perNode []int, atomic float64) (step, sync float64,
 	}
 	var rows []measured
 	if digits && len(key) > 0 {
-		// The smallest rotation, without allocating.
-		k := len(key)
-		best := 0
-		for i := 1; i < k; i++ {
-			for j := 0; j < k; j++ {
-				x, y := key[(i+j)%k], key[(best+j)%k]
-				if x != y {
-					if x < y {
-						best = i
-					}
-					break
-				}
-			}
-		}
-		for j := 0; j < k; j++ {
-			rot[j] = key[(best+j)%k]
-		}
-		rows = a.placed[string(rot[:k])]
+		rows = a.placed[string(smallestRotation(key, rot[:len(key)]))]
 	}
 	if len(rows) == 0 {
 		rows = a.scaled[[2]int{nodes, replicas}]
