@@ -16,19 +16,22 @@ const module = "github.com/gpusched/gpusched"
 // allowed maps a package (by its path in the module) to the module packages
 // it may import, per ARCHITECTURE.md: topology knows nothing of jobs,
 // perfmodel knows hardware but no policy, the policy packages never import
-// sim, and nothing imports examples. Subpackages inherit their parent's rule
-// and may import their parent.
+// sim, and nothing imports examples. Subpackages inherit the rule of their
+// nearest listed ancestor and may import their parent.
 var allowed = map[string][]string{
 	"topology":   {"internal"},
 	"perfmodel":  {"topology", "internal"},
 	"allocation": {"perfmodel", "topology", "internal"},
-	"placement":  {"perfmodel", "topology", "internal"},
-	"gang":       {"placement", "perfmodel", "topology", "internal"},
-	"elastic":    {"placement", "perfmodel", "topology", "internal"},
-	"sim":        {"allocation", "placement", "gang", "elastic", "perfmodel", "topology", "internal"},
-	"internal":   {"internal"},
-	"examples":   {"sim", "allocation", "placement", "gang", "elastic", "perfmodel", "topology", "internal"},
-	".":          {},
+	"placement":  {"topology", "internal"},
+	// placement/ring needs the ring model; placement itself does not, so a
+	// binary that chooses GPUs or admits gangs carries no throughput table.
+	"placement/ring": {"placement", "perfmodel", "topology", "internal"},
+	"gang":           {"placement", "topology", "internal"},
+	"elastic":        {"placement", "perfmodel", "topology", "internal"},
+	"sim":            {"allocation", "placement", "gang", "elastic", "perfmodel", "topology", "internal"},
+	"internal":       {"internal"},
+	"examples":       {"sim", "allocation", "placement", "gang", "elastic", "perfmodel", "topology", "internal"},
+	".":              {},
 }
 
 // cgoAllowed are the only packages that may use cgo or import a cgo binding.
@@ -37,9 +40,18 @@ var cgoAllowed = map[string]bool{"allocation/lp/clp": true, "topology/nvml": tru
 // cgoModules are third-party modules that need cgo.
 var cgoModules = []string{"github.com/NVIDIA/go-nvml"}
 
+// rule is the entry of the longest package path in allowed that holds pkg.
 func rule(pkg string) []string {
-	top, _, _ := strings.Cut(pkg, "/")
-	return allowed[top]
+	for p := pkg; ; {
+		if r, ok := allowed[p]; ok {
+			return r
+		}
+		i := strings.LastIndex(p, "/")
+		if i < 0 {
+			return allowed[p]
+		}
+		p = p[:i]
+	}
 }
 
 func within(pkg, parent string) bool { return pkg == parent || strings.HasPrefix(pkg, parent+"/") }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,7 +16,7 @@ import (
 // built, the allocation is valid, and max-min with space sharing does at
 // least as well as without.
 func TestSpaceSharingWithFittedColocation(t *testing.T) {
-	tab := perfmodel.Gavel()
+	tab := gavel.Simulation()
 	fit, err := perfmodel.FitColocation(tab)
 	require.NoError(t, err)
 	ex := perfmodel.Extrapolated{Table: tab}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpusched/gpusched/allocation/lp"
 	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -53,7 +54,7 @@ func TestSpaceSharingTwoJobs(t *testing.T) {
 // gavelProblem draws n single-GPU jobs from Gavel's 26 job types on n/4
 // GPUs of each of k80, p100 and v100 (POP's setup).
 func gavelProblem(t testing.TB, seed uint64, n int) (*Problem, *TablePairs) {
-	tab := perfmodel.Gavel()
+	tab := gavel.Simulation()
 	var single []perfmodel.JobKey
 	for _, k := range tab.Jobs() {
 		if k.ScaleFactor == 1 {

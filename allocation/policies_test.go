@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpusched/gpusched/allocation/lp"
 	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -128,7 +129,7 @@ func TestMaxThroughputSLOs(t *testing.T) {
 // on V100, ResNet-50 far faster on V100. The heterogeneity-aware policy
 // gives Recommendation the P100 and ResNet-50 the V100; LAS cannot tell.
 func TestRecommendationGoesToP100(t *testing.T) {
-	tab := perfmodel.Gavel()
+	tab := gavel.Simulation()
 	types := []topology.GPUType{topology.K80, topology.P100, topology.V100}
 	jobs := []perfmodel.JobKey{
 		{Model: "Recommendation", BatchSize: 1024, ScaleFactor: 1},

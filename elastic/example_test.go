@@ -5,6 +5,7 @@ import (
 
 	"github.com/gpusched/gpusched/elastic"
 	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -30,7 +31,7 @@ func ExampleLyra() {
 // the measured 4-GPU rate is below the extrapolated 3-GPU one. Lyra's
 // knapsack takes such curves as they are; greedy policies may stop early.
 func ExampleNewTable() {
-	model := perfmodel.Extrapolated{Table: perfmodel.Gavel()}
+	model := perfmodel.Extrapolated{Table: gavel.Simulation()}
 	curve, err := elastic.NewTable(4, func(w int) (float64, error) {
 		return model.Throughput(perfmodel.JobKey{Model: "ResNet-50", BatchSize: 64, ScaleFactor: w}, topology.V100)
 	})

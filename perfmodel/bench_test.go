@@ -1,22 +1,28 @@
 package perfmodel
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/gpusched/gpusched/topology"
 )
 
 func BenchmarkParseGavelJSON(b *testing.B) {
-	b.SetBytes(int64(len(gavelSimulation)))
+	data, err := os.ReadFile(filepath.Join("gavel", "data", "simulation_throughputs.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
 	for b.Loop() {
-		if _, err := ParseGavelJSON(gavelSimulation); err != nil {
+		if _, err := ParseGavelJSON(data); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
 func BenchmarkThroughput(b *testing.B) {
-	tab := Gavel()
+	tab := gavelSimulation()
 	jobs := tab.Jobs()
 	types := tab.GPUTypes()
 	b.ReportAllocs()
@@ -30,7 +36,7 @@ func BenchmarkThroughput(b *testing.B) {
 }
 
 func BenchmarkColocated(b *testing.B) {
-	tab := Gavel()
+	tab := gavelSimulation()
 	a, c := key("ResNet-18", 16, 1), key("Transformer", 64, 1)
 	b.ReportAllocs()
 	for b.Loop() {

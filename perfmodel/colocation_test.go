@@ -18,7 +18,7 @@ func TestFittedColocationLeaveOneOut(t *testing.T) {
 		table    *Table
 		mae      float64
 		within10 float64
-	}{{"simulation", Gavel(), 0.09, 0.65}, {"physical", GavelPhysical(), 0.075, 0.75}} {
+	}{{"simulation", gavelSimulation(), 0.09, 0.65}, {"physical", gavelPhysical(), 0.075, 0.75}} {
 		f, err := FitColocation(tc.table)
 		require.NoError(t, err)
 		rep, err := f.LeaveOneOut()
@@ -32,7 +32,7 @@ func TestFittedColocationLeaveOneOut(t *testing.T) {
 }
 
 func TestFittedColocationAnswers(t *testing.T) {
-	g := Gavel()
+	g := gavelSimulation()
 	f, err := FitColocation(g)
 	require.NoError(t, err)
 	a := JobKey{Model: "ResNet-18", BatchSize: 16, ScaleFactor: 1}

@@ -20,6 +20,7 @@
 // Workloads", OSDI 2020, section 6 (throughput estimation) and the
 // repository stanford-futuredata/gavel at commit c4fa400:
 // scheduler/simulation_throughputs.json, read by
-// scheduler/utils.py:read_all_throughputs_json_v2. The files ship in
-// data/gavel with their MIT licence.
+// scheduler/utils.py:read_all_throughputs_json_v2. The measured files ship,
+// embedded with their MIT licence, in the subpackage perfmodel/gavel, so
+// that only a binary that uses them carries them.
 package perfmodel

@@ -3,7 +3,6 @@ package perfmodel
 import (
 	"bytes"
 	"cmp"
-	_ "embed" // the embedded Gavel tables
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,16 +10,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/gpusched/gpusched/topology"
 )
-
-//go:embed data/gavel/simulation_throughputs.json
-var gavelSimulation []byte
-
-//go:embed data/gavel/physical_cluster_throughputs.json
-var gavelPhysical []byte
 
 // Table is a measured throughput table in Gavel's format: for each GPU type
 // and job, the isolated rate, and for each pair of jobs the rates of both
@@ -39,31 +31,6 @@ type Table struct {
 	// pairs[t][a*len(jobs)+b] holds the rates of a and b sharing type t;
 	// NaN if absent.
 	pairs [][][2]float64
-}
-
-var (
-	gavelOnce         = sync.OnceValues(func() (*Table, error) { return ParseGavelJSON(gavelSimulation) })
-	gavelPhysicalOnce = sync.OnceValues(func() (*Table, error) { return ParseGavelJSON(gavelPhysical) })
-)
-
-// Gavel returns the throughput table of Gavel's simulator
-// (simulation_throughputs.json), embedded in the binary and parsed on first
-// use: 26 job types on k80, p100 and v100 at scale factors 1, 2, 4 and 8
-// (ResNet-18, ResNet-50, Transformer and LM only above 1), and all 676
-// single-GPU pairs per type. It panics only if the embedded file is corrupt,
-// which this package's tests rule out.
-func Gavel() *Table { return must(gavelOnce()) }
-
-// GavelPhysical returns the table measured on Gavel's physical cluster
-// (physical_cluster_throughputs.json), which differs from [Gavel] in 73
-// isolated values.
-func GavelPhysical() *Table { return must(gavelPhysicalOnce()) }
-
-func must(t *Table, err error) *Table {
-	if err != nil {
-		panic("perfmodel: embedded Gavel table is corrupt: " + err.Error())
-	}
-	return t
 }
 
 // unconsolidatedSuffix marks Gavel's worker types of jobs spread over servers.

@@ -2,7 +2,6 @@ package perfmodel
 
 import (
 	"bytes"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -16,7 +15,7 @@ func key(model string, bs, sf int) JobKey {
 }
 
 func TestGavelIsolatedValues(t *testing.T) {
-	tab := Gavel()
+	tab := gavelSimulation()
 	// Recommendation is faster on P100 and K80 than on V100 (gavel.md, section 3).
 	rec := key("Recommendation", 1024, 1)
 	for gt, want := range map[topology.GPUType]float64{topology.V100: 13.2825697082565, topology.P100: 30.74443726150114, topology.K80: 20.04995255198869} {
@@ -42,7 +41,7 @@ func TestGavelIsolatedValues(t *testing.T) {
 }
 
 func TestGavelShape(t *testing.T) {
-	tab := Gavel()
+	tab := gavelSimulation()
 	assert.Equal(t, []topology.GPUType{topology.K80, topology.P100, topology.V100}, tab.GPUTypes())
 	jobs := tab.Jobs()
 	assert.Len(t, jobs, 83)
@@ -64,7 +63,7 @@ func TestGavelShape(t *testing.T) {
 }
 
 func TestGavelPairsSymmetricAndCounted(t *testing.T) {
-	tab := Gavel()
+	tab := gavelSimulation()
 	var single []JobKey
 	for _, k := range tab.Jobs() {
 		if k.ScaleFactor == 1 {
@@ -108,7 +107,7 @@ func TestGavelPairsSymmetricAndCounted(t *testing.T) {
 }
 
 func TestGavelPhysicalDiffers(t *testing.T) {
-	sim, phys := Gavel(), GavelPhysical()
+	sim, phys := gavelSimulation(), gavelPhysical()
 	diff := 0
 	for _, gt := range sim.GPUTypes() {
 		for _, k := range sim.Jobs() {
@@ -136,7 +135,7 @@ func TestGavelPhysicalDiffers(t *testing.T) {
 }
 
 func TestUnconsolidated(t *testing.T) {
-	tab := Gavel()
+	tab := gavelSimulation()
 	v, err := tab.Unconsolidated(key("ResNet-18", 16, 4), topology.V100)
 	require.NoError(t, err)
 	assert.Greater(t, v, 0.0)
@@ -146,7 +145,7 @@ func TestUnconsolidated(t *testing.T) {
 }
 
 func TestLookupErrors(t *testing.T) {
-	tab := Gavel()
+	tab := gavelSimulation()
 	tests := []struct {
 		name string
 		k    JobKey
@@ -280,24 +279,8 @@ func FuzzParseGavelJSON(f *testing.F) {
 	})
 }
 
-func ExampleGavel() {
-	tab := Gavel()
-	k := JobKey{Model: "Recommendation", BatchSize: 1024, ScaleFactor: 1}
-	for _, gt := range tab.GPUTypes() {
-		v, err := tab.Throughput(k, gt)
-		if err != nil {
-			panic(err)
-		}
-		fmt.Printf("%s on %s: %.2f steps/s\n", k.Name(), gt, v)
-	}
-	// Output:
-	// Recommendation (batch size 1024) on k80: 20.05 steps/s
-	// Recommendation (batch size 1024) on p100: 30.74 steps/s
-	// Recommendation (batch size 1024) on v100: 13.28 steps/s
-}
-
 func TestExtrapolated(t *testing.T) {
-	e := Extrapolated{Table: Gavel()}
+	e := Extrapolated{Table: gavelSimulation()}
 	k8 := key("ResNet-50", 64, 8)
 	v8, err := e.Throughput(k8, topology.V100)
 	require.NoError(t, err)
@@ -306,7 +289,7 @@ func TestExtrapolated(t *testing.T) {
 	assert.InDelta(t, 4*v8, v32, 1e-9)
 	v6, err := e.Throughput(k8.WithScaleFactor(6), topology.V100)
 	require.NoError(t, err)
-	v4, err := Gavel().Throughput(k8.WithScaleFactor(4), topology.V100)
+	v4, err := gavelSimulation().Throughput(k8.WithScaleFactor(4), topology.V100)
 	require.NoError(t, err)
 	assert.InDelta(t, 1.5*v4, v6, 1e-9)
 	// Recommendation was only measured on one GPU: 2 GPUs are twice one.

@@ -1,10 +1,12 @@
 package placement
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func freeMask(c *topology.Cluster, used map[int]int) [][]bool {
@@ -42,4 +44,17 @@ func TestConsolidatedFewestServers(t *testing.T) {
 	free = freeMask(c, map[int]int{0: 4, 1: 4, 2: 4})
 	assert.Nil(t, Consolidated{Strict: true}.Place(c, free, topology.V100, 6))
 	assert.Equal(t, 2, Consolidated{}.Place(c, free, topology.V100, 6).Servers())
+}
+
+// servers builds a cluster of V100 servers of the given sizes.
+func servers(t testing.TB, sizes ...int) *topology.Cluster {
+	c := &topology.Cluster{}
+	for s, g := range sizes {
+		one, err := topology.Homogeneous(1, topology.ServerTemplate{Type: topology.V100, GPUs: g})
+		require.NoError(t, err)
+		one.Servers[0].ID = fmt.Sprintf("s%d", s)
+		c.Servers = append(c.Servers, one.Servers[0])
+	}
+	require.NoError(t, c.Validate())
+	return c
 }

@@ -10,12 +10,7 @@
 // placement (Zhao et al., OSDI 2020), and [Consolidated], the fewest
 // servers for a gang (Tiresias' consolidation).
 //
-// For ring-all-reduce jobs under communication contention (Yu et al., "On
-// Scheduling Ring-All-Reduce Learning Jobs in Multi-Tenant GPU Clusters
-// with Communication Contention", MobiHoc 2022) it holds the one-method
-// [Placer] seam, the [RingExecutor] that runs jobs slot by slot with
-// speeds following perfmodel.RingModel as contention changes, [SJFBCO]
-// (Algorithm 1) with [FAFFP] (Algorithm 2, both readings) and [LBSGF]
-// (Algorithm 3), and the paper's baselines [ListScheduling], [FirstFit]
-// and [Random].
+// The ring-all-reduce schedulers under communication contention (SJF-BCO
+// and its baselines) live in the subpackage placement/ring, which alone
+// needs the performance model.
 package placement

@@ -9,7 +9,8 @@ import (
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/perfmodel"
-	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
+	"github.com/gpusched/gpusched/placement/ring"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -46,7 +47,7 @@ func BenchmarkTraces(b *testing.B) {
 		b.Run(tr.name+"/fifo-events", func(b *testing.B) {
 			for b.Loop() {
 				cfg := EventConfig{Types: []topology.GPUType{topology.V100, topology.P100, topology.K80}, Capacity: []int{700, 650, 650},
-					Throughput: perfmodel.Extrapolated{Table: perfmodel.Gavel()}, Scheduler: EventFIFO{}}
+					Throughput: perfmodel.Extrapolated{Table: gavel.Simulation()}, Scheduler: EventFIFO{}}
 				if _, err := RunEvents(context.Background(), cfg, jobs); err != nil {
 					b.Fatal(err)
 				}
@@ -62,7 +63,7 @@ func BenchmarkTraces(b *testing.B) {
 			b.Run(tr.name+"/"+pol.name, func(b *testing.B) {
 				for b.Loop() {
 					cfg := Config{Types: []topology.GPUType{topology.V100, topology.P100, topology.K80}, Capacity: []int{700, 650, 650},
-						Throughput: perfmodel.Extrapolated{Table: perfmodel.Gavel()}, Policy: pol.make()}
+						Throughput: perfmodel.Extrapolated{Table: gavel.Simulation()}, Policy: pol.make()}
 					res, err := Run(context.Background(), cfg, jobs)
 					if err != nil {
 						b.Fatal(err)
@@ -81,7 +82,7 @@ func BenchmarkSJFBCOPaper(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if _, err := (placement.SJFBCO{Model: setup.Model, Horizon: 1200}).Schedule(setup.Cluster, setup.Jobs); err != nil {
+		if _, err := (ring.SJFBCO{Model: setup.Model, Horizon: 1200}).Schedule(setup.Cluster, setup.Jobs); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -94,7 +95,7 @@ func BenchmarkSJFBCO5000(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		r, err := (placement.SJFBCO{Model: setup.Model}).Schedule(setup.Cluster, setup.Jobs)
+		r, err := (ring.SJFBCO{Model: setup.Model}).Schedule(setup.Cluster, setup.Jobs)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -110,7 +111,7 @@ func BenchmarkRingExecutor5000(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if _, err := (&placement.RingExecutor{Model: setup.Model, Placer: &placement.ListScheduling{}}).Run(setup.Cluster, setup.Jobs, nil); err != nil {
+		if _, err := (&ring.Executor{Model: setup.Model, Placer: &ring.ListScheduling{}}).Run(setup.Cluster, setup.Jobs, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

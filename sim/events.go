@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -95,7 +96,7 @@ func RunEvents(ctx context.Context, cfg EventConfig, jobs []Job) (*Result, error
 	}
 	model := cfg.Throughput
 	if model == nil {
-		model = perfmodel.Gavel()
+		model = gavel.Simulation()
 	}
 	res := &Result{Types: cfg.Types, Capacity: cfg.Capacity, prices: prices(Config{Types: cfg.Types})}
 	order := slices.Clone(jobs)

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -130,7 +130,7 @@ func TestEventInvariants(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, res.Records, len(jobs))
 	used := make([]float64, 3)
-	tab := perfmodel.Gavel()
+	tab := gavel.Simulation()
 	for _, r := range res.Records {
 		require.GreaterOrEqual(t, r.Start, r.Arrival)
 		best := 0.0

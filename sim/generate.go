@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -35,7 +36,7 @@ type GavelWorkload struct {
 	MultiGPU      bool
 	MultiPriority bool
 	Seed          uint64
-	// Table gives the templates and rates; nil means perfmodel.Gavel().
+	// Table gives the templates and rates; nil means gavel.Simulation().
 	Table *perfmodel.Table
 	// Reference is the type whose rate converts durations to steps; empty
 	// means V100.
@@ -49,7 +50,7 @@ func (w *GavelWorkload) Generate(n int) ([]Job, error) {
 	}
 	tab := w.Table
 	if tab == nil {
-		tab = perfmodel.Gavel()
+		tab = gavel.Simulation()
 	}
 	ref := w.Reference
 	if ref == "" {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -271,7 +272,7 @@ type AssignModels struct {
 func (a *AssignModels) Apply(jobs []Job) error {
 	tab := a.Table
 	if tab == nil {
-		tab = perfmodel.Gavel()
+		tab = gavel.Simulation()
 	}
 	model := a.Model
 	if model == nil {

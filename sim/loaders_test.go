@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -134,12 +135,12 @@ func TestAssignModels(t *testing.T) {
 		if j.Key.ScaleFactor > 1 {
 			assert.Contains(t, []string{"ResNet-18", "ResNet-50", "Transformer", "LM"}, j.Key.Model)
 		}
-		rate, err := (perfmodel.Extrapolated{Table: perfmodel.Gavel()}).Throughput(j.Key, topology.V100)
+		rate, err := (perfmodel.Extrapolated{Table: gavel.Simulation()}).Throughput(j.Key, topology.V100)
 		require.NoError(t, err)
 		assert.InDelta(t, j.Duration, j.Steps/rate, 1)
 	}
 	cfg := Config{Types: []topology.GPUType{topology.K80, topology.P100, topology.V100}, Capacity: []int{64, 64, 64},
-		Throughput: perfmodel.Extrapolated{Table: perfmodel.Gavel()}, Policy: &allocation.MaxMinFairness{}}
+		Throughput: perfmodel.Extrapolated{Table: gavel.Simulation()}, Policy: &allocation.MaxMinFairness{}}
 	res, err := Run(context.Background(), cfg, jobs)
 	require.NoError(t, err)
 	assert.Len(t, res.Records, 3)

@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	"github.com/gpusched/gpusched/perfmodel"
-	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/placement/ring"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -15,7 +15,7 @@ import (
 // the iteration-time model their speeds follow.
 type RingSetup struct {
 	Cluster *topology.Cluster
-	Jobs    []placement.RingJob
+	Jobs    []ring.Job
 	Model   perfmodel.RingModel
 }
 
@@ -96,7 +96,7 @@ func RingPaperSetup(cfg RingPaperConfig) (*RingSetup, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	var jobs []placement.RingJob
+	var jobs []ring.Job
 	scale := 1.0
 	if cfg.Jobs > 0 {
 		scale = float64(cfg.Jobs) / 160
@@ -107,7 +107,7 @@ func RingPaperSetup(cfg RingPaperConfig) (*RingSetup, error) {
 				continue // a 32-GPU job on a small cluster
 			}
 			compute := 0.01 + 0.04*rng.Float64()
-			jobs = append(jobs, placement.RingJob{
+			jobs = append(jobs, ring.Job{
 				GPUs:       sz[0],
 				Iterations: 1000 + rng.IntN(5001),
 				Ring:       perfmodel.RingJob{GradientSize: cfg.CommShare * compute, Backward: compute},
@@ -119,7 +119,7 @@ func RingPaperSetup(cfg RingPaperConfig) (*RingSetup, error) {
 		jobs[i].ID = i
 	}
 	model := perfmodel.RingModel{IntraBandwidth: 10, InterBandwidth: 1, ReduceSpeed: 100, Xi1: cfg.Xi1, Xi2: cfg.Xi2, Alpha: cfg.Alpha}
-	ex := placement.RingExecutor{Model: model}
+	ex := ring.Executor{Model: model}
 	est, err := ex.Estimates(c, jobs)
 	if err != nil {
 		return nil, err
@@ -135,7 +135,7 @@ func RingPaperSetup(cfg RingPaperConfig) (*RingSetup, error) {
 // and utilisation (busy GPUs over the cluster's, sampled at every start
 // and finish). Each record's Isolated time is the job's estimate rho^, so
 // its rho is the slowdown over running alone on the fewest servers.
-func RingResult(c *topology.Cluster, jobs []placement.RingJob, s *placement.RingSchedule) (*Result, error) {
+func RingResult(c *topology.Cluster, jobs []ring.Job, s *ring.Schedule) (*Result, error) {
 	if len(s.Jobs) != len(jobs) {
 		return nil, fmt.Errorf("sim: %d outcomes for %d jobs", len(s.Jobs), len(jobs))
 	}

@@ -3,7 +3,7 @@ package sim
 import (
 	"testing"
 
-	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/placement/ring"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,13 +19,13 @@ func TestRingPaperOrdering(t *testing.T) {
 		setup, err := RingPaperSetup(RingPaperConfig{Seed: seed, Servers: 20})
 		require.NoError(t, err)
 		require.Len(t, setup.Jobs, 160)
-		r, err := placement.SJFBCO{Model: setup.Model, Horizon: 1200}.Schedule(setup.Cluster, setup.Jobs)
+		r, err := ring.SJFBCO{Model: setup.Model, Horizon: 1200}.Schedule(setup.Cluster, setup.Jobs)
 		require.NoError(t, err)
 		sum["sjf-bco"] += float64(r.Makespan)
-		for name, ex := range map[string]placement.RingExecutor{
-			"ls":   {Model: setup.Model, Placer: &placement.ListScheduling{}},
-			"ff":   {Model: setup.Model, Placer: placement.FirstFit{}, Strict: true},
-			"rand": {Model: setup.Model, Placer: placement.NewRandom(seed)},
+		for name, ex := range map[string]ring.Executor{
+			"ls":   {Model: setup.Model, Placer: &ring.ListScheduling{}},
+			"ff":   {Model: setup.Model, Placer: ring.FirstFit{}, Strict: true},
+			"rand": {Model: setup.Model, Placer: ring.NewRandom(seed)},
 		} {
 			s, err := ex.Run(setup.Cluster, setup.Jobs, nil)
 			require.NoError(t, err)
@@ -67,7 +67,7 @@ func TestRingPaperSetupMix(t *testing.T) {
 func TestRingResultSummary(t *testing.T) {
 	setup, err := RingPaperSetup(RingPaperConfig{Seed: 2, Servers: 10})
 	require.NoError(t, err)
-	s, err := (&placement.RingExecutor{Model: setup.Model, Placer: &placement.ListScheduling{}}).Run(setup.Cluster, setup.Jobs, nil)
+	s, err := (&ring.Executor{Model: setup.Model, Placer: &ring.ListScheduling{}}).Run(setup.Cluster, setup.Jobs, nil)
 	require.NoError(t, err)
 	res, err := RingResult(setup.Cluster, setup.Jobs, s)
 	require.NoError(t, err)

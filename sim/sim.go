@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -28,7 +29,7 @@ type Config struct {
 	// GPUsPerServer gives each type's server size (default 1, as Gavel's
 	// simulations), used by the mechanism to consolidate jobs.
 	GPUsPerServer []int
-	// Throughput gives job rates; nil means perfmodel.Gavel().
+	// Throughput gives job rates; nil means gavel.Simulation().
 	Throughput perfmodel.ThroughputModel
 	// Colocation gives co-located rates; set it to let policies share GPUs
 	// (Gavel's table implements it).
@@ -124,7 +125,7 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 	}
 	model := cfg.Throughput
 	if model == nil {
-		model = perfmodel.Gavel()
+		model = gavel.Simulation()
 	}
 	res := &Result{Types: cfg.Types, Capacity: cfg.Capacity, prices: prices(cfg)}
 	order := slices.Clone(jobs)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -79,7 +80,7 @@ func TestSimInvariants(t *testing.T) {
 		jobs[i].Steps = math.Max(1, jobs[i].Steps/20) // keep the test short
 	}
 	types := []topology.GPUType{topology.K80, topology.P100, topology.V100}
-	tab := perfmodel.Gavel()
+	tab := gavel.Simulation()
 	for _, c := range []struct {
 		name string
 		pol  allocation.Policy
@@ -144,7 +145,7 @@ func TestSimErrors(t *testing.T) {
 	assert.Len(t, res.Records, 1)
 	assert.Len(t, res.Unschedulable, 1)
 	// Unknown job types in the throughput model.
-	cfg.Throughput = perfmodel.Gavel()
+	cfg.Throughput = gavel.Simulation()
 	_, err = Run(context.Background(), cfg, []Job{job(0, 0, 10)})
 	assert.ErrorIs(t, err, perfmodel.ErrUnknownGPUType)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -183,7 +184,7 @@ func TestGavelWorkload(t *testing.T) {
 	meanGap := jobs[len(jobs)-1].Arrival / (n - 1)
 	assert.InDelta(t, 600, meanGap, 20, "6 jobs/h")
 	// Steps are the duration at the V100 rate.
-	v, err := perfmodel.Gavel().Throughput(jobs[5].Key, topology.V100)
+	v, err := gavel.Simulation().Throughput(jobs[5].Key, topology.V100)
 	require.NoError(t, err)
 	assert.InDelta(t, jobs[5].Duration*v, jobs[5].Steps, 1)
 	again, err := w.Generate(100)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpusched/gpusched/gang"
 	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -44,7 +45,7 @@ func TestTiresiasQueues(t *testing.T) {
 			{"2d-las", gang.Priority{Order: gang.LAS2D{}, Backfill: gang.Greedy}},
 			{"2d-gittins", gang.Priority{Order: gang.NewGittins2D(samples, 3250), Backfill: gang.Greedy}},
 		} {
-			cfg := EventConfig{Types: []topology.GPUType{topology.V100}, Capacity: []int{gpus}, Throughput: perfmodel.Extrapolated{Table: perfmodel.Gavel()},
+			cfg := EventConfig{Types: []topology.GPUType{topology.V100}, Capacity: []int{gpus}, Throughput: perfmodel.Extrapolated{Table: gavel.Simulation()},
 				Scheduler: c.s, Timer: 60}
 			res, err := RunEvents(context.Background(), cfg, jobs)
 			require.NoError(t, err, c.name)

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/allocation"
-	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/sim"
 	"github.com/gpusched/gpusched/topology"
 )
@@ -135,7 +135,7 @@ func run(ctx context.Context, w io.Writer, only string, seeds int, queues string
 					cfg.PerTypeQueues, cfg.ShuffleTypes = true, agnostic
 				}
 				if ss {
-					cfg.Colocation = perfmodel.Gavel()
+					cfg.Colocation = gavel.Simulation()
 				}
 				res, err := sim.Run(ctx, cfg, jobs)
 				if err != nil {

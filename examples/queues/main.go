@@ -31,6 +31,7 @@ import (
 
 	"github.com/gpusched/gpusched/gang"
 	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/sim"
 	"github.com/gpusched/gpusched/topology"
 )
@@ -172,7 +173,7 @@ func run(ctx context.Context, w io.Writer, name string, load float64, samplesPat
 		}
 		start := time.Now()
 		cfg := sim.EventConfig{Types: []topology.GPUType{topology.V100}, Capacity: []int{gpus},
-			Throughput: perfmodel.Extrapolated{Table: perfmodel.Gavel()}, Scheduler: p.s, Timer: 300}
+			Throughput: perfmodel.Extrapolated{Table: gavel.Simulation()}, Scheduler: p.s, Timer: 300}
 		res, err := sim.RunEvents(ctx, cfg, jobs)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p.name, err)

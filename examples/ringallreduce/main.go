@@ -22,7 +22,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/placement/ring"
 	"github.com/gpusched/gpusched/sim"
 )
 
@@ -53,7 +53,7 @@ var names = []string{"SJF-BCO", "LS", "FF", "RAND"}
 type config struct {
 	seeds   int
 	cfg     sim.RingPaperConfig
-	reading placement.FAFFPReading
+	reading ring.FAFFPReading
 }
 
 // compare runs the four schedulers on every seed; kappas and lambda are
@@ -70,7 +70,7 @@ func (c config) compare(servers, horizon int, kappas []int, lambda float64, base
 		if err != nil {
 			return nil, nil, 0, err
 		}
-		b := placement.SJFBCO{Model: setup.Model, Horizon: horizon, Reading: c.reading, Kappas: kappas, Lambda: lambda}
+		b := ring.SJFBCO{Model: setup.Model, Horizon: horizon, Reading: c.reading, Kappas: kappas, Lambda: lambda}
 		r, err := b.Schedule(setup.Cluster, setup.Jobs)
 		if err != nil {
 			return nil, nil, 0, fmt.Errorf("seed %d: %w", seed, err)
@@ -83,10 +83,10 @@ func (c config) compare(servers, horizon int, kappas []int, lambda float64, base
 		var got []int
 		for _, base := range []struct {
 			name   string
-			p      placement.Placer
+			p      ring.Placer
 			strict bool
-		}{{"LS", &placement.ListScheduling{}, false}, {"FF", placement.FirstFit{}, true}, {"RAND", placement.NewRandom(uint64(seed)), false}} {
-			ex := placement.RingExecutor{Model: setup.Model, Placer: base.p, Strict: base.strict}
+		}{{"LS", &ring.ListScheduling{}, false}, {"FF", ring.FirstFit{}, true}, {"RAND", ring.NewRandom(uint64(seed)), false}} {
+			ex := ring.Executor{Model: setup.Model, Placer: base.p, Strict: base.strict}
 			s, err := ex.Run(setup.Cluster, setup.Jobs, nil)
 			if err != nil {
 				return nil, nil, 0, fmt.Errorf("seed %d, %s: %w", seed, base.name, err)
@@ -113,7 +113,7 @@ func main() {
 	flag.Parse()
 	c := config{seeds: *seeds, cfg: sim.RingPaperConfig{CommShare: *comm, Xi1: *xi1, Alpha: *alpha, Xi2: *xi2}}
 	if *reading == "packed" {
-		c.reading = placement.PackedServers
+		c.reading = ring.PackedServers
 	}
 	want := map[string]bool{}
 	for _, f := range strings.Split(*figs, ",") {

@@ -30,7 +30,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/allocation"
-	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/sim"
 	"github.com/gpusched/gpusched/topology"
 )
@@ -182,7 +182,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 				Progress:     func(done, total int) { progress.update(i, done, total) },
 			}
 			if spec.spaceSharing {
-				cfg.Colocation = perfmodel.Gavel()
+				cfg.Colocation = gavel.Simulation()
 			}
 			res, err := sim.Run(ctx, cfg, jobs)
 			results[i] = outcome{name: name, result: res, took: time.Since(start), err: err}

@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -61,9 +62,9 @@ func run(out io.Writer, spec string, perServer int, physical bool) error {
 	if err != nil {
 		return err
 	}
-	table, name := perfmodel.Gavel(), "simulation_throughputs.json"
+	table, name := gavel.Simulation(), "simulation_throughputs.json"
 	if physical {
-		table, name = perfmodel.GavelPhysical(), "physical_cluster_throughputs.json"
+		table, name = gavel.Physical(), "physical_cluster_throughputs.json"
 	}
 	types := cluster.GPUTypes()
 	capacity := cluster.Capacity()

@@ -1,4 +1,4 @@
-package placement
+package ring
 
 import (
 	"container/heap"
@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/gpusched/gpusched/placement"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -38,7 +39,7 @@ func (h *maxHeap) Pop() any {
 // leastLoaded returns the n idle GPUs of the given servers (all when
 // servers is nil) with the smallest load, among those whose load plus est
 // stays within limit, or nil if there are fewer than n. buf is scratch.
-func leastLoaded(st *RingState, servers []int, n int, est, limit float64, buf *maxHeap) GPUSet {
+func leastLoaded(st *State, servers []int, n int, est, limit float64, buf *maxHeap) placement.GPUSet {
 	h := (*buf)[:0]
 	consider := func(s int) {
 		if st.FreeCount[s] == 0 {
@@ -70,7 +71,7 @@ func leastLoaded(st *RingState, servers []int, n int, est, limit float64, buf *m
 	if len(h) < n {
 		return nil
 	}
-	set := GPUSet{}
+	set := placement.GPUSet{}
 	for _, g := range h {
 		set[g.s] = append(set[g.s], g.i)
 	}
@@ -87,13 +88,13 @@ func leastLoaded(st *RingState, servers []int, n int, est, limit float64, buf *m
 type FirstFit struct{ WholeServer bool }
 
 // Place implements Placer.
-func (ff FirstFit) Place(c *topology.Cluster, st *RingState, j *RingJob, _ float64) (GPUSet, error) {
+func (ff FirstFit) Place(c *topology.Cluster, st *State, j *Job, _ float64) (placement.GPUSet, error) {
 	for s, f := range st.FreeCount {
 		if ff.WholeServer && f >= j.GPUs {
-			return GPUSet{s: takeIdle(st, s, j.GPUs)}, nil
+			return placement.GPUSet{s: takeIdle(st, s, j.GPUs)}, nil
 		}
 	}
-	set := GPUSet{}
+	set := placement.GPUSet{}
 	left := j.GPUs
 	for s, f := range st.FreeCount {
 		if f == 0 {
@@ -108,7 +109,7 @@ func (ff FirstFit) Place(c *topology.Cluster, st *RingState, j *RingJob, _ float
 	return nil, nil
 }
 
-func takeIdle(st *RingState, s, m int) []int {
+func takeIdle(st *State, s, m int) []int {
 	out := make([]int, 0, m)
 	for i, free := range st.Free[s] {
 		if len(out) == m {
@@ -130,7 +131,7 @@ func takeIdle(st *RingState, s, m int) []int {
 type ListScheduling struct{ buf maxHeap }
 
 // Place implements Placer.
-func (l *ListScheduling) Place(c *topology.Cluster, st *RingState, j *RingJob, est float64) (GPUSet, error) {
+func (l *ListScheduling) Place(c *topology.Cluster, st *State, j *Job, est float64) (placement.GPUSet, error) {
 	return leastLoaded(st, nil, j.GPUs, est, inf, &l.buf), nil
 }
 
@@ -145,7 +146,7 @@ type Random struct {
 func NewRandom(seed uint64) *Random { return &Random{Rand: rand.New(rand.NewPCG(seed, 0x5eed))} }
 
 // Place implements Placer.
-func (r *Random) Place(c *topology.Cluster, st *RingState, j *RingJob, _ float64) (GPUSet, error) {
+func (r *Random) Place(c *topology.Cluster, st *State, j *Job, _ float64) (placement.GPUSet, error) {
 	if r.Rand == nil {
 		r.Rand = rand.New(rand.NewPCG(1, 0x5eed))
 	}
@@ -169,7 +170,7 @@ func (r *Random) Place(c *topology.Cluster, st *RingState, j *RingJob, _ float64
 		x := k + r.Rand.IntN(len(idle)-k)
 		idle[k], idle[x] = idle[x], idle[k]
 	}
-	set := GPUSet{}
+	set := placement.GPUSet{}
 	for _, g := range idle[:j.GPUs] {
 		set[g.s] = append(set[g.s], g.i)
 	}
@@ -207,7 +208,7 @@ type FAFFP struct {
 }
 
 // Place implements Placer.
-func (f *FAFFP) Place(c *topology.Cluster, st *RingState, j *RingJob, est float64) (GPUSet, error) {
+func (f *FAFFP) Place(c *topology.Cluster, st *State, j *Job, est float64) (placement.GPUSet, error) {
 	if f.Reading == PackedServers {
 		best := -1
 		for s, idle := range st.FreeCount {
@@ -246,7 +247,7 @@ type LBSGF struct {
 }
 
 // Place implements Placer.
-func (l *LBSGF) Place(c *topology.Cluster, st *RingState, j *RingJob, est float64) (GPUSet, error) {
+func (l *LBSGF) Place(c *topology.Cluster, st *State, j *Job, est float64) (placement.GPUSet, error) {
 	ns := len(st.Free)
 	l.order = l.order[:0]
 	l.mean = slices.Grow(l.mean[:0], ns)[:ns]
@@ -305,7 +306,7 @@ type byKappa struct {
 	large LBSGF
 }
 
-func (b *byKappa) Place(c *topology.Cluster, st *RingState, j *RingJob, est float64) (GPUSet, error) {
+func (b *byKappa) Place(c *topology.Cluster, st *State, j *Job, est float64) (placement.GPUSet, error) {
 	if j.GPUs <= b.kappa {
 		return b.small.Place(c, st, j, est)
 	}

@@ -1,4 +1,4 @@
-package placement
+package ring
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/placement"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -15,23 +16,23 @@ import (
 var (
 	// ErrInvalidJob: a job that cannot run anywhere (no GPUs, more GPUs
 	// than the cluster, no iterations, a duplicate ID).
-	ErrInvalidJob = errors.New("placement: invalid job")
+	ErrInvalidJob = errors.New("ring: invalid job")
 	// ErrUnplaceable: jobs left waiting on an idle cluster, which the
 	// placer will never place (SJF-BCO's cap theta too tight, say).
-	ErrUnplaceable = errors.New("placement: jobs can never be placed")
+	ErrUnplaceable = errors.New("ring: jobs can never be placed")
 	// ErrBadPlacement: a Placer returned GPUs that are busy, out of range,
 	// repeated, or not as many as the job asked for.
-	ErrBadPlacement = errors.New("placement: placer returned an invalid placement")
+	ErrBadPlacement = errors.New("ring: placer returned an invalid placement")
 	// ErrHorizon: no schedule finishes within the horizon.
-	ErrHorizon = errors.New("placement: no schedule within the horizon")
+	ErrHorizon = errors.New("ring: no schedule within the horizon")
 )
 
-// RingJob is a gang of ring-all-reduce workers, one per GPU, run for a
+// Job is a gang of ring-all-reduce workers, one per GPU, run for a
 // number of iterations without preemption or migration (Yu et al., MobiHoc
 // 2022, section 4.1): G_j is GPUs, F_j Iterations. Time is slotted;
 // Arrival is the slot the job may start from (0 in the paper's offline
 // setting).
-type RingJob struct {
+type Job struct {
 	ID         int
 	GPUs       int
 	Iterations int
@@ -45,8 +46,8 @@ type RingJob struct {
 	Estimate float64
 }
 
-// RingState is the cluster as a Placer sees it at slot Now.
-type RingState struct {
+// State is the cluster as a Placer sees it at slot Now.
+type State struct {
 	Now int
 	// Free[s][i] tells whether GPU i of server s is idle.
 	Free [][]bool
@@ -71,31 +72,31 @@ type RingState struct {
 // see the jobs one at a time in the scheduler's order; the executor keeps
 // the state.
 type Placer interface {
-	Place(c *topology.Cluster, st *RingState, j *RingJob, est float64) (GPUSet, error)
+	Place(c *topology.Cluster, st *State, j *Job, est float64) (placement.GPUSet, error)
 }
 
-// RingOutcome is what happened to one job.
-type RingOutcome struct {
+// Outcome is what happened to one job.
+type Outcome struct {
 	ID            int
 	Start, Finish int
-	GPUs          GPUSet
+	GPUs          placement.GPUSet
 	// Servers is the number of servers spanned, MaxContention the largest
 	// p_j (eq. 6) seen while it ran, and Estimate the rho^ it was budgeted.
 	Servers, MaxContention int
 	Estimate               float64
 }
 
-// RingSchedule is an executed schedule: one outcome per job, in the order
+// Schedule is an executed schedule: one outcome per job, in the order
 // of the jobs given, with the makespan (the last finish) and the mean JCT.
-type RingSchedule struct {
-	Jobs     []RingOutcome
+type Schedule struct {
+	Jobs     []Outcome
 	Makespan int
 	MeanJCT  float64
 	// Events is the number of slots at which something started or ended.
 	Events int
 }
 
-// RingExecutor runs ring-all-reduce jobs on a cluster, slot by slot from
+// Executor runs ring-all-reduce jobs on a cluster, slot by slot from
 // event to event, with the speed of every job following the contention
 // model as others start and finish (Yu et al., section 4.1: phi_j =
 // floor(1/tau_j) iterations per slot, tau_j from eq. 8 with p_j of eq. 6;
@@ -104,7 +105,7 @@ type RingSchedule struct {
 // first); with Strict, a job that must wait blocks those behind it, as in
 // the paper's algorithms, otherwise later jobs may pass it. Placement is
 // fixed for a job's whole run, as in the paper.
-type RingExecutor struct {
+type Executor struct {
 	Model  perfmodel.RingModel
 	Placer Placer
 	Strict bool
@@ -147,7 +148,7 @@ func speed(tau float64) float64 {
 // Estimates returns rho^ for every job: its Estimate, or the
 // contention-free execution time on the fewest servers that hold it.
 // Invalid jobs give an error wrapping ErrInvalidJob.
-func (e *RingExecutor) Estimates(c *topology.Cluster, jobs []RingJob) ([]float64, error) {
+func (e *Executor) Estimates(c *topology.Cluster, jobs []Job) ([]float64, error) {
 	sizes := make([]int, len(c.Servers))
 	total := 0
 	for s := range c.Servers {
@@ -189,7 +190,7 @@ func (e *RingExecutor) Estimates(c *topology.Cluster, jobs []RingJob) ([]float64
 
 // Run executes the jobs in the order given. est may be nil (Estimates is
 // called).
-func (e *RingExecutor) Run(c *topology.Cluster, jobs []RingJob, est []float64) (*RingSchedule, error) {
+func (e *Executor) Run(c *topology.Cluster, jobs []Job, est []float64) (*Schedule, error) {
 	if e.Placer == nil {
 		return nil, fmt.Errorf("%w: no placer", ErrBadPlacement)
 	}
@@ -200,7 +201,7 @@ func (e *RingExecutor) Run(c *topology.Cluster, jobs []RingJob, est []float64) (
 		}
 	}
 	ns := len(c.Servers)
-	st := &RingState{Free: make([][]bool, ns), FreeCount: make([]int, ns), Load: make([][]float64, ns), LoadSum: make([]float64, ns), Hosts: make([]int, ns), Spanning: make([]int, ns)}
+	st := &State{Free: make([][]bool, ns), FreeCount: make([]int, ns), Load: make([][]float64, ns), LoadSum: make([]float64, ns), Hosts: make([]int, ns), Spanning: make([]int, ns)}
 	for s := range c.Servers {
 		n := len(c.Servers[s].GPUs)
 		st.Free[s] = make([]bool, n)
@@ -217,7 +218,7 @@ func (e *RingExecutor) Run(c *topology.Cluster, jobs []RingJob, est []float64) (
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return jobs[a].Arrival - jobs[b].Arrival })
-	out := &RingSchedule{Jobs: make([]RingOutcome, len(jobs))}
+	out := &Schedule{Jobs: make([]Outcome, len(jobs))}
 	var queue []int // indices of arrived, waiting jobs, in the given order
 	var running []*ringRun
 	next := 0 // next arrival in order
@@ -273,7 +274,7 @@ func (e *RingExecutor) Run(c *topology.Cluster, jobs []RingJob, est []float64) (
 				continue
 			}
 			j := &jobs[ji]
-			var set GPUSet
+			var set placement.GPUSet
 			if j.GPUs <= st.TotalFree {
 				var err error
 				if set, err = e.Placer.Place(c, st, j, est[ji]); err != nil {
@@ -289,7 +290,7 @@ func (e *RingExecutor) Run(c *topology.Cluster, jobs []RingJob, est []float64) (
 			if err != nil {
 				return nil, err
 			}
-			out.Jobs[ji] = RingOutcome{ID: j.ID, Start: t, GPUs: set, Servers: len(r.servers), Estimate: est[ji]}
+			out.Jobs[ji] = Outcome{ID: j.ID, Start: t, GPUs: set, Servers: len(r.servers), Estimate: est[ji]}
 			running = append(running, r)
 			changed = true
 		}
@@ -336,7 +337,7 @@ func (e *RingExecutor) Run(c *topology.Cluster, jobs []RingJob, est []float64) (
 }
 
 // start checks a placement and takes its GPUs.
-func (e *RingExecutor) start(st *RingState, set GPUSet, j *RingJob, ji int, est float64) (*ringRun, error) {
+func (e *Executor) start(st *State, set placement.GPUSet, j *Job, ji int, est float64) (*ringRun, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: job %d: %s", ErrBadPlacement, j.ID, fmt.Sprintf(format, args...))
 	}
@@ -379,7 +380,7 @@ func (e *RingExecutor) start(st *RingState, set GPUSet, j *RingJob, ji int, est 
 
 // speeds recomputes every running job's speed from the contention of eq. 6.
 // A job on one server never contends, so its speed is set once.
-func (e *RingExecutor) speeds(st *RingState, jobs []RingJob, running []*ringRun, out *RingSchedule) error {
+func (e *Executor) speeds(st *State, jobs []Job, running []*ringRun, out *Schedule) error {
 	for _, r := range running {
 		if !r.spans && r.speed > 0 {
 			continue

@@ -1,4 +1,4 @@
-package placement
+package ring
 
 import (
 	"errors"
@@ -8,15 +8,16 @@ import (
 	"testing"
 
 	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/placement"
 	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // fixed places each job where the test says, or makes it wait.
-type fixed map[int]GPUSet
+type fixed map[int]placement.GPUSet
 
-func (f fixed) Place(_ *topology.Cluster, st *RingState, j *RingJob, _ float64) (GPUSet, error) {
+func (f fixed) Place(_ *topology.Cluster, st *State, j *Job, _ float64) (placement.GPUSet, error) {
 	set := f[j.ID]
 	for s, gpus := range set {
 		for _, g := range gpus {
@@ -52,8 +53,8 @@ var handModel = perfmodel.RingModel{IntraBandwidth: 1e9, InterBandwidth: 1, Redu
 func TestRingExecutorContentionByHand(t *testing.T) {
 	c := servers(t, 4, 4)
 	ring := perfmodel.RingJob{GradientSize: 0.1, Backward: 0.1}
-	jobs := []RingJob{{ID: 1, GPUs: 4, Iterations: 40, Ring: ring}, {ID: 2, GPUs: 4, Iterations: 20, Ring: ring}}
-	ex := RingExecutor{Model: handModel, Strict: true, Placer: fixed{1: {0: {0, 1}, 1: {0, 1}}, 2: {0: {2, 3}, 1: {2, 3}}}}
+	jobs := []Job{{ID: 1, GPUs: 4, Iterations: 40, Ring: ring}, {ID: 2, GPUs: 4, Iterations: 20, Ring: ring}}
+	ex := Executor{Model: handModel, Strict: true, Placer: fixed{1: {0: {0, 1}, 1: {0, 1}}, 2: {0: {2, 3}, 1: {2, 3}}}}
 	s, err := ex.Run(c, jobs, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 15, s.Jobs[0].Finish)
@@ -81,12 +82,12 @@ func TestRingExecutorContentionByHand(t *testing.T) {
 func TestRingExecutorStrictOrder(t *testing.T) {
 	c := servers(t, 4)
 	ring := perfmodel.RingJob{Backward: 0.1}
-	jobs := []RingJob{
+	jobs := []Job{
 		{ID: 1, GPUs: 2, Iterations: 100, Ring: ring}, // 10 slots
 		{ID: 2, GPUs: 4, Iterations: 10, Ring: ring},  // waits for 1
 		{ID: 3, GPUs: 2, Iterations: 10, Ring: ring},
 	}
-	ex := RingExecutor{Model: handModel, Strict: true, Placer: FirstFit{}}
+	ex := Executor{Model: handModel, Strict: true, Placer: FirstFit{}}
 	s, err := ex.Run(c, jobs, nil)
 	require.NoError(t, err)
 	assert.Equal(t, []int{0, 10, 11}, []int{s.Jobs[0].Start, s.Jobs[1].Start, s.Jobs[2].Start})
@@ -99,8 +100,8 @@ func TestRingExecutorStrictOrder(t *testing.T) {
 func TestRingArrivals(t *testing.T) {
 	c := servers(t, 4)
 	ring := perfmodel.RingJob{Backward: 0.1}
-	jobs := []RingJob{{ID: 1, GPUs: 4, Iterations: 10, Arrival: 7, Ring: ring}}
-	s, err := (&RingExecutor{Model: handModel, Placer: &ListScheduling{}}).Run(c, jobs, nil)
+	jobs := []Job{{ID: 1, GPUs: 4, Iterations: 10, Arrival: 7, Ring: ring}}
+	s, err := (&Executor{Model: handModel, Placer: &ListScheduling{}}).Run(c, jobs, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 7, s.Jobs[0].Start)
 	assert.Equal(t, 8, s.Jobs[0].Finish)
@@ -110,18 +111,18 @@ func TestRingArrivals(t *testing.T) {
 func TestRingErrors(t *testing.T) {
 	c := servers(t, 4, 4)
 	ring := perfmodel.RingJob{Backward: 0.1}
-	ex := RingExecutor{Model: handModel, Placer: &ListScheduling{}}
+	ex := Executor{Model: handModel, Placer: &ListScheduling{}}
 	for _, tc := range []struct {
 		name string
-		jobs []RingJob
+		jobs []Job
 	}{
-		{"too many GPUs", []RingJob{{ID: 1, GPUs: 9, Iterations: 1, Ring: ring}}},
-		{"no GPUs", []RingJob{{ID: 1, GPUs: 0, Iterations: 1, Ring: ring}}},
-		{"negative GPUs", []RingJob{{ID: 1, GPUs: -2, Iterations: 1, Ring: ring}}},
-		{"zero iterations", []RingJob{{ID: 1, GPUs: 1, Iterations: 0, Ring: ring}}},
-		{"duplicate ID", []RingJob{{ID: 1, GPUs: 1, Iterations: 1, Ring: ring}, {ID: 1, GPUs: 1, Iterations: 1, Ring: ring}}},
-		{"negative arrival", []RingJob{{ID: 1, GPUs: 1, Iterations: 1, Arrival: -1, Ring: ring}}},
-		{"NaN estimate", []RingJob{{ID: 1, GPUs: 1, Iterations: 1, Estimate: math.NaN(), Ring: ring}}},
+		{"too many GPUs", []Job{{ID: 1, GPUs: 9, Iterations: 1, Ring: ring}}},
+		{"no GPUs", []Job{{ID: 1, GPUs: 0, Iterations: 1, Ring: ring}}},
+		{"negative GPUs", []Job{{ID: 1, GPUs: -2, Iterations: 1, Ring: ring}}},
+		{"zero iterations", []Job{{ID: 1, GPUs: 1, Iterations: 0, Ring: ring}}},
+		{"duplicate ID", []Job{{ID: 1, GPUs: 1, Iterations: 1, Ring: ring}, {ID: 1, GPUs: 1, Iterations: 1, Ring: ring}}},
+		{"negative arrival", []Job{{ID: 1, GPUs: 1, Iterations: 1, Arrival: -1, Ring: ring}}},
+		{"NaN estimate", []Job{{ID: 1, GPUs: 1, Iterations: 1, Estimate: math.NaN(), Ring: ring}}},
 	} {
 		_, err := ex.Run(c, tc.jobs, nil)
 		assert.ErrorIs(t, err, ErrInvalidJob, tc.name)
@@ -129,20 +130,20 @@ func TestRingErrors(t *testing.T) {
 		assert.ErrorIs(t, err, ErrInvalidJob, tc.name)
 	}
 	// A negative compute time is the model's to refuse.
-	_, err := ex.Run(c, []RingJob{{ID: 1, GPUs: 1, Iterations: 1, Ring: perfmodel.RingJob{Backward: -1}}}, nil)
+	_, err := ex.Run(c, []Job{{ID: 1, GPUs: 1, Iterations: 1, Ring: perfmodel.RingJob{Backward: -1}}}, nil)
 	assert.ErrorIs(t, err, perfmodel.ErrInvalidRing)
 	// A placer handing out a busy GPU, or too few.
-	jobs := []RingJob{{ID: 1, GPUs: 2, Iterations: 10, Ring: ring}, {ID: 2, GPUs: 2, Iterations: 10, Ring: ring}}
-	_, err = (&RingExecutor{Model: handModel, Placer: badPlacer{GPUSet{0: {0, 1}}}}).Run(c, jobs, nil)
+	jobs := []Job{{ID: 1, GPUs: 2, Iterations: 10, Ring: ring}, {ID: 2, GPUs: 2, Iterations: 10, Ring: ring}}
+	_, err = (&Executor{Model: handModel, Placer: badPlacer{placement.GPUSet{0: {0, 1}}}}).Run(c, jobs, nil)
 	assert.ErrorIs(t, err, ErrBadPlacement)
-	_, err = (&RingExecutor{Model: handModel, Placer: badPlacer{GPUSet{0: {0}}}}).Run(c, jobs, nil)
+	_, err = (&Executor{Model: handModel, Placer: badPlacer{placement.GPUSet{0: {0}}}}).Run(c, jobs, nil)
 	assert.ErrorIs(t, err, ErrBadPlacement)
-	_, err = (&RingExecutor{Model: handModel, Placer: badPlacer{GPUSet{5: {0, 1}}}}).Run(c, jobs, nil)
+	_, err = (&Executor{Model: handModel, Placer: badPlacer{placement.GPUSet{5: {0, 1}}}}).Run(c, jobs, nil)
 	assert.ErrorIs(t, err, ErrBadPlacement)
-	_, err = (&RingExecutor{Model: handModel}).Run(c, jobs, nil)
+	_, err = (&Executor{Model: handModel}).Run(c, jobs, nil)
 	assert.ErrorIs(t, err, ErrBadPlacement)
 	// A placer that never places.
-	_, err = (&RingExecutor{Model: handModel, Placer: fixed{}}).Run(c, jobs, nil)
+	_, err = (&Executor{Model: handModel, Placer: fixed{}}).Run(c, jobs, nil)
 	assert.ErrorIs(t, err, ErrUnplaceable)
 	// A horizon too short for any schedule.
 	jobs[0].Iterations, jobs[1].Iterations = 100, 100 // 10 slots each
@@ -152,14 +153,14 @@ func TestRingErrors(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidJob)
 }
 
-type badPlacer struct{ set GPUSet }
+type badPlacer struct{ set placement.GPUSet }
 
-func (b badPlacer) Place(*topology.Cluster, *RingState, *RingJob, float64) (GPUSet, error) {
+func (b badPlacer) Place(*topology.Cluster, *State, *Job, float64) (placement.GPUSet, error) {
 	return b.set, nil
 }
 
 // randomInstance draws servers of 4 to 16 GPUs and jobs of 1 to 32.
-func randomInstance(t testing.TB, seed uint64, ns, nj int) (*topology.Cluster, []RingJob) {
+func randomInstance(t testing.TB, seed uint64, ns, nj int) (*topology.Cluster, []Job) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	sizes := make([]int, ns)
 	total := 0
@@ -167,10 +168,10 @@ func randomInstance(t testing.TB, seed uint64, ns, nj int) (*topology.Cluster, [
 		sizes[s] = []int{4, 8, 16}[rng.IntN(3)]
 		total += sizes[s]
 	}
-	jobs := make([]RingJob, nj)
+	jobs := make([]Job, nj)
 	for i := range jobs {
 		c := 0.01 + 0.04*rng.Float64()
-		jobs[i] = RingJob{ID: i, GPUs: min([]int{1, 1, 2, 4, 8, 16, 32}[rng.IntN(7)], total), Iterations: 100 + rng.IntN(2000), Ring: perfmodel.RingJob{GradientSize: 0.06 * c, Backward: c}}
+		jobs[i] = Job{ID: i, GPUs: min([]int{1, 1, 2, 4, 8, 16, 32}[rng.IntN(7)], total), Iterations: 100 + rng.IntN(2000), Ring: perfmodel.RingJob{GradientSize: 0.06 * c, Backward: c}}
 	}
 	return servers(t, sizes...), jobs
 }
@@ -181,7 +182,7 @@ var paperModel = perfmodel.RingModel{IntraBandwidth: 10, InterBandwidth: 1, Redu
 // has exactly its GPUs (gang), no GPU runs two jobs at once (capacity),
 // no job finishes faster than alone on its servers, and none starts before
 // its arrival.
-func checkSchedule(t *testing.T, name string, c *topology.Cluster, m perfmodel.RingModel, jobs []RingJob, s *RingSchedule) {
+func checkSchedule(t *testing.T, name string, c *topology.Cluster, m perfmodel.RingModel, jobs []Job, s *Schedule) {
 	t.Helper()
 	type use struct{ job, from, to int }
 	busy := map[[2]int][]use{}
@@ -221,7 +222,7 @@ func TestRingPlacersInvariants(t *testing.T) {
 		}
 		for name, p := range placers {
 			for _, strict := range []bool{true, false} {
-				ex := RingExecutor{Model: paperModel, Placer: p, Strict: strict}
+				ex := Executor{Model: paperModel, Placer: p, Strict: strict}
 				s, err := ex.Run(c, jobs, nil)
 				require.NoError(t, err, name)
 				checkSchedule(t, name, c, paperModel, jobs, s)
@@ -230,7 +231,7 @@ func TestRingPlacersInvariants(t *testing.T) {
 		for _, rd := range []FAFFPReading{LeastLoadedGPUs, PackedServers} {
 			r, err := SJFBCO{Model: paperModel, Reading: rd}.Schedule(c, jobs)
 			require.NoError(t, err)
-			checkSchedule(t, "sjf-bco", c, paperModel, jobs, r.RingSchedule)
+			checkSchedule(t, "sjf-bco", c, paperModel, jobs, r.Schedule)
 		}
 	}
 }
@@ -262,7 +263,7 @@ func TestSJFBCOKappaSweep(t *testing.T) {
 func TestSJFBCOByHand(t *testing.T) {
 	c := servers(t, 4)
 	ring := perfmodel.RingJob{Backward: 0.1}
-	jobs := []RingJob{{ID: 1, GPUs: 1, Iterations: 100, Ring: ring}, {ID: 2, GPUs: 4, Iterations: 100, Ring: ring}, {ID: 3, GPUs: 2, Iterations: 100, Ring: ring}}
+	jobs := []Job{{ID: 1, GPUs: 1, Iterations: 100, Ring: ring}, {ID: 2, GPUs: 4, Iterations: 100, Ring: ring}, {ID: 3, GPUs: 2, Iterations: 100, Ring: ring}}
 	r, err := SJFBCO{Model: handModel}.Schedule(c, jobs)
 	require.NoError(t, err)
 	assert.Equal(t, 20, r.Makespan)
@@ -270,7 +271,7 @@ func TestSJFBCOByHand(t *testing.T) {
 	assert.InDelta(t, 40.0/3, r.MeanJCT, 1e-12)
 	// Caps below 20 cannot admit the 4-GPU job (its GPUs carry 10 already).
 	assert.GreaterOrEqual(t, r.Theta, 20)
-	s, err := (&RingExecutor{Model: handModel, Placer: FirstFit{}, Strict: true}).Run(c, jobs, nil)
+	s, err := (&Executor{Model: handModel, Placer: FirstFit{}, Strict: true}).Run(c, jobs, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 30, s.Makespan)
 }
@@ -281,11 +282,11 @@ func TestSJFBCOByHand(t *testing.T) {
 func TestFAFFPCap(t *testing.T) {
 	c := servers(t, 2)
 	ring := perfmodel.RingJob{Backward: 0.1}
-	jobs := []RingJob{{ID: 1, GPUs: 1, Iterations: 100, Ring: ring}, {ID: 2, GPUs: 1, Iterations: 100, Arrival: 20, Ring: ring}}
-	s, err := (&RingExecutor{Model: handModel, Placer: &FAFFP{Theta: 10}}).Run(c, jobs, nil)
+	jobs := []Job{{ID: 1, GPUs: 1, Iterations: 100, Ring: ring}, {ID: 2, GPUs: 1, Iterations: 100, Arrival: 20, Ring: ring}}
+	s, err := (&Executor{Model: handModel, Placer: &FAFFP{Theta: 10}}).Run(c, jobs, nil)
 	require.NoError(t, err)
 	assert.NotEqual(t, s.Jobs[0].GPUs[0], s.Jobs[1].GPUs[0])
-	_, err = (&RingExecutor{Model: handModel, Placer: &FAFFP{Theta: 5}}).Run(c, jobs, nil)
+	_, err = (&Executor{Model: handModel, Placer: &FAFFP{Theta: 5}}).Run(c, jobs, nil)
 	assert.ErrorIs(t, err, ErrUnplaceable)
 }
 
@@ -295,17 +296,17 @@ func TestFAFFPCap(t *testing.T) {
 func TestLBSGFLeastBusy(t *testing.T) {
 	c := servers(t, 4, 4)
 	ring := perfmodel.RingJob{Backward: 0.1}
-	jobs := []RingJob{{ID: 1, GPUs: 4, Iterations: 100, Ring: ring}, {ID: 2, GPUs: 4, Iterations: 100, Arrival: 50, Ring: ring}}
-	s, err := (&RingExecutor{Model: handModel, Placer: &LBSGF{Theta: math.Inf(1)}}).Run(c, jobs, nil)
+	jobs := []Job{{ID: 1, GPUs: 4, Iterations: 100, Ring: ring}, {ID: 2, GPUs: 4, Iterations: 100, Arrival: 50, Ring: ring}}
+	s, err := (&Executor{Model: handModel, Placer: &LBSGF{Theta: math.Inf(1)}}).Run(c, jobs, nil)
 	require.NoError(t, err)
-	assert.Equal(t, GPUSet{0: {0, 1, 2, 3}}, s.Jobs[0].GPUs)
-	assert.Equal(t, GPUSet{1: {0, 1, 2, 3}}, s.Jobs[1].GPUs)
+	assert.Equal(t, placement.GPUSet{0: {0, 1, 2, 3}}, s.Jobs[0].GPUs)
+	assert.Equal(t, placement.GPUSet{1: {0, 1, 2, 3}}, s.Jobs[1].GPUs)
 }
 
 func TestRandomPlacerSeeded(t *testing.T) {
 	c, jobs := randomInstance(t, 3, 5, 40)
-	run := func(seed uint64) *RingSchedule {
-		s, err := (&RingExecutor{Model: paperModel, Placer: NewRandom(seed)}).Run(c, jobs, nil)
+	run := func(seed uint64) *Schedule {
+		s, err := (&Executor{Model: paperModel, Placer: NewRandom(seed)}).Run(c, jobs, nil)
 		require.NoError(t, err)
 		return s
 	}
@@ -316,12 +317,12 @@ func TestRandomPlacerSeeded(t *testing.T) {
 func TestRingPlacerErrorPropagates(t *testing.T) {
 	c := servers(t, 4)
 	boom := errors.New("boom")
-	_, err := (&RingExecutor{Model: handModel, Placer: errPlacer{boom}}).Run(c, []RingJob{{ID: 1, GPUs: 1, Iterations: 1, Ring: perfmodel.RingJob{Backward: 0.1}}}, nil)
+	_, err := (&Executor{Model: handModel, Placer: errPlacer{boom}}).Run(c, []Job{{ID: 1, GPUs: 1, Iterations: 1, Ring: perfmodel.RingJob{Backward: 0.1}}}, nil)
 	assert.ErrorIs(t, err, boom)
 }
 
 type errPlacer struct{ err error }
 
-func (e errPlacer) Place(*topology.Cluster, *RingState, *RingJob, float64) (GPUSet, error) {
+func (e errPlacer) Place(*topology.Cluster, *State, *Job, float64) (placement.GPUSet, error) {
 	return nil, e.err
 }

@@ -1,4 +1,4 @@
-package placement
+package ring
 
 import (
 	"cmp"
@@ -19,13 +19,13 @@ import (
 // (ties by the order given), a bisection on the per-GPU cap theta over
 // [1, T], and for each theta a sweep over kappa, jobs of at most kappa GPUs
 // placed by FA-FFP (Algorithm 2), larger ones by LBSGF (Algorithm 3) with
-// the knob lambda; each (theta, kappa) is executed by a RingExecutor
+// the knob lambda; each (theta, kappa) is executed by an Executor
 // (strict order: a job that must wait blocks those behind it, "wait for a
 // running job to finish and retry") under the contention model, and the
 // schedule with the smallest makespan is kept.
 //
 // Readings of ours, where the paper leaves room:
-//   - U_g and theta are in slots: U_g sums the estimates rho^_j (RingJob's
+//   - U_g and theta are in slots: U_g sums the estimates rho^_j (Job.s
 //     Estimate) of the jobs placed on GPU g; the paper writes rho^_j/u.
 //   - The bisection follows the paper: a theta that improves the best
 //     makespan moves the right end below it, any other moves the left end
@@ -52,7 +52,7 @@ type SJFBCO struct {
 
 // SJFBCOResult is the schedule SJFBCO chose and how it got there.
 type SJFBCOResult struct {
-	*RingSchedule
+	*Schedule
 	Theta, Kappa int
 	// Runs is the number of (theta, kappa) executions.
 	Runs int
@@ -61,8 +61,8 @@ type SJFBCOResult struct {
 // Schedule runs Algorithm 1 on jobs (all present from their arrival; the
 // paper's are at slot 0) and returns the best schedule found, its outcomes
 // in the order of jobs.
-func (b SJFBCO) Schedule(c *topology.Cluster, jobs []RingJob) (*SJFBCOResult, error) {
-	probe := RingExecutor{Model: b.Model}
+func (b SJFBCO) Schedule(c *topology.Cluster, jobs []Job) (*SJFBCOResult, error) {
+	probe := Executor{Model: b.Model}
 	est, err := probe.Estimates(c, jobs)
 	if err != nil {
 		return nil, err
@@ -76,7 +76,7 @@ func (b SJFBCO) Schedule(c *topology.Cluster, jobs []RingJob) (*SJFBCOResult, er
 		idx[i] = i
 	}
 	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(jobs[a].GPUs, jobs[b].GPUs) })
-	sorted := make([]RingJob, len(jobs))
+	sorted := make([]Job, len(jobs))
 	sest := make([]float64, len(jobs))
 	for k, i := range idx {
 		sorted[k], sest[k] = jobs[i], est[i]
@@ -101,10 +101,10 @@ func (b SJFBCO) Schedule(c *topology.Cluster, jobs []RingJob) (*SJFBCOResult, er
 	var best *SJFBCOResult
 	runs := 0
 	try := func(theta int) (*SJFBCOResult, error) {
-		res := make([]*RingSchedule, len(kappas))
+		res := make([]*Schedule, len(kappas))
 		errs := make([]error, len(kappas))
 		run := func(k int) {
-			ex := RingExecutor{Model: b.Model, Strict: true, Horizon: horizon, Placer: &byKappa{
+			ex := Executor{Model: b.Model, Strict: true, Horizon: horizon, Placer: &byKappa{
 				kappa: kappas[k],
 				small: FAFFP{Theta: float64(theta), Reading: b.Reading},
 				large: LBSGF{Theta: float64(theta), Lambda: b.Lambda},
@@ -132,7 +132,7 @@ func (b SJFBCO) Schedule(c *topology.Cluster, jobs []RingJob) (*SJFBCOResult, er
 				return nil, errs[k]
 			}
 			if out == nil || r.Makespan < out.Makespan {
-				out = &SJFBCOResult{RingSchedule: r, Theta: theta, Kappa: kappas[k]}
+				out = &SJFBCOResult{Schedule: r, Theta: theta, Kappa: kappas[k]}
 			}
 		}
 		return out, nil
@@ -154,11 +154,11 @@ func (b SJFBCO) Schedule(c *topology.Cluster, jobs []RingJob) (*SJFBCOResult, er
 		return nil, fmt.Errorf("%w: no cap theta in [1, %d] gives a schedule finishing by slot %d", ErrHorizon, horizon, horizon)
 	}
 	// Outcomes back in the caller's order.
-	out := make([]RingOutcome, len(jobs))
+	out := make([]Outcome, len(jobs))
 	for k, i := range idx {
 		out[i] = best.Jobs[k]
 	}
-	best.RingSchedule = &RingSchedule{Jobs: out, Makespan: best.Makespan, MeanJCT: best.MeanJCT, Events: best.Events}
+	best.Schedule = &Schedule{Jobs: out, Makespan: best.Makespan, MeanJCT: best.MeanJCT, Events: best.Events}
 	best.Runs = runs
 	return best, nil
 }

@@ -1,10 +1,10 @@
-package placement_test
+package ring_test
 
 import (
 	"fmt"
 
 	"github.com/gpusched/gpusched/perfmodel"
-	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/placement/ring"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -15,12 +15,12 @@ import (
 func ExampleSJFBCO() {
 	c, _ := topology.Homogeneous(2, topology.ServerTemplate{Type: topology.V100, GPUs: 4})
 	model := perfmodel.RingModel{IntraBandwidth: 10, InterBandwidth: 1, ReduceSpeed: 100, Xi1: 1, Alpha: 0.5}
-	ring := perfmodel.RingJob{GradientSize: 0.002, Backward: 0.02} // slots
-	var jobs []placement.RingJob
+	rj := perfmodel.RingJob{GradientSize: 0.002, Backward: 0.02} // slots
+	var jobs []ring.Job
 	for i, g := range []int{4, 1, 1, 4, 1, 1} {
-		jobs = append(jobs, placement.RingJob{ID: i, GPUs: g, Iterations: 2000, Ring: ring})
+		jobs = append(jobs, ring.Job{ID: i, GPUs: g, Iterations: 2000, Ring: rj})
 	}
-	r, err := placement.SJFBCO{Model: model}.Schedule(c, jobs)
+	r, err := ring.SJFBCO{Model: model}.Schedule(c, jobs)
 	if err != nil {
 		fmt.Println(err)
 		return
