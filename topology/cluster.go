@@ -22,6 +22,9 @@ type GPU struct {
 	PCIBusID string `json:"pci_bus_id,omitempty"`
 	// NUMANode is the NUMA node closest to the GPU, or -1 if unknown.
 	NUMANode int `json:"numa_node"`
+	// MIG is the GPU's MIG layout when it is in MIG mode; nil otherwise.
+	// See [MIGLayout]; builders may share it between GPUs (read-only).
+	MIG *MIGLayout `json:"mig,omitempty"`
 }
 
 // Server is one machine: its GPUs, how they are linked, and its network.
@@ -124,9 +127,10 @@ func (c *Cluster) GPUTypes() []GPUType {
 // is at least one server, that server ids are non-empty and unique, that
 // every server has GPUs, that GPU types are well formed, indices unique and
 // non-negative, memory positive, UUIDs unique across the cluster, NUMA nodes
-// >= -1, NIC bandwidth finite and non-negative, and that link and bandwidth
+// >= -1, NIC bandwidth finite and non-negative, that link and bandwidth
 // matrices are square, symmetric, of known classes, with LinkSelf exactly on
-// the diagonal.
+// the diagonal, and that MIG layouts follow NVIDIA's placement rules
+// ([MIGProduct.Check]).
 func (c *Cluster) Validate() error {
 	var p problems
 	if len(c.Servers) == 0 {
@@ -176,6 +180,9 @@ func (s *Server) validate(si int, where func() string, uuids map[string][2]int, 
 		}
 		if g.NUMANode < -1 {
 			p.add(ErrInvalidCount, gw, "NUMA node %d (want >= 0, or -1 for unknown)", g.NUMANode)
+		}
+		if err := g.validateMIG(); err != nil {
+			p.addErr(gw, err)
 		}
 		if g.UUID != "" {
 			if prev, dup := uuids[g.UUID]; dup {

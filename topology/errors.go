@@ -28,6 +28,16 @@ var (
 	// wrong (a link matrix of the wrong size, a missing field, an unknown
 	// field).
 	ErrMalformedSpec = errors.New("malformed spec")
+	// ErrNoMIG: a GPU type or product without MIG (or without a MIG profile
+	// table here) was given a MIG layout or asked for its MIG product.
+	ErrNoMIG = errors.New("no MIG")
+	// ErrUnknownProfile: a MIG profile or product name that the product's
+	// table does not have.
+	ErrUnknownProfile = errors.New("unknown MIG profile")
+	// ErrInvalidPlacement: a MIG layout that breaks NVIDIA's placement
+	// rules (a start the profile may not take, overlapping instances, too
+	// many instances of a profile, a product that is not the GPU's).
+	ErrInvalidPlacement = errors.New("invalid MIG placement")
 )
 
 // SpecError describes one problem in a cluster or its spec: where it is, what
@@ -72,6 +82,21 @@ func (p *problems) add(kind error, where func() string, format string, args ...a
 		return
 	}
 	p.errs = append(p.errs, specErr(kind, where(), format, args...))
+}
+
+// addErr records err, a *SpecError (its Where is put after where) or any
+// other error (kept as it is).
+func (p *problems) addErr(where func() string, err error) {
+	if len(p.errs) == maxReported {
+		p.dropped++
+		return
+	}
+	if se, ok := err.(*SpecError); ok {
+		cp := *se
+		cp.Where = joinWhere(where(), se.Where)
+		err = &cp
+	}
+	p.errs = append(p.errs, err)
 }
 
 func (p *problems) err() error {

@@ -57,6 +57,9 @@ type ServerSpec struct {
 	BandwidthGBps [][]float64 `json:"bandwidth_gbps,omitempty"`
 	// NICGbps is the network bandwidth of the server, Gbit/s.
 	NICGbps float64 `json:"nic_gbps,omitempty"`
+	// MIG, with GPUType, puts every GPU of the server in MIG mode with this
+	// layout (see [MIGLayout]).
+	MIG *MIGLayout `json:"mig,omitempty"`
 }
 
 // DeviceSpec is the JSON form of one GPU.
@@ -70,6 +73,8 @@ type DeviceSpec struct {
 	PCIBusID  string `json:"pci_bus_id,omitempty"`
 	// NUMANode defaults to -1 (unknown).
 	NUMANode *int `json:"numa_node,omitempty"`
+	// MIG is the GPU's MIG layout; omitted means MIG is off.
+	MIG *MIGLayout `json:"mig,omitempty"`
 }
 
 // Limits that keep a spec from asking for absurd amounts of memory.
@@ -182,6 +187,8 @@ func (ss *ServerSpec) build(pos int) (Server, int, error) {
 	switch {
 	case len(ss.Devices) > 0 && (ss.GPUType != "" || ss.GPUs != 0 || ss.MemoryMiB != 0):
 		return s, 0, specErr(ErrMalformedSpec, "", "give either devices or gpu_type with gpus, not both")
+	case len(ss.Devices) > 0 && ss.MIG != nil:
+		return s, 0, specErr(ErrMalformedSpec, "", "mig applies to gpu_type with gpus; with devices give each device its mig")
 	case len(ss.Devices) > 0 && ss.Interconnect != "":
 		return s, 0, specErr(ErrMalformedSpec, "", "interconnect applies to gpu_type with gpus; with devices give links")
 	case ss.Interconnect != "" && ss.Links != nil:
@@ -213,6 +220,9 @@ func (ss *ServerSpec) build(pos int) (Server, int, error) {
 			return s, 0, err
 		}
 		s.GPUs, s.Links = c.Servers[0].GPUs, c.Servers[0].Links
+		for i := range s.GPUs {
+			s.GPUs[i].MIG = ss.MIG
+		}
 	}
 	if ss.Links != nil {
 		links, err := parseLinks(ss.Links)
@@ -229,7 +239,7 @@ func (d *DeviceSpec) gpu(pos int) (GPU, *SpecError) {
 	if err != nil {
 		return GPU{}, err
 	}
-	g := GPU{Index: pos, Type: t, MemoryMiB: d.MemoryMiB, UUID: d.UUID, PCIBusID: d.PCIBusID, NUMANode: -1}
+	g := GPU{Index: pos, Type: t, MemoryMiB: d.MemoryMiB, UUID: d.UUID, PCIBusID: d.PCIBusID, NUMANode: -1, MIG: d.MIG}
 	if d.Index != nil {
 		g.Index = *d.Index
 	}
@@ -271,7 +281,7 @@ func (c *Cluster) Spec() *ClusterSpec {
 		for _, g := range s.GPUs {
 			ss.Devices = append(ss.Devices, DeviceSpec{
 				Index: &g.Index, Type: string(g.Type), MemoryMiB: g.MemoryMiB,
-				UUID: g.UUID, PCIBusID: g.PCIBusID, NUMANode: &g.NUMANode,
+				UUID: g.UUID, PCIBusID: g.PCIBusID, NUMANode: &g.NUMANode, MIG: g.MIG,
 			})
 		}
 		if s.Links != nil {
