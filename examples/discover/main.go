@@ -76,8 +76,35 @@ func run(ctx context.Context, w io.Writer, d topology.Discoverer, name string) e
 		}
 		fmt.Fprintf(&b, "%-6s %-8s %-10s %s\n", numa, g.Type, fmt.Sprintf("%d MiB", g.MemoryMiB), g.PCIBusID)
 	}
+	writeMIG(&b, s)
 	b.WriteString("\nLegend: X self, SYS cross socket, NODE same NUMA node, PHB host bridge, PXB several PCIe switches,\n" +
 		"PIX one PCIe switch, SB same board, NV# NVLinks, NVS# NVSwitch domain (links per GPU), ? unknown\n")
 	_, err = io.WriteString(w, b.String())
 	return err
+}
+
+// writeMIG lists the MIG layouts of the GPUs in MIG mode, if any: each
+// instance as profile@start (the first memory slice it occupies).
+func writeMIG(b *strings.Builder, s *topology.Server) {
+	shown := false
+	for i, g := range s.GPUs {
+		if g.MIG == nil {
+			continue
+		}
+		shown = true
+		product := g.MIG.Product
+		if p, err := g.MIGProduct(); err == nil {
+			product = p.Name
+		}
+		fmt.Fprintf(b, "\nGPU%d MIG %s:", i, product)
+		if len(g.MIG.Instances) == 0 {
+			b.WriteString(" no instances")
+		}
+		for _, in := range g.MIG.Instances {
+			fmt.Fprintf(b, " %s@%d", in.Profile, in.Start)
+		}
+	}
+	if shown {
+		b.WriteString("\n")
+	}
 }

@@ -20,3 +20,11 @@ func TestShowSpec(t *testing.T) {
 	assert.ErrorContains(t, run(context.Background(), &out, topology.Static{Spec: spec}, "nope"), `no server "nope"`)
 	assert.ErrorIs(t, run(context.Background(), &out, topology.Static{}, ""), topology.ErrMalformedSpec)
 }
+
+func TestShowMIG(t *testing.T) {
+	spec := []byte(`{"servers": [{"id": "h", "gpu_type": "h100", "gpus": 2,
+	  "mig": {"instances": [{"profile": "3g.40gb", "start": 4}, {"profile": "2g.20gb", "start": 0}]}}]}`)
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), &out, topology.Static{Spec: spec}, ""))
+	assert.Contains(t, out.String(), "GPU1 MIG h100-80gb: 3g.40gb@4 2g.20gb@0\n")
+}

@@ -22,6 +22,10 @@ type GPUInfo struct {
 	// MIGEnabled reports MIG mode, and MIG its instances.
 	MIGEnabled bool
 	MIG        []MIGInstance
+	// MIGLayoutError says why a GPU in MIG mode has no layout in the
+	// topology (a product without a profile table here, or instances that
+	// break the placement rules); empty when the layout was read.
+	MIGLayoutError string
 }
 
 // MIGInstance is one MIG device of a GPU.
@@ -183,6 +187,11 @@ func describe(dev gonvml.Device, i int) (topology.GPU, GPUInfo, error) {
 				info.MIG = append(info.MIG, m)
 			}
 		}
+		layout, err := migLayout(dev, &g)
+		if err != nil {
+			info.MIGLayoutError = err.Error()
+		}
+		g.MIG = layout
 	}
 	return g, info, nil
 }
