@@ -10,6 +10,15 @@
 // placement (Zhao et al., OSDI 2020), and [Consolidated], the fewest
 // servers for a gang (Tiresias' consolidation).
 //
+// For GPUs shared between jobs: [MIGPlanner] chooses MIG layouts (which GPU
+// instances of which profiles at which start slices, by NVIDIA's placement
+// rules in package topology) that serve demands for profiles on the fewest
+// GPUs with the fewest reconfigurations and the least fragmentation, exact
+// for small servers and first-fit decreasing above; [FractionPlacer] packs
+// requests for fractions of a GPU's memory (time-sliced sharing) by best
+// fit or by fragmentation gradient descent, and [Fragmentation] measures
+// the free memory that a workload cannot use.
+//
 // The ring-all-reduce schedulers under communication contention (SJF-BCO
 // and its baselines) live in the subpackage placement/ring, which alone
 // needs the performance model.
