@@ -11,6 +11,15 @@
 // [FittedColocation] is a second ColocationModel: measured pairs where the
 // table has them, a least-squares fit (gonum) for pairs it lacks.
 //
+// [SpecModel] predicts rates on GPU types a job was never measured on from
+// the types' hardware specifications (compute rate in the job's precision
+// and memory bandwidth; a log-linear model with per-job intercepts fitted
+// to measured types, reported by leave-one-type-out error), and the rates
+// of MIG slices and time-sliced fractions of a GPU from their shares of
+// compute and bandwidth; every predicted value is marked as predicted
+// ([Estimate]). The subpackage perfmodel/hw embeds NVIDIA's data-sheet
+// specifications and MLPerf Training results of A30 to B200 servers.
+//
 // [RingModel] is the per-iteration time of ring-all-reduce training under
 // communication contention, with [Contention] counting contenders (Yu, Ji,
 // Rajan and Liu, ACM MobiHoc 2022, section 4.1, equations 6 to 8).

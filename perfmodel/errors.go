@@ -20,6 +20,9 @@ var (
 	ErrInvalidJob = errors.New("invalid job")
 	// ErrMalformedTable: a throughput file that cannot be read.
 	ErrMalformedTable = errors.New("malformed throughput table")
+	// ErrSpecFit: FitSpecModel was given bad specs or measurements, or too
+	// few to fit.
+	ErrSpecFit = errors.New("cannot fit the hardware-spec model")
 )
 
 // JobError reports a job that a model cannot answer for.
