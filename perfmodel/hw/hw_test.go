@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,7 +73,7 @@ func TestMLPerfScore(t *testing.T) {
 // The model fitted on MLPerf and Gavel's table: elasticities, and the
 // leave-one-type-out errors recorded in the README (go test -v -run Fit).
 func TestFitOnMLPerfAndGavel(t *testing.T) {
-	m, err := Model(perfmodel.Observations(gavel.Simulation(), 1, perfmodel.FP32, "Gavel simulation table"))
+	m, err := Model(perfmodel.Observations(gavel.Simulation(), perfmodel.FP32, "Gavel simulation table"))
 	require.NoError(t, err)
 	el := m.Elasticities()
 	t.Logf("elasticities: compute %.3f, bandwidth %.3f; compute share %.2f", el[0], el[1], m.ComputeShare())
@@ -162,4 +163,27 @@ func FuzzParseSpecs(f *testing.F) {
 			require.NoError(t, s.Type.Validate())
 		}
 	})
+}
+
+// The shrinkage grid behind perfmodel.DefaultShrinkage: mean over types of
+// the leave-one-type-out mean and median errors (go test -v -run Shrinkage).
+func TestShrinkageGrid(t *testing.T) {
+	obs := append(slices.Clone(MLPerf()), perfmodel.Observations(gavel.Simulation(), perfmodel.FP32, "Gavel")...)
+	best, bestErr := 0.0, math.Inf(1)
+	for _, lambda := range []float64{-1, 0.1, 0.3, 1, 3, 10, 30} {
+		m, err := perfmodel.FitSpecModelWith(Specs(), obs, perfmodel.SpecOptions{Shrinkage: lambda})
+		require.NoError(t, err)
+		loo, err := m.LeaveOneTypeOut()
+		require.NoError(t, err)
+		var mape, med float64
+		for _, e := range loo {
+			mape += e.MAPE / float64(len(loo))
+			med += e.MedianAPE / float64(len(loo))
+		}
+		t.Logf("lambda %5.1f: mean over types of MAPE %.1f%%, of median APE %.1f%%", lambda, mape, med)
+		if lambda >= 0 && mape < bestErr {
+			best, bestErr = lambda, mape
+		}
+	}
+	assert.Equal(t, float64(perfmodel.DefaultShrinkage), best)
 }
