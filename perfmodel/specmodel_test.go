@@ -130,3 +130,26 @@ func TestSpecModelErrors(t *testing.T) {
 		assert.ErrorContains(t, err, c.msg)
 	}
 }
+
+// A job's own elasticities: its exact ones without shrinkage, the pooled
+// ones with a huge penalty.
+func TestSpecModelShrinkage(t *testing.T) {
+	a, b := JobKey{Model: "a", ScaleFactor: 1}, JobKey{Model: "b", ScaleFactor: 1}
+	var obs []Observation
+	obs = append(obs, cobbDouglas(a, 1, Mixed, "slow", "mid", "fast")...)
+	for _, s := range testSpecs[:3] {
+		obs = append(obs, Observation{Job: b, Type: s.Type, Rate: math.Pow(s.FP16TFLOPS, 0.1) * math.Pow(s.BandwidthGBps, 0.2)})
+	}
+	own, err := FitSpecModelWith(testSpecs, obs, SpecOptions{Shrinkage: 0})
+	require.NoError(t, err)
+	el := own.JobElasticities(b)
+	assert.InDeltaSlice(t, []float64{0.1, 0.2}, el[:], 1e-9)
+	el = own.JobElasticities(a)
+	assert.InDeltaSlice(t, []float64{0.6, 0.3}, el[:], 1e-9)
+	pooled, err := FitSpecModelWith(testSpecs, obs, SpecOptions{Shrinkage: 1e12})
+	require.NoError(t, err)
+	el, pel := pooled.JobElasticities(b), pooled.Elasticities()
+	assert.InDeltaSlice(t, pel[:], el[:], 1e-6)
+	_, err = FitSpecModelWith(testSpecs, obs, SpecOptions{Shrinkage: math.Inf(1)})
+	assert.ErrorIs(t, err, ErrSpecFit)
+}

@@ -82,11 +82,44 @@ func TestFitOnMLPerfAndGavel(t *testing.T) {
 	assert.Less(t, el[0]+el[1], 1.5)
 	loo, err := m.LeaveOneTypeOut()
 	require.NoError(t, err)
-	var medians []float64
-	for _, e := range loo {
-		t.Logf("| %s | %d | %.1f%% | %.1f%% | %+.2f |", e.Type, e.N, e.MAPE, e.MedianAPE, e.Bias)
-		medians = append(medians, e.MedianAPE)
+	// A naive baseline: the job's geometric-mean rate on its other types.
+	obs := append(slices.Clone(MLPerf()), perfmodel.Observations(gavel.Simulation(), perfmodel.FP32, "Gavel")...)
+	byJob := map[perfmodel.JobKey]map[topology.GPUType]float64{}
+	for _, o := range obs {
+		if byJob[o.Job] == nil {
+			byJob[o.Job] = map[topology.GPUType]float64{}
+		}
+		byJob[o.Job][o.Type] = o.Rate
 	}
+	naive := func(gt topology.GPUType) float64 {
+		var sum float64
+		n := 0
+		for _, rates := range byJob {
+			r, ok := rates[gt]
+			if !ok || len(rates) < 2 {
+				continue
+			}
+			logs := 0.0
+			for ot, o := range rates {
+				if ot != gt {
+					logs += math.Log(o) / float64(len(rates)-1)
+				}
+			}
+			sum += 100 * math.Abs(math.Exp(logs)-r) / r
+			n++
+		}
+		return sum / float64(n)
+	}
+	var medians []float64
+	better := 0
+	for _, e := range loo {
+		t.Logf("| %s | %d | %.1f%% | %.1f%% | %+.2f | %.1f%% |", e.Type, e.N, e.MAPE, e.MedianAPE, e.Bias, naive(e.Type))
+		medians = append(medians, e.MedianAPE)
+		if e.MAPE < naive(e.Type) {
+			better++
+		}
+	}
+	assert.GreaterOrEqual(t, better, 10, "the model beats the naive guess on too few types")
 	require.Len(t, loo, 11)
 	for _, md := range medians {
 		assert.Less(t, md, 60.0)
