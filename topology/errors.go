@@ -84,14 +84,15 @@ func (p *problems) add(kind error, where func() string, format string, args ...a
 	p.errs = append(p.errs, specErr(kind, where(), format, args...))
 }
 
-// addErr records err, a *SpecError (its Where is put after where) or any
-// other error (kept as it is).
+// addErr records err: a copy of its *SpecError with where put before its
+// Where, or err itself if it holds none.
 func (p *problems) addErr(where func() string, err error) {
 	if len(p.errs) == maxReported {
 		p.dropped++
 		return
 	}
-	if se, ok := err.(*SpecError); ok {
+	var se *SpecError
+	if errors.As(err, &se) {
 		cp := *se
 		cp.Where = joinWhere(where(), se.Where)
 		err = &cp

@@ -96,6 +96,14 @@ type MIGProduct struct {
 // of kind [ErrUnknownProfile] that lists the profiles there are. A leading
 // "MIG " (as NVML names profiles) is ignored.
 func (p *MIGProduct) Profile(name string) (int, error) {
+	i, err := p.profile(name)
+	if err != nil {
+		return -1, err
+	}
+	return i, nil
+}
+
+func (p *MIGProduct) profile(name string) (int, *SpecError) {
 	name = strings.TrimPrefix(strings.TrimSpace(name), "MIG ")
 	for i := range p.Profiles {
 		if p.Profiles[i].Name == name {
@@ -163,9 +171,9 @@ func (p *MIGProduct) Check(instances []MIGInstance) (used uint32, count []int, e
 	}
 	for i, in := range instances {
 		where := fmt.Sprintf("mig.instances[%d]", i)
-		pi, err := p.Profile(in.Profile)
+		pi, err := p.profile(in.Profile)
 		if err != nil {
-			err.(*SpecError).Where = where
+			err.Where = where
 			return 0, nil, err
 		}
 		pf := &p.Profiles[pi]

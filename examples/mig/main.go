@@ -133,9 +133,9 @@ func planMIG(ctx context.Context, out *printer, c *topology.Cluster, gpus []plac
 	}
 	out.printf(" (instance@start; * busy, + new, >n serves demand n)\n")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GPU\tproduct\tnow\texact plan\theuristic plan\t")
+	cell(tw, "GPU\tproduct\tnow\texact plan\theuristic plan\t\n")
 	for i, g := range gpus {
-		fmt.Fprintf(tw, "%s/%d\t%s\t%s\t%s\t%s\t\n", c.Servers[g.Ref.Server].ID, g.Ref.GPU, g.Product.Name,
+		cell(tw, "%s/%d\t%s\t%s\t%s\t%s\t\n", c.Servers[g.Ref.Server].ID, g.Ref.GPU, g.Product.Name,
 			layoutString(g.Instances), layoutString(exact.Layouts[i]), layoutString(heur.Layouts[i]))
 	}
 	out.flush(tw)
@@ -212,7 +212,7 @@ func packFractions(out *printer, c *topology.Cluster) error {
 	}
 	out.printf("\n")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "policy\tGPU of each request\tGPUs shared\tleft out\tfragmentation after\t")
+	cell(tw, "policy\tGPU of each request\tGPUs shared\tleft out\tfragmentation after\t\n")
 	for _, p := range []struct {
 		name string
 		pol  placement.FractionPolicy
@@ -229,7 +229,7 @@ func packFractions(out *printer, c *topology.Cluster) error {
 			}
 			where = append(where, fmt.Sprintf("%s/%d", c.Servers[gpus[g].Ref.Server].ID, gpus[g].Ref.GPU))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.3f\t\n", p.name, strings.Join(where, " "), res.Shared, res.Unplaced, res.After)
+		cell(tw, "%s\t%s\t%d\t%d\t%.3f\t\n", p.name, strings.Join(where, " "), res.Shared, res.Unplaced, res.After)
 	}
 	out.flush(tw)
 	return nil
@@ -271,34 +271,34 @@ func fairness(ctx context.Context, out *printer, c, planned *topology.Cluster) e
 	out.printf("Rates in steps/s (* predicted; slices and H100s are all predicted for Gavel's jobs):\n")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	p := problems[1]
-	fmt.Fprint(tw, "job\t")
+	cell(tw, "job\t")
 	for _, t := range p.Types {
-		fmt.Fprintf(tw, "%s\t", t)
+		cell(tw, "%s\t", t)
 	}
-	fmt.Fprintln(tw)
+	cell(tw, "\n")
 	for m, k := range jobs {
-		fmt.Fprintf(tw, "%s\t", k)
+		cell(tw, "%s\t", k)
 		for _, t := range p.Types {
 			e, err := model.Estimate(k, t)
 			switch {
 			case err != nil:
-				fmt.Fprint(tw, "?\t")
+				cell(tw, "?\t")
 			case k.ScaleFactor > 1 && p.Jobs[m].Throughput[slices.Index(p.Types, t)] == 0:
-				fmt.Fprint(tw, "-\t")
+				cell(tw, "-\t")
 			case e.Predicted:
-				fmt.Fprintf(tw, "%.2f*\t", e.Rate)
+				cell(tw, "%.2f*\t", e.Rate)
 			default:
-				fmt.Fprintf(tw, "%.2f\t", e.Rate)
+				cell(tw, "%.2f\t", e.Rate)
 			}
 		}
-		fmt.Fprintln(tw)
+		cell(tw, "\n")
 	}
 	out.flush(tw)
 	out.printf("\nMax-min fairness (Gavel's heterogeneity-aware policy): time shares per type, and the effective rate\n")
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "job\twhole GPUs only\trate\twhole GPUs and MIG slices\trate\t")
+	cell(tw, "job\twhole GPUs only\trate\twhole GPUs and MIG slices\trate\t\n")
 	for m, k := range jobs {
-		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%s\t%.2f\t\n", k, shares(problems[0], allocs[0], m), allocs[0].EffectiveThroughput(problems[0], m),
+		cell(tw, "%s\t%s\t%.2f\t%s\t%.2f\t\n", k, shares(problems[0], allocs[0], m), allocs[0].EffectiveThroughput(problems[0], m),
 			shares(problems[1], allocs[1], m), allocs[1].EffectiveThroughput(problems[1], m))
 	}
 	out.flush(tw)
@@ -339,6 +339,12 @@ func clone(c *topology.Cluster) *topology.Cluster {
 	return &cp
 }
 
+// cell writes to a tabwriter, which buffers: its errors come back from
+// Flush (see printer.flush).
+func cell(tw *tabwriter.Writer, format string, args ...any) {
+	_, _ = fmt.Fprintf(tw, format, args...)
+}
+
 // printer writes formatted text and keeps the first error.
 type printer struct {
 	w   io.Writer
@@ -354,7 +360,7 @@ func (p *printer) Write(b []byte) (int, error) {
 	return n, err
 }
 
-func (p *printer) printf(format string, args ...any) { fmt.Fprintf(p, format, args...) }
+func (p *printer) printf(format string, args ...any) { _, _ = fmt.Fprintf(p, format, args...) }
 
 func (p *printer) flush(tw *tabwriter.Writer) {
 	if err := tw.Flush(); err != nil && p.err == nil {

@@ -214,7 +214,7 @@ func readCSV(r io.Reader, header []string) ([][]string, error) {
 			return rows, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("hw: %w: %v", perfmodel.ErrMalformedTable, err)
+			return nil, fmt.Errorf("hw: %w: %w", perfmodel.ErrMalformedTable, err)
 		}
 		if len(rows) == maxRows {
 			return nil, lineError(maxRows+2, "more than %d rows", maxRows)
