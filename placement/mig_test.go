@@ -460,3 +460,25 @@ func BenchmarkMIGPlan(b *testing.B) {
 		})
 	}
 }
+
+// One planner serves concurrent calls (go test -race).
+func TestMIGPlannerConcurrent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	gpus, demands := randomMIG(rng, 4, topology.MIGProducts())
+	pl := &MIGPlanner{}
+	want, err := pl.Plan(context.Background(), gpus, demands)
+	require.NoError(t, err)
+	done := make(chan *MIGPlan, 4)
+	for range 4 {
+		go func() {
+			p, err := pl.Plan(context.Background(), gpus, demands)
+			if err != nil {
+				p = nil
+			}
+			done <- p
+		}()
+	}
+	for range 4 {
+		assert.Equal(t, want, <-done)
+	}
+}

@@ -220,3 +220,23 @@ func TestShrinkageGrid(t *testing.T) {
 	}
 	assert.Equal(t, float64(perfmodel.DefaultShrinkage), best)
 }
+
+// A fitted model answers concurrent lookups (go test -race).
+func TestModelConcurrent(t *testing.T) {
+	m, err := Model()
+	require.NoError(t, err)
+	k := perfmodel.JobKey{Model: "mlperf-training-v4.0/bert", ScaleFactor: 8}
+	want, err := m.Estimate(k, topology.B200)
+	require.NoError(t, err)
+	assert.True(t, want.Predicted)
+	done := make(chan perfmodel.Estimate, 4)
+	for range 4 {
+		go func() {
+			e, _ := m.Estimate(k, topology.B200)
+			done <- e
+		}()
+	}
+	for range 4 {
+		assert.Equal(t, want, <-done)
+	}
+}
