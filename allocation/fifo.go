@@ -26,7 +26,9 @@ import (
 // PackingThreshold (1.5 by default, as in Gavel); the best such partner is
 // chosen, and the pair keeps running together while both jobs remain.
 //
-// A FIFO must not be copied after first use.
+// It is safe for concurrent use: a mutex guards its state, though its
+// answers then depend on the order of the calls. It must not be copied
+// after first use.
 type FIFO struct {
 	Perf             bool
 	Seed             uint64

@@ -32,7 +32,9 @@ import (
 // at the job's rate on Reference (V100 by default), as in Gavel. When no
 // allocation exists, it falls back to Isolated and says so in Note.
 //
-// A FinishTimeFairness must not be copied after first use.
+// It is safe for concurrent use: a mutex guards its state, though its
+// answers then depend on the order of the calls. It must not be copied
+// after first use.
 type FinishTimeFairness struct {
 	Agnostic  bool
 	Reference topology.GPUType
@@ -51,7 +53,8 @@ type ftfState struct {
 
 // Allocate implements Policy. The Allocation's Objective is the largest
 // ratio rho.
-func (pol *FinishTimeFairness) Allocate(ctx context.Context, p *Problem) (*Allocation, error) {
+func (pol *FinishTimeFairness) Allocate(ctx context.Context, p *Problem) (_ *Allocation, err error) {
+	defer func() { err = policyError("finish-time fairness", p, err) }()
 	actual, tput, err := planRates(p, pol.Agnostic, pol.Reference)
 	if err != nil {
 		return nil, err
@@ -97,6 +100,9 @@ func (pol *FinishTimeFairness) Allocate(ctx context.Context, p *Problem) (*Alloc
 		}
 		rho := (lo + hi) / 2
 		a, z, err := pol.feasible(ctx, p, actual, tput, jobs, since, denom, rho)
+		if err != nil && ctx.Err() != nil {
+			return nil, err // cancelled: no fallback, the caller asked to stop
+		}
 		if err != nil {
 			a := isolated(p)
 			a.Objective = ratio(a)

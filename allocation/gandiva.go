@@ -19,7 +19,9 @@ import (
 // X_uk = n_k / max(N, sum_u sf_u) on each type, like Proportional over
 // units. Pairs are drawn from Seed.
 //
-// A Gandiva must not be copied after first use.
+// It is safe for concurrent use: a mutex guards its state, though its
+// answers then depend on the order of the calls. It must not be copied
+// after first use.
 type Gandiva struct {
 	Seed uint64
 

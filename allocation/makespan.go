@@ -20,6 +20,9 @@ import (
 // Gavel. The Allocation's Objective is the makespan in seconds. A job with
 // remaining steps that can run nowhere makes the makespan infinite:
 // ErrNoSolution.
+// It holds no state: one value is safe for concurrent use by several
+// goroutines (with a Solver set, as safe as the Solver; lp.InteriorPoint
+// is).
 type MinMakespan struct {
 	Agnostic  bool
 	Reference topology.GPUType
@@ -28,7 +31,8 @@ type MinMakespan struct {
 }
 
 // Allocate implements Policy.
-func (pol *MinMakespan) Allocate(ctx context.Context, p *Problem) (*Allocation, error) {
+func (pol *MinMakespan) Allocate(ctx context.Context, p *Problem) (_ *Allocation, err error) {
+	defer func() { err = policyError("min makespan", p, err) }()
 	actual, tput, err := planRates(p, pol.Agnostic, pol.Reference)
 	if err != nil {
 		return nil, err

@@ -17,6 +17,9 @@ import (
 // heterogeneity-agnostic LAS policy: every T_mk is taken as 1. Weights come
 // from Job.Weight. Jobs that cannot run on any type get nothing and do not
 // count in the minimum. The Allocation's Objective is the max-min level.
+// It holds no state: one value is safe for concurrent use by several
+// goroutines (with a Solver set, as safe as the Solver; lp.InteriorPoint
+// is).
 type MaxMinFairness struct {
 	// Agnostic ignores throughputs (Gavel's max_min_fairness, "LAS").
 	Agnostic bool
@@ -29,7 +32,8 @@ type MaxMinFairness struct {
 }
 
 // Allocate implements Policy.
-func (pol *MaxMinFairness) Allocate(ctx context.Context, p *Problem) (*Allocation, error) {
+func (pol *MaxMinFairness) Allocate(ctx context.Context, p *Problem) (_ *Allocation, err error) {
+	defer func() { err = policyError("max-min fairness", p, err) }()
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 // Gavel's job types, where the rates of two co-located jobs depend only on
 // their classes. Space-sharing policies use it to price all pairs in time
 // linear in the number of jobs.
+// Implementations must allow concurrent calls as for PairRates.
 type ClassPairRates interface {
 	PairRates
 	// Classes returns the number of classes, and Class the class of job m
@@ -22,10 +23,15 @@ type ClassPairRates interface {
 	ClassRates(ca, cb, k int) (ta, tb float64)
 }
 
+// MaxPairRates bounds the rates a TablePairs holds (classes squared times
+// GPU types): 4 million, 64 MiB.
+const MaxPairRates = 1 << 22
+
 // TablePairs gives co-located rates from a perfmodel.ColocationModel (such
 // as Gavel's measured table) for jobs identified by their JobKeys. It
 // implements ClassPairRates, with one class per distinct JobKey, and caches
-// the rates of every class pair and type.
+// the rates of every class pair and type. It is immutable once built and
+// safe for concurrent use.
 type TablePairs struct {
 	class   []int
 	classes int
@@ -37,7 +43,10 @@ type TablePairs struct {
 // NewTablePairs looks up the co-located rates of every pair of distinct
 // job keys among keys (one per job, in the order of Problem.Jobs) on every
 // type. Pairs the model does not know (such as jobs of different scale
-// factors) get (0, 0); a key or type it does not know is an error.
+// factors) get (0, 0); a key or type it does not know is an error. The
+// table holds classes x classes x types rates, at most MaxPairRates
+// (ErrInvalidProblem beyond), and every rate must be 0 or in [MinRate,
+// MaxRate] (ErrInvalidProblem otherwise).
 func NewTablePairs(model perfmodel.ColocationModel, keys []perfmodel.JobKey, types []topology.GPUType) (*TablePairs, error) {
 	tp := &TablePairs{class: make([]int, len(keys)), types: len(types)}
 	index := map[perfmodel.JobKey]int{}
@@ -52,6 +61,9 @@ func NewTablePairs(model perfmodel.ColocationModel, keys []perfmodel.JobKey, typ
 		tp.class[m] = c
 	}
 	tp.classes = len(distinct)
+	if n := tp.classes; n > 0 && len(types) > 0 && (n > MaxPairRates/n || n*n > MaxPairRates/len(types)) {
+		return nil, invalid("co-located rates of %d job classes on %d GPU types: more than %d pairs", n, len(types), MaxPairRates)
+	}
 	tp.rates = make([][2]float64, tp.classes*tp.classes*tp.types)
 	for ca, a := range distinct {
 		for cb, b := range distinct {
@@ -59,6 +71,10 @@ func NewTablePairs(model perfmodel.ColocationModel, keys []perfmodel.JobKey, typ
 				ta, tb, err := model.Colocated(a, b, t)
 				if err != nil {
 					return nil, fmt.Errorf("allocation: co-located rates: %w", err)
+				}
+				if bad := func(v float64) bool { return v != 0 && !inRange(v, MinRate, MaxRate) }; bad(ta) || bad(tb) {
+					return nil, invalid("co-located rates of %s and %s on %s are %v and %v, outside [%g, %g] steps/s",
+						a, b, t, ta, tb, MinRate, MaxRate)
 				}
 				tp.rates[(ca*tp.classes+cb)*tp.types+k] = [2]float64{ta, tb}
 			}

@@ -1,26 +1,25 @@
 package allocation
 
-import (
-	"errors"
-	"fmt"
-	"math"
-
-	"github.com/gpusched/gpusched/topology"
-)
+import "github.com/gpusched/gpusched/topology"
 
 // Job is one job of a Problem.
+// A Job is a plain value: safe for concurrent reads, not for writes while
+// others read it.
 type Job struct {
 	// ID identifies the job; IDs are unique within a Problem.
 	ID int
-	// Weight is the job's priority weight (Gavel's w_m); 0 means 1.
+	// Weight is the job's priority weight (Gavel's w_m); 0 means 1, else
+	// in [MinWeight, MaxWeight].
 	Weight float64
-	// ScaleFactor is the number of GPUs the job uses at once (>= 1).
+	// ScaleFactor is the number of GPUs the job uses at once, in
+	// [1, MaxCapacity].
 	ScaleFactor int
-	// RemainingSteps is the work left, in steps (> 0 for policies that
-	// use it: makespan, finish-time fairness, SLOs).
+	// RemainingSteps is the work left, in steps, at most MaxSteps (> 0
+	// for policies that use it: makespan, finish-time fairness, SLOs).
 	RemainingSteps float64
 	// Throughput holds the job's rate on each type of Problem.Types, in
-	// steps per second with ScaleFactor GPUs; 0 where it cannot run.
+	// steps per second with ScaleFactor GPUs, in [MinRate, MaxRate]; 0
+	// where it cannot run.
 	Throughput []float64
 	// Deadline is the absolute time (seconds, same clock as Problem.Now) by
 	// which the job should finish; 0 means none.
@@ -40,6 +39,8 @@ func (j *Job) weight() float64 {
 
 // PairRates gives the rates of two jobs sharing GPUs of one type (space
 // sharing). Implementations return (0, 0) for pairs that cannot share.
+// Implementations must allow concurrent calls when one Problem is given
+// to several policies at once (TablePairs does).
 type PairRates interface {
 	// Rates returns the steps per second of jobs a and b (indices into
 	// Problem.Jobs) when they share GPUs of type k (an index into
@@ -49,8 +50,13 @@ type PairRates interface {
 
 // Problem is what an allocation policy decides over: jobs, their
 // throughput on each GPU type, and the GPUs of each type.
+//
+// A Problem is a plain value: safe for concurrent reads (policies only
+// read it, so several may share one if Pairs allows concurrent calls),
+// not for writes while others read it.
 type Problem struct {
-	// Types are the GPU types, and Capacity the number of GPUs of each.
+	// Types are the GPU types, and Capacity the number of GPUs of each
+	// (at most MaxCapacity).
 	Types    []topology.GPUType
 	Capacity []int
 	// Prices are the costs of one GPU of each type per hour (optional;
@@ -66,23 +72,12 @@ type Problem struct {
 	EntityWeights map[string]float64
 }
 
-// Errors of this package; test them with errors.Is.
-var (
-	// ErrInvalidProblem: a problem that cannot be allocated as given
-	// (negative capacities, throughput rows of the wrong length, duplicate
-	// IDs, NaN values, ...).
-	ErrInvalidProblem = errors.New("allocation: invalid problem")
-	// ErrNoSolution: the policy's program has no solution (for instance
-	// SLOs that cannot all be met, when the policy does not fall back).
-	ErrNoSolution = errors.New("allocation: no solution")
-)
-
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidProblem, fmt.Sprintf(format, args...))
-}
-
 // Validate checks the problem and returns an error wrapping
-// ErrInvalidProblem that names the first problem found.
+// ErrInvalidProblem that names the first problem found: lengths that
+// disagree, duplicate types or job IDs, NaN or infinite values, and values
+// outside the ranges of this package (MinRate to MaxRate, MaxSteps,
+// MaxCapacity, MinWeight to MaxWeight, MinPrice to MaxPrice, MaxTime), or
+// space-sharing classes out of range.
 func (p *Problem) Validate() error {
 	k := len(p.Types)
 	if len(p.Capacity) != k {
@@ -91,55 +86,77 @@ func (p *Problem) Validate() error {
 	if p.Prices != nil && len(p.Prices) != k {
 		return invalid("%d GPU types but %d prices", k, len(p.Prices))
 	}
-	seenType := map[topology.GPUType]bool{}
+	seenType := make(map[topology.GPUType]bool, k)
 	for i, t := range p.Types {
 		if seenType[t] {
 			return invalid("GPU type %s appears twice", t)
 		}
 		seenType[t] = true
-		if p.Capacity[i] < 0 {
-			return invalid("capacity of %s is %d", t, p.Capacity[i])
+		if c := p.Capacity[i]; c < 0 || c > MaxCapacity {
+			return invalid("capacity of %s is %d, outside [0, %d]", t, c, MaxCapacity)
 		}
-		if p.Prices != nil && !(p.Prices[i] > 0) || p.Prices != nil && math.IsInf(p.Prices[i], 0) {
-			return invalid("price of %s is %v (want a finite number > 0)", t, p.Prices[i])
+		if p.Prices != nil && !inRange(p.Prices[i], MinPrice, MaxPrice) {
+			return invalid("price of %s is %v, outside [%g, %g] per GPU-hour", t, p.Prices[i], MinPrice, MaxPrice)
 		}
 	}
-	if !finite(p.Now) {
-		return invalid("now is %v", p.Now)
+	if !inRange(p.Now, -MaxTime, MaxTime) {
+		return invalid("now is %v, outside [%g, %g] s", p.Now, -MaxTime, MaxTime)
 	}
-	seen := map[int]bool{}
+	seen := make(map[int]bool, len(p.Jobs))
 	for m := range p.Jobs {
-		j := &p.Jobs[m]
-		switch {
-		case seen[j.ID]:
-			return invalid("job ID %d appears twice", j.ID)
-		case j.ScaleFactor < 1:
-			return invalid("job %d: scale factor %d (want >= 1)", j.ID, j.ScaleFactor)
-		case len(j.Throughput) != k:
-			return invalid("job %d: %d throughputs for %d GPU types", j.ID, len(j.Throughput), k)
-		case !finite(j.Weight) || j.Weight < 0:
-			return invalid("job %d: weight %v", j.ID, j.Weight)
-		case !finite(j.RemainingSteps) || j.RemainingSteps < 0:
-			return invalid("job %d: remaining steps %v", j.ID, j.RemainingSteps)
-		case !finite(j.Deadline) || !finite(j.Arrival):
-			return invalid("job %d: deadline %v, arrival %v", j.ID, j.Deadline, j.Arrival)
-		}
-		seen[j.ID] = true
-		for i, v := range j.Throughput {
-			if !finite(v) || v < 0 {
-				return invalid("job %d: throughput %v on %s", j.ID, v, p.Types[i])
-			}
+		if err := p.validateJob(m, seen); err != nil {
+			return err
 		}
 	}
 	for e, w := range p.EntityWeights {
-		if !finite(w) || w <= 0 {
-			return invalid("entity %q: weight %v", e, w)
+		if !inRange(w, MinWeight, MaxWeight) {
+			return invalid("entity %q: weight %v, outside [%g, %g]", e, w, MinWeight, MaxWeight)
+		}
+	}
+	if cp, ok := p.Pairs.(ClassPairRates); ok {
+		n := cp.Classes()
+		if n < 0 {
+			return invalid("space sharing: %d job classes", n)
+		}
+		for m := range p.Jobs {
+			if c := cp.Class(m); c < 0 || c >= n {
+				return invalid("space sharing: job %d is in class %d of %d", p.Jobs[m].ID, c, n)
+			}
 		}
 	}
 	return nil
 }
 
-func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+// validateJob checks job m and records its ID in seen.
+func (p *Problem) validateJob(m int, seen map[int]bool) error {
+	j := &p.Jobs[m]
+	switch {
+	case seen[j.ID]:
+		return invalid("job ID %d appears twice", j.ID)
+	case j.ScaleFactor < 1 || j.ScaleFactor > MaxCapacity:
+		return invalid("job %d: scale factor %d, outside [1, %d]", j.ID, j.ScaleFactor, MaxCapacity)
+	case len(j.Throughput) != len(p.Types):
+		return invalid("job %d: %d throughputs for %d GPU types", j.ID, len(j.Throughput), len(p.Types))
+	case j.Weight != 0 && !inRange(j.Weight, MinWeight, MaxWeight):
+		return invalid("job %d: weight %v, outside [%g, %g] (0 means 1)", j.ID, j.Weight, MinWeight, MaxWeight)
+	case !inRange(j.RemainingSteps, 0, MaxSteps):
+		return invalid("job %d: remaining steps %v, outside [0, %g]", j.ID, j.RemainingSteps, MaxSteps)
+	case !inRange(j.Arrival, -MaxTime, MaxTime):
+		return invalid("job %d: arrival %v, outside [%g, %g] s", j.ID, j.Arrival, -MaxTime, MaxTime)
+	case !inRange(j.Deadline, -MaxTime, MaxTime):
+		return invalid("job %d: deadline %v, outside [%g, %g] s", j.ID, j.Deadline, -MaxTime, MaxTime)
+	}
+	seen[j.ID] = true
+	for i, v := range j.Throughput {
+		if v != 0 && !inRange(v, MinRate, MaxRate) {
+			return invalid("job %d: throughput %v on %s, outside [%g, %g] steps/s (0 means it cannot run there)", j.ID, v, p.Types[i], MinRate, MaxRate)
+		}
+	}
+	return nil
+}
+
+// inRange reports whether lo <= v <= hi (false for NaN).
+func inRange(v, lo, hi float64) bool { return v >= lo && v <= hi }
 
 // runnable reports whether job m can use type k: it has a rate there and
 // the type has at least ScaleFactor GPUs.

@@ -73,6 +73,9 @@ type unitState struct {
 }
 
 // Assignment is one unit's place in a round.
+//
+// An Assignment is a plain value: safe for concurrent reads, not for
+// writes while others read it.
 type Assignment struct {
 	// JobIDs is one job, or the two jobs of a pair.
 	JobIDs []int
@@ -86,6 +89,9 @@ type Assignment struct {
 }
 
 // Round is what runs next.
+//
+// A Round is a plain value: safe for concurrent reads, not for writes
+// while others read it.
 type Round struct {
 	Start, Length float64
 	Assignments   []Assignment
@@ -122,6 +128,9 @@ func (r *Rounds) Next(ctx context.Context, p *Problem, now float64) (*Round, err
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if err := r.checkConfig(p, now); err != nil {
+		return nil, err
+	}
 	if r.rng == nil {
 		r.rng = rand.New(rand.NewPCG(r.Seed, 0xbb67ae8584caa73b))
 	}
@@ -140,6 +149,9 @@ func (r *Rounds) Next(ctx context.Context, p *Problem, now float64) (*Round, err
 	if changed && (!r.started || now-r.lastReset >= r.resetInterval()) {
 		a, err := r.Policy.Allocate(ctx, p)
 		if err != nil {
+			return nil, err
+		}
+		if err := checkAnswer(r.Policy, p, a); err != nil {
 			return nil, err
 		}
 		r.reset(p, a, now)

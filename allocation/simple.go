@@ -10,6 +10,7 @@ import "context"
 // X_mk = n_k / max(N, sum_m sf_m), which is feasible and equals Gavel's
 // whenever Gavel's is. Max-min fairness normalises by Gavel's unscaled
 // rates, as Gavel does.
+// It holds no state and is safe for concurrent use.
 type Proportional struct{}
 
 // Allocate implements Policy.
@@ -71,6 +72,7 @@ func proportionalRates(p *Problem, tput [][]float64) []float64 {
 // equal 1/M share of every type, X_mk = n_k / (M sf_m), with a job's row
 // scaled down to sum to 1 when it would exceed it. Finish-time fairness
 // measures against it.
+// It holds no state and is safe for concurrent use.
 type Isolated struct{}
 
 // Allocate implements Policy.

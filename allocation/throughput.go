@@ -20,6 +20,9 @@ import (
 // program is solved again without SLOs and the Allocation's Note says so
 // (as Gavel does), unless Strict is set, which returns ErrNoSolution
 // instead. The Allocation's Objective is the optimum.
+// It holds no state: one value is safe for concurrent use by several
+// goroutines (with a Solver set, as safe as the Solver; lp.InteriorPoint
+// is).
 type MaxThroughput struct {
 	Cost   bool
 	SLOs   bool
@@ -29,7 +32,8 @@ type MaxThroughput struct {
 }
 
 // Allocate implements Policy.
-func (pol *MaxThroughput) Allocate(ctx context.Context, p *Problem) (*Allocation, error) {
+func (pol *MaxThroughput) Allocate(ctx context.Context, p *Problem) (_ *Allocation, err error) {
+	defer func() { err = policyError("max throughput", p, err) }()
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 // Reweighting says how an entity's weight is shared among its jobs in a
 // hierarchical policy (Gavel's priority_reweighting_policies).
+// Its values are constants, safe for concurrent use.
 type Reweighting int
 
 const (
@@ -41,6 +42,9 @@ const (
 // default); a job's level is its normalised rate divided by its share.
 // Without it, weights are Job.Weight, and the first level equals
 // MaxMinFairness's optimum.
+// It holds no state: one value is safe for concurrent use by several
+// goroutines (with a Solver set, as safe as the Solver; lp.InteriorPoint
+// is).
 type WaterFilling struct {
 	Agnostic     bool
 	Hierarchical bool
@@ -54,7 +58,8 @@ type WaterFilling struct {
 
 // Allocate implements Policy. The Allocation's Objective is the first
 // (lowest) level.
-func (pol *WaterFilling) Allocate(ctx context.Context, p *Problem) (*Allocation, error) {
+func (pol *WaterFilling) Allocate(ctx context.Context, p *Problem) (_ *Allocation, err error) {
+	defer func() { err = policyError("water filling", p, err) }()
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,53 @@
+package allocation
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// answerTolerance is the slack Rounds allows in a policy's answer: X a
+// little outside [0, 1], rows and capacities a little over, as solvers'
+// residues leave them.
+const answerTolerance = 1e-6
+
+// checkAnswer checks a policy's answer to p before Rounds acts on it: an
+// allocation must be given and fit p (Allocation.Check). The error wraps
+// ErrInvalidAllocation and names the policy. An answer without Types gets
+// p's.
+func checkAnswer(pol Policy, p *Problem, a *Allocation) error {
+	if a == nil {
+		return fmt.Errorf("%w: policy %T returned no allocation and no error", ErrInvalidAllocation, pol)
+	}
+	if err := a.check(p, answerTolerance); err != nil {
+		return fmt.Errorf("%w: policy %T: %w", ErrInvalidAllocation, pol, err)
+	}
+	if a.Types == nil {
+		a.Types = p.Types // the types the allocation is in force for
+	}
+	return nil
+}
+
+// checkConfig checks the mechanism's settings, the time of a round and
+// that p has the GPU types of the allocation in force; errors wrap
+// ErrInvalidProblem.
+func (r *Rounds) checkConfig(p *Problem, now float64) error {
+	switch {
+	case r.alloc != nil && !slices.Equal(r.alloc.Types, p.Types):
+		return invalid("the GPU types changed from %v to %v since the last allocation (start a new Rounds)", r.alloc.Types, p.Types)
+	case r.Policy == nil:
+		return invalid("Rounds has no policy")
+	case !inRange(r.RoundLength, 0, MaxTime):
+		return invalid("round length %v s, outside [0, %g] (0 means 360)", r.RoundLength, MaxTime)
+	case math.IsNaN(r.MinResetInterval) || math.IsInf(r.MinResetInterval, 0):
+		return invalid("minimum reset interval %v s", r.MinResetInterval)
+	case !inRange(now, -MaxTime, MaxTime):
+		return invalid("round at %v s, outside [%g, %g]", now, -MaxTime, MaxTime)
+	}
+	for k, g := range r.GPUsPerServer {
+		if g < 0 || g > MaxCapacity {
+			return invalid("GPUs per server of type %d: %d, outside [0, %d]", k, g, MaxCapacity)
+		}
+	}
+	return nil
+}
