@@ -32,6 +32,9 @@ import (
 // a rate for every pair of equal scale factors: it cannot foresee pairs
 // that do not fit in memory together, which the table marks as 0, 0.
 // Jobs of different scale factors cannot share GPUs (0, 0), as in Gavel.
+//
+// A FittedColocation is immutable once fitted and safe for concurrent use
+// (if its Isolated model is; a Table is).
 type FittedColocation struct {
 	// Measured answers for the pairs it holds; nil means always predict.
 	Measured *Table
@@ -229,6 +232,7 @@ func (f *FittedColocation) Colocated(a, b JobKey, t topology.GPUType) (ta, tb fl
 }
 
 // FitReport is the leave-one-out error of a fit.
+// A FitReport is a plain value, safe for concurrent use.
 type FitReport struct {
 	// Pairs is the number of measured pairs (unordered, per GPU type) and
 	// Rows the job rates among them.

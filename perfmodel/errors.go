@@ -26,6 +26,8 @@ var (
 )
 
 // JobError reports a job that a model cannot answer for.
+// A JobError is not changed after it is returned: safe for concurrent
+// reads.
 type JobError struct {
 	// Job is the job asked about, and Other its partner in a co-location
 	// lookup, if any.

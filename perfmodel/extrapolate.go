@@ -14,6 +14,8 @@ import (
 // and ITP's hold jobs of 16 to 128 GPUs, which Gavel never measured; this
 // is the simplest assumption that lets them run, and it is optimistic for
 // communication-bound models.
+//
+// An Extrapolated is safe for concurrent use (its Table is immutable).
 type Extrapolated struct {
 	Table *Table
 }

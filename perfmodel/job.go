@@ -9,6 +9,8 @@ import (
 // JobKey identifies a job for throughput lookups: what it trains (model and
 // batch size) and how many GPUs it uses (the scale factor). It is Gavel's
 // (job type, scale factor) key.
+//
+// A JobKey is a plain comparable value, safe for concurrent use.
 type JobKey struct {
 	// Model is the model's name, as in Gavel's job table: "ResNet-18",
 	// "ResNet-50", "Transformer", "LM", "Recommendation", "A3C", "CycleGAN".
