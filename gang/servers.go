@@ -118,8 +118,8 @@ func (o *OnServers) Decide(now float64, free []int, waiting, running []JobView) 
 				continue
 			}
 			done[s.JobID] = true
-			set := placer.Place(o.Cluster, o.free, o.types[s.Type], j.ScaleFactor)
-			if !o.valid(set, o.types[s.Type], j.ScaleFactor) {
+			set, err := placer.Place(o.Cluster, o.free, o.types[s.Type], j.ScaleFactor)
+			if err != nil || !o.valid(set, o.types[s.Type], j.ScaleFactor) {
 				rolledBack = true // all workers or none: it waits
 				continue
 			}

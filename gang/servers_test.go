@@ -65,7 +65,9 @@ func TestGangRollback(t *testing.T) {
 // A placer that returns busy or wrong GPUs is refused, not trusted.
 type badPlacer struct{ set GPUSet }
 
-func (b badPlacer) Place(*topology.Cluster, [][]bool, topology.GPUType, int) GPUSet { return b.set }
+func (b badPlacer) Place(*topology.Cluster, [][]bool, topology.GPUType, int) (GPUSet, error) {
+	return b.set, nil
+}
 
 func TestBadPlacerRolledBack(t *testing.T) {
 	c := twoServers(t)

@@ -51,6 +51,7 @@ const (
 )
 
 // GPURef names one GPU of a cluster: server and GPU positions.
+// A GPURef is a plain value, safe for concurrent use.
 type GPURef struct {
 	Server, GPU int
 }

@@ -2,12 +2,15 @@ package placement
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 
 	"github.com/gpusched/gpusched/topology"
 )
 
 // GPUSet is where a job's workers run: GPU positions per server index.
+// A GPUSet is a plain map: safe for concurrent reads, not for writes while
+// others read it.
 type GPUSet map[int][]int
 
 // Count is the number of GPUs in the set.
@@ -32,9 +35,13 @@ func (g GPUSet) Servers() int {
 
 // ServerPlacer chooses GPUs for a job of n workers of type k, given the
 // free GPUs of every server (free[s][i] for GPU i of server s). It returns
-// nil when it cannot place all n at once; it must not change free.
+// a nil set and no error when it cannot place all n at once, and an error
+// wrapping ErrBadRequest for a request that makes no sense (n < 1, free
+// not shaped like the cluster's servers); it must not change free.
+// Implementations should be safe for concurrent use when they hold no
+// state (Consolidated is).
 type ServerPlacer interface {
-	Place(c *topology.Cluster, free [][]bool, k topology.GPUType, n int) GPUSet
+	Place(c *topology.Cluster, free [][]bool, k topology.GPUType, n int) (GPUSet, error)
 }
 
 // Consolidated places a job on as few servers as possible, the placement
@@ -46,20 +53,27 @@ type ServerPlacer interface {
 // the tightest server that holds it (so a job of 10 with 8, 8, 2 free takes
 // 8 + 2 and leaves the other 8 whole). With Strict, a job that fits in one
 // server's GPUs must run on one server, or wait (locality before speed).
-// GPUs inside a server are taken in index order.
+// GPUs inside a server are taken in index order. It holds no state and is
+// safe for concurrent use.
 type Consolidated struct {
 	Strict bool
 }
 
 // Place implements ServerPlacer.
-func (c Consolidated) Place(cl *topology.Cluster, free [][]bool, t topology.GPUType, n int) GPUSet {
+func (c Consolidated) Place(cl *topology.Cluster, free [][]bool, t topology.GPUType, n int) (GPUSet, error) {
 	if n <= 0 {
-		return nil
+		return nil, fmt.Errorf("%w: %d GPUs asked for", ErrBadRequest, n)
+	}
+	if len(free) != len(cl.Servers) {
+		return nil, fmt.Errorf("%w: free GPUs given for %d servers, the cluster has %d", ErrBadRequest, len(free), len(cl.Servers))
 	}
 	type srv struct{ s, free, size int }
 	var cands []srv
 	total := 0
 	for s := range cl.Servers {
+		if len(free[s]) != len(cl.Servers[s].GPUs) {
+			return nil, fmt.Errorf("%w: server %d: %d free flags for %d GPUs", ErrBadRequest, s, len(free[s]), len(cl.Servers[s].GPUs))
+		}
 		f, size := 0, 0
 		for i, g := range cl.Servers[s].GPUs {
 			if g.Type != t {
@@ -76,7 +90,7 @@ func (c Consolidated) Place(cl *topology.Cluster, free [][]bool, t topology.GPUT
 		}
 	}
 	if total < n {
-		return nil
+		return nil, nil
 	}
 	take := func(s, m int) []int {
 		var out []int
@@ -102,12 +116,12 @@ func (c Consolidated) Place(cl *topology.Cluster, free [][]bool, t topology.GPUT
 		return best
 	}
 	if b := bestFit(0, n); b >= 0 {
-		return GPUSet{cands[b].s: take(cands[b].s, n)}
+		return GPUSet{cands[b].s: take(cands[b].s, n)}, nil
 	}
 	if c.Strict {
 		for _, c := range cands {
 			if n <= c.size {
-				return nil // fits a server, but none is free enough
+				return nil, nil // fits a server, but none is free enough
 			}
 		}
 	}
@@ -124,5 +138,5 @@ func (c Consolidated) Place(cl *topology.Cluster, free [][]bool, t topology.GPUT
 		out[cands[i].s] = take(cands[i].s, cands[i].free)
 		left -= cands[i].free
 	}
-	return out
+	return out, nil
 }
