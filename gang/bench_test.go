@@ -42,7 +42,9 @@ func BenchmarkDecide(b *testing.B) {
 		b.Run(fmt.Sprintf("%s/jobs=7000", c.name), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				c.p.Decide(0, free, waiting, running)
+				if _, err := c.p.Decide(0, free, waiting, running); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

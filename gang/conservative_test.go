@@ -27,8 +27,8 @@ func TestConservativeByHand(t *testing.T) {
 	d, plan := p.conservative(0, []int{2}, waiting, running)
 	assert.Equal(t, []Start{{JobID: 5, Type: 0}}, d.Start)
 	assert.Equal(t, []reservation{{2, 0, 100}, {3, 0, 200}, {4, 0, 300}, {5, 0, 0}}, plan)
-	assert.Equal(t, d, p.Decide(0, []int{2}, waiting, running))
-	easy := Priority{Order: ByArrival{}, NoPreemption: true, Backfill: EASY}.Decide(0, []int{2}, waiting, running)
+	assert.Equal(t, d, decided(t)(p.Decide(0, []int{2}, waiting, running)))
+	easy := decided(t)(Priority{Order: ByArrival{}, NoPreemption: true, Backfill: EASY}.Decide(0, []int{2}, waiting, running))
 	assert.Equal(t, []Start{{JobID: 4, Type: 0}}, easy.Start)
 	// With a depth of 3, E is not planned and does not start.
 	p.Depth = 3
@@ -131,7 +131,7 @@ func TestConservativePlanProperties(t *testing.T) {
 			spans[r.Type] = append(spans[r.Type], span{r.At, r.At + estimate(w, r.Type), w.ScaleFactor})
 		}
 		require.Equal(t, starts, d.Start)
-		strict := Priority{Order: ByArrival{}, NoPreemption: true}.Decide(0, slices.Clone(free), waiting, running)
+		strict := decided(t)(Priority{Order: ByArrival{}, NoPreemption: true}.Decide(0, slices.Clone(free), waiting, running))
 		for _, s := range strict.Start {
 			require.Contains(t, d.Start, s)
 		}

@@ -2,7 +2,6 @@ package gang
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -31,14 +30,6 @@ func (s PermitStatus) String() string {
 	}
 	return fmt.Sprintf("PermitStatus(%d)", int(s))
 }
-
-// Errors of the Coscheduler.
-var (
-	// ErrRejected: the member's group timed out or was rejected.
-	ErrRejected = errors.New("gang: group rejected")
-	// ErrUnknownMember: Wait for a member that is not waiting.
-	ErrUnknownMember = errors.New("gang: unknown member")
-)
 
 // Coscheduler admits the members of a group all together, in the shape of
 // the Kubernetes scheduler framework's coscheduling plugin (the Permit

@@ -2,18 +2,20 @@ package gang
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 	"sort"
 )
 
 // Order ranks jobs: the scheduler serves jobs in increasing Key, breaking
-// ties by arrival and ID.
+// ties by arrival and ID. Implementations should be safe for concurrent use
+// (this package's are: they hold no state, or none that Key changes).
 type Order interface {
 	Key(j JobView, now float64) float64
 }
 
-// ByArrival is FIFO order.
+// ByArrival is FIFO order. It is safe for concurrent use.
 type ByArrival struct{}
 
 // Key implements Order.
@@ -29,7 +31,7 @@ func bestRate(j JobView) float64 {
 }
 
 // ShortestJob is SJF: the job's whole duration, the trace's when it has
-// one, else its steps at its fastest rate.
+// one, else its steps at its fastest rate. It is safe for concurrent use.
 type ShortestJob struct{}
 
 // Key implements Order.
@@ -40,7 +42,8 @@ func (ShortestJob) Key(j JobView, _ float64) float64 {
 	return j.Steps / bestRate(j)
 }
 
-// ShortestRemaining is SRTF: the remaining steps at the fastest rate.
+// ShortestRemaining is SRTF: the remaining steps at the fastest rate. It
+// is safe for concurrent use.
 type ShortestRemaining struct{}
 
 // Key implements Order.
@@ -57,9 +60,24 @@ var DefaultThresholds = []float64{3250, 7200, 18000}
 // (k-1)th and kth threshold; lower queues go first, FIFO inside a queue. A
 // job that has waited at least Starvation times its executed time is moved
 // back to the first queue (Tiresias's starvation guard; 0 disables it).
+// Thresholds must be finite, positive and increasing, Starvation finite and
+// >= 0 (Priority.Decide returns an error wrapping ErrInvalid otherwise). A
+// LAS2D is safe for concurrent use.
 type LAS2D struct {
 	Thresholds []float64 // nil means DefaultThresholds
 	Starvation float64
+}
+
+func (l LAS2D) validate() error {
+	for i, v := range l.Thresholds {
+		if !(v > 0) || math.IsInf(v, 0) || i > 0 && !(v > l.Thresholds[i-1]) {
+			return fmt.Errorf("%w: 2D-LAS thresholds %v, want finite, positive and increasing", ErrInvalid, l.Thresholds)
+		}
+	}
+	if !(l.Starvation >= 0) || math.IsInf(l.Starvation, 0) {
+		return fmt.Errorf("%w: 2D-LAS starvation factor %v, want finite and >= 0", ErrInvalid, l.Starvation)
+	}
+	return nil
 }
 
 // Key implements Order: queue index, then arrival within the queue.
@@ -94,24 +112,44 @@ func queueOf(th []float64, attained float64) int {
 // with quantum D (Quantum, default 3250 GPU-seconds); higher indices go
 // first. The index is taken at a rounded down to a multiple of D, so that
 // the order changes, and jobs are preempted, only as they cross quanta.
+// Build it with NewGittins2D. It is immutable once built and safe for
+// concurrent use.
 type Gittins2D struct {
 	Quantum float64
 	sorted  []float64
 	prefix  []float64 // prefix sums of sorted
 }
 
-// NewGittins2D prepares the index over GPU-time samples (positive).
-func NewGittins2D(samples []float64, quantum float64) *Gittins2D {
-	g := &Gittins2D{Quantum: quantum, sorted: slices.Clone(samples)}
-	if g.Quantum <= 0 {
-		g.Quantum = 3250
+// NewGittins2D prepares the index over GPU-time samples, which must be
+// finite and positive, with quantum D (0 means 3250 GPU-seconds; else
+// finite and positive). Bad samples or quantum give an error wrapping
+// ErrInvalid that names the first.
+func NewGittins2D(samples []float64, quantum float64) (*Gittins2D, error) {
+	if quantum == 0 {
+		quantum = 3250
 	}
+	if !(quantum > 0) || math.IsInf(quantum, 0) {
+		return nil, fmt.Errorf("%w: 2D-Gittins quantum %v GPU-s, want finite and positive", ErrInvalid, quantum)
+	}
+	for i, v := range samples {
+		if !(v > 0) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("%w: 2D-Gittins sample %d is %v GPU-s, want finite and positive", ErrInvalid, i, v)
+		}
+	}
+	g := &Gittins2D{Quantum: quantum, sorted: slices.Clone(samples)}
 	slices.Sort(g.sorted)
 	g.prefix = make([]float64, len(g.sorted)+1)
 	for i, v := range g.sorted {
 		g.prefix[i+1] = g.prefix[i] + v
 	}
-	return g
+	return g, nil
+}
+
+func (g *Gittins2D) validate() error {
+	if !(g.Quantum > 0) || math.IsInf(g.Quantum, 0) {
+		return fmt.Errorf("%w: 2D-Gittins quantum %v GPU-s (build it with NewGittins2D)", ErrInvalid, g.Quantum)
+	}
+	return nil
 }
 
 // Index returns G(a).
@@ -141,7 +179,7 @@ func (g *Gittins2D) Key(j JobView, _ float64) float64 {
 }
 
 // Backfilling says whether and how jobs may pass a waiting job that does
-// not fit.
+// not fit. Its values are constants, safe for concurrent use.
 type Backfilling int
 
 const (
@@ -178,6 +216,10 @@ const (
 // preempted, unless NoPreemption is set, in which case running jobs keep
 // their GPUs and only waiting jobs are ranked (non-preemptive SJF, FIFO).
 // Backfill says what happens behind a waiting job that does not fit.
+// Decide returns an error wrapping ErrInvalid, never panics, on
+// inconsistent input (duplicate job IDs, a nil Throughput, a scale factor
+// below 1, a running job on a type that does not exist, ...). A Priority
+// holds no state and is safe for concurrent use (if its Order is).
 type Priority struct {
 	Order        Order
 	NoPreemption bool
@@ -232,11 +274,32 @@ func (p Priority) rank(now float64, free []int, waiting, running []JobView) ([]*
 	return jobs, capacity
 }
 
+// check checks the settings and the input of a decision.
+func (p Priority) check(now float64, free []int, waiting, running []JobView) error {
+	switch {
+	case p.Order == nil:
+		return fmt.Errorf("%w: Priority has no Order", ErrInvalid)
+	case p.Backfill < NoBackfill || p.Backfill > Conservative:
+		return fmt.Errorf("%w: backfilling %d", ErrInvalid, p.Backfill)
+	case p.Depth < 0:
+		return fmt.Errorf("%w: depth %d, want >= 0 (0: all)", ErrInvalid, p.Depth)
+	}
+	if v, ok := p.Order.(validator); ok {
+		if err := v.validate(); err != nil {
+			return err
+		}
+	}
+	return checkViews(now, free, waiting, running)
+}
+
 // Decide implements Scheduler.
-func (p Priority) Decide(now float64, free []int, waiting, running []JobView) Decision {
+func (p Priority) Decide(now float64, free []int, waiting, running []JobView) (Decision, error) {
+	if err := p.check(now, free, waiting, running); err != nil {
+		return Decision{}, err
+	}
 	if p.Backfill == Conservative {
 		d, _ := p.conservative(now, free, waiting, running)
-		return d
+		return d, nil
 	}
 	all, capacity := p.rank(now, free, waiting, running)
 	keep := map[int]bool{}
@@ -290,7 +353,7 @@ func (p Priority) Decide(now float64, free []int, waiting, running []JobView) De
 		}
 	}
 	d.Start = starts
-	return d
+	return d, nil
 }
 
 // reserve finds the earliest time the blocked job j fits on some type as

@@ -16,7 +16,8 @@ import (
 // so G = (2/3)/2083.33; past 3250 only 5000 is left, finishing within the
 // quantum for sure after 1750 more: G = 1/1750.
 func TestGittinsIndexByHand(t *testing.T) {
-	g := NewGittins2D([]float64{5000, 1000, 2000}, 3250)
+	g, err := NewGittins2D([]float64{5000, 1000, 2000}, 3250)
+	require.NoError(t, err)
 	assert.InDelta(t, (2.0/3)/((1000.0+2000+3250)/3), g.Index(0), 1e-12)
 	assert.InDelta(t, 1.0/1750, g.Index(3250), 1e-12)
 	assert.True(t, math.IsInf(g.Index(6000), 1))
@@ -46,9 +47,9 @@ func TestPriorityDecide(t *testing.T) {
 	// fresh 2-GPU job: LAS preempts the old one; FIFO does not.
 	running := []JobView{{ID: 1, Arrival: 0, ScaleFactor: 4, Throughput: []float64{1}, Attained: 50000, Type: 0}}
 	waiting := []JobView{{ID: 2, Arrival: 10, ScaleFactor: 2, Throughput: []float64{1}, Type: -1, Steps: 10, Remaining: 10}}
-	d := Priority{Order: LAS2D{}}.Decide(100, []int{0}, waiting, running)
+	d := decided(t)(Priority{Order: LAS2D{}}.Decide(100, []int{0}, waiting, running))
 	assert.Equal(t, Decision{Start: []Start{{JobID: 2, Type: 0}}, Preempt: []int{1}}, d)
-	d = Priority{Order: ByArrival{}}.Decide(100, []int{0}, waiting, running)
+	d = decided(t)(Priority{Order: ByArrival{}}.Decide(100, []int{0}, waiting, running))
 	assert.Empty(t, d.Start)
 	assert.Empty(t, d.Preempt)
 	// Strict order blocks behind a job that does not fit; backfill passes.
@@ -56,9 +57,9 @@ func TestPriorityDecide(t *testing.T) {
 		{ID: 3, Arrival: 1, ScaleFactor: 8, Throughput: []float64{1}, Type: -1},
 		{ID: 4, Arrival: 2, ScaleFactor: 1, Throughput: []float64{1}, Type: -1},
 	}
-	d = Priority{Order: ByArrival{}, NoPreemption: true}.Decide(0, []int{4}, waiting, nil)
+	d = decided(t)(Priority{Order: ByArrival{}, NoPreemption: true}.Decide(0, []int{4}, waiting, nil))
 	assert.Empty(t, d.Start)
-	d = Priority{Order: ByArrival{}, NoPreemption: true, Backfill: Greedy}.Decide(0, []int{4}, waiting, nil)
+	d = decided(t)(Priority{Order: ByArrival{}, NoPreemption: true, Backfill: Greedy}.Decide(0, []int{4}, waiting, nil))
 	assert.Equal(t, []Start{{JobID: 4, Type: 0}}, d.Start)
 }
 
@@ -89,7 +90,7 @@ func TestEASYNeverDelaysReservation(t *testing.T) {
 			waiting = append(waiting, JobView{ID: i, Arrival: float64(i), ScaleFactor: 1 << rng.IntN(3), Type: -1, Throughput: rates(rng, types), Remaining: 10 + rng.Float64()*1000})
 		}
 		p := Priority{Order: ByArrival{}, NoPreemption: true, Backfill: EASY}
-		d := p.Decide(0, slices.Clone(free), waiting, running)
+		d := decided(t)(p.Decide(0, slices.Clone(free), waiting, running))
 		started := map[int]int{}
 		for _, s := range d.Start {
 			started[s.JobID] = s.Type

@@ -5,7 +5,8 @@ import (
 	"slices"
 )
 
-// JobView is what a Scheduler sees of a job.
+// JobView is what a Scheduler sees of a job. A JobView is a plain value:
+// safe for concurrent reads, not for writes while others read it.
 type JobView struct {
 	ID          int
 	Arrival     float64
@@ -26,36 +27,47 @@ type JobView struct {
 	Duration float64
 }
 
-// Start places a waiting job on GPUs of one type; Preempt stops a running
-// job, which then waits again with its remaining work.
+// Decision is a scheduler's answer: Start places a waiting job on GPUs of
+// one type; Preempt stops a running job, which then waits again with its
+// remaining work. A Decision is a plain value: safe for concurrent reads,
+// not for writes while others read it.
 type Decision struct {
 	Start   []Start
 	Preempt []int
 }
 
-// Start runs job JobID on ScaleFactor GPUs of type Type.
+// Start runs job JobID on ScaleFactor GPUs of type Type. It is a plain
+// value, safe for concurrent use.
 type Start struct {
 	JobID, Type int
 }
 
 // Scheduler decides at each event. free holds the idle GPUs of each
 // type after the preemptions it asks for have taken effect; a Decision that
-// starts more GPUs than are free, or an unknown or running job, is an error.
+// starts more GPUs than are free, or an unknown or running job, is an error
+// of the engine. A scheduler returns an error, never panics, when its input
+// is inconsistent (errors of this package's schedulers wrap ErrInvalid);
+// the engine then stops. Decide may reorder waiting and running and change
+// free. Whether an implementation is safe for concurrent use is its own:
+// this package's stateless ones (FIFO, Priority) are, OnServers is not.
 type Scheduler interface {
-	Decide(now float64, free []int, waiting, running []JobView) Decision
+	Decide(now float64, free []int, waiting, running []JobView) (Decision, error)
 }
 
 // FIFO starts waiting jobs in order of arrival (then ID) whenever
 // enough GPUs of a type they can use are free, taking the fastest such
 // type; with Strict, a job that does not fit blocks the ones behind it
 // (head-of-line), as in a plain FIFO queue; otherwise later jobs may pass
-// it.
+// it. It holds no state and is safe for concurrent use.
 type FIFO struct {
 	Strict bool
 }
 
 // Decide implements Scheduler.
-func (f FIFO) Decide(_ float64, free []int, waiting, _ []JobView) Decision {
+func (f FIFO) Decide(now float64, free []int, waiting, running []JobView) (Decision, error) {
+	if err := checkViews(now, free, waiting, running); err != nil {
+		return Decision{}, err
+	}
 	slices.SortStableFunc(waiting, func(a, b JobView) int { return cmp.Or(cmp.Compare(a.Arrival, b.Arrival), cmp.Compare(a.ID, b.ID)) })
 	var d Decision
 	for _, j := range waiting {
@@ -74,5 +86,5 @@ func (f FIFO) Decide(_ float64, free []int, waiting, _ []JobView) Decision {
 		free[best] -= j.ScaleFactor
 		d.Start = append(d.Start, Start{JobID: j.ID, Type: best})
 	}
-	return d
+	return d, nil
 }

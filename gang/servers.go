@@ -1,20 +1,24 @@
 package gang
 
 import (
+	"fmt"
+
 	"github.com/gpusched/gpusched/placement"
 	"github.com/gpusched/gpusched/topology"
 )
 
 // GPUSet is where a job's workers run: GPU positions per server (an alias
-// of placement.GPUSet).
+// of placement.GPUSet: a plain map, safe for concurrent reads only).
 type GPUSet = placement.GPUSet
 
 // ServerPlacer chooses GPUs for a job on the servers (an alias of
-// placement.ServerPlacer).
+// placement.ServerPlacer; implementations without state should be safe for
+// concurrent use).
 type ServerPlacer = placement.ServerPlacer
 
 // Consolidated places a job on as few servers as possible (an alias of
-// placement.Consolidated, kept here for the schedulers that use it).
+// placement.Consolidated, kept here for the schedulers that use it; safe
+// for concurrent use).
 type Consolidated = placement.Consolidated
 
 // OnServers adds server-level gang admission to a Scheduler: it keeps the
@@ -23,7 +27,11 @@ type Consolidated = placement.Consolidated
 // by default), all workers at once; a job the placer cannot place is not
 // started (its tentative placement is rolled back and its GPUs stay free),
 // and waits for a later event. Placement tells where each running job is.
-// An OnServers must not be copied after first use.
+// Inner and Cluster must be set (Decide returns an error wrapping
+// ErrInvalid otherwise), and the engine must use the types of Types.
+//
+// An OnServers keeps the state of the servers between decisions: it is not
+// safe for concurrent use, and must not be copied after first use.
 type OnServers struct {
 	Inner   Scheduler
 	Cluster *topology.Cluster
@@ -75,9 +83,19 @@ func (o *OnServers) init() {
 // Placement returns where a running job's workers are.
 func (o *OnServers) Placement(job int) GPUSet { return o.where[job] }
 
-// Decide implements Scheduler.
-func (o *OnServers) Decide(now float64, free []int, waiting, running []JobView) Decision {
+// Decide implements Scheduler. Errors of the inner scheduler and of the
+// placer (a request it finds bad) are returned as they are.
+func (o *OnServers) Decide(now float64, free []int, waiting, running []JobView) (Decision, error) {
+	if o.Inner == nil || o.Cluster == nil {
+		return Decision{}, fmt.Errorf("%w: OnServers needs Inner and Cluster", ErrInvalid)
+	}
 	o.init()
+	if len(free) != len(o.types) {
+		return Decision{}, fmt.Errorf("%w: free GPUs of %d types, the cluster has %d (%v)", ErrInvalid, len(free), len(o.types), o.types)
+	}
+	if err := checkViews(now, free, waiting, running); err != nil {
+		return Decision{}, err
+	}
 	placer := o.Placer
 	if placer == nil {
 		placer = Consolidated{}
@@ -93,7 +111,10 @@ func (o *OnServers) Decide(now float64, free []int, waiting, running []JobView) 
 			delete(o.where, id)
 		}
 	}
-	d := o.Inner.Decide(now, o.freeByType(), waiting, running)
+	d, err := o.Inner.Decide(now, o.freeByType(), waiting, running)
+	if err != nil {
+		return Decision{}, err
+	}
 	for _, id := range d.Preempt {
 		if set, ok := o.where[id]; ok {
 			o.release(set)
@@ -119,7 +140,10 @@ func (o *OnServers) Decide(now float64, free []int, waiting, running []JobView) 
 			}
 			done[s.JobID] = true
 			set, err := placer.Place(o.Cluster, o.free, o.types[s.Type], j.ScaleFactor)
-			if err != nil || !o.valid(set, o.types[s.Type], j.ScaleFactor) {
+			if err != nil {
+				return Decision{}, fmt.Errorf("gang: placing job %d: %w", j.ID, err)
+			}
+			if !o.valid(set, o.types[s.Type], j.ScaleFactor) {
 				rolledBack = true // all workers or none: it waits
 				continue
 			}
@@ -153,11 +177,14 @@ func (o *OnServers) Decide(now float64, free []int, waiting, running []JobView) 
 			j.Type = s.Type
 			now2 = append(now2, j)
 		}
-		next := o.Inner.Decide(now, o.freeByType(), rest, now2)
+		next, err := o.Inner.Decide(now, o.freeByType(), rest, now2)
+		if err != nil {
+			return Decision{}, err
+		}
 		d.Start = next.Start // further preemptions are not taken in this event
 	}
 	d.Start = started
-	return d
+	return d, nil
 }
 
 // valid checks a placement: n distinct free GPUs of type t.

@@ -23,7 +23,7 @@ func TestConsolidatedPlacement(t *testing.T) {
 	o := &OnServers{Inner: Priority{Order: ByArrival{}, NoPreemption: true, Backfill: Greedy}, Cluster: c}
 	assert.Equal(t, []topology.GPUType{topology.V100}, o.Types())
 	assert.Equal(t, []int{8}, o.Capacity())
-	d := o.Decide(0, []int{8}, []JobView{waitingJob(1, 2), waitingJob(2, 2), waitingJob(3, 4)}, nil)
+	d := decided(t)(o.Decide(0, []int{8}, []JobView{waitingJob(1, 2), waitingJob(2, 2), waitingJob(3, 4)}, nil))
 	require.Len(t, d.Start, 3)
 	// Best fit: jobs 1 and 2 fill server 0, job 3 takes server 1.
 	assert.Equal(t, GPUSet{0: {0, 1}}, o.Placement(1))
@@ -31,7 +31,7 @@ func TestConsolidatedPlacement(t *testing.T) {
 	assert.Equal(t, GPUSet{1: {0, 1, 2, 3}}, o.Placement(3))
 	// Job 2 finishes: its GPUs come back at the next event.
 	running := []JobView{{ID: 1, ScaleFactor: 2, Type: 0, Throughput: []float64{1}}, {ID: 3, ScaleFactor: 4, Type: 0, Throughput: []float64{1}}}
-	d = o.Decide(10, []int{2}, []JobView{waitingJob(4, 2)}, running)
+	d = decided(t)(o.Decide(10, []int{2}, []JobView{waitingJob(4, 2)}, running))
 	require.Len(t, d.Start, 1)
 	assert.Equal(t, GPUSet{0: {2, 3}}, o.Placement(4))
 }
@@ -42,7 +42,7 @@ func TestConsolidatedPlacement(t *testing.T) {
 func TestGangRollback(t *testing.T) {
 	c := twoServers(t)
 	o := &OnServers{Inner: Priority{Order: ByArrival{}, NoPreemption: true, Backfill: Greedy}, Cluster: c, Placer: Consolidated{Strict: true}}
-	d := o.Decide(0, []int{8}, []JobView{waitingJob(1, 2), waitingJob(2, 2), waitingJob(3, 2)}, nil)
+	d := decided(t)(o.Decide(0, []int{8}, []JobView{waitingJob(1, 2), waitingJob(2, 2), waitingJob(3, 2)}, nil))
 	require.Len(t, d.Start, 3)
 	// Jobs 1 and 2 on server 0, job 3 on server 1: two GPUs free on server 1.
 	running := []JobView{
@@ -50,14 +50,14 @@ func TestGangRollback(t *testing.T) {
 		{ID: 3, ScaleFactor: 2, Type: 0, Throughput: []float64{1}},
 	}
 	// Job 2 finished: 2 free on each server.
-	d = o.Decide(5, []int{4}, []JobView{waitingJob(4, 4), waitingJob(5, 2)}, running)
+	d = decided(t)(o.Decide(5, []int{4}, []JobView{waitingJob(4, 4), waitingJob(5, 2)}, running))
 	require.Len(t, d.Start, 1, "job 4 rolled back, job 5 started")
 	assert.Equal(t, 5, d.Start[0].JobID)
 	assert.Nil(t, o.Placement(4))
 	// Without Strict the 4-GPU job spreads over both servers.
 	o2 := &OnServers{Inner: Priority{Order: ByArrival{}, NoPreemption: true}, Cluster: c}
-	o2.Decide(0, []int{8}, []JobView{waitingJob(1, 2), waitingJob(2, 2), waitingJob(3, 2)}, nil)
-	d = o2.Decide(5, []int{4}, []JobView{waitingJob(4, 4)}, running)
+	decided(t)(o2.Decide(0, []int{8}, []JobView{waitingJob(1, 2), waitingJob(2, 2), waitingJob(3, 2)}, nil))
+	d = decided(t)(o2.Decide(5, []int{4}, []JobView{waitingJob(4, 4)}, running))
 	require.Len(t, d.Start, 1)
 	assert.Len(t, o2.Placement(4), 2)
 }
@@ -73,7 +73,7 @@ func TestBadPlacerRolledBack(t *testing.T) {
 	c := twoServers(t)
 	for _, set := range []GPUSet{{0: {0, 0}}, {0: {7, 1}}, {5: {0, 1}}, {0: {0}}} {
 		o := &OnServers{Inner: Priority{Order: ByArrival{}, NoPreemption: true}, Cluster: c, Placer: badPlacer{set}}
-		d := o.Decide(0, []int{8}, []JobView{waitingJob(1, 2)}, nil)
+		d := decided(t)(o.Decide(0, []int{8}, []JobView{waitingJob(1, 2)}, nil))
 		assert.Empty(t, d.Start, "%v", set)
 	}
 }
@@ -84,7 +84,7 @@ func TestBadPlacerRolledBack(t *testing.T) {
 func TestCompetingGangsNoDeadlock(t *testing.T) {
 	c := twoServers(t)
 	o := &OnServers{Inner: Priority{Order: ByArrival{}, NoPreemption: true, Backfill: Greedy}, Cluster: c, Placer: Consolidated{Strict: true}}
-	d := o.Decide(0, []int{8}, []JobView{waitingJob(1, 3), waitingJob(2, 3)}, nil)
+	d := decided(t)(o.Decide(0, []int{8}, []JobView{waitingJob(1, 3), waitingJob(2, 3)}, nil))
 	require.Len(t, d.Start, 2)
 	run := func(ids ...int) []JobView {
 		var r []JobView
@@ -93,13 +93,13 @@ func TestCompetingGangsNoDeadlock(t *testing.T) {
 		}
 		return r
 	}
-	d = o.Decide(1, []int{2}, []JobView{waitingJob(3, 2), waitingJob(4, 2)}, run(1, 2))
+	d = decided(t)(o.Decide(1, []int{2}, []JobView{waitingJob(3, 2), waitingJob(4, 2)}, run(1, 2)))
 	assert.Empty(t, d.Start, "two free GPUs on different servers hold neither gang")
 	assert.Nil(t, o.Placement(3))
 	assert.Nil(t, o.Placement(4))
 	// Job 1 ends: its server has 4 free GPUs, and both gangs start whole
 	// there.
-	d = o.Decide(2, []int{5}, []JobView{waitingJob(3, 2), waitingJob(4, 2)}, run(2))
+	d = decided(t)(o.Decide(2, []int{5}, []JobView{waitingJob(3, 2), waitingJob(4, 2)}, run(2)))
 	require.Len(t, d.Start, 2)
 	for _, id := range []int{3, 4} {
 		p := o.Placement(id)

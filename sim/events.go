@@ -179,7 +179,10 @@ func RunEvents(ctx context.Context, cfg EventConfig, jobs []Job) (*Result, error
 		return out
 	}
 	decide := func() error {
-		d := cfg.Scheduler.Decide(t, slices.Clone(free), views(waiting), views(running))
+		d, err := cfg.Scheduler.Decide(t, slices.Clone(free), views(waiting), views(running))
+		if err != nil {
+			return fmt.Errorf("sim: scheduler at %v s: %w", t, err)
+		}
 		for _, id := range d.Preempt {
 			e := byID[id]
 			i := slices.Index(running, e)

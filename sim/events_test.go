@@ -55,7 +55,7 @@ func TestEventFIFOStrict(t *testing.T) {
 // srtf preempts for the job with the least remaining work, for the test.
 type srtf struct{}
 
-func (srtf) Decide(_ float64, free []int, waiting, running []JobView) Decision {
+func (srtf) Decide(_ float64, free []int, waiting, running []JobView) (Decision, error) {
 	all := append(slices.Clone(waiting), running...)
 	slices.SortFunc(all, func(a, b JobView) int { return cmp.Or(cmp.Compare(a.Remaining, b.Remaining), cmp.Compare(a.ID, b.ID)) })
 	capacity := free[0]
@@ -81,7 +81,7 @@ func (srtf) Decide(_ float64, free []int, waiting, running []JobView) Decision {
 			d.Start = append(d.Start, Start{JobID: w.ID, Type: 0})
 		}
 	}
-	return d
+	return d, nil
 }
 
 // By hand with preemption and a 10 s restart: job 0 (1000 steps) runs from
@@ -100,7 +100,7 @@ func TestEventPreemption(t *testing.T) {
 
 type badScheduler struct{ d Decision }
 
-func (b badScheduler) Decide(float64, []int, []JobView, []JobView) Decision { return b.d }
+func (b badScheduler) Decide(float64, []int, []JobView, []JobView) (Decision, error) { return b.d, nil }
 
 func TestEventErrors(t *testing.T) {
 	cfg := EventConfig{Types: []topology.GPUType{"a"}, Capacity: []int{1}, Throughput: unitRates{}}
@@ -176,8 +176,11 @@ type placementChecker struct {
 	checks int
 }
 
-func (p *placementChecker) Decide(now float64, free []int, waiting, running []JobView) Decision {
-	d := p.o.Decide(now, free, waiting, running)
+func (p *placementChecker) Decide(now float64, free []int, waiting, running []JobView) (Decision, error) {
+	d, err := p.o.Decide(now, free, waiting, running)
+	if err != nil {
+		return d, err
+	}
 	used := map[[2]int]int{}
 	ids := []int{}
 	for _, j := range running {
@@ -212,5 +215,5 @@ func (p *placementChecker) Decide(now float64, free []int, waiting, running []Jo
 		}
 	}
 	p.checks++
-	return d
+	return d, nil
 }

@@ -30,6 +30,8 @@ func TestTiresiasQueues(t *testing.T) {
 	samples, err := ReadSamples(bytes.NewReader(gput), "yarn-gput1000.csv")
 	require.NoError(t, err)
 	require.Equal(t, 1001, len(samples))
+	gittins, err := gang.NewGittins2D(samples, 3250)
+	require.NoError(t, err)
 	// On n32g4 (128 GPUs) the 60 jobs never wait, so every policy gives the
 	// same JCTs; on 16 GPUs they contend and the policies differ.
 	for _, gpus := range []int{128, 16} {
@@ -43,7 +45,7 @@ func TestTiresiasQueues(t *testing.T) {
 			{"sjf", gang.Priority{Order: gang.ShortestJob{}, NoPreemption: true, Backfill: gang.Greedy}},
 			{"srtf", gang.Priority{Order: gang.ShortestRemaining{}, Backfill: gang.Greedy}},
 			{"2d-las", gang.Priority{Order: gang.LAS2D{}, Backfill: gang.Greedy}},
-			{"2d-gittins", gang.Priority{Order: gang.NewGittins2D(samples, 3250), Backfill: gang.Greedy}},
+			{"2d-gittins", gang.Priority{Order: gittins, Backfill: gang.Greedy}},
 		} {
 			cfg := EventConfig{Types: []topology.GPUType{topology.V100}, Capacity: []int{gpus}, Throughput: perfmodel.Extrapolated{Table: gavel.Simulation()},
 				Scheduler: c.s, Timer: 60}

@@ -141,6 +141,10 @@ func run(ctx context.Context, w io.Writer, name string, load float64, samplesPat
 		name, len(jobs), mean, peak, gpus, mean/float64(gpus)); err != nil {
 		return err
 	}
+	gittins, err := gang.NewGittins2D(samples, 3250)
+	if err != nil {
+		return err
+	}
 	policies := []struct {
 		name string
 		s    gang.Scheduler
@@ -155,8 +159,8 @@ func run(ctx context.Context, w io.Writer, name string, load float64, samplesPat
 		{"srtf+easy", gang.Priority{Order: gang.ShortestRemaining{}, Backfill: gang.EASY}},
 		{"2d-las", gang.Priority{Order: gang.LAS2D{}}},
 		{"2d-las+easy", gang.Priority{Order: gang.LAS2D{}, Backfill: gang.EASY}},
-		{"2d-gittins", gang.Priority{Order: gang.NewGittins2D(samples, 3250)}},
-		{"2d-gittins+easy", gang.Priority{Order: gang.NewGittins2D(samples, 3250), Backfill: gang.EASY}},
+		{"2d-gittins", gang.Priority{Order: gittins}},
+		{"2d-gittins+easy", gang.Priority{Order: gittins, Backfill: gang.EASY}},
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	var werr error
