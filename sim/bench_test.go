@@ -82,7 +82,7 @@ func BenchmarkSJFBCOPaper(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if _, err := (ring.SJFBCO{Model: setup.Model, Horizon: 1200}).Schedule(setup.Cluster, setup.Jobs); err != nil {
+		if _, err := (ring.SJFBCO{Model: setup.Model, Horizon: 1200}).Schedule(context.Background(), setup.Cluster, setup.Jobs); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -95,7 +95,7 @@ func BenchmarkSJFBCO5000(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		r, err := (ring.SJFBCO{Model: setup.Model}).Schedule(setup.Cluster, setup.Jobs)
+		r, err := (ring.SJFBCO{Model: setup.Model}).Schedule(context.Background(), setup.Cluster, setup.Jobs)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -111,7 +111,7 @@ func BenchmarkRingExecutor5000(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if _, err := (&ring.Executor{Model: setup.Model, Placer: &ring.ListScheduling{}}).Run(setup.Cluster, setup.Jobs, nil); err != nil {
+		if _, err := (&ring.Executor{Model: setup.Model, Placer: &ring.ListScheduling{}}).Run(context.Background(), setup.Cluster, setup.Jobs, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"testing"
 
 	"github.com/gpusched/gpusched/placement/ring"
@@ -19,7 +20,7 @@ func TestRingPaperOrdering(t *testing.T) {
 		setup, err := RingPaperSetup(RingPaperConfig{Seed: seed, Servers: 20})
 		require.NoError(t, err)
 		require.Len(t, setup.Jobs, 160)
-		r, err := ring.SJFBCO{Model: setup.Model, Horizon: 1200}.Schedule(setup.Cluster, setup.Jobs)
+		r, err := ring.SJFBCO{Model: setup.Model, Horizon: 1200}.Schedule(context.Background(), setup.Cluster, setup.Jobs)
 		require.NoError(t, err)
 		sum["sjf-bco"] += float64(r.Makespan)
 		for name, ex := range map[string]ring.Executor{
@@ -27,7 +28,7 @@ func TestRingPaperOrdering(t *testing.T) {
 			"ff":   {Model: setup.Model, Placer: ring.FirstFit{}, Strict: true},
 			"rand": {Model: setup.Model, Placer: ring.NewRandom(seed)},
 		} {
-			s, err := ex.Run(setup.Cluster, setup.Jobs, nil)
+			s, err := ex.Run(context.Background(), setup.Cluster, setup.Jobs, nil)
 			require.NoError(t, err)
 			sum[name] += float64(s.Makespan)
 		}
@@ -67,7 +68,7 @@ func TestRingPaperSetupMix(t *testing.T) {
 func TestRingResultSummary(t *testing.T) {
 	setup, err := RingPaperSetup(RingPaperConfig{Seed: 2, Servers: 10})
 	require.NoError(t, err)
-	s, err := (&ring.Executor{Model: setup.Model, Placer: &ring.ListScheduling{}}).Run(setup.Cluster, setup.Jobs, nil)
+	s, err := (&ring.Executor{Model: setup.Model, Placer: &ring.ListScheduling{}}).Run(context.Background(), setup.Cluster, setup.Jobs, nil)
 	require.NoError(t, err)
 	res, err := RingResult(setup.Cluster, setup.Jobs, s)
 	require.NoError(t, err)

@@ -14,6 +14,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"log"
@@ -71,7 +72,7 @@ func (c config) compare(servers, horizon int, kappas []int, lambda float64, base
 			return nil, nil, 0, err
 		}
 		b := ring.SJFBCO{Model: setup.Model, Horizon: horizon, Reading: c.reading, Kappas: kappas, Lambda: lambda}
-		r, err := b.Schedule(setup.Cluster, setup.Jobs)
+		r, err := b.Schedule(context.Background(), setup.Cluster, setup.Jobs)
 		if err != nil {
 			return nil, nil, 0, fmt.Errorf("seed %d: %w", seed, err)
 		}
@@ -87,7 +88,7 @@ func (c config) compare(servers, horizon int, kappas []int, lambda float64, base
 			strict bool
 		}{{"LS", &ring.ListScheduling{}, false}, {"FF", ring.FirstFit{}, true}, {"RAND", ring.NewRandom(uint64(seed)), false}} {
 			ex := ring.Executor{Model: setup.Model, Placer: base.p, Strict: base.strict}
-			s, err := ex.Run(setup.Cluster, setup.Jobs, nil)
+			s, err := ex.Run(context.Background(), setup.Cluster, setup.Jobs, nil)
 			if err != nil {
 				return nil, nil, 0, fmt.Errorf("seed %d, %s: %w", seed, base.name, err)
 			}

@@ -1,6 +1,7 @@
 package ring_test
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/gpusched/gpusched/perfmodel"
@@ -20,7 +21,7 @@ func ExampleSJFBCO() {
 	for i, g := range []int{4, 1, 1, 4, 1, 1} {
 		jobs = append(jobs, ring.Job{ID: i, GPUs: g, Iterations: 2000, Ring: rj})
 	}
-	r, err := ring.SJFBCO{Model: model}.Schedule(c, jobs)
+	r, err := ring.SJFBCO{Model: model}.Schedule(context.Background(), c, jobs)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -1,7 +1,7 @@
 package ring
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -11,27 +11,12 @@ import (
 	"github.com/gpusched/gpusched/topology"
 )
 
-// Errors of the ring-all-reduce schedulers. Every error they return wraps
-// one of these (or perfmodel.ErrInvalidRing for model parameters).
-var (
-	// ErrInvalidJob: a job that cannot run anywhere (no GPUs, more GPUs
-	// than the cluster, no iterations, a duplicate ID).
-	ErrInvalidJob = errors.New("ring: invalid job")
-	// ErrUnplaceable: jobs left waiting on an idle cluster, which the
-	// placer will never place (SJF-BCO's cap theta too tight, say).
-	ErrUnplaceable = errors.New("ring: jobs can never be placed")
-	// ErrBadPlacement: a Placer returned GPUs that are busy, out of range,
-	// repeated, or not as many as the job asked for.
-	ErrBadPlacement = errors.New("ring: placer returned an invalid placement")
-	// ErrHorizon: no schedule finishes within the horizon.
-	ErrHorizon = errors.New("ring: no schedule within the horizon")
-)
-
 // Job is a gang of ring-all-reduce workers, one per GPU, run for a
 // number of iterations without preemption or migration (Yu et al., MobiHoc
 // 2022, section 4.1): G_j is GPUs, F_j Iterations. Time is slotted;
 // Arrival is the slot the job may start from (0 in the paper's offline
-// setting).
+// setting), at most MaxSlot. A Job is a plain value, safe for concurrent
+// reads.
 type Job struct {
 	ID         int
 	GPUs       int
@@ -46,7 +31,9 @@ type Job struct {
 	Estimate float64
 }
 
-// State is the cluster as a Placer sees it at slot Now.
+// State is the cluster as a Placer sees it at slot Now. The executor
+// owns it and changes it between calls; placers only read it, during the
+// call: it is not safe for concurrent use.
 type State struct {
 	Now int
 	// Free[s][i] tells whether GPU i of server s is idle.
@@ -70,12 +57,14 @@ type State struct {
 // j now, with exactly j.GPUs idle GPUs, or nil to make it wait for a job
 // to finish; it must not modify st. est is the job's rho^ (slots). Placers
 // see the jobs one at a time in the scheduler's order; the executor keeps
-// the state.
+// the state. Whether a placer is safe for concurrent use is its own (see
+// each); an Executor run calls it from one goroutine.
 type Placer interface {
 	Place(c *topology.Cluster, st *State, j *Job, est float64) (placement.GPUSet, error)
 }
 
-// Outcome is what happened to one job.
+// Outcome is what happened to one job. It is a plain value, safe for
+// concurrent reads.
 type Outcome struct {
 	ID            int
 	Start, Finish int
@@ -88,6 +77,7 @@ type Outcome struct {
 
 // Schedule is an executed schedule: one outcome per job, in the order
 // of the jobs given, with the makespan (the last finish) and the mean JCT.
+// It is a plain value, safe for concurrent reads.
 type Schedule struct {
 	Jobs     []Outcome
 	Makespan int
@@ -105,6 +95,10 @@ type Schedule struct {
 // first); with Strict, a job that must wait blocks those behind it, as in
 // the paper's algorithms, otherwise later jobs may pass it. Placement is
 // fixed for a job's whole run, as in the paper.
+//
+// Run changes nothing in the Executor: several runs may share one when its
+// Placer is safe for concurrent use (FirstFit is; placers with scratch
+// space, such as ListScheduling, Random, FAFFP and LBSGF, are not).
 type Executor struct {
 	Model  perfmodel.RingModel
 	Placer Placer
@@ -145,9 +139,33 @@ func speed(tau float64) float64 {
 	return math.Floor(1/tau + 1e-9)
 }
 
+// validateJobs checks the jobs against a cluster of total GPUs; errors
+// wrap ErrInvalidJob.
+func validateJobs(jobs []Job, total int) error {
+	ids := make(map[int]bool, len(jobs))
+	for i := range jobs {
+		j := &jobs[i]
+		switch {
+		case j.GPUs < 1 || j.GPUs > total:
+			return fmt.Errorf("%w: job %d asks for %d GPUs, the cluster has %d", ErrInvalidJob, j.ID, j.GPUs, total)
+		case j.Iterations < 1:
+			return fmt.Errorf("%w: job %d has %d iterations, want at least 1", ErrInvalidJob, j.ID, j.Iterations)
+		case j.Arrival < 0 || j.Arrival > MaxSlot:
+			return fmt.Errorf("%w: job %d arrives at slot %d, outside [0, %d]", ErrInvalidJob, j.ID, j.Arrival, MaxSlot)
+		case ids[j.ID]:
+			return fmt.Errorf("%w: job ID %d appears twice", ErrInvalidJob, j.ID)
+		case !(j.Estimate >= 0 && j.Estimate <= MaxSlot):
+			return fmt.Errorf("%w: job %d has estimate %v slots, outside [0, %d]", ErrInvalidJob, j.ID, j.Estimate, MaxSlot)
+		}
+		ids[j.ID] = true
+	}
+	return nil
+}
+
 // Estimates returns rho^ for every job: its Estimate, or the
 // contention-free execution time on the fewest servers that hold it.
-// Invalid jobs give an error wrapping ErrInvalidJob.
+// Invalid jobs give an error wrapping ErrInvalidJob, and a job that would
+// not finish by slot MaxSlot even alone one wrapping ErrNoProgress.
 func (e *Executor) Estimates(c *topology.Cluster, jobs []Job) ([]float64, error) {
 	sizes := make([]int, len(c.Servers))
 	total := 0
@@ -155,49 +173,60 @@ func (e *Executor) Estimates(c *topology.Cluster, jobs []Job) ([]float64, error)
 		sizes[s] = len(c.Servers[s].GPUs)
 		total += sizes[s]
 	}
+	if err := validateJobs(jobs, total); err != nil {
+		return nil, err
+	}
 	slices.SortFunc(sizes, func(a, b int) int { return b - a })
-	ids := make(map[int]bool, len(jobs))
 	est := make([]float64, len(jobs))
 	for i := range jobs {
 		j := &jobs[i]
-		switch {
-		case j.GPUs < 1 || j.GPUs > total:
-			return nil, fmt.Errorf("%w: job %d asks for %d GPUs, the cluster has %d", ErrInvalidJob, j.ID, j.GPUs, total)
-		case j.Iterations < 1:
-			return nil, fmt.Errorf("%w: job %d has %d iterations, want at least 1", ErrInvalidJob, j.ID, j.Iterations)
-		case j.Arrival < 0:
-			return nil, fmt.Errorf("%w: job %d arrives at slot %d", ErrInvalidJob, j.ID, j.Arrival)
-		case ids[j.ID]:
-			return nil, fmt.Errorf("%w: job ID %d appears twice", ErrInvalidJob, j.ID)
-		case j.Estimate < 0 || math.IsNaN(j.Estimate) || math.IsInf(j.Estimate, 0):
-			return nil, fmt.Errorf("%w: job %d has estimate %v", ErrInvalidJob, j.ID, j.Estimate)
-		}
-		ids[j.ID] = true
 		if j.Estimate > 0 {
 			est[i] = j.Estimate
 			continue
 		}
 		r := j.Ring
 		r.Workers = j.GPUs
-		tau, err := e.Model.IterationTime(r, minServers(sizes, j.GPUs), 0)
+		servers := minServers(sizes, j.GPUs)
+		tau, err := e.Model.IterationTime(r, servers, 0)
 		if err != nil {
 			return nil, fmt.Errorf("job %d: %w", j.ID, err)
 		}
 		est[i] = math.Ceil(float64(j.Iterations) / speed(tau))
+		if !(est[i] <= MaxSlot) {
+			return nil, fmt.Errorf("%w: job %d needs %g slots alone on %d servers (%g slots per iteration), more than MaxSlot (%d)",
+				ErrNoProgress, j.ID, est[i], servers, tau, MaxSlot)
+		}
 	}
 	return est, nil
 }
 
 // Run executes the jobs in the order given. est may be nil (Estimates is
-// called).
-func (e *Executor) Run(c *topology.Cluster, jobs []Job, est []float64) (*Schedule, error) {
+// called); else it holds one estimate per job, finite and in [0, MaxSlot].
+// A run whose next event lies beyond slot MaxSlot stops with an error
+// wrapping ErrNoProgress; a cancelled ctx stops it with ctx's error.
+func (e *Executor) Run(ctx context.Context, c *topology.Cluster, jobs []Job, est []float64) (*Schedule, error) {
 	if e.Placer == nil {
-		return nil, fmt.Errorf("%w: no placer", ErrBadPlacement)
+		return nil, fmt.Errorf("%w: no placer", ErrInvalidSetting)
+	}
+	if e.Horizon > MaxSlot {
+		return nil, fmt.Errorf("%w: horizon %d beyond MaxSlot (%d)", ErrInvalidSetting, e.Horizon, MaxSlot)
 	}
 	if est == nil {
 		var err error
 		if est, err = e.Estimates(c, jobs); err != nil {
 			return nil, err
+		}
+	} else {
+		if err := validateJobs(jobs, c.NumGPUs()); err != nil {
+			return nil, err
+		}
+		if len(est) != len(jobs) {
+			return nil, fmt.Errorf("%w: %d estimates for %d jobs", ErrInvalidSetting, len(est), len(jobs))
+		}
+		for i, v := range est {
+			if !(v >= 0 && v <= MaxSlot) {
+				return nil, fmt.Errorf("%w: estimate %v slots for job %d, outside [0, %d]", ErrInvalidSetting, v, jobs[i].ID, MaxSlot)
+			}
 		}
 	}
 	ns := len(c.Servers)
@@ -224,7 +253,12 @@ func (e *Executor) Run(c *topology.Cluster, jobs []Job, est []float64) (*Schedul
 	next := 0 // next arrival in order
 	t := 0
 	done := 0
-	for done < len(jobs) {
+	for step := 0; done < len(jobs); step++ {
+		if step%64 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		if e.Horizon > 0 && t > e.Horizon {
 			return nil, fmt.Errorf("%w: %d of %d jobs left at slot %d (horizon %d)", ErrHorizon, len(jobs)-done, len(jobs), t, e.Horizon)
 		}
@@ -311,19 +345,26 @@ func (e *Executor) Run(c *topology.Cluster, jobs []Job, est []float64) (*Schedul
 			t = jobs[order[next]].Arrival
 			continue
 		}
-		// Advance to the next finish or arrival.
-		dt := math.MaxInt
+		// Advance to the next finish or arrival, computed in float64 so
+		// that a job too slow to finish is caught, not wrapped around.
+		dt, slowest := math.Inf(1), -1
 		for _, r := range running {
-			dt = min(dt, int(math.Ceil(r.left/r.speed-1e-9)))
+			if d := math.Ceil(r.left/r.speed - 1e-9); d < dt || slowest < 0 {
+				dt, slowest = d, r.job
+			}
 		}
 		if next < len(order) {
-			dt = min(dt, jobs[order[next]].Arrival-t)
+			dt = min(dt, float64(jobs[order[next]].Arrival-t))
 		}
 		dt = max(dt, 1)
-		for _, r := range running {
-			r.left -= r.speed * float64(dt)
+		if float64(t)+dt > MaxSlot {
+			return nil, fmt.Errorf("%w: at slot %d the next event is %g slots away (job %d runs %g iterations per slot), beyond MaxSlot (%d)",
+				ErrNoProgress, t, dt, jobs[slowest].ID, speedOf(running, slowest), MaxSlot)
 		}
-		t += dt
+		for _, r := range running {
+			r.left -= r.speed * dt
+		}
+		t += int(dt)
 	}
 	sum := 0.0
 	for i, o := range out.Jobs {
@@ -334,6 +375,16 @@ func (e *Executor) Run(c *topology.Cluster, jobs []Job, est []float64) (*Schedul
 		out.MeanJCT = sum / float64(len(jobs))
 	}
 	return out, nil
+}
+
+// speedOf is the speed of the running job of index ji.
+func speedOf(running []*ringRun, ji int) float64 {
+	for _, r := range running {
+		if r.job == ji {
+			return r.speed
+		}
+	}
+	return 0
 }
 
 // start checks a placement and takes its GPUs.

@@ -2,6 +2,7 @@ package ring
 
 import (
 	"container/heap"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -85,6 +86,7 @@ func leastLoaded(st *State, servers []int, n int, est, limit float64, buf *maxHe
 // section 7) as we read it: the first server, in index order, with enough
 // idle GPUs takes the whole job; if none has, the job takes idle GPUs
 // server by server in index order. GPUs inside a server in index order.
+// It holds no state and is safe for concurrent use.
 type FirstFit struct{ WholeServer bool }
 
 // Place implements Placer.
@@ -127,7 +129,9 @@ func takeIdle(st *State, s, m int) []int {
 // takes the idle GPUs that have carried the least estimated work so far
 // (the least U_g, which is what "the machine that frees first" becomes for
 // gangs), wherever they are. It is SJF-BCO's FA-FFP without the cap theta,
-// the sorting by size or the large-job rule.
+// the sorting by size or the large-job rule. It keeps scratch space
+// between calls: it is not safe for concurrent use (give each Executor run
+// its own).
 type ListScheduling struct{ buf maxHeap }
 
 // Place implements Placer.
@@ -136,7 +140,9 @@ func (l *ListScheduling) Place(c *topology.Cluster, st *State, j *Job, est float
 }
 
 // Random is the paper's Random baseline: the job takes GPUs drawn
-// uniformly from the idle ones (seeded, so runs repeat).
+// uniformly from the idle ones (seeded, so runs repeat). Its generator and
+// scratch space change with every call: it is not safe for concurrent use
+// (give each Executor run its own, as runs must also be repeatable).
 type Random struct {
 	Rand *rand.Rand
 	buf  []gpuRef
@@ -181,7 +187,7 @@ func (r *Random) Place(c *topology.Cluster, st *State, j *Job, _ float64) (place
 }
 
 // FAFFPReading chooses between the two readings of FA-FFP (Yu et al.,
-// Algorithm 2).
+// Algorithm 2). Its values are constants, safe for concurrent use.
 type FAFFPReading int
 
 const (
@@ -199,7 +205,10 @@ const (
 
 // FAFFP is Algorithm 2 of Yu et al. (fragment-aware first-fit packing)
 // with cap Theta on every GPU's accumulated estimate U_g, in the reading
-// chosen. The job waits if too few GPUs qualify.
+// chosen. The job waits if too few GPUs qualify. Theta must be positive
+// (not NaN) and Reading one of the two (Place returns an error wrapping
+// ErrInvalidSetting otherwise). It keeps scratch space between calls: it
+// is not safe for concurrent use.
 type FAFFP struct {
 	Theta   float64
 	Reading FAFFPReading
@@ -209,6 +218,9 @@ type FAFFP struct {
 
 // Place implements Placer.
 func (f *FAFFP) Place(c *topology.Cluster, st *State, j *Job, est float64) (placement.GPUSet, error) {
+	if !(f.Theta > 0) || f.Reading != LeastLoadedGPUs && f.Reading != PackedServers {
+		return nil, fmt.Errorf("%w: FA-FFP with theta %v and reading %d", ErrInvalidSetting, f.Theta, f.Reading)
+	}
 	if f.Reading == PackedServers {
 		best := -1
 		for s, idle := range st.FreeCount {
@@ -236,8 +248,11 @@ func (f *FAFFP) Place(c *topology.Cluster, st *State, j *Job, est float64) (plac
 // LBSGF is Algorithm 3 of Yu et al. (least-busy server-GPU first): servers
 // by average load (sum of U_g over their GPUs, over O_s) ascending, ties by
 // index; the job may use the shortest prefix whose capacity reaches
-// Lambda x G_j (Lambda >= 1 lets it spread wider), and takes there the
-// least loaded idle GPUs within the cap Theta, or waits.
+// Lambda x G_j (Lambda >= 1 lets it spread wider; 0 means 1), and takes
+// there the least loaded idle GPUs within the cap Theta, or waits. Theta
+// must be positive (not NaN) and Lambda 0 or at least 1 (Place returns an
+// error wrapping ErrInvalidSetting otherwise). It keeps scratch space
+// between calls: it is not safe for concurrent use.
 type LBSGF struct {
 	Theta  float64
 	Lambda float64
@@ -248,6 +263,9 @@ type LBSGF struct {
 
 // Place implements Placer.
 func (l *LBSGF) Place(c *topology.Cluster, st *State, j *Job, est float64) (placement.GPUSet, error) {
+	if !(l.Theta > 0) || l.Lambda != 0 && !(l.Lambda >= 1) {
+		return nil, fmt.Errorf("%w: LBSGF with theta %v and lambda %v", ErrInvalidSetting, l.Theta, l.Lambda)
+	}
 	ns := len(st.Free)
 	l.order = l.order[:0]
 	l.mean = slices.Grow(l.mean[:0], ns)[:ns]

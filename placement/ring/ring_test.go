@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -55,7 +56,7 @@ func TestRingExecutorContentionByHand(t *testing.T) {
 	ring := perfmodel.RingJob{GradientSize: 0.1, Backward: 0.1}
 	jobs := []Job{{ID: 1, GPUs: 4, Iterations: 40, Ring: ring}, {ID: 2, GPUs: 4, Iterations: 20, Ring: ring}}
 	ex := Executor{Model: handModel, Strict: true, Placer: fixed{1: {0: {0, 1}, 1: {0, 1}}, 2: {0: {2, 3}, 1: {2, 3}}}}
-	s, err := ex.Run(c, jobs, nil)
+	s, err := ex.Run(context.Background(), c, jobs, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 15, s.Jobs[0].Finish)
 	assert.Equal(t, 10, s.Jobs[1].Finish)
@@ -67,7 +68,7 @@ func TestRingExecutorContentionByHand(t *testing.T) {
 	// 0.1 + 0.15e-9 per iteration, 9 per slot (floor of 1/tau): 5 and 3
 	// slots.
 	ex.Placer = fixed{1: {0: {0, 1, 2, 3}}, 2: {1: {0, 1, 2, 3}}}
-	s, err = ex.Run(c, jobs, nil)
+	s, err = ex.Run(context.Background(), c, jobs, nil)
 	require.NoError(t, err)
 	assert.Equal(t, []int{5, 3}, []int{s.Jobs[0].Finish, s.Jobs[1].Finish})
 	assert.Equal(t, 0, s.Jobs[0].MaxContention)
@@ -88,11 +89,11 @@ func TestRingExecutorStrictOrder(t *testing.T) {
 		{ID: 3, GPUs: 2, Iterations: 10, Ring: ring},
 	}
 	ex := Executor{Model: handModel, Strict: true, Placer: FirstFit{}}
-	s, err := ex.Run(c, jobs, nil)
+	s, err := ex.Run(context.Background(), c, jobs, nil)
 	require.NoError(t, err)
 	assert.Equal(t, []int{0, 10, 11}, []int{s.Jobs[0].Start, s.Jobs[1].Start, s.Jobs[2].Start})
 	ex.Strict = false
-	s, err = ex.Run(c, jobs, nil)
+	s, err = ex.Run(context.Background(), c, jobs, nil)
 	require.NoError(t, err)
 	assert.Equal(t, []int{0, 10, 0}, []int{s.Jobs[0].Start, s.Jobs[1].Start, s.Jobs[2].Start})
 }
@@ -101,7 +102,7 @@ func TestRingArrivals(t *testing.T) {
 	c := servers(t, 4)
 	ring := perfmodel.RingJob{Backward: 0.1}
 	jobs := []Job{{ID: 1, GPUs: 4, Iterations: 10, Arrival: 7, Ring: ring}}
-	s, err := (&Executor{Model: handModel, Placer: &ListScheduling{}}).Run(c, jobs, nil)
+	s, err := (&Executor{Model: handModel, Placer: &ListScheduling{}}).Run(context.Background(), c, jobs, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 7, s.Jobs[0].Start)
 	assert.Equal(t, 8, s.Jobs[0].Finish)
@@ -124,33 +125,33 @@ func TestRingErrors(t *testing.T) {
 		{"negative arrival", []Job{{ID: 1, GPUs: 1, Iterations: 1, Arrival: -1, Ring: ring}}},
 		{"NaN estimate", []Job{{ID: 1, GPUs: 1, Iterations: 1, Estimate: math.NaN(), Ring: ring}}},
 	} {
-		_, err := ex.Run(c, tc.jobs, nil)
+		_, err := ex.Run(context.Background(), c, tc.jobs, nil)
 		assert.ErrorIs(t, err, ErrInvalidJob, tc.name)
-		_, err = SJFBCO{Model: handModel}.Schedule(c, tc.jobs)
+		_, err = SJFBCO{Model: handModel}.Schedule(context.Background(), c, tc.jobs)
 		assert.ErrorIs(t, err, ErrInvalidJob, tc.name)
 	}
 	// A negative compute time is the model's to refuse.
-	_, err := ex.Run(c, []Job{{ID: 1, GPUs: 1, Iterations: 1, Ring: perfmodel.RingJob{Backward: -1}}}, nil)
+	_, err := ex.Run(context.Background(), c, []Job{{ID: 1, GPUs: 1, Iterations: 1, Ring: perfmodel.RingJob{Backward: -1}}}, nil)
 	assert.ErrorIs(t, err, perfmodel.ErrInvalidRing)
 	// A placer handing out a busy GPU, or too few.
 	jobs := []Job{{ID: 1, GPUs: 2, Iterations: 10, Ring: ring}, {ID: 2, GPUs: 2, Iterations: 10, Ring: ring}}
-	_, err = (&Executor{Model: handModel, Placer: badPlacer{placement.GPUSet{0: {0, 1}}}}).Run(c, jobs, nil)
+	_, err = (&Executor{Model: handModel, Placer: badPlacer{placement.GPUSet{0: {0, 1}}}}).Run(context.Background(), c, jobs, nil)
 	assert.ErrorIs(t, err, ErrBadPlacement)
-	_, err = (&Executor{Model: handModel, Placer: badPlacer{placement.GPUSet{0: {0}}}}).Run(c, jobs, nil)
+	_, err = (&Executor{Model: handModel, Placer: badPlacer{placement.GPUSet{0: {0}}}}).Run(context.Background(), c, jobs, nil)
 	assert.ErrorIs(t, err, ErrBadPlacement)
-	_, err = (&Executor{Model: handModel, Placer: badPlacer{placement.GPUSet{5: {0, 1}}}}).Run(c, jobs, nil)
+	_, err = (&Executor{Model: handModel, Placer: badPlacer{placement.GPUSet{5: {0, 1}}}}).Run(context.Background(), c, jobs, nil)
 	assert.ErrorIs(t, err, ErrBadPlacement)
-	_, err = (&Executor{Model: handModel}).Run(c, jobs, nil)
-	assert.ErrorIs(t, err, ErrBadPlacement)
+	_, err = (&Executor{Model: handModel}).Run(context.Background(), c, jobs, nil)
+	assert.ErrorIs(t, err, ErrInvalidSetting)
 	// A placer that never places.
-	_, err = (&Executor{Model: handModel, Placer: fixed{}}).Run(c, jobs, nil)
+	_, err = (&Executor{Model: handModel, Placer: fixed{}}).Run(context.Background(), c, jobs, nil)
 	assert.ErrorIs(t, err, ErrUnplaceable)
 	// A horizon too short for any schedule.
 	jobs[0].Iterations, jobs[1].Iterations = 100, 100 // 10 slots each
-	_, err = SJFBCO{Model: handModel, Horizon: 3}.Schedule(c, jobs)
+	_, err = SJFBCO{Model: handModel, Horizon: 3}.Schedule(context.Background(), c, jobs)
 	assert.ErrorIs(t, err, ErrHorizon)
-	_, err = SJFBCO{Model: handModel, Lambda: 0.5}.Schedule(c, jobs)
-	assert.ErrorIs(t, err, ErrInvalidJob)
+	_, err = SJFBCO{Model: handModel, Lambda: 0.5}.Schedule(context.Background(), c, jobs)
+	assert.ErrorIs(t, err, ErrInvalidSetting)
 }
 
 type badPlacer struct{ set placement.GPUSet }
@@ -223,13 +224,13 @@ func TestRingPlacersInvariants(t *testing.T) {
 		for name, p := range placers {
 			for _, strict := range []bool{true, false} {
 				ex := Executor{Model: paperModel, Placer: p, Strict: strict}
-				s, err := ex.Run(c, jobs, nil)
+				s, err := ex.Run(context.Background(), c, jobs, nil)
 				require.NoError(t, err, name)
 				checkSchedule(t, name, c, paperModel, jobs, s)
 			}
 		}
 		for _, rd := range []FAFFPReading{LeastLoadedGPUs, PackedServers} {
-			r, err := SJFBCO{Model: paperModel, Reading: rd}.Schedule(c, jobs)
+			r, err := SJFBCO{Model: paperModel, Reading: rd}.Schedule(context.Background(), c, jobs)
 			require.NoError(t, err)
 			checkSchedule(t, "sjf-bco", c, paperModel, jobs, r.Schedule)
 		}
@@ -245,9 +246,9 @@ func TestSJFBCOKappaSweep(t *testing.T) {
 		for k := range all {
 			all[k] = k + 1
 		}
-		a, err := SJFBCO{Model: paperModel}.Schedule(c, jobs)
+		a, err := SJFBCO{Model: paperModel}.Schedule(context.Background(), c, jobs)
 		require.NoError(t, err)
-		b, err := SJFBCO{Model: paperModel, Kappas: all, Sequential: true}.Schedule(c, jobs)
+		b, err := SJFBCO{Model: paperModel, Kappas: all, Sequential: true}.Schedule(context.Background(), c, jobs)
 		require.NoError(t, err)
 		assert.Equal(t, a.Makespan, b.Makespan)
 		assert.Equal(t, a.Theta, b.Theta)
@@ -264,14 +265,14 @@ func TestSJFBCOByHand(t *testing.T) {
 	c := servers(t, 4)
 	ring := perfmodel.RingJob{Backward: 0.1}
 	jobs := []Job{{ID: 1, GPUs: 1, Iterations: 100, Ring: ring}, {ID: 2, GPUs: 4, Iterations: 100, Ring: ring}, {ID: 3, GPUs: 2, Iterations: 100, Ring: ring}}
-	r, err := SJFBCO{Model: handModel}.Schedule(c, jobs)
+	r, err := SJFBCO{Model: handModel}.Schedule(context.Background(), c, jobs)
 	require.NoError(t, err)
 	assert.Equal(t, 20, r.Makespan)
 	assert.Equal(t, []int{0, 10, 0}, []int{r.Jobs[0].Start, r.Jobs[1].Start, r.Jobs[2].Start})
 	assert.InDelta(t, 40.0/3, r.MeanJCT, 1e-12)
 	// Caps below 20 cannot admit the 4-GPU job (its GPUs carry 10 already).
 	assert.GreaterOrEqual(t, r.Theta, 20)
-	s, err := (&Executor{Model: handModel, Placer: FirstFit{}, Strict: true}).Run(c, jobs, nil)
+	s, err := (&Executor{Model: handModel, Placer: FirstFit{}, Strict: true}).Run(context.Background(), c, jobs, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 30, s.Makespan)
 }
@@ -283,10 +284,10 @@ func TestFAFFPCap(t *testing.T) {
 	c := servers(t, 2)
 	ring := perfmodel.RingJob{Backward: 0.1}
 	jobs := []Job{{ID: 1, GPUs: 1, Iterations: 100, Ring: ring}, {ID: 2, GPUs: 1, Iterations: 100, Arrival: 20, Ring: ring}}
-	s, err := (&Executor{Model: handModel, Placer: &FAFFP{Theta: 10}}).Run(c, jobs, nil)
+	s, err := (&Executor{Model: handModel, Placer: &FAFFP{Theta: 10}}).Run(context.Background(), c, jobs, nil)
 	require.NoError(t, err)
 	assert.NotEqual(t, s.Jobs[0].GPUs[0], s.Jobs[1].GPUs[0])
-	_, err = (&Executor{Model: handModel, Placer: &FAFFP{Theta: 5}}).Run(c, jobs, nil)
+	_, err = (&Executor{Model: handModel, Placer: &FAFFP{Theta: 5}}).Run(context.Background(), c, jobs, nil)
 	assert.ErrorIs(t, err, ErrUnplaceable)
 }
 
@@ -297,7 +298,7 @@ func TestLBSGFLeastBusy(t *testing.T) {
 	c := servers(t, 4, 4)
 	ring := perfmodel.RingJob{Backward: 0.1}
 	jobs := []Job{{ID: 1, GPUs: 4, Iterations: 100, Ring: ring}, {ID: 2, GPUs: 4, Iterations: 100, Arrival: 50, Ring: ring}}
-	s, err := (&Executor{Model: handModel, Placer: &LBSGF{Theta: math.Inf(1)}}).Run(c, jobs, nil)
+	s, err := (&Executor{Model: handModel, Placer: &LBSGF{Theta: math.Inf(1)}}).Run(context.Background(), c, jobs, nil)
 	require.NoError(t, err)
 	assert.Equal(t, placement.GPUSet{0: {0, 1, 2, 3}}, s.Jobs[0].GPUs)
 	assert.Equal(t, placement.GPUSet{1: {0, 1, 2, 3}}, s.Jobs[1].GPUs)
@@ -306,7 +307,7 @@ func TestLBSGFLeastBusy(t *testing.T) {
 func TestRandomPlacerSeeded(t *testing.T) {
 	c, jobs := randomInstance(t, 3, 5, 40)
 	run := func(seed uint64) *Schedule {
-		s, err := (&Executor{Model: paperModel, Placer: NewRandom(seed)}).Run(c, jobs, nil)
+		s, err := (&Executor{Model: paperModel, Placer: NewRandom(seed)}).Run(context.Background(), c, jobs, nil)
 		require.NoError(t, err)
 		return s
 	}
@@ -317,7 +318,7 @@ func TestRandomPlacerSeeded(t *testing.T) {
 func TestRingPlacerErrorPropagates(t *testing.T) {
 	c := servers(t, 4)
 	boom := errors.New("boom")
-	_, err := (&Executor{Model: handModel, Placer: errPlacer{boom}}).Run(c, []Job{{ID: 1, GPUs: 1, Iterations: 1, Ring: perfmodel.RingJob{Backward: 0.1}}}, nil)
+	_, err := (&Executor{Model: handModel, Placer: errPlacer{boom}}).Run(context.Background(), c, []Job{{ID: 1, GPUs: 1, Iterations: 1, Ring: perfmodel.RingJob{Backward: 0.1}}}, nil)
 	assert.ErrorIs(t, err, boom)
 }
 

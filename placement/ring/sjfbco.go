@@ -2,9 +2,11 @@ package ring
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -36,12 +38,16 @@ import (
 //     gives the same schedules as the full sweep.
 //   - FA-FFP's reading is Reading (LeastLoadedGPUs, the pseudo-code, by
 //     default).
+//
+// Schedule builds its own placers for every run: one SJFBCO is safe for
+// concurrent use.
 type SJFBCO struct {
 	Model perfmodel.RingModel
 	// Horizon is T; zero means the sum of the jobs' estimates (running
 	// them one after another, which any cap admits).
 	Horizon int
-	// Kappas, if set, replaces the sweep (Fig. 5 of the paper fixes it).
+	// Kappas, if set, replaces the sweep (Fig. 5 of the paper fixes it);
+	// at most MaxKappas.
 	Kappas []int
 	// Lambda >= 1 is LBSGF's spread; zero means 1.
 	Lambda  float64
@@ -50,7 +56,12 @@ type SJFBCO struct {
 	Sequential bool
 }
 
-// SJFBCOResult is the schedule SJFBCO chose and how it got there.
+// MaxKappas bounds SJFBCO.Kappas: every theta of the bisection runs the
+// executor once per kappa.
+const MaxKappas = 1024
+
+// SJFBCOResult is the schedule SJFBCO chose and how it got there. It is a
+// plain value, safe for concurrent reads.
 type SJFBCOResult struct {
 	*Schedule
 	Theta, Kappa int
@@ -60,15 +71,24 @@ type SJFBCOResult struct {
 
 // Schedule runs Algorithm 1 on jobs (all present from their arrival; the
 // paper's are at slot 0) and returns the best schedule found, its outcomes
-// in the order of jobs.
-func (b SJFBCO) Schedule(c *topology.Cluster, jobs []Job) (*SJFBCOResult, error) {
+// in the order of jobs. Settings out of range (lambda below 1 or NaN, a
+// horizon beyond MaxSlot, an unknown reading) give an error wrapping
+// ErrInvalidSetting; a cancelled ctx stops the search with its error.
+func (b SJFBCO) Schedule(ctx context.Context, c *topology.Cluster, jobs []Job) (*SJFBCOResult, error) {
+	switch {
+	case b.Lambda != 0 && !(b.Lambda >= 1):
+		return nil, fmt.Errorf("%w: lambda %v, want >= 1 (0 means 1)", ErrInvalidSetting, b.Lambda)
+	case b.Horizon > MaxSlot:
+		return nil, fmt.Errorf("%w: horizon %d beyond MaxSlot (%d)", ErrInvalidSetting, b.Horizon, MaxSlot)
+	case b.Reading != LeastLoadedGPUs && b.Reading != PackedServers:
+		return nil, fmt.Errorf("%w: FA-FFP reading %d", ErrInvalidSetting, b.Reading)
+	case len(b.Kappas) > MaxKappas:
+		return nil, fmt.Errorf("%w: %d kappas, at most %d", ErrInvalidSetting, len(b.Kappas), MaxKappas)
+	}
 	probe := Executor{Model: b.Model}
 	est, err := probe.Estimates(c, jobs)
 	if err != nil {
 		return nil, err
-	}
-	if b.Lambda != 0 && !(b.Lambda >= 1) {
-		return nil, fmt.Errorf("%w: lambda %v, want >= 1", ErrInvalidJob, b.Lambda)
 	}
 	// Smallest job first, stable.
 	idx := make([]int, len(jobs))
@@ -109,16 +129,23 @@ func (b SJFBCO) Schedule(c *topology.Cluster, jobs []Job) (*SJFBCOResult, error)
 				small: FAFFP{Theta: float64(theta), Reading: b.Reading},
 				large: LBSGF{Theta: float64(theta), Lambda: b.Lambda},
 			}}
-			res[k], errs[k] = ex.Run(c, sorted, sest)
+			res[k], errs[k] = ex.Run(ctx, c, sorted, sest)
 		}
 		if b.Sequential || len(kappas) == 1 {
 			for k := range kappas {
 				run(k)
 			}
 		} else {
+			// At most GOMAXPROCS runs at once: each holds a copy of the
+			// cluster's state.
 			var wg sync.WaitGroup
+			sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 			for k := range kappas {
-				wg.Go(func() { run(k) })
+				sem <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					run(k)
+				})
 			}
 			wg.Wait()
 		}
