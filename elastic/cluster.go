@@ -7,16 +7,8 @@ import (
 	"slices"
 )
 
-// ErrUnplaceable says a job's base workers do not fit on the free GPUs in
-// whole workers (fragmentation), or that a job is unknown to the cluster.
-var ErrUnplaceable = errors.New("elastic: cannot place")
-
-// ErrInconsistent reports a cluster whose counts disagree with its jobs'
-// placements (a bug, found by Check or by Reclaim before it changes
-// anything).
-var ErrInconsistent = errors.New("elastic: inconsistent cluster state")
-
-// Part is a share of a job's workers on one server.
+// Part is a share of a job's workers on one server. It is a plain value,
+// safe for concurrent use.
 type Part struct {
 	Server, Workers int
 	// Flexible marks workers above the job's base demand.
@@ -30,7 +22,12 @@ type Part struct {
 // the orchestrator API: Loan adds servers, Reclaim chooses servers to hand
 // back with Lyra's heuristic and applies the preemptions, and Place,
 // Resize and Release move jobs. Server IDs are stable; a reclaimed
-// server's ID is not reused.
+// server's ID is not reused. It holds at most MaxServers servers at once,
+// of at most MaxGPUsPerServer GPUs.
+//
+// A Cluster is not safe for concurrent use: every method, even a query,
+// must be called from one goroutine at a time (an orchestrator that loans
+// from one goroutine and places from another must lock around the calls).
 type Cluster struct {
 	gpusPerServer int
 	servers       []server
@@ -58,10 +55,12 @@ type placed struct {
 	parts         []Part
 }
 
-// NewCluster returns a cluster of training servers of gpusPerServer GPUs.
+// NewCluster returns a cluster of training servers (at most MaxServers) of
+// gpusPerServer GPUs (1 to MaxGPUsPerServer).
 func NewCluster(trainingServers, gpusPerServer int) (*Cluster, error) {
-	if trainingServers < 0 || gpusPerServer < 1 {
-		return nil, fmt.Errorf("%w: %d servers of %d GPUs", ErrInvalid, trainingServers, gpusPerServer)
+	if trainingServers < 0 || trainingServers > MaxServers || gpusPerServer < 1 || gpusPerServer > MaxGPUsPerServer {
+		return nil, fmt.Errorf("%w: %d servers of %d GPUs, want at most %d servers of 1 to %d GPUs",
+			ErrInvalid, trainingServers, gpusPerServer, MaxServers, MaxGPUsPerServer)
 	}
 	c := &Cluster{gpusPerServer: gpusPerServer, jobs: map[int]*placed{}}
 	for i := range trainingServers {
@@ -75,9 +74,11 @@ func NewCluster(trainingServers, gpusPerServer int) (*Cluster, error) {
 func (c *Cluster) GPUsPerServer() int { return c.gpusPerServer }
 
 // Loan adds n servers lent by the inference cluster and returns their IDs.
+// The cluster may hold at most MaxServers servers at once: a loan beyond
+// is an error wrapping ErrInvalid and changes nothing.
 func (c *Cluster) Loan(n int) ([]int, error) {
-	if n < 0 {
-		return nil, fmt.Errorf("%w: loan %d servers", ErrInvalid, n)
+	if n < 0 || n > MaxServers-len(c.live) {
+		return nil, fmt.Errorf("%w: loan %d servers to a cluster of %d (at most %d at once)", ErrInvalid, n, len(c.live), MaxServers)
 	}
 	ids := make([]int, n)
 	for i := range ids {
@@ -270,9 +271,15 @@ func (c *Cluster) Place(j *Job, workers int) (int, error) {
 // flexible workers, those on loaned servers first. It returns the workers
 // the job holds afterwards.
 func (c *Cluster) Resize(j *Job, workers int) (int, error) {
+	if err := j.Validate(); err != nil {
+		return 0, err
+	}
 	p := c.jobs[j.ID]
 	if p == nil {
 		return 0, fmt.Errorf("%w: job %d is not placed", ErrUnplaceable, j.ID)
+	}
+	if p.gpusPerWorker != j.GPUsPerWorker {
+		return 0, fmt.Errorf("%w: job %d was placed with %d GPUs per worker, not %d", ErrInvalid, j.ID, p.gpusPerWorker, j.GPUsPerWorker)
 	}
 	if workers < j.MinWorkers || workers > j.MaxWorkers {
 		return 0, fmt.Errorf("%w: job %d with %d workers outside %d to %d", ErrInvalid, j.ID, workers, j.MinWorkers, j.MaxWorkers)

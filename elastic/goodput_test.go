@@ -1,6 +1,7 @@
 package elastic
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -37,7 +38,7 @@ func TestFitPerfParamsRecovers(t *testing.T) {
 				ComputeTime: truth.ComputeTime(m), StepTime: truth.StepTime(nr[0], nr[1], m, 0)})
 		}
 	}
-	got, err := FitPerfParams(samples)
+	got, err := FitPerfParams(context.Background(), samples)
 	require.NoError(t, err)
 	for _, s := range samples {
 		assert.InDelta(t, 1, got.StepTime(s.Nodes, s.Replicas, s.Atomic, 0)/s.StepTime, 0.04, "%+v", s)
@@ -48,12 +49,12 @@ func TestFitPerfParamsRecovers(t *testing.T) {
 	assert.InDelta(t, truth.BetaN, got.BetaN, 0.0001)
 	assert.InDelta(t, truth.Gamma, got.Gamma, 0.05)
 	// Single-node samples only: the network terms are pinned tiny.
-	one, err := FitPerfParams(samples[:12])
+	one, err := FitPerfParams(context.Background(), samples[:12])
 	require.NoError(t, err)
 	assert.Less(t, one.AlphaN, 1e-7)
-	_, err = FitPerfParams(nil)
+	_, err = FitPerfParams(context.Background(), nil)
 	assert.ErrorIs(t, err, ErrFitFailed)
-	_, err = FitPerfParams([]PerfSample{{Nodes: 2, Replicas: 1, Atomic: 1, ComputeTime: 1, StepTime: 1}})
+	_, err = FitPerfParams(context.Background(), []PerfSample{{Nodes: 2, Replicas: 1, Atomic: 1, ComputeTime: 1, StepTime: 1}})
 	assert.ErrorIs(t, err, ErrInvalid)
 }
 
@@ -179,4 +180,21 @@ func TestPolluxRestartPenalty(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalid)
 	_, err = Pollux{}.Allocate(old, 1)
 	assert.ErrorIs(t, err, ErrInvalid)
+}
+
+// BenchmarkFitPerfParams fits the 36 samples of TestFitPerfParamsRecovers.
+func BenchmarkFitPerfParams(b *testing.B) {
+	truth := PerfParams{AlphaC: 0.05, BetaC: 0.002, AlphaN: 0.3, BetaN: 0.01, AlphaR: 0.08, BetaR: 0.005, Gamma: 2}
+	var samples []PerfSample
+	for _, nr := range [][2]int{{1, 1}, {1, 2}, {1, 4}, {2, 4}, {2, 8}, {4, 8}, {4, 16}, {1, 3}, {3, 12}} {
+		for _, m := range []float64{16, 32, 64, 128} {
+			samples = append(samples, PerfSample{Nodes: nr[0], Replicas: nr[1], Atomic: m,
+				ComputeTime: truth.ComputeTime(m), StepTime: truth.StepTime(nr[0], nr[1], m, 0)})
+		}
+	}
+	for b.Loop() {
+		if _, err := FitPerfParams(context.Background(), samples); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -8,7 +8,8 @@ import (
 // Curve gives a job's throughput, in units of its work per second, on a
 // number of workers. Policies only compare throughputs of the same job, so
 // the unit is the job's own (iterations, samples, or "seconds of work at
-// one worker").
+// one worker"). Curves without state (Linear, Table) are safe for
+// concurrent use; a ProgressCurve, or one that caches, need not be.
 type Curve interface {
 	Throughput(workers int) float64
 }
@@ -17,7 +18,8 @@ type Curve interface {
 // workers are (synchronisation across servers is slower): perServer gives
 // the workers on each server the job spans, in increasing server ID.
 // Throughput is the policy's view (workers packed); a simulator asks
-// ThroughputOn for the placement it made.
+// ThroughputOn for the placement it made. It is safe for concurrent use
+// when it holds no state, as for Curve.
 type PlacedCurve interface {
 	Curve
 	ThroughputOn(perServer []int) float64
@@ -26,14 +28,16 @@ type PlacedCurve interface {
 // ProgressCurve is a Curve that changes as the job trains (Pollux's
 // statistical efficiency follows the gradient noise scale, which grows
 // during training); a simulator tells it the work done so far before it
-// asks for throughputs.
+// asks for throughputs. SetProgress changes the curve: a ProgressCurve is
+// not safe for concurrent use.
 type ProgressCurve interface {
 	Curve
 	SetProgress(done float64)
 }
 
 // Linear is Lyra's scaling assumption (EuroSys 2023, section 3): throughput
-// proportional to the workers, PerWorker each.
+// proportional to the workers, PerWorker each. It is a plain value, safe
+// for concurrent use.
 type Linear struct{ PerWorker float64 }
 
 // Throughput returns PerWorker x workers.
@@ -43,7 +47,7 @@ func (l Linear) Throughput(workers int) float64 { return l.PerWorker * float64(w
 // throughput on w workers. Beyond its end the last entry holds (no gain
 // from workers the table does not cover), and 0 workers give 0. Build it
 // from a throughput model (for example perfmodel's tables at each scale
-// factor) with NewTable.
+// factor) with NewTable. It is safe for concurrent reads.
 type Table []float64
 
 // Throughput looks the curve up.
@@ -57,11 +61,11 @@ func (t Table) Throughput(workers int) float64 {
 	return t[workers-1]
 }
 
-// NewTable samples f at 1..maxWorkers workers; every value must be positive
-// and finite, or the error wraps ErrInvalid.
+// NewTable samples f at 1..maxWorkers workers (at most MaxWorkers); every
+// value must be positive and finite, or the error wraps ErrInvalid.
 func NewTable(maxWorkers int, f func(workers int) (float64, error)) (Table, error) {
-	if maxWorkers < 1 {
-		return nil, fmt.Errorf("%w: %d workers", ErrInvalid, maxWorkers)
+	if maxWorkers < 1 || maxWorkers > MaxWorkers {
+		return nil, fmt.Errorf("%w: a table of %d workers, want 1 to %d", ErrInvalid, maxWorkers, MaxWorkers)
 	}
 	t := make(Table, maxWorkers)
 	for w := 1; w <= maxWorkers; w++ {
@@ -81,6 +85,7 @@ func NewTable(maxWorkers int, f func(workers int) (float64, error)) (Table, erro
 // it runs on between MinWorkers (its base demand, w_min) and MaxWorkers
 // (w_max) workers of GPUsPerWorker GPUs each; a job with MinWorkers equal
 // to MaxWorkers is inelastic. Work is the total work in the Curve's units.
+// A Job is a plain value: safe for concurrent reads if its Curve is.
 type Job struct {
 	ID                     int
 	Arrival                float64
@@ -94,22 +99,23 @@ type Job struct {
 func (j *Job) Elastic() bool { return j.MaxWorkers > j.MinWorkers }
 
 // Validate returns an error wrapping ErrInvalid when the job cannot run:
-// bounds that cross or are below one, no GPUs per worker, work that is not
-// positive and finite, a missing curve, or a curve not positive and finite
-// at its bounds (policies never choose a count in between where the curve
+// bounds that cross or are below one (or above MaxWorkers), GPUs per
+// worker outside 1 to MaxGPUsPerServer, work that is not positive and
+// finite, an arrival beyond MaxTime, a missing curve, or a curve not
+// positive and finite at its bounds (policies never choose a count in between where the curve
 // gives nothing, and a simulator reports one as an error).
 func (j *Job) Validate() error {
 	switch {
-	case j.MinWorkers < 1 || j.MaxWorkers < j.MinWorkers:
-		return fmt.Errorf("%w: job %d has workers %d to %d", ErrInvalid, j.ID, j.MinWorkers, j.MaxWorkers)
-	case j.GPUsPerWorker < 1:
-		return fmt.Errorf("%w: job %d has %d GPUs per worker", ErrInvalid, j.ID, j.GPUsPerWorker)
+	case j.MinWorkers < 1 || j.MaxWorkers < j.MinWorkers || j.MaxWorkers > MaxWorkers:
+		return fmt.Errorf("%w: job %d has workers %d to %d (want 1 <= min <= max <= %d)", ErrInvalid, j.ID, j.MinWorkers, j.MaxWorkers, MaxWorkers)
+	case j.GPUsPerWorker < 1 || j.GPUsPerWorker > MaxGPUsPerServer:
+		return fmt.Errorf("%w: job %d has %d GPUs per worker, want 1 to %d", ErrInvalid, j.ID, j.GPUsPerWorker, MaxGPUsPerServer)
 	case !(j.Work > 0) || math.IsInf(j.Work, 0):
 		return fmt.Errorf("%w: job %d has work %v", ErrInvalid, j.ID, j.Work)
 	case j.Curve == nil:
 		return fmt.Errorf("%w: job %d has no scaling curve", ErrInvalid, j.ID)
-	case math.IsNaN(j.Arrival) || math.IsInf(j.Arrival, 0):
-		return fmt.Errorf("%w: job %d arrives at %v", ErrInvalid, j.ID, j.Arrival)
+	case !(j.Arrival >= -MaxTime && j.Arrival <= MaxTime):
+		return fmt.Errorf("%w: job %d arrives at %v s, outside [%g, %g]", ErrInvalid, j.ID, j.Arrival, -MaxTime, MaxTime)
 	}
 	for _, w := range []int{j.MinWorkers, j.MaxWorkers} {
 		if x := j.Curve.Throughput(w); !(x > 0) || math.IsInf(x, 0) {
@@ -121,7 +127,8 @@ func (j *Job) Validate() error {
 
 // State is a job as a policy sees it: how much work is left and how many
 // workers it holds now (0 when queued); Age (seconds since arrival) and
-// Restarts (times it was resized or restarted) feed restart penalties.
+// Restarts (times it was resized or restarted) feed restart penalties. A
+// State is a plain value, safe for concurrent reads as its Job is.
 type State struct {
 	*Job
 	Remaining float64
@@ -143,14 +150,16 @@ func (s *State) Time(w int) float64 {
 // are: 0 (queued) or a count between the job's bounds, using at most gpus
 // GPUs in all. Policies keep running jobs running (at least at their base
 // demand): preemption is the orchestrator's business, when it reclaims
-// servers.
+// servers. The policies of this package hold no state: one is safe for
+// concurrent use when the jobs' curves are (Linear and Table are). gpus is
+// at most MaxGPUs.
 type Policy interface {
 	Allocate(jobs []State, gpus int) ([]int, error)
 }
 
 func validate(jobs []State, gpus int) error {
-	if gpus < 0 {
-		return fmt.Errorf("%w: %d GPUs", ErrInvalid, gpus)
+	if gpus < 0 || gpus > MaxGPUs {
+		return fmt.Errorf("%w: %d GPUs, want 0 to %d", ErrInvalid, gpus, MaxGPUs)
 	}
 	for i := range jobs {
 		if err := jobs[i].Validate(); err != nil {

@@ -1,16 +1,12 @@
 package elastic
 
 import (
-	"errors"
 	"fmt"
 	"math"
 )
 
-// ErrInvalid marks input out of range: a negative capacity or weight, a
-// value that is not finite, or bounds of an elastic job that cross.
-var ErrInvalid = errors.New("elastic: invalid input")
-
-// Item is one choice within a group: its weight (GPUs) and value.
+// Item is one choice within a group: its weight (GPUs) and value. It is a
+// plain value, safe for concurrent use.
 type Item struct {
 	Weight int
 	Value  float64
@@ -23,33 +19,41 @@ type Item struct {
 // phase (Li et al., "Lyra: Elastic Scheduling for Deep Learning Clusters",
 // EuroSys 2023, section 5.2): O(capacity x items) time, O(groups x
 // capacity) memory for the choices. Ties go to the smaller total weight,
-// then to the earlier item.
+// then to the earlier item. Weights must be in [0, MaxGPUs]; with the
+// capacity cut to what the groups can weigh together, groups x (capacity
+// + 1) must stay within MaxKnapsackCells and items x (capacity + 1) within
+// MaxKnapsackWork (errors wrap ErrInvalid).
 func MultipleChoiceKnapsack(groups [][]Item, capacity int) ([]int, float64, error) {
 	if capacity < 0 {
 		return nil, 0, fmt.Errorf("%w: capacity %d", ErrInvalid, capacity)
 	}
-	reach := 0 // the most all groups can weigh together
-	for g, items := range groups {
+	reach, items := 0, 0 // the most all groups can weigh together; the items
+	for g, its := range groups {
 		heaviest := 0
-		for i, it := range items {
-			if it.Weight < 0 || math.IsNaN(it.Value) || math.IsInf(it.Value, 0) {
-				return nil, 0, fmt.Errorf("%w: group %d item %d has weight %d and value %v", ErrInvalid, g, i, it.Weight, it.Value)
+		for i, it := range its {
+			if it.Weight < 0 || it.Weight > MaxGPUs || math.IsNaN(it.Value) || math.IsInf(it.Value, 0) {
+				return nil, 0, fmt.Errorf("%w: group %d item %d has weight %d (want 0 to %d) and value %v", ErrInvalid, g, i, it.Weight, MaxGPUs, it.Value)
 			}
 			heaviest = max(heaviest, it.Weight)
 		}
 		reach += heaviest
+		items += len(its)
 	}
 	// Capacity beyond what the groups can use changes nothing.
 	capacity = min(capacity, reach)
+	if n := len(groups); n > 0 && capacity+1 > MaxKnapsackCells/n || items > 0 && capacity+1 > MaxKnapsackWork/items {
+		return nil, 0, fmt.Errorf("%w: knapsack of %d groups, %d items and %d GPUs: more than %d cells or %d steps",
+			ErrInvalid, len(groups), items, capacity, MaxKnapsackCells, MaxKnapsackWork)
+	}
 	// best[c]: the best value of weight at most c over the groups so far.
 	best := make([]float64, capacity+1)
 	next := make([]float64, capacity+1)
 	choice := make([][]int32, len(groups))
-	for g, items := range groups {
+	for g, its := range groups {
 		ch := make([]int32, capacity+1)
 		for c := range next {
 			next[c], ch[c] = best[c], -1
-			for i, it := range items {
+			for i, it := range its {
 				if it.Weight > c || it.Value <= 0 && it.Weight > 0 {
 					continue
 				}
@@ -85,10 +89,13 @@ func MultipleChoiceKnapsack(groups [][]Item, capacity int) ([]int, float64, erro
 // on w workers (tMin on wMax), item k (k = 1 .. wMax - wMin) gives the job
 // k extra workers of gpusPerWorker GPUs each and is worth
 // T(wMin) - T(wMin + k), the running time it saves. Lyra's worked example,
-// wMin 2, wMax 6, tMin 20, has values 20, 30, 36, 40.
+// wMin 2, wMax 6, tMin 20, has values 20, 30, 36, 40. wMax is at most
+// MaxWorkers and gpusPerWorker at most MaxGPUsPerServer (errors wrap
+// ErrInvalid).
 func ScalingItems(wMin, wMax, gpusPerWorker int, tMin float64) ([]Item, error) {
-	if wMin < 1 || wMax < wMin || gpusPerWorker < 1 || !(tMin > 0) || math.IsInf(tMin, 0) {
-		return nil, fmt.Errorf("%w: workers %d to %d, %d GPUs each, running time %v", ErrInvalid, wMin, wMax, gpusPerWorker, tMin)
+	if wMin < 1 || wMax < wMin || wMax > MaxWorkers || gpusPerWorker < 1 || gpusPerWorker > MaxGPUsPerServer || !(tMin > 0) || math.IsInf(tMin, 0) {
+		return nil, fmt.Errorf("%w: workers %d to %d (at most %d), %d GPUs each (at most %d), running time %v",
+			ErrInvalid, wMin, wMax, MaxWorkers, gpusPerWorker, MaxGPUsPerServer, tMin)
 	}
 	t := func(w int) float64 { return tMin * float64(wMax) / float64(w) }
 	items := make([]Item, 0, wMax-wMin)

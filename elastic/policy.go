@@ -9,7 +9,7 @@ import (
 )
 
 // Admission orders the queued jobs that the first phase of a policy admits
-// at their base demand.
+// at their base demand. Its values are constants, safe for concurrent use.
 type Admission int
 
 const (
@@ -70,7 +70,8 @@ func admit(jobs []State, gpus int, order Admission, strict bool) ([]int, int, er
 // FIFO admits jobs at their base demand in order of arrival and never
 // scales them: the production baseline of Lyra's evaluation (section 7).
 // Strict stops at the first job that does not fit (head-of-line
-// blocking); otherwise later jobs that fit go ahead (backfilling).
+// blocking); otherwise later jobs that fit go ahead (backfilling). It holds
+// no state and is safe for concurrent use (with curves that are).
 type FIFO struct{ Strict bool }
 
 // Allocate implements Policy.
@@ -88,7 +89,9 @@ func (f FIFO) Allocate(jobs []State, gpus int) ([]int, error) {
 // multiple-choice knapsack of MultipleChoiceKnapsack: job j's item k gives
 // k extra workers and is worth T_j(w_min) - T_j(w_min + k), the time it
 // saves, with T_j(w) = remaining work / throughput on w workers (Lyra's
-// T_min w_max / w under a Linear curve).
+// T_min w_max / w under a Linear curve). The knapsack's size is capped
+// (MaxKnapsackCells, MaxKnapsackWork; ErrInvalid beyond). It holds no
+// state and is safe for concurrent use (with curves that are).
 type Lyra struct{ Admission Admission }
 
 // Allocate implements Policy.
@@ -136,7 +139,8 @@ func (l Lyra) Allocate(jobs []State, gpus int) ([]int, error) {
 // to the job whose throughput grows the most, relatively, per GPU:
 // (X(w+1) - X(w)) / X(w) / GPUsPerWorker. Ties go to the job with less
 // time left (AFS's short-job preference). Under linear scaling the gain is
-// 1 / (w x GPUsPerWorker), so spare GPUs go to the smallest jobs first.
+// 1 / (w x GPUsPerWorker), so spare GPUs go to the smallest jobs first. It
+// holds no state and is safe for concurrent use (with curves that are).
 type AFS struct{ Admission Admission }
 
 // Allocate implements Policy.
@@ -152,7 +156,8 @@ func (a AFS) Allocate(jobs []State, gpus int) ([]int, error) {
 // EuroSys 2018, section 4.1, as the Pollux artifact implements it): after
 // the base demands (phase 1 as in Lyra), one worker at a time goes to the
 // job with the largest (t(w) - t(w+1)) x remaining work per GPU, that is
-// the largest cut in its time to finish, T(w) - T(w+1).
+// the largest cut in its time to finish, T(w) - T(w+1). It holds no state
+// and is safe for concurrent use (with curves that are).
 type Optimus struct{ Admission Admission }
 
 // Allocate implements Policy.

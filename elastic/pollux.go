@@ -22,7 +22,8 @@ import (
 // free, then moves single workers between jobs while a move improves it.
 // Running jobs keep at least their base demand (the Policy contract;
 // Pollux itself may suspend jobs, which a power mean with p = -1 rarely
-// chooses).
+// chooses). It holds no state and is safe for concurrent use (with curves
+// that are).
 type Pollux struct {
 	// P is the power-mean exponent, below zero (zero means -1).
 	P float64
@@ -40,8 +41,11 @@ func (p Pollux) Allocate(jobs []State, gpus int) ([]int, error) {
 	if exp == 0 {
 		exp = -1
 	}
-	if exp > 0 || math.IsNaN(exp) {
-		return nil, fmt.Errorf("%w: power-mean exponent %v (want below 0)", ErrInvalid, exp)
+	if !(exp < 0) || math.IsInf(exp, -1) {
+		return nil, fmt.Errorf("%w: power-mean exponent %v (want finite and below 0)", ErrInvalid, exp)
+	}
+	if math.IsNaN(pen) || math.IsInf(pen, 0) {
+		return nil, fmt.Errorf("%w: restart penalty %v s", ErrInvalid, pen)
 	}
 	if pen == 0 {
 		pen = 30

@@ -9,13 +9,15 @@ import (
 // Worker is a job's presence on a loaned server: how many GPUs its workers
 // hold there, and whether they are flexible (workers of an elastic job
 // above its base demand, which can be scaled in without preempting it).
+// It is a plain value, safe for concurrent use.
 type Worker struct {
 	Job      int
 	GPUs     int
 	Flexible bool
 }
 
-// ReclaimResult says which servers go back and at what price.
+// ReclaimResult says which servers go back and at what price. It is a
+// plain value, safe for concurrent reads.
 type ReclaimResult struct {
 	// Servers are the indices of the servers returned.
 	Servers []int
@@ -34,7 +36,9 @@ type ReclaimResult struct {
 // those jobs on all their servers, and the costs are recomputed, until n
 // servers are free. Ties go to the server whose preemptions vacate fewer
 // GPUs elsewhere (Lyra's collateral damage), then to the lower index.
-// Asking for more servers than there are is an error wrapping ErrInvalid.
+// Asking for more servers than there are is an error wrapping ErrInvalid,
+// as is a worker of more than MaxGPUsPerServer GPUs. Reclaim is a function
+// of its arguments, safe for concurrent use.
 func Reclaim(servers [][]Worker, n int) (*ReclaimResult, error) {
 	if n < 0 || n > len(servers) {
 		return nil, fmt.Errorf("%w: reclaim %d of %d servers", ErrInvalid, n, len(servers))
@@ -51,8 +55,8 @@ func Reclaim(servers [][]Worker, n int) (*ReclaimResult, error) {
 	on := make([][]entry, len(servers))
 	for s, ws := range servers {
 		for _, w := range ws {
-			if w.GPUs < 0 {
-				return nil, fmt.Errorf("%w: job %d has %d GPUs on server %d", ErrInvalid, w.Job, w.GPUs, s)
+			if w.GPUs < 0 || w.GPUs > MaxGPUsPerServer {
+				return nil, fmt.Errorf("%w: job %d has %d GPUs on server %d, want 0 to %d", ErrInvalid, w.Job, w.GPUs, s, MaxGPUsPerServer)
 			}
 			j, ok := index[w.Job]
 			if !ok {

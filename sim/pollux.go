@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -171,7 +172,7 @@ func LoadPolluxApp(fsys fs.FS, dir, name string) (*PolluxApp, error) {
 		}
 		a.epochStart[e] = m
 	}
-	if a.Perf, err = elastic.FitPerfParams(a.Samples); err != nil {
+	if a.Perf, err = elastic.FitPerfParams(context.Background(), a.Samples); err != nil {
 		return nil, fmt.Errorf("sim: fitting %s: %w", name, err)
 	}
 	return a, nil
