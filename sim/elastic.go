@@ -15,6 +15,8 @@ import (
 
 // UsageSignal gives the share of the inference cluster's servers that
 // inference needs at a time (seconds), in [0, 1].
+// Implementations should be safe for concurrent use (Diurnal and
+// UsageTrace are).
 type UsageSignal interface {
 	Usage(t float64) float64
 }
@@ -24,6 +26,7 @@ type UsageSignal interface {
 // changes every NoiseStep seconds (300 if zero), clamped to [0, 1]. Period
 // is a day when zero. Lyra's inference clusters follow such a pattern,
 // busy by day and idle at night (EuroSys 2023, section 2.2, Fig. 2).
+// It is a plain value, safe for concurrent use.
 type Diurnal struct {
 	Mean, Amplitude, Noise float64
 	Period, Peak           float64
@@ -50,6 +53,7 @@ func (d Diurnal) Usage(t float64) float64 {
 
 // UsageTrace is a measured usage signal: Values[i] holds from Times[i] to
 // Times[i+1]; before the first time the first value holds.
+// It is only read by Usage: safe for concurrent use.
 type UsageTrace struct{ Times, Values []float64 }
 
 // Usage implements UsageSignal.
@@ -101,6 +105,9 @@ func ReadUsage(r io.Reader, name string) (*UsageTrace, error) {
 // allocates workers, jobs start, grow or shrink (paying RestartOverhead on
 // every resize and every restart after a preemption; their progress is
 // checkpointed), and run at their curve's throughput.
+//
+// It is a plain value, safe for concurrent reads (its Policy and Usage
+// decide whether runs may share it).
 type ElasticConfig struct {
 	TrainingServers, GPUsPerServer int
 	// InferenceServers lend capacity when Usage is set.
@@ -111,6 +118,7 @@ type ElasticConfig struct {
 	Policy   elastic.Policy
 	// Interval is the job scheduler's period (60 s if zero);
 	// OrchestratorInterval the orchestrator's (Lyra: 300 s, the default).
+	// Both are 0 or in [MinPeriod, MaxPeriod].
 	Interval, OrchestratorInterval float64
 	// RestartOverhead is the time a job makes no progress after a resize
 	// or a restart, in seconds; with ChargeStart also after its first
@@ -125,9 +133,13 @@ type ElasticConfig struct {
 	// Lyra's server groups (elastic.Cluster.SetPacking), for jobs whose
 	// curves slow down across servers.
 	Pack bool
+	// MaxIntervals bounds the scheduler's intervals (0 means
+	// DefaultMaxSteps).
+	MaxIntervals int
 }
 
 // ElasticRecord is one job's outcome.
+// It is a plain value, safe for concurrent use.
 type ElasticRecord struct {
 	ID                     int
 	Arrival, Start, Finish float64
@@ -138,6 +150,8 @@ type ElasticRecord struct {
 }
 
 // ElasticResult is the outcome of RunElastic.
+// It is a plain value: safe for concurrent reads, not for writes while
+// others read it.
 type ElasticResult struct {
 	Records []ElasticRecord
 	End     float64
@@ -151,6 +165,7 @@ type ElasticResult struct {
 }
 
 // ElasticSummary gives Lyra's metrics (Table 5).
+// It is a plain value, safe for concurrent use.
 type ElasticSummary struct {
 	Jobs                                  int
 	MeanQueue, MedianQueue, P95Queue      float64
@@ -210,7 +225,15 @@ type elJob struct {
 	started   bool
 }
 
-// RunElastic simulates the jobs (in any order) to completion.
+// RunElastic simulates the jobs (in any order) to completion. Input out of
+// range is an error wrapping elastic.ErrInvalid: jobs (elastic.Job.Validate),
+// intervals (0 or in [MinPeriod, MaxPeriod]), restart overhead (at most
+// MaxPeriod), more than elastic.MaxServers training and inference servers
+// together. A job whose curve is Linear or Table and that would need more
+// than MaxIntervals intervals even at its best rate is refused up front; a
+// run that reaches MaxIntervals, or whose time or work stops changing,
+// stops with ErrNoProgress; one whose waiting jobs never get capacity with
+// ErrStalled.
 func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*ElasticResult, error) {
 	if cfg.Policy == nil {
 		return nil, fmt.Errorf("%w: no policy", elastic.ErrInvalid)
@@ -218,6 +241,27 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 	bad := func(x float64) bool { return !(x >= 0) || math.IsInf(x, 0) }
 	if cfg.InferenceServers < 0 || bad(cfg.Headroom) || cfg.Headroom > 1 || bad(cfg.RestartOverhead) || bad(cfg.Interval) || bad(cfg.OrchestratorInterval) {
 		return nil, fmt.Errorf("%w: %d inference servers, headroom %v, restart %v s, intervals %v and %v s", elastic.ErrInvalid, cfg.InferenceServers, cfg.Headroom, cfg.RestartOverhead, cfg.Interval, cfg.OrchestratorInterval)
+	}
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{{"interval", cfg.Interval}, {"orchestrator interval", cfg.OrchestratorInterval}} {
+		if p.v != 0 && !(p.v >= MinPeriod && p.v <= MaxPeriod) {
+			return nil, fmt.Errorf("%w: %s %v s, outside [%g, %g] (0 means the default)", elastic.ErrInvalid, p.name, p.v, MinPeriod, MaxPeriod)
+		}
+	}
+	if cfg.RestartOverhead > MaxPeriod {
+		return nil, fmt.Errorf("%w: restart overhead %v s, more than %g", elastic.ErrInvalid, cfg.RestartOverhead, MaxPeriod)
+	}
+	if cfg.TrainingServers < 0 || cfg.InferenceServers > elastic.MaxServers-max(cfg.TrainingServers, 0) {
+		return nil, fmt.Errorf("%w: %d training and %d inference servers, more than %d together", elastic.ErrInvalid, cfg.TrainingServers, cfg.InferenceServers, elastic.MaxServers)
+	}
+	limit := cfg.MaxIntervals
+	if limit < 0 {
+		return nil, fmt.Errorf("%w: MaxIntervals %d, want >= 0 (0 means %d)", elastic.ErrInvalid, limit, DefaultMaxSteps)
+	}
+	if limit == 0 {
+		limit = DefaultMaxSteps
 	}
 	dt, orchDT := cfg.Interval, cfg.OrchestratorInterval
 	if dt == 0 {
@@ -252,6 +296,10 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 		if j.GPUsPerWorker > cfg.GPUsPerServer || j.MinWorkers > maxServers*(cfg.GPUsPerServer/j.GPUsPerWorker) {
 			return nil, fmt.Errorf("%w: job %d needs %d workers of %d GPUs; the cluster never holds more than %d servers of %d GPUs", elastic.ErrInvalid, j.ID, j.MinWorkers, j.GPUsPerWorker, maxServers, cfg.GPUsPerServer)
 		}
+		if rate, ok := bestRate(j); ok && j.Work/rate/dt > float64(limit) {
+			return nil, fmt.Errorf("%w: job %d needs at least %.3g intervals of %g s (work %g at %g per second), more than MaxIntervals (%d)",
+				ErrNoProgress, j.ID, j.Work/rate/dt, dt, j.Work, rate, limit)
+		}
 		res.Records[i] = ElasticRecord{ID: j.ID, Arrival: j.Arrival, Start: math.NaN(), Finish: math.NaN()}
 		all[i] = &elJob{job: j, rec: &res.Records[i], remaining: j.Work}
 	}
@@ -269,9 +317,12 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 	const stallAfter = 30 * 86400.0
 	var states []elastic.State
 	var spanBuf []int
-	for done < len(all) {
+	for intervals := 0; done < len(all); intervals++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
+		}
+		if intervals >= limit {
+			return nil, fmt.Errorf("%w: %d intervals (to %.0f s) with %d of %d jobs left, MaxIntervals reached", ErrNoProgress, intervals, t, len(all)-done, len(all))
 		}
 		for next < len(all) && all[next].job.Arrival <= t {
 			active = append(active, all[next])
@@ -380,10 +431,16 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 				dirty = true
 				continue
 			}
+			if e.remaining-x*run == e.remaining && run > 0 {
+				return nil, fmt.Errorf("%w: job %d's %g remaining work does not change by %g", ErrNoProgress, e.job.ID, e.remaining, x*run)
+			}
 			e.remaining -= x * run
 			kept = append(kept, e)
 		}
 		active = kept
+		if t+dt == t {
+			return nil, fmt.Errorf("%w: time %g s does not advance by an interval of %g s", ErrNoProgress, t, dt)
+		}
 		t += dt
 		if len(active) == 0 && next < len(all) && all[next].job.Arrival > t {
 			// Idle: jump to the interval of the next arrival; the servers
@@ -401,6 +458,21 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 	res.End = t
 	slices.SortFunc(res.Records, func(a, b ElasticRecord) int { return cmp.Compare(a.ID, b.ID) })
 	return res, c.Check()
+}
+
+// bestRate is the largest throughput of a job whose curve is Linear or
+// Table; ok is false for other curves, whose maximum is not known.
+func bestRate(j *elastic.Job) (rate float64, ok bool) {
+	switch c := j.Curve.(type) {
+	case elastic.Linear:
+		return c.PerWorker * float64(j.MaxWorkers), true
+	case elastic.Table:
+		for w := 1; w <= min(j.MaxWorkers, len(c)); w++ {
+			rate = math.Max(rate, c[w-1])
+		}
+		return rate, rate > 0
+	}
+	return 0, false
 }
 
 // throughputOn is the job's throughput on its placement, and how many of
@@ -488,7 +560,8 @@ func applyElastic(c *elastic.Cluster, active []*elJob, states []elastic.State, w
 // MaxWorkers when that is positive; the rest keep their requested GPUs.
 // Every worker is one GPU and scales linearly (Lyra's assumption), and
 // the work is the trace's GPU time, so a job on its requested GPUs runs
-// for the trace's duration.
+// for the trace's duration. Fraction is in [0, 1], the factors in
+// [0, elastic.MaxWorkers]. It is a plain value, safe for concurrent use.
 type ElasticSpec struct {
 	Fraction             float64
 	MinFactor, MaxFactor float64
@@ -499,8 +572,9 @@ type ElasticSpec struct {
 // Jobs converts trace jobs (ReadITP, ReadPhilly, ...): IDs and arrivals
 // are kept; jobs without a duration or GPUs are an error.
 func (s ElasticSpec) Jobs(trace []Job) ([]elastic.Job, error) {
-	if s.Fraction < 0 || s.Fraction > 1 || s.MinFactor < 0 || s.MaxFactor < 0 {
-		return nil, fmt.Errorf("%w: elastic share %v, factors %v and %v", elastic.ErrInvalid, s.Fraction, s.MinFactor, s.MaxFactor)
+	factor := func(v float64) bool { return v >= 0 && v <= elastic.MaxWorkers }
+	if !(s.Fraction >= 0 && s.Fraction <= 1) || !factor(s.MinFactor) || !factor(s.MaxFactor) || s.MaxWorkers < 0 {
+		return nil, fmt.Errorf("%w: elastic share %v (want 0 to 1), factors %v and %v (want 0 to %d), at most %d workers", elastic.ErrInvalid, s.Fraction, s.MinFactor, s.MaxFactor, elastic.MaxWorkers, s.MaxWorkers)
 	}
 	rng := rand.New(rand.NewPCG(s.Seed, 0x1a7a))
 	out := make([]elastic.Job, len(trace))

@@ -3,14 +3,12 @@ package sim
 import (
 	"cmp"
 	"container/heap"
-
 	"context"
-	"errors"
 	"fmt"
-	"github.com/gpusched/gpusched/gang"
 	"math"
 	"slices"
 
+	"github.com/gpusched/gpusched/gang"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/topology"
@@ -24,35 +22,41 @@ import (
 // The scheduler's view and answers are package gang's, so that queue and
 // gang policies need not import the simulator.
 type (
-	// JobView is what an EventScheduler sees of a job.
+	// JobView is what an EventScheduler sees of a job (gang.JobView: a
+	// plain value, safe for concurrent reads).
 	JobView = gang.JobView
-	// Decision is an EventScheduler's answer.
+	// Decision is an EventScheduler's answer (gang.Decision: a plain
+	// value, safe for concurrent reads).
 	Decision = gang.Decision
-	// Start places a waiting job.
+	// Start places a waiting job (gang.Start: safe for concurrent use).
 	Start = gang.Start
-	// EventScheduler decides at each event.
+	// EventScheduler decides at each event (gang.Scheduler: whether it is
+	// safe for concurrent use is each implementation's).
 	EventScheduler = gang.Scheduler
-	// EventFIFO is gang.FIFO.
+	// EventFIFO is gang.FIFO (safe for concurrent use).
 	EventFIFO = gang.FIFO
 )
 
 // EventConfig describes an event-driven simulation.
+// It is a plain value, safe for concurrent reads (its Scheduler decides
+// whether runs may share it: gang.Priority and gang.FIFO may,
+// gang.OnServers may not).
 type EventConfig struct {
 	Types      []topology.GPUType
 	Capacity   []int
 	Throughput perfmodel.ThroughputModel
 	Scheduler  EventScheduler
 	// Timer, if positive, also calls the scheduler every Timer seconds while
-	// jobs wait or run (for schedulers that act on attained service).
+	// jobs wait or run (for schedulers that act on attained service); it is
+	// 0 or in [MinPeriod, MaxPeriod].
 	Timer float64
 	// Restart is the time a job loses each time it starts after a
-	// preemption (checkpoint and restore), in seconds.
+	// preemption (checkpoint and restore), in seconds (at most MaxPeriod).
 	Restart  float64
 	Progress func(done, total int)
+	// MaxEvents bounds the events handled (0 means DefaultMaxSteps).
+	MaxEvents int
 }
-
-// ErrBadDecision reports an EventScheduler's impossible decision.
-var ErrBadDecision = errors.New("sim: impossible scheduling decision")
 
 type evJob struct {
 	view    JobView
@@ -86,13 +90,29 @@ func (h *eventHeap) Pop() any {
 	return x
 }
 
-// RunEvents simulates jobs under an event-driven scheduler.
+// RunEvents simulates jobs under an event-driven scheduler. Configurations
+// and jobs out of range give an error wrapping ErrInvalid (as for Run;
+// Timer 0 or in [MinPeriod, MaxPeriod], Restart finite and >= 0). With a
+// timer, a job that would need more than MaxEvents timer events even at
+// its best rate is refused up front; a run that reaches MaxEvents events,
+// or whose clock stops advancing, stops with ErrNoProgress. A scheduler's
+// error stops the run and is returned wrapped.
 func RunEvents(ctx context.Context, cfg EventConfig, jobs []Job) (*Result, error) {
-	if len(cfg.Types) == 0 || len(cfg.Types) != len(cfg.Capacity) {
-		return nil, fmt.Errorf("sim: %d GPU types and %d capacities", len(cfg.Types), len(cfg.Capacity))
+	if err := checkCluster(cfg.Types, cfg.Capacity); err != nil {
+		return nil, err
 	}
 	if cfg.Scheduler == nil {
-		return nil, errors.New("sim: no scheduler")
+		return nil, invalid("no scheduler")
+	}
+	if err := checkPeriod("timer", cfg.Timer); err != nil {
+		return nil, err
+	}
+	if !(cfg.Restart >= 0 && cfg.Restart <= MaxPeriod) {
+		return nil, invalid("restart time %v s, outside [0, %g]", cfg.Restart, MaxPeriod)
+	}
+	limit, err := maxSteps("MaxEvents", cfg.MaxEvents)
+	if err != nil {
+		return nil, err
 	}
 	model := cfg.Throughput
 	if model == nil {
@@ -105,27 +125,28 @@ func RunEvents(ctx context.Context, cfg EventConfig, jobs []Job) (*Result, error
 	byID := map[int]*evJob{}
 	for _, j := range order {
 		if byID[j.ID] != nil {
-			return nil, fmt.Errorf("sim: job ID %d appears twice", j.ID)
+			return nil, invalid("job ID %d appears twice", j.ID)
 		}
-		if !(j.Steps > 0) || math.IsInf(j.Steps, 0) || math.IsNaN(j.Arrival) || math.IsInf(j.Arrival, 0) {
-			return nil, fmt.Errorf("sim: job %d: steps %v, arrival %v", j.ID, j.Steps, j.Arrival)
+		if err := checkJob(&j); err != nil {
+			return nil, err
 		}
-		e := &evJob{rec: &Record{Job: j, Start: -1, Finish: -1, GPUSeconds: make([]float64, len(cfg.Types))}}
-		e.view = JobView{ID: j.ID, Arrival: j.Arrival, ScaleFactor: j.Key.ScaleFactor, Weight: j.Weight, Steps: j.Steps, Remaining: j.Steps,
-			Throughput: make([]float64, len(cfg.Types)), Type: -1, Duration: j.Duration, Queued: j.Arrival}
-		ok := false
-		for k, t := range cfg.Types {
-			v, err := model.Throughput(j.Key, t)
-			if err != nil {
-				return nil, fmt.Errorf("sim: job %d: %w", j.ID, err)
-			}
-			e.view.Throughput[k] = v
-			ok = ok || (v > 0 && cfg.Capacity[k] >= j.Key.ScaleFactor)
+		tput, best, err := jobRates(model, cfg.Types, cfg.Capacity, &j)
+		if err != nil {
+			return nil, err
 		}
-		if !ok {
+		if best == 0 {
 			res.Unschedulable = append(res.Unschedulable, j)
 			continue
 		}
+		// The timer fires while the job is present, at least its run time
+		// at its best rate.
+		if need := j.Steps / best / cfg.Timer; cfg.Timer > 0 && need > float64(limit) {
+			return nil, fmt.Errorf("%w: job %d runs at least %g s (%g steps at %g steps/s): %.3g timer events of %g s, more than MaxEvents (%d)",
+				ErrNoProgress, j.ID, j.Steps/best, j.Steps, best, need, cfg.Timer, limit)
+		}
+		e := &evJob{rec: &Record{Job: j, Start: -1, Finish: -1, GPUSeconds: make([]float64, len(cfg.Types))}}
+		e.view = JobView{ID: j.ID, Arrival: j.Arrival, ScaleFactor: j.Key.ScaleFactor, Weight: j.Weight, Steps: j.Steps, Remaining: j.Steps,
+			Throughput: tput, Type: -1, Duration: j.Duration, Queued: j.Arrival}
 		all = append(all, e)
 		byID[j.ID] = e
 	}
@@ -224,9 +245,12 @@ func RunEvents(ctx context.Context, cfg EventConfig, jobs []Job) (*Result, error
 		return nil
 	}
 	idleTimers := 0
-	for done < len(all) {
+	for events := 0; done < len(all); events++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
+		}
+		if events >= limit {
+			return nil, fmt.Errorf("%w: %d events (to %.0f s) with %d of %d jobs left, MaxEvents reached", ErrNoProgress, events, t, len(all)-done, len(all))
 		}
 		// The next event: an arrival, a completion or a timer.
 		nextT := math.Inf(1)
@@ -244,6 +268,9 @@ func RunEvents(ctx context.Context, cfg EventConfig, jobs []Job) (*Result, error
 		}
 		if math.IsInf(nextT, 1) {
 			return nil, fmt.Errorf("%w at %.0f s: %d jobs wait and nothing runs", ErrStalled, t, len(waiting))
+		}
+		if nextT <= t && cfg.Timer > 0 && t+cfg.Timer == t {
+			return nil, fmt.Errorf("%w: time %g s does not advance by a timer of %g s", ErrNoProgress, t, cfg.Timer)
 		}
 		advance(nextT)
 		changed := false

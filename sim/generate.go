@@ -31,6 +31,8 @@ import (
 // Gavel seeds its job generator with seed+2 and its arrivals with seed+3;
 // so does this, but with Go's PCG rather than Python's Mersenne Twister,
 // so the jobs follow the same distributions, not the same draws.
+//
+// Generate only reads the GavelWorkload: it is safe for concurrent use.
 type GavelWorkload struct {
 	Rate          float64
 	MultiGPU      bool
@@ -43,10 +45,11 @@ type GavelWorkload struct {
 	Reference topology.GPUType
 }
 
-// Generate returns n jobs, with IDs 0 to n-1 in order of arrival.
+// Generate returns n jobs (at most MaxJobs), with IDs 0 to n-1 in order
+// of arrival.
 func (w *GavelWorkload) Generate(n int) ([]Job, error) {
-	if n < 0 || math.IsNaN(w.Rate) || w.Rate < 0 || math.IsInf(w.Rate, 0) {
-		return nil, fmt.Errorf("sim: Gavel workload: %d jobs at %v jobs/h", n, w.Rate)
+	if n < 0 || n > MaxJobs || math.IsNaN(w.Rate) || w.Rate < 0 || math.IsInf(w.Rate, 0) {
+		return nil, invalid("Gavel workload: %d jobs (want 0 to %d) at %v jobs/h (want finite and >= 0)", n, MaxJobs, w.Rate)
 	}
 	tab := w.Table
 	if tab == nil {

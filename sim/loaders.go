@@ -261,6 +261,9 @@ func ReadAlibabaPods(r io.Reader, name string) ([]Job, error) {
 // Model (default: Extrapolated over Gavel's table, so that jobs of 16 to
 // 128 GPUs run too). Jobs with a model keep it; a job without a model or
 // without a positive duration is an error.
+//
+// Apply only reads the AssignModels: it is safe for concurrent use (on
+// distinct job slices).
 type AssignModels struct {
 	Seed      uint64
 	Table     *perfmodel.Table

@@ -5,7 +5,8 @@ import (
 	"slices"
 )
 
-// Summary gives the usual metrics over a set of jobs.
+// Summary gives the usual metrics over a set of jobs. It is a plain value,
+// safe for concurrent use.
 type Summary struct {
 	Jobs int
 	// JCT statistics, in seconds.
@@ -30,7 +31,9 @@ type Summary struct {
 // Summarise computes metrics over the jobs whose position in order of
 // arrival is in [from, to) (Gavel measures jobs 4000 to 5000 of a
 // continuous trace); to <= 0 means all jobs from from on. Makespan and
-// utilisation always cover the whole run.
+// utilisation always cover the whole run. The cost counts the prices the
+// engine was configured with (none for a Result built by hand). Summarise
+// only reads r.
 func (r *Result) Summarise(from, to int) Summary {
 	recs := slices.Clone(r.Records)
 	slices.SortStableFunc(recs, func(a, b Record) int {
@@ -61,7 +64,9 @@ func (r *Result) Summarise(from, to int) Summary {
 			s.MeanQueueing += rec.Start - rec.Arrival
 			s.Preemptions += float64(rec.Preemptions)
 			for k, g := range rec.GPUSeconds {
-				s.Cost += g / 3600 * r.prices[k]
+				if k < len(r.prices) { // a Result built by hand has none
+					s.Cost += g / 3600 * r.prices[k]
+				}
 			}
 		}
 		slices.Sort(jct)

@@ -22,6 +22,9 @@ import (
 // sizes, and its batch-size limits. Progress counts steps at InitBatch
 // weighted by statistical efficiency, as in the artifact's simulator; the
 // job ends after MaxEpochs epochs.
+//
+// A PolluxApp is not changed after LoadPolluxApp: safe for concurrent
+// use.
 type PolluxApp struct {
 	Name                string
 	Samples             []elastic.PerfSample
@@ -329,6 +332,10 @@ func (a *PolluxApp) FitError() float64 {
 // job runs the batch configuration the model picks, at the step and sync
 // times measured for that placement (PolluxApp.Measured), or the model's
 // where the profile has none.
+//
+// A GoodputCurve caches its choices and follows its job's progress: it
+// is not safe for concurrent use (give each job its own, as PolluxJobs
+// does).
 type GoodputCurve struct {
 	App         *PolluxApp
 	Batch       float64

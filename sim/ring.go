@@ -12,7 +12,8 @@ import (
 )
 
 // RingSetup is a ring-all-reduce experiment: a cluster, offline jobs and
-// the iteration-time model their speeds follow.
+// the iteration-time model their speeds follow. It is a plain value, safe
+// for concurrent reads.
 type RingSetup struct {
 	Cluster *topology.Cluster
 	Jobs    []ring.Job
@@ -24,7 +25,9 @@ type RingSetup struct {
 var RingPaperSizes = [][2]int{{1, 80}, {2, 14}, {4, 26}, {8, 30}, {16, 8}, {32, 2}}
 
 // RingPaperConfig chooses an instance of the paper's experiment; zero
-// fields take the defaults RingPaperSetup names.
+// fields take the defaults RingPaperSetup names. Servers is 1 to
+// MaxRingServers, GPUsPerServer at most 32, Jobs at most MaxJobs. It is a
+// plain value, safe for concurrent use.
 type RingPaperConfig struct {
 	Seed    uint64
 	Servers int
@@ -74,8 +77,15 @@ func RingPaperSetup(cfg RingPaperConfig) (*RingSetup, error) {
 	if cfg.Xi2 == 0 {
 		cfg.Xi2 = 0.0001
 	}
-	if servers < 1 {
-		return nil, fmt.Errorf("%w: %d servers", topology.ErrInvalidCount, servers)
+	if servers < 1 || servers > MaxRingServers {
+		return nil, fmt.Errorf("%w: %d servers, want 1 to %d", topology.ErrInvalidCount, servers, MaxRingServers)
+	}
+	if cfg.GPUsPerServer < 0 || cfg.GPUsPerServer > 32 || cfg.Jobs < 0 || cfg.Jobs > MaxJobs {
+		return nil, invalid("%d GPUs per server (want 0 to 32; 0 draws from {4, 8, 16, 32}) and %d jobs (want 0 to %d)", cfg.GPUsPerServer, cfg.Jobs, MaxJobs)
+	}
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	if !(cfg.CommShare > 0) || !finite(cfg.CommShare) || !(cfg.Alpha >= 0) || !finite(cfg.Alpha) {
+		return nil, invalid("communication share %v (want finite and > 0) and alpha %v (want finite and >= 0)", cfg.CommShare, cfg.Alpha)
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x41ee))
 	c := &topology.Cluster{Name: fmt.Sprintf("ring-%d-servers", servers)}
@@ -134,10 +144,12 @@ func RingPaperSetup(cfg RingPaperConfig) (*RingSetup, error) {
 // seconds, so that Summarise gives its JCT statistics, queueing, makespan
 // and utilisation (busy GPUs over the cluster's, sampled at every start
 // and finish). Each record's Isolated time is the job's estimate rho^, so
-// its rho is the slowdown over running alone on the fewest servers.
+// its rho is the slowdown over running alone on the fewest servers. A
+// schedule that does not match the jobs or the cluster is an error
+// wrapping ErrInvalid.
 func RingResult(c *topology.Cluster, jobs []ring.Job, s *ring.Schedule) (*Result, error) {
 	if len(s.Jobs) != len(jobs) {
-		return nil, fmt.Errorf("sim: %d outcomes for %d jobs", len(s.Jobs), len(jobs))
+		return nil, invalid("%d outcomes for %d jobs", len(s.Jobs), len(jobs))
 	}
 	total := c.NumGPUs()
 	r := &Result{Types: c.GPUTypes(), Records: make([]Record, len(jobs)), prices: make([]float64, len(c.GPUTypes()))}
@@ -149,6 +161,13 @@ func RingResult(c *topology.Cluster, jobs []ring.Job, s *ring.Schedule) (*Result
 	var changes []change
 	for i, j := range jobs {
 		o := s.Jobs[i]
+		for srv, gpus := range o.GPUs {
+			for _, g := range gpus {
+				if srv < 0 || srv >= len(c.Servers) || g < 0 || g >= len(c.Servers[srv].GPUs) {
+					return nil, invalid("job %d ran on GPU %d of server %d, which the cluster does not have", j.ID, g, srv)
+				}
+			}
+		}
 		r.Records[i] = Record{
 			Job:        Job{ID: j.ID, Arrival: float64(j.Arrival), Steps: float64(j.Iterations), Weight: 1, Key: perfmodel.JobKey{ScaleFactor: j.GPUs}},
 			Start:      float64(o.Start),

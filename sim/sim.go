@@ -3,7 +3,6 @@ package sim
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -22,6 +21,9 @@ import (
 // steps at its rate T (or its co-located rate when paired) and may finish
 // before the round ends; the next round starts when the last assigned job
 // of this one stops.
+//
+// It is a plain value, safe for concurrent reads (its Policy decides
+// whether runs may share it; this package's policies are safe).
 type Config struct {
 	// Types and Capacity give the cluster: the number of GPUs of each type.
 	Types    []topology.GPUType
@@ -34,8 +36,9 @@ type Config struct {
 	// Colocation gives co-located rates; set it to let policies share GPUs
 	// (Gavel's table implements it).
 	Colocation perfmodel.ColocationModel
-	// Policy allocates; RoundLength (default 360 s) and MinResetInterval
-	// (default 1920 s) configure the mechanism, as in allocation.Rounds.
+	// Policy allocates; RoundLength (default 360 s, else in [MinPeriod,
+	// MaxPeriod]) and MinResetInterval (default 1920 s) configure the
+	// mechanism, as in allocation.Rounds.
 	Policy           allocation.Policy
 	RoundLength      float64
 	MinResetInterval float64
@@ -44,14 +47,18 @@ type Config struct {
 	ShuffleTypes  bool
 	Seed          uint64
 	// Prices per GPU-hour of each type, for the cost metric (default:
-	// allocation.DefaultPrices where known, else 0).
+	// allocation.DefaultPrices where known, else 0); one per type, finite
+	// and >= 0.
 	Prices []float64
 	// Progress, if set, is called after every round with the jobs
 	// finished so far and the total.
 	Progress func(done, total int)
+	// MaxRounds bounds the rounds (0 means DefaultMaxSteps).
+	MaxRounds int
 }
 
 // Record is what happened to one job.
+// It is a plain value, safe for concurrent reads.
 type Record struct {
 	Job
 	// Start is when the job first ran, Finish when it completed (seconds;
@@ -82,6 +89,8 @@ func (r *Record) Rho() float64 {
 func (r *Record) JCT() float64 { return r.Finish - r.Arrival }
 
 // Result is a simulation's outcome.
+// It is a plain value: safe for concurrent reads (Summarise only reads
+// it), not for writes while others read it.
 type Result struct {
 	Types    []topology.GPUType
 	Capacity []int
@@ -100,11 +109,8 @@ type Result struct {
 }
 
 // Sample is one point of a time series.
+// It is a plain value, safe for concurrent use.
 type Sample struct{ Time, Value float64 }
-
-// ErrStalled reports a simulation in which jobs remain but none can make
-// progress.
-var ErrStalled = errors.New("sim: simulation stalled")
 
 type running struct {
 	rec       *Record
@@ -115,17 +121,44 @@ type running struct {
 	crowd float64
 }
 
-// Run simulates jobs (in any order) to completion.
+// Run simulates jobs (in any order) to completion. Configurations and jobs
+// out of range give an error wrapping ErrInvalid (rates, steps, weights,
+// times and capacities in package allocation's ranges; RoundLength 0 or
+// in [MinPeriod, MaxPeriod]). A job that would need more than MaxRounds
+// rounds even at its best rate is refused up front, and a run that
+// reaches MaxRounds stops, both with ErrNoProgress.
 func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
-	if len(cfg.Types) == 0 || len(cfg.Types) != len(cfg.Capacity) {
-		return nil, fmt.Errorf("sim: %d GPU types and %d capacities", len(cfg.Types), len(cfg.Capacity))
+	if err := checkCluster(cfg.Types, cfg.Capacity); err != nil {
+		return nil, err
 	}
 	if cfg.Policy == nil {
-		return nil, errors.New("sim: no policy")
+		return nil, invalid("no policy")
+	}
+	if err := checkPeriod("round length", cfg.RoundLength); err != nil {
+		return nil, err
+	}
+	if math.IsNaN(cfg.MinResetInterval) || math.IsInf(cfg.MinResetInterval, 0) {
+		return nil, invalid("minimum reset interval %v s", cfg.MinResetInterval)
+	}
+	if cfg.Prices != nil && len(cfg.Prices) != len(cfg.Types) {
+		return nil, invalid("%d prices for %d GPU types", len(cfg.Prices), len(cfg.Types))
+	}
+	for k, p := range cfg.Prices {
+		if !(p >= 0) || math.IsInf(p, 0) {
+			return nil, invalid("price of %s is %v, want finite and >= 0", cfg.Types[k], p)
+		}
+	}
+	limit, err := maxSteps("MaxRounds", cfg.MaxRounds)
+	if err != nil {
+		return nil, err
 	}
 	model := cfg.Throughput
 	if model == nil {
 		model = gavel.Simulation()
+	}
+	length := cfg.RoundLength
+	if length <= 0 {
+		length = 360
 	}
 	res := &Result{Types: cfg.Types, Capacity: cfg.Capacity, prices: prices(cfg)}
 	order := slices.Clone(jobs)
@@ -135,29 +168,27 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 	ids := map[int]bool{}
 	for _, j := range order {
 		if ids[j.ID] {
-			return nil, fmt.Errorf("sim: job ID %d appears twice", j.ID)
+			return nil, invalid("job ID %d appears twice", j.ID)
 		}
 		ids[j.ID] = true
-		if !(j.Steps > 0) || math.IsInf(j.Steps, 0) || math.IsNaN(j.Arrival) || math.IsInf(j.Arrival, 0) {
-			return nil, fmt.Errorf("sim: job %d: steps %v, arrival %v", j.ID, j.Steps, j.Arrival)
+		if err := checkJob(&j); err != nil {
+			return nil, err
 		}
-		r := &running{rec: &Record{Job: j, Start: -1, Finish: -1, GPUSeconds: make([]float64, len(cfg.Types))}, remaining: j.Steps, tput: make([]float64, len(cfg.Types))}
-		ok := false
-		for k, t := range cfg.Types {
-			v, err := model.Throughput(j.Key, t)
-			if err != nil {
-				return nil, fmt.Errorf("sim: job %d: %w", j.ID, err)
-			}
-			r.tput[k] = v
-			if v > 0 && cfg.Capacity[k] >= j.Key.ScaleFactor {
-				ok = true
-			}
+		tput, best, err := jobRates(model, cfg.Types, cfg.Capacity, &j)
+		if err != nil {
+			return nil, err
 		}
-		if !ok {
+		if best == 0 {
 			res.Unschedulable = append(res.Unschedulable, j)
 			continue
 		}
-		all = append(all, r)
+		// A job makes at most rate x length steps a round: it needs at
+		// least steps / (rate x length) rounds.
+		if need := j.Steps / (best * length); need > float64(limit) {
+			return nil, fmt.Errorf("%w: job %d needs at least %.3g rounds of %g s (%g steps at %g steps/s), more than MaxRounds (%d)",
+				ErrNoProgress, j.ID, need, length, j.Steps, best, limit)
+		}
+		all = append(all, &running{rec: &Record{Job: j, Start: -1, Finish: -1, GPUSeconds: make([]float64, len(cfg.Types))}, remaining: j.Steps, tput: tput})
 	}
 	pairs, err := newPairCache(cfg, all)
 	if err != nil {
@@ -166,10 +197,6 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 	mech := &allocation.Rounds{
 		Policy: &countingPolicy{cfg.Policy, &res.Allocations}, RoundLength: cfg.RoundLength, MinResetInterval: cfg.MinResetInterval,
 		GPUsPerServer: cfg.GPUsPerServer, PerTypeQueues: cfg.PerTypeQueues, ShuffleTypes: cfg.ShuffleTypes, Seed: cfg.Seed,
-	}
-	length := cfg.RoundLength
-	if length <= 0 {
-		length = 360
 	}
 	totalGPUs := 0
 	for _, c := range cfg.Capacity {
@@ -186,6 +213,9 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 	for done < len(all) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
+		}
+		if res.Rounds >= limit {
+			return nil, fmt.Errorf("%w: %d rounds (to %.0f s) with %d of %d jobs left, MaxRounds reached", ErrNoProgress, res.Rounds, t, len(all)-done, len(all))
 		}
 		for next < len(all) && all[next].rec.Arrival <= t {
 			active = append(active, all[next])
@@ -238,6 +268,9 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 				}
 				d := steps / rate
 				longest = math.Max(longest, d)
+				if r.remaining-steps == r.remaining {
+					return nil, fmt.Errorf("%w: job %d's %g remaining steps do not change by %g", ErrNoProgress, id, r.remaining, steps)
+				}
 				r.remaining -= steps
 				if r.remaining <= 1e-9*r.rec.Steps {
 					r.remaining = 0
@@ -262,6 +295,9 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 				return nil, fmt.Errorf("%w at %.0f s with %d jobs waiting", ErrStalled, t, len(active))
 			}
 			end = t + length
+			if end == t {
+				return nil, fmt.Errorf("%w: time %g s does not advance by a round of %g s", ErrNoProgress, t, length)
+			}
 		} else {
 			idle = 0
 		}

@@ -13,6 +13,7 @@ import (
 )
 
 // Job is one job of a trace.
+// It is a plain value, safe for concurrent use.
 type Job struct {
 	// ID identifies the job; loaders number jobs from 0 in file order.
 	ID int
@@ -40,6 +41,7 @@ type Job struct {
 var ErrMalformedTrace = errors.New("malformed trace")
 
 // ParseError locates a bad row of a trace.
+// It is not changed after it is returned: safe for concurrent reads.
 type ParseError struct {
 	File string
 	Line int
