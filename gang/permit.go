@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// PermitStatus is the answer of Coscheduler.Permit.
+// PermitStatus is the answer of Coscheduler.Permit. Its values are
+// constants, safe for concurrent use.
 type PermitStatus int
 
 const (

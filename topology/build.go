@@ -7,6 +7,7 @@ import (
 )
 
 // Interconnect names how the GPUs of a built server are linked.
+// Its values are constants, safe for concurrent use.
 type Interconnect string
 
 // Interconnects understood by [ServerTemplate] and the JSON spec. Besides
@@ -31,6 +32,8 @@ const (
 )
 
 // ServerTemplate describes one shape of server for the builders.
+//
+// It is a plain value, safe for concurrent use.
 type ServerTemplate struct {
 	// Type is the type of every GPU.
 	Type GPUType

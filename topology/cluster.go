@@ -7,6 +7,7 @@ import (
 )
 
 // GPU is one GPU of a server.
+// It is a plain value, safe for concurrent use.
 type GPU struct {
 	// Index is the GPU's index in its server, as NVML and CUDA number it.
 	// Indices are unique within a server; rows and columns of the server's
@@ -28,6 +29,8 @@ type GPU struct {
 }
 
 // Server is one machine: its GPUs, how they are linked, and its network.
+// A Server is a plain value: safe for concurrent reads (its methods only
+// read it), not for writes while others read it.
 type Server struct {
 	// ID names the server; unique in a cluster.
 	ID string
@@ -85,6 +88,9 @@ func (s *Server) PairBandwidth(i, j int) float64 {
 func (s *Server) NICGBps() float64 { return s.NICGbps / 8 }
 
 // Cluster is a set of servers.
+// A Cluster is a plain value: safe for concurrent reads (its methods only
+// read it, and schedulers and simulators share one), not for writes while
+// others read it.
 type Cluster struct {
 	// Name is an optional name for reports.
 	Name string

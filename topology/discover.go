@@ -10,6 +10,7 @@ import (
 // Discoverer finds the cluster (or the local server) a scheduler runs on.
 // The NVML implementation lives in the subpackage nvml (cgo); Static reads
 // a JSON spec.
+// Implementations should be safe for concurrent use (Static is).
 type Discoverer interface {
 	Discover(ctx context.Context) (*Cluster, error)
 }
@@ -19,6 +20,7 @@ var ErrNoDriver = errors.New("topology: no NVIDIA driver found (NVML library not
 
 // Static discovers the cluster described by a JSON spec (see ClusterSpec),
 // given as bytes or as a file path.
+// It is safe for concurrent use: Discover only reads its spec.
 type Static struct {
 	Spec []byte
 	Path string

@@ -42,6 +42,7 @@ var (
 
 // SpecError describes one problem in a cluster or its spec: where it is, what
 // is wrong, and which kind of problem it is.
+// It is not changed after it is returned: safe for concurrent reads.
 type SpecError struct {
 	// Where locates the problem, for instance `servers[3] "v100-3": gpus[2]`
 	// or `line 7`. It may be empty.

@@ -10,6 +10,7 @@ import (
 // carry nominal hardware facts (see [GPUType.Info]); a custom type is equally
 // valid and simply has none. Gavel's throughput table uses the keys "k80",
 // "p100" and "v100", which are the constants of the same name.
+// A GPUType is a plain string value, safe for concurrent use.
 type GPUType string
 
 // Well-known GPU types.
@@ -29,6 +30,7 @@ const (
 
 // GPUInfo holds nominal facts about a well-known GPU type, from NVIDIA's
 // data sheets (SXM variants where there are several).
+// It is a plain value, safe for concurrent use.
 type GPUInfo struct {
 	// Name is the product name.
 	Name string

@@ -9,6 +9,7 @@ import (
 // LinkClass is how two GPUs of one server are connected, ordered from the
 // farthest to the closest, so that a larger class is a better connection.
 // The names in brackets are those of nvidia-smi topo -m.
+// Its values are constants, safe for concurrent use.
 type LinkClass uint8
 
 const (
@@ -67,6 +68,7 @@ func (c LinkClass) String() string {
 }
 
 // Link is the connection between two GPUs of a server.
+// It is a plain value, safe for concurrent use.
 type Link struct {
 	// Class is the kind of connection.
 	Class LinkClass

@@ -23,6 +23,9 @@ import (
 //	     "links": [["X", "NV12"], ["NV12", "X"]]}
 //	  ]
 //	}
+//
+// A ClusterSpec is a plain value: safe for concurrent reads (Build only
+// reads it), not for writes while others read it.
 type ClusterSpec struct {
 	Name    string       `json:"name,omitempty"`
 	Servers []ServerSpec `json:"servers"`
@@ -31,6 +34,7 @@ type ClusterSpec struct {
 // ServerSpec is the JSON form of one server, or of Count identical servers.
 // Give either GPUType and GPUs (with an optional Interconnect or Links), or
 // Devices (with optional Links).
+// It is a plain value, safe for concurrent reads.
 type ServerSpec struct {
 	// ID names the server; with Count, servers are named ID-0, ID-1, ...
 	// An empty ID becomes "server-<position>".
@@ -63,6 +67,7 @@ type ServerSpec struct {
 }
 
 // DeviceSpec is the JSON form of one GPU.
+// It is a plain value, safe for concurrent reads.
 type DeviceSpec struct {
 	// Index defaults to the device's position in the list.
 	Index *int   `json:"index,omitempty"`
