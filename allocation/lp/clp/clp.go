@@ -53,7 +53,8 @@ var errStopped = errors.New("CLP stopped on numerical errors")
 
 // Solve implements [lp.Solver]. CLP cannot be interrupted mid-solve: the
 // context is checked before and after, and its deadline, if any, becomes
-// CLP's time limit.
+// CLP's time limit. Finite bounds of 1e20 or more in magnitude, which CLP
+// would read as no bound, are refused with lp.ErrInvalidModel.
 func (s *Solver) Solve(ctx context.Context, m *lp.Model) (*lp.Solution, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
@@ -77,6 +78,12 @@ func (s *Solver) Solve(ctx context.Context, m *lp.Model) (*lp.Solution, error) {
 	}
 	colLo, colUp := m.VarBounds()
 	rowLo, rowUp := m.RowBounds()
+	if err := checkBounds("variable", colLo, colUp); err != nil {
+		return nil, err
+	}
+	if err := checkBounds("row", rowLo, rowUp); err != nil {
+		return nil, err
+	}
 	cColLo, cColUp, cObj := doubles(colLo), doubles(colUp), doubles(m.Objective())
 	cRowLo, cRowUp := doubles(rowLo), doubles(rowUp)
 
@@ -141,6 +148,26 @@ func (s *Solver) Solve(ctx context.Context, m *lp.Model) (*lp.Solution, error) {
 		return sol, lp.StatusError(sol.Status, fmt.Errorf("%w (Clp_status %d)", errStopped, int(C.Clp_status(model))))
 	}
 	return sol, lp.StatusError(sol.Status, nil)
+}
+
+// clpInfinity is where CLP's simplex reads a finite bound as no bound
+// (measured with CLP 1.17.6: a variable bounded by 1e20 makes a bounded
+// problem "unbounded"; 9.99e19 does not).
+const clpInfinity = 1e20
+
+// checkBounds refuses finite bounds that CLP would read as infinite, which
+// would turn a bounded problem into an unbounded one; the error wraps
+// lp.ErrInvalidModel.
+func checkBounds(kind string, lo, up []float64) error {
+	for i := range lo {
+		for _, b := range [2]float64{lo[i], up[i]} {
+			if !math.IsInf(b, 0) && math.Abs(b) >= clpInfinity {
+				return fmt.Errorf("%w: %s %d has bound %v, which CLP reads as no bound (|bound| >= %g): use lp.Inf or -lp.Inf, or a bound below it",
+					lp.ErrInvalidModel, kind, i, b, clpInfinity)
+			}
+		}
+	}
+	return nil
 }
 
 // doubles copies v for C, mapping infinities to CLP's infinity (DBL_MAX).

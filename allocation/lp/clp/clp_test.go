@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/gpusched/gpusched/allocation/lp"
@@ -41,6 +42,35 @@ func TestInvalidModel(t *testing.T) {
 	sol, err := (&Solver{}).Solve(context.Background(), m)
 	if !errors.Is(err, lp.ErrInvalidModel) || sol != nil {
 		t.Fatalf("got %v, %v", sol, err)
+	}
+}
+
+// A bounded problem with huge finite bounds is refused, not called
+// unbounded (CLP reads bounds of 1e20 or more as no bound); just below, it
+// is solved.
+func TestHugeBounds(t *testing.T) {
+	build := func(b float64) *lp.Model {
+		m := lp.NewModel(lp.Maximize)
+		x := m.AddVar(-b, b, 1)
+		y := m.AddVar(0, 1, 1)
+		m.AddRow(-lp.Inf, b, []int{x, y}, []float64{1, 1})
+		return m
+	}
+	for _, alg := range []Algorithm{Dual, Primal, Auto, Barrier} {
+		_, err := (&Solver{Algorithm: alg}).Solve(context.Background(), build(1e308))
+		if !errors.Is(err, lp.ErrInvalidModel) || !strings.Contains(err.Error(), "variable 0 has bound -1e+308, which CLP reads as no bound") {
+			t.Errorf("%v: bounds of 1e308: %v", alg, err)
+		}
+		sol, err := (&Solver{Algorithm: alg}).Solve(context.Background(), build(9e19))
+		if err != nil || sol.Objective < 8.99e19 {
+			t.Errorf("%v: bounds of 9e19: %v, %+v", alg, err, sol)
+		}
+	}
+	m := lp.NewModel(lp.Minimize)
+	x := m.AddVar(0, 1, 1)
+	m.AddRow(-1e20, 1, []int{x}, []float64{1})
+	if _, err := (&Solver{}).Solve(context.Background(), m); !errors.Is(err, lp.ErrInvalidModel) || !strings.Contains(err.Error(), "row 0 has bound -1e+20") {
+		t.Errorf("row bound -1e20: %v", err)
 	}
 }
 
