@@ -13,6 +13,9 @@ import (
 // normalised rate (a constant guess: 0.145), 70% within 0.10; physical
 // 0.069 (0.180), 78%.
 func TestFittedColocationLeaveOneOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the leave-one-out refits take half a minute under -race; they run without -short")
+	}
 	for _, tc := range []struct {
 		name     string
 		table    *Table

@@ -54,6 +54,9 @@ func readWorkload(t *testing.T, n int) []Job {
 // two files' first rows. Every application's fitted step time is within
 // 15% (root mean squared log error) of its measured steps.
 func TestPolluxApps(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fits six models (40 s under -race); runs without -short")
+	}
 	apps := loadPollux(t)
 	b := apps["bert"]
 	assert.Equal(t, 2, b.MaxEpochs)
