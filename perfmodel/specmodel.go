@@ -13,6 +13,7 @@ import (
 
 // HardwareSpec holds the nominal rates of one GPU type from its vendor's
 // data sheet.
+// It is a plain value, safe for concurrent reads.
 type HardwareSpec struct {
 	Type topology.GPUType
 	// Name is the product, such as "H100 SXM5 80 GB".
@@ -38,6 +39,7 @@ func (s *HardwareSpec) validate() error {
 
 // Precision is the arithmetic a job trains in, which decides the compute
 // rate of a GPU that it sees.
+// Its values are constants, safe for concurrent use.
 type Precision int
 
 const (
@@ -68,6 +70,7 @@ var FeatureNames = [nFeatures]string{"compute", "bandwidth"}
 
 // Observation is a measured rate: job Job at Rate steps per second on GPU
 // type Type (the whole job's rate, as in [ThroughputModel]).
+// It is a plain value, safe for concurrent reads.
 type Observation struct {
 	Job       JobKey
 	Type      topology.GPUType
@@ -92,6 +95,7 @@ func Observations(t *Table, p Precision, source string) []Observation {
 }
 
 // Estimate is a model's answer with its provenance.
+// It is a plain value, safe for concurrent reads.
 type Estimate struct {
 	// Rate is in steps per second; 0 means the job cannot run there.
 	Rate float64
@@ -146,6 +150,7 @@ type SpecModel struct {
 }
 
 // SpecOptions tune FitSpecModelWith.
+// It is a plain value, safe for concurrent reads.
 type SpecOptions struct {
 	// Shrinkage is lambda of the job elasticities (see SpecModel); a
 	// negative value gives every job the pooled elasticities.
@@ -473,6 +478,7 @@ func SliceShare(phi, c, b float64) float64 {
 }
 
 // TypeError is the leave-one-type-out error of the model on one type.
+// It is a plain value, safe for concurrent reads.
 type TypeError struct {
 	Type topology.GPUType
 	// N is the number of measurements predicted.

@@ -13,6 +13,7 @@ import (
 // by memory, as KAI scheduler's gpu-fraction and gpu-memory annotations and
 // HAMi's gpumem-percentage and gpumem resources do. Give Fraction or
 // MemoryMiB, not both.
+// It is a plain value, safe for concurrent reads.
 type FractionRequest struct {
 	// Fraction is the share of the GPU's memory, 0 < Fraction <= 1.
 	Fraction float64
@@ -31,6 +32,7 @@ func (r *FractionRequest) need(mem int) int {
 }
 
 // FractionGPU is a GPU that fractional requests may share.
+// It is a plain value, safe for concurrent reads.
 type FractionGPU struct {
 	Ref  GPURef
 	Type topology.GPUType
@@ -39,6 +41,7 @@ type FractionGPU struct {
 }
 
 // FractionPolicy chooses the GPU of each request.
+// Its values are constants, safe for concurrent use.
 type FractionPolicy int
 
 const (
@@ -61,6 +64,7 @@ type FractionPlacer struct {
 }
 
 // FractionResult is a packing.
+// It is a plain value, safe for concurrent reads.
 type FractionResult struct {
 	// GPU holds, per request, the index of its GPU in the input, or -1
 	// when it fits nowhere.

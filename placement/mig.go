@@ -11,6 +11,7 @@ import (
 
 // MIGGPU is one GPU the MIG planner may lay out: its product (whose profile
 // table and placement rules apply) and its current GPU instances.
+// It is a plain value, safe for concurrent reads.
 type MIGGPU struct {
 	// Ref locates the GPU in its cluster; the planner only reports it.
 	Ref GPURef
@@ -22,6 +23,7 @@ type MIGGPU struct {
 }
 
 // MIGSlot is a GPU instance of a layout.
+// It is a plain value, safe for concurrent reads.
 type MIGSlot struct {
 	topology.MIGInstance
 	// Busy marks an instance that runs work now.
@@ -35,6 +37,7 @@ type MIGSlot struct {
 
 // MIGDemand asks for Count GPU instances of a profile ("3g.40gb"), on any
 // product that has it or, with Product set, on that product only.
+// It is a plain value, safe for concurrent reads.
 type MIGDemand struct {
 	Profile string
 	Product string
@@ -53,6 +56,7 @@ type MIGDemand struct {
 // mig-parted it has to be drained. Stranded slices are, summed over the
 // GPUs, the free compute slices that no single new instance can use
 // ([topology.MIGProduct.Stranded]): the layouts' fragmentation.
+// It is a plain value, safe for concurrent reads.
 type MIGCost struct {
 	Unplaced, GPUs, BusyReconfigured, Reconfigured, Stranded int
 }
@@ -70,6 +74,7 @@ func (c MIGCost) add(o MIGCost) MIGCost {
 }
 
 // MIGPlan is the planner's answer.
+// It is a plain value, safe for concurrent reads.
 type MIGPlan struct {
 	// Layouts holds each GPU's layout after the plan, in the order of the
 	// input GPUs: busy instances where they were, kept idle ones, new ones.

@@ -40,6 +40,7 @@ import (
 // not state), and the Thor iGPU.
 
 // MIGProfile is one GPU instance profile of a MIG-capable product.
+// It is a plain value, safe for concurrent reads.
 type MIGProfile struct {
 	// Name is the profile's name without the "MIG " prefix: "1g.10gb",
 	// "1g.10gb+me" (with media extensions), "3g.40gb".
@@ -76,6 +77,7 @@ func (p *MIGProfile) Mask(start int) uint32 {
 
 // MIGProduct is a MIG-capable GPU product and its profile table. Products
 // are shared: treat them as read-only.
+// It is a plain value, safe for concurrent reads.
 type MIGProduct struct {
 	// Name names the product: "a100-40gb", "h100-80gb", "h200-141gb", ...
 	Name string
@@ -214,6 +216,7 @@ func maskSlices(m uint32) []int {
 
 // MIGInstance is one GPU instance of a layout: a profile placed at a start
 // memory slice.
+// It is a plain value, safe for concurrent reads.
 type MIGInstance struct {
 	// Profile is the profile's name, such as "3g.40gb".
 	Profile string `json:"profile"`
@@ -225,6 +228,7 @@ type MIGInstance struct {
 // table applies and which GPU instances exist. A GPU with a nil layout is
 // not in MIG mode. Layouts may be shared between GPUs by the builders:
 // treat them as read-only.
+// It is a plain value, safe for concurrent reads.
 type MIGLayout struct {
 	// Product names the product ([MIGProduct.Name]); empty means the
 	// product that matches the GPU's type and memory ([MIGProductFor]).
