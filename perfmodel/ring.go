@@ -174,16 +174,15 @@ func Contention(placements [][]ServerShare) ([]int, error) {
 		}
 		return s.Server
 	}
-	// crowd[s] counts the spanning jobs on server s; seen[s] = j+1 marks s
-	// as met while visiting job j, and -(j+1) as counted for it.
-	crowd := make([]int, n)
-	seen := make([]int, n)
+	// srv[s].crowd counts the spanning jobs on server s; srv[s].seen = j+1
+	// marks s as met while visiting job j, and -(j+1) as counted for it.
+	srv := make([]struct{ crowd, seen int }, n)
 	p := make([]int, len(placements))
 	for j, pl := range placements {
 		servers := 0
 		for _, s := range pl {
-			if c := at(s); s.GPUs > 0 && seen[c] != j+1 {
-				seen[c] = j + 1
+			if c := at(s); s.GPUs > 0 && srv[c].seen != j+1 {
+				srv[c].seen = j + 1
 				servers++
 			}
 		}
@@ -192,9 +191,9 @@ func Contention(placements [][]ServerShare) ([]int, error) {
 		}
 		p[j] = -1 // spans: computed below
 		for _, s := range pl {
-			if c := at(s); s.GPUs > 0 && seen[c] != -(j+1) {
-				seen[c] = -(j + 1)
-				crowd[c]++
+			if c := at(s); s.GPUs > 0 && srv[c].seen != -(j+1) {
+				srv[c].seen = -(j + 1)
+				srv[c].crowd++
 			}
 		}
 	}
@@ -204,7 +203,7 @@ func Contention(placements [][]ServerShare) ([]int, error) {
 		}
 		for _, s := range pl {
 			if s.GPUs > 0 {
-				p[j] = max(p[j], crowd[at(s)])
+				p[j] = max(p[j], srv[at(s)].crowd)
 			}
 		}
 	}
