@@ -66,9 +66,16 @@ var (
 //
 // A GPUChooser holds only its settings and is safe for concurrent use.
 type GPUChooser struct {
-	// ExactLimit bounds the free GPUs searched exactly; 0 means 24.
+	// ExactLimit bounds the free GPUs searched exactly; 0 means 24, and
+	// it is at most MaxExactLimit (Choose returns an error wrapping
+	// ErrBadRequest beyond).
 	ExactLimit int
 }
+
+// MaxExactLimit bounds GPUChooser.ExactLimit: the exact search may visit
+// every k-subset, and choosing 13 of 26 equally linked GPUs takes about a
+// second (each 2 more GPUs multiply it by 4 to 5).
+const MaxExactLimit = 26
 
 // Choose returns k GPUs, as positions in s.GPUs in ascending order, from
 // those marked free (free[i] for s.GPUs[i]).
@@ -79,6 +86,9 @@ func (c GPUChooser) Choose(s *topology.Server, free []bool, k int) ([]int, error
 	}
 	if k <= 0 {
 		return nil, fmt.Errorf("%w: %d GPUs asked for", ErrBadRequest, k)
+	}
+	if c.ExactLimit < 0 || c.ExactLimit > MaxExactLimit {
+		return nil, fmt.Errorf("%w: exact limit %d, want 0 to %d", ErrBadRequest, c.ExactLimit, MaxExactLimit)
 	}
 	var cand []int
 	for i, f := range free {

@@ -225,6 +225,10 @@ func TestChooseErrors(t *testing.T) {
 	assert.ErrorIs(t, err, ErrBadRequest)
 	_, err = GPUChooser{}.Choose(s, allFree(3), 1)
 	assert.ErrorIs(t, err, ErrBadRequest)
+	// An exact search over 64 GPUs would not end: refused.
+	_, err = GPUChooser{ExactLimit: 64}.Choose(s, allFree(4), 2)
+	assert.ErrorIs(t, err, ErrBadRequest)
+	assert.ErrorContains(t, err, "exact limit 64, want 0 to 26")
 	free := allFree(4)
 	free[0], free[1] = false, false
 	_, err = GPUChooser{}.Choose(s, free, 3)
