@@ -179,6 +179,14 @@ func randomInstance(t testing.TB, seed uint64, ns, nj int) (*topology.Cluster, [
 
 var paperModel = perfmodel.RingModel{IntraBandwidth: 10, InterBandwidth: 1, ReduceSpeed: 100, Xi1: 1, Xi2: 0.0001, Alpha: 0.75}
 
+// seeds is n, or 1 with -short (CI's race run).
+func seeds(n uint64) uint64 {
+	if testing.Short() {
+		return 1
+	}
+	return n
+}
+
 // checkSchedule asserts the invariants of any executed schedule: every job
 // has exactly its GPUs (gang), no GPU runs two jobs at once (capacity),
 // no job finishes faster than alone on its servers, and none starts before
@@ -214,7 +222,7 @@ func checkSchedule(t *testing.T, name string, c *topology.Cluster, m perfmodel.R
 }
 
 func TestRingPlacersInvariants(t *testing.T) {
-	for seed := range uint64(8) {
+	for seed := range seeds(8) {
 		c, jobs := randomInstance(t, seed, 6, 60)
 		placers := map[string]Placer{
 			"first-fit": FirstFit{}, "first-fit-whole": FirstFit{WholeServer: true}, "list": &ListScheduling{}, "random": NewRandom(seed),
@@ -240,7 +248,7 @@ func TestRingPlacersInvariants(t *testing.T) {
 // Only which jobs have G_j <= kappa matters, so sweeping kappa = 1..32
 // finds the schedule the sweep over job sizes finds.
 func TestSJFBCOKappaSweep(t *testing.T) {
-	for seed := range uint64(4) {
+	for seed := range seeds(4) {
 		c, jobs := randomInstance(t, seed, 6, 50)
 		all := make([]int, 32)
 		for k := range all {
