@@ -1,6 +1,8 @@
 package strictjson
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -113,6 +115,14 @@ func TestDecodeErrors(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.msg, tc.doc)
 		assert.NotContains(t, err.Error(), "\n")
 	}
+	var s spec
+	err := Decode([]byte(`{"servers": [{}, {"devices": [{"type": 1}]}]}`), &s)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, "servers[1].devices[0].type", e.Path)
+	assert.Equal(t, "line 1, column 40: servers[1].devices[0].type: the number 1 where a string is wanted", err.Error())
+	err = Decode([]byte(`{"servers": [{"Labels": {"a\"b": 1}}]}`), &s)
+	assert.ErrorContains(t, err, `servers[0].Labels["a\"b"]: the number 1 where a string is wanted`)
 }
 
 func TestDeepNesting(t *testing.T) {
@@ -126,18 +136,35 @@ func TestDeepNesting(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"servers": [{"id": "a", "gpus": 8, "devices": [{"type": "x"}], "pair": [1, 2], "extra": [1, {"a": null}]}]}`))
 	f.Add([]byte(`{"servers": [{"ID": 1, "id": 2}]}`))
+	f.Add([]byte(`{"a\u0041": [true, false, null, -0.5e+3, "\n"]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var s spec
+		check := func(err error) {
+			if err == nil {
+				return
+			}
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("not an *Error: %v", err)
+			}
+			if e.Line < 1 || e.Column < 1 || e.Offset < 0 || e.Offset > int64(len(data)) {
+				t.Fatalf("bad position: %+v", e)
+			}
+		}
 		err := Decode(data, &s)
-		if err == nil {
-			return
+		check(err)
+		if err == nil && !json.Valid(bytes.TrimPrefix(data, []byte("\ufeff"))) {
+			t.Fatalf("accepted invalid JSON %q", data)
 		}
-		var e *Error
-		if !errors.As(err, &e) {
-			t.Fatalf("not an *Error: %v", err)
-		}
-		if e.Line < 1 || e.Column < 1 || e.Offset < 0 || e.Offset > int64(len(data)) {
-			t.Fatalf("bad position: %+v", e)
+		// Any shape: the walk's syntax check agrees with encoding/json's.
+		var v any
+		err = Decode(data, &v)
+		check(err)
+		syntax := err != nil && (strings.Contains(err.Error(), "invalid character") || strings.Contains(err.Error(), "truncated") ||
+			strings.Contains(err.Error(), "empty document") || strings.Contains(err.Error(), "trailing data"))
+		valid := json.Valid(bytes.TrimPrefix(data, []byte("\ufeff")))
+		if valid && syntax || !valid && err == nil {
+			t.Fatalf("json.Valid %v but Decode says %v for %q", valid, err, data)
 		}
 	})
 }
