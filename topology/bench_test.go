@@ -37,4 +37,15 @@ func BenchmarkParseJSON(b *testing.B) {
 			}
 		}
 	})
+	// The 59-byte spec of the largest cluster: 1,024 servers of 1,024 GPUs
+	// sharing one link matrix, checked once (22 s when every server's
+	// matrix was checked).
+	b.Run("gpus=1048576", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := ParseJSON([]byte(largestSpec)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

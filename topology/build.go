@@ -212,6 +212,12 @@ var dgx1 = func() [8][8]Link {
 	return m
 }()
 
+// Limits of a compact spec.
+const (
+	maxCompactLen   = 4096
+	maxCompactTypes = 64
+)
+
 // gavelOrder is the order of GPU types in Gavel's "-c v100:p100:k80" flag.
 var gavelOrder = []GPUType{V100, P100, K80}
 
@@ -227,10 +233,18 @@ var gavelOrder = []GPUType{V100, P100, K80}
 // zero in Gavel's form leaves that type out. Servers are named
 // "<type>-<k>" and use the PCIe interconnect; build other shapes with
 // [Homogeneous] or [ParseJSON].
+//
+// A compact spec is at most 4,096 bytes long and names at most 64 GPU
+// types; the cluster's size is bounded as for [ParseJSON].
 func ParseCompact(spec string, gpusPerServer int) (*Cluster, error) {
 	spec = strings.TrimSpace(spec)
-	if spec == "" {
+	switch {
+	case spec == "":
 		return nil, specErr(ErrMalformedSpec, "", "empty cluster spec (want for instance \"v100:36,p100:36,k80:36\")")
+	case len(spec) > maxCompactLen:
+		return nil, specErr(ErrMalformedSpec, "", "a compact spec of %d bytes is longer than %d", len(spec), maxCompactLen)
+	case strings.Count(spec, ",") >= maxCompactTypes:
+		return nil, specErr(ErrMalformedSpec, "", "a compact spec names at most %d GPU types", maxCompactTypes)
 	}
 	type entry struct {
 		t              GPUType

@@ -135,15 +135,20 @@ func (c *Cluster) GPUTypes() []GPUType {
 // non-negative, memory positive, UUIDs unique across the cluster, NUMA nodes
 // >= -1, NIC bandwidth finite and non-negative, that link and bandwidth
 // matrices are square, symmetric, of known classes, with LinkSelf exactly on
-// the diagonal, and that MIG layouts follow NVIDIA's placement rules
+// the diagonal, bandwidths finite and positive off it and finite and >= 0 on
+// it, and that MIG layouts follow NVIDIA's placement rules
 // ([MIGProduct.Check]).
+//
+// Its cost is linear in the number of GPUs plus the size of the distinct
+// matrices: a link or bandwidth matrix shared by several servers (as the
+// builders and [ClusterSpec.Build] share them) is checked once.
 func (c *Cluster) Validate() error {
 	var p problems
 	if len(c.Servers) == 0 {
 		p.add(ErrInvalidCount, func() string { return "" }, "a cluster needs at least one server")
 	}
 	ids := make(map[string]int, len(c.Servers))
-	uuids := make(map[string][2]int)
+	v := validation{uuids: make(map[string][2]int), links: map[*[]Link]bool{}, bandwidths: map[*[]float64]bool{}}
 	for si := range c.Servers {
 		s := &c.Servers[si]
 		where := func() string { return fmt.Sprintf("servers[%d] %q", si, s.ID) }
@@ -154,32 +159,45 @@ func (c *Cluster) Validate() error {
 		} else {
 			ids[s.ID] = si
 		}
-		s.validate(si, where, uuids, &p)
+		s.validate(si, where, &v, &p)
 	}
 	return p.err()
 }
 
-// validate checks server si; uuids maps the UUIDs seen so far to their
-// server and GPU positions.
-func (s *Server) validate(si int, where func() string, uuids map[string][2]int, p *problems) {
+// validation is what Validate remembers across servers: the UUIDs seen
+// so far (with their server and GPU positions) and the matrices checked
+// already, by the address of their first row.
+type validation struct {
+	uuids      map[string][2]int
+	links      map[*[]Link]bool
+	bandwidths map[*[]float64]bool
+	indices    map[int]int
+}
+
+// validate checks server si.
+func (s *Server) validate(si int, where func() string, v *validation, p *problems) {
 	if len(s.GPUs) == 0 {
 		p.add(ErrInvalidCount, where, "server has no GPUs")
 	}
 	if math.IsNaN(s.NICGbps) || math.IsInf(s.NICGbps, 0) || s.NICGbps < 0 {
 		p.add(ErrInvalidCount, where, "NIC bandwidth %v Gbit/s (want a finite number >= 0)", s.NICGbps)
 	}
-	indices := make(map[int]int, len(s.GPUs))
-	for gi, g := range s.GPUs {
+	if v.indices == nil {
+		v.indices = make(map[int]int, len(s.GPUs))
+	}
+	clear(v.indices)
+	for gi := range s.GPUs {
+		g := &s.GPUs[gi]
 		gw := func() string { return fmt.Sprintf("%s: gpus[%d]", where(), gi) }
 		if err := g.Type.validate(); err != nil {
 			p.add(ErrInvalidGPUType, gw, "%s", err.Msg)
 		}
 		if g.Index < 0 {
 			p.add(ErrInvalidCount, gw, "GPU index %d is negative", g.Index)
-		} else if prev, dup := indices[g.Index]; dup {
+		} else if prev, dup := v.indices[g.Index]; dup {
 			p.add(ErrDuplicateID, gw, "GPU index %d is also the index of gpus[%d]", g.Index, prev)
 		} else {
-			indices[g.Index] = gi
+			v.indices[g.Index] = gi
 		}
 		if g.MemoryMiB <= 0 {
 			p.add(ErrInvalidCount, gw, "GPU memory %d MiB (want > 0)", g.MemoryMiB)
@@ -191,15 +209,26 @@ func (s *Server) validate(si int, where func() string, uuids map[string][2]int, 
 			p.addErr(gw, err)
 		}
 		if g.UUID != "" {
-			if prev, dup := uuids[g.UUID]; dup {
+			if prev, dup := v.uuids[g.UUID]; dup {
 				p.add(ErrDuplicateID, gw, "GPU UUID %q is also the UUID of servers[%d]: gpus[%d]", g.UUID, prev[0], prev[1])
 			} else {
-				uuids[g.UUID] = [2]int{si, gi}
+				v.uuids[g.UUID] = [2]int{si, gi}
 			}
 		}
 	}
-	s.validateLinks(where, p)
-	s.validateBandwidth(where, p)
+	// A matrix shared with a server checked already is not checked again.
+	if n := len(s.Links); n == 0 || n != len(s.GPUs) || !v.links[&s.Links[0]] {
+		if n > 0 && n == len(s.GPUs) {
+			v.links[&s.Links[0]] = true
+		}
+		s.validateLinks(where, p)
+	}
+	if n := len(s.Bandwidth); n == 0 || n != len(s.GPUs) || !v.bandwidths[&s.Bandwidth[0]] {
+		if n > 0 && n == len(s.GPUs) {
+			v.bandwidths[&s.Bandwidth[0]] = true
+		}
+		s.validateBandwidth(where, p)
+	}
 }
 
 func (s *Server) validateLinks(where func() string, p *problems) {
@@ -211,30 +240,31 @@ func (s *Server) validateLinks(where func() string, p *problems) {
 		p.add(ErrMalformedSpec, where, "link matrix is not %dx%d (one row and one column per GPU)", n, n)
 		return
 	}
+	// at builds the location of a problem only when one is kept.
+	at := func(i, j int) func() string {
+		return func() string { return fmt.Sprintf("%s: links[%d][%d]", where(), i, j) }
+	}
 	for i := range n {
-		for j := i; j < n; j++ {
-			lw := func() string { return fmt.Sprintf("%s: links[%d][%d]", where(), i, j) }
-			a, b := s.Links[i][j], s.Links[j][i]
-			if i == j {
-				if a.Class != LinkSelf {
-					p.add(ErrUnknownLinkClass, lw, "the diagonal must be X (LinkSelf), got %s", a)
-				}
-				continue
-			}
+		row := s.Links[i]
+		if row[i].Class != LinkSelf {
+			p.add(ErrUnknownLinkClass, at(i, i), "the diagonal must be X (LinkSelf), got %s", row[i])
+		}
+		for j := i + 1; j < n; j++ {
+			a, b := row[j], s.Links[j][i]
 			if err := a.validate(); err != nil {
-				p.add(err.Kind, lw, "%s", err.Msg)
+				p.add(err.Kind, at(i, j), "%s", err.Msg)
 				continue
 			}
 			switch a.Class {
 			case LinkSelf:
-				p.add(ErrUnknownLinkClass, lw, "X (LinkSelf) may stand only on the diagonal")
+				p.add(ErrUnknownLinkClass, at(i, j), "X (LinkSelf) may stand only on the diagonal")
 				continue
 			case LinkUnknown:
-				p.add(ErrUnknownLinkClass, lw, "link class is not set; leave Links nil if the topology is unknown")
+				p.add(ErrUnknownLinkClass, at(i, j), "link class is not set; leave Links nil if the topology is unknown")
 				continue
 			}
 			if a != b {
-				p.add(ErrAsymmetricLinks, lw, "links[%d][%d]=%s but links[%d][%d]=%s", i, j, a, j, i, b)
+				p.add(ErrAsymmetricLinks, at(i, j), "links[%d][%d]=%s but links[%d][%d]=%s", i, j, a, j, i, b)
 			}
 		}
 	}
@@ -249,15 +279,23 @@ func (s *Server) validateBandwidth(where func() string, p *problems) {
 		p.add(ErrMalformedSpec, where, "bandwidth matrix is not %dx%d (one row and one column per GPU)", n, n)
 		return
 	}
+	at := func(i, j int) func() string {
+		return func() string { return fmt.Sprintf("%s: bandwidth[%d][%d]", where(), i, j) }
+	}
 	for i := range n {
+		row := s.Bandwidth[i]
+		// A GPU's bandwidth with itself is not used (PairBandwidth gives 0),
+		// but a measured matrix may carry it: any finite value >= 0.
+		if d := row[i]; math.IsNaN(d) || math.IsInf(d, 0) || d < 0 {
+			p.add(ErrInvalidCount, at(i, i), "bandwidth %v GB/s on the diagonal (want a finite number >= 0)", d)
+		}
 		for j := i + 1; j < n; j++ {
-			bw := func() string { return fmt.Sprintf("%s: bandwidth[%d][%d]", where(), i, j) }
-			a, b := s.Bandwidth[i][j], s.Bandwidth[j][i]
+			a, b := row[j], s.Bandwidth[j][i]
 			switch {
 			case math.IsNaN(a) || math.IsInf(a, 0) || a <= 0:
-				p.add(ErrInvalidCount, bw, "bandwidth %v GB/s (want a finite number > 0)", a)
+				p.add(ErrInvalidCount, at(i, j), "bandwidth %v GB/s (want a finite number > 0)", a)
 			case a != b:
-				p.add(ErrAsymmetricLinks, bw, "bandwidth[%d][%d]=%v but bandwidth[%d][%d]=%v", i, j, a, j, i, b)
+				p.add(ErrAsymmetricLinks, at(i, j), "bandwidth[%d][%d]=%v but bandwidth[%d][%d]=%v", i, j, a, j, i, b)
 			}
 		}
 	}

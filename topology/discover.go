@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+
+	"github.com/gpusched/gpusched/internal/safeio"
 )
 
 // Discoverer finds the cluster (or the local server) a scheduler runs on.
@@ -19,8 +20,10 @@ type Discoverer interface {
 var ErrNoDriver = errors.New("topology: no NVIDIA driver found (NVML library not loaded)")
 
 // Static discovers the cluster described by a JSON spec (see ClusterSpec),
-// given as bytes or as a file path.
-// It is safe for concurrent use: Discover only reads its spec.
+// given as bytes or as a file path. The path must name a regular file of at
+// most [MaxSpecBytes]: a directory, a device such as /dev/zero or a named
+// pipe is refused at once (a pipe is never waited on). Static is a value
+// without state, safe for concurrent use.
 type Static struct {
 	Spec []byte
 	Path string
@@ -37,7 +40,10 @@ func (s Static) Discover(ctx context.Context) (*Cluster, error) {
 			return nil, specErr(ErrMalformedSpec, "", "static discoverer has neither a spec nor a path")
 		}
 		var err error
-		if data, err = os.ReadFile(s.Path); err != nil {
+		if data, err = safeio.ReadFile(s.Path, MaxSpecBytes); err != nil {
+			if errors.Is(err, safeio.ErrTooLarge) || errors.Is(err, safeio.ErrNotRegular) {
+				return nil, specErr(ErrMalformedSpec, s.Path, "%v", errors.Unwrap(err))
+			}
 			return nil, fmt.Errorf("topology: %w", err)
 		}
 	}

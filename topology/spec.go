@@ -1,11 +1,12 @@
 package topology
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/gpusched/gpusched/internal/safeio"
+	"github.com/gpusched/gpusched/internal/strictjson"
 )
 
 // ClusterSpec is the JSON form of a cluster, read by [ParseJSON] and written
@@ -82,55 +83,52 @@ type DeviceSpec struct {
 	MIG *MIGLayout `json:"mig,omitempty"`
 }
 
-// Limits that keep a spec from asking for absurd amounts of memory.
+// Limits that keep a spec from asking for absurd amounts of memory or
+// time: a server holds at most 1,024 GPUs, a cluster at most 1,048,576
+// (about 100 MB of memory once built), and a JSON spec is at most
+// [MaxSpecBytes] long.
 const (
 	maxGPUsPerServer = 1024
 	maxClusterGPUs   = 1 << 20
 )
 
+// MaxSpecBytes bounds the length of a JSON cluster spec; [ReadJSON] reads
+// no further and [ParseJSON] refuses longer input.
+const MaxSpecBytes = 64 << 20
+
 // ParseJSON reads a [ClusterSpec] from JSON and builds and validates the
-// cluster. Unknown fields, syntax errors (reported with their line), bad
-// counts, unknown link classes and the problems of [Cluster.Validate] are
-// errors of the kinds of this package.
+// cluster. A leading UTF-8 byte order mark is skipped. Syntax errors, a
+// truncated document, unknown fields, a field given twice or in another
+// case ("GPU_TYPE" for "gpu_type"), values of the wrong type and trailing
+// data are errors of kind [ErrMalformedSpec] located by line and column;
+// bad counts, unknown link classes and the problems of [Cluster.Validate]
+// are errors of the kinds of this package located by server and GPU.
 func ParseJSON(data []byte) (*Cluster, error) {
-	var spec ClusterSpec
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&spec); err != nil {
-		return nil, jsonError(data, err)
+	if len(data) > MaxSpecBytes {
+		return nil, specErr(ErrMalformedSpec, "", "the spec is %d bytes long, more than the %d MiB allowed", len(data), MaxSpecBytes>>20)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, specErr(ErrMalformedSpec, "", "trailing data after the cluster spec")
+	var spec ClusterSpec
+	if err := strictjson.Decode(data, &spec); err != nil {
+		var je *strictjson.Error
+		if errors.As(err, &je) {
+			return nil, specErr(ErrMalformedSpec, je.Where(), "%s", je.Problem())
+		}
+		return nil, specErr(ErrMalformedSpec, "", "%v", err)
 	}
 	return spec.Build()
 }
 
-// ReadJSON is [ParseJSON] on everything r holds.
+// ReadJSON is [ParseJSON] on everything r holds, reading at most
+// [MaxSpecBytes].
 func ReadJSON(r io.Reader) (*Cluster, error) {
-	data, err := io.ReadAll(r)
+	data, err := safeio.ReadAll(r, MaxSpecBytes)
 	if err != nil {
+		if errors.Is(err, safeio.ErrTooLarge) {
+			return nil, specErr(ErrMalformedSpec, "", "the spec is longer than %d MiB", MaxSpecBytes>>20)
+		}
 		return nil, fmt.Errorf("topology: reading cluster spec: %w", err)
 	}
 	return ParseJSON(data)
-}
-
-func jsonError(data []byte, err error) error {
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syn):
-		return specErr(ErrMalformedSpec, lineOf(data, syn.Offset), "%v", err)
-	case errors.As(err, &typ):
-		return specErr(ErrMalformedSpec, lineOf(data, typ.Offset), "field %q: %v", typ.Field, err)
-	case errors.Is(err, io.EOF):
-		return specErr(ErrMalformedSpec, "", "empty cluster spec")
-	}
-	return specErr(ErrMalformedSpec, "", "%v", err)
-}
-
-func lineOf(data []byte, offset int64) string {
-	offset = min(max(offset, 0), int64(len(data)))
-	return fmt.Sprintf("line %d", 1+bytes.Count(data[:offset], []byte{'\n'}))
 }
 
 // Build turns the spec into a validated cluster.

@@ -61,10 +61,10 @@ func TestParseJSONErrors(t *testing.T) {
 		kind       error
 		msg        string
 	}{
-		{"empty", ``, ErrMalformedSpec, "empty cluster spec"},
-		{"syntax", "{\n\"servers\": [\n{\"id\": }]}", ErrMalformedSpec, "line 3"},
-		{"wrong type", "{\"servers\": [{\"gpus\": \"four\"}]}", ErrMalformedSpec, `field "servers.gpus"`},
-		{"unknown field", `{"servers": [{"gpu": "v100"}]}`, ErrMalformedSpec, `unknown field "gpu"`},
+		{"empty", ``, ErrMalformedSpec, "line 1, column 1: malformed spec: empty document"},
+		{"syntax", "{\n\"servers\": [\n{\"id\": }]}", ErrMalformedSpec, "line 3, column 8: malformed spec: servers[0].id: invalid character '}'"},
+		{"wrong type", "{\"servers\": [{\"gpus\": \"four\"}]}", ErrMalformedSpec, `line 1, column 23: malformed spec: servers[0].gpus: a string where an integer is wanted`},
+		{"unknown field", `{"servers": [{"gpu": "v100"}]}`, ErrMalformedSpec, `line 1, column 15: malformed spec: servers[0]: unknown field "gpu"`},
 		{"trailing", `{"servers": [{"gpu_type": "v100", "gpus": 1}]} {}`, ErrMalformedSpec, "trailing data"},
 		{"no servers", `{"servers": []}`, ErrInvalidCount, "at least one server"},
 		{"no GPUs", `{"servers": [{"id": "a"}]}`, ErrMalformedSpec, `servers[0] "a": malformed spec: server has neither`},
