@@ -1,3 +1,5 @@
+//go:build nvml
+
 package nvml
 
 import (
@@ -12,39 +14,10 @@ import (
 	"github.com/gpusched/gpusched/topology"
 )
 
-// GPUInfo holds what NVML says of a GPU beyond the topology model.
-type GPUInfo struct {
-	Name string
-	// ComputeCapability is "major.minor", such as "8.0".
-	ComputeCapability string
-	// CPUAffinity lists the CPU cores closest to the GPU.
-	CPUAffinity []int
-	// MIGEnabled reports MIG mode, and MIG its instances.
-	MIGEnabled bool
-	MIG        []MIGInstance
-	// MIGLayoutError says why a GPU in MIG mode has no layout in the
-	// topology (a product without a profile table here, or instances that
-	// break the placement rules); empty when the layout was read.
-	MIGLayoutError string
-}
-
-// MIGInstance is one MIG device of a GPU.
-type MIGInstance struct {
-	UUID      string
-	MemoryMiB int
-}
-
-// Discovery is the result of discovering the local server.
-type Discovery struct {
-	Cluster *topology.Cluster
-	// GPUs holds, in the order of Cluster.Servers[0].GPUs, the details of
-	// each GPU.
-	GPUs          []GPUInfo
-	DriverVersion string
-}
-
 // Discoverer discovers the local server through NVML. It implements
-// topology.Discoverer.
+// topology.Discoverer. It keeps no state between calls (each call
+// initialises and shuts down its own NVML session, which NVML counts), so
+// it is safe for concurrent use when Lib is.
 type Discoverer struct {
 	// Lib is the NVML interface; nil means the real library
 	// (go-nvml's nvml.New()). Tests pass go-nvml's mock servers.
@@ -52,6 +25,8 @@ type Discoverer struct {
 	// ID names the server; empty means the host name.
 	ID string
 }
+
+var _ topology.Discoverer = (*Discoverer)(nil)
 
 // Discover implements topology.Discoverer.
 func (d *Discoverer) Discover(ctx context.Context) (*topology.Cluster, error) {
@@ -288,59 +263,3 @@ func normaliseBusID(s string) string {
 	}
 	return s
 }
-
-// TypeOf maps an NVML product name ("NVIDIA A100-SXM4-40GB", "Tesla
-// V100-SXM2-16GB") to a GPU type: a well-known one when the name holds its
-// model, else a custom type made of the name.
-func TypeOf(name string) topology.GPUType {
-	u := strings.ToUpper(name)
-	// Longer names first: A100 before A10, L40S before L4.
-	for _, m := range []struct {
-		token string
-		t     topology.GPUType
-	}{
-		{"B200", topology.B200}, {"H200", topology.H200}, {"H100", topology.H100}, {"A100", topology.A100}, {"A10", topology.A10},
-		{"L40S", topology.L40S}, {"L4", topology.L4}, {"V100", topology.V100}, {"P100", topology.P100}, {"T4", topology.T4}, {"K80", topology.K80},
-	} {
-		if containsToken(u, m.token) {
-			return m.t
-		}
-	}
-	var b strings.Builder
-	for _, r := range strings.ToLower(name) {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
-			b.WriteRune(r)
-		case r == ' ':
-			b.WriteRune('-')
-		}
-	}
-	t := strings.TrimPrefix(strings.TrimPrefix(b.String(), "nvidia-"), "tesla-")
-	if len(t) > 64 {
-		t = t[:64]
-	}
-	if t == "" {
-		t = "unknown"
-	}
-	return topology.GPUType(t)
-}
-
-// containsToken reports whether tok appears in s not followed by another
-// letter or digit (so "A10" does not match "A100", nor "L4" "L40S").
-func containsToken(s, tok string) bool {
-	for i := 0; ; {
-		j := strings.Index(s[i:], tok)
-		if j < 0 {
-			return false
-		}
-		end := i + j + len(tok)
-		if end == len(s) || !isAlnum(s[end]) {
-			if start := i + j; start == 0 || !isAlnum(s[start-1]) {
-				return true
-			}
-		}
-		i += j + 1
-	}
-}
-
-func isAlnum(c byte) bool { return c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
