@@ -121,8 +121,16 @@ type walker struct {
 	data []byte
 	pos  int
 	path []step
-	// keys holds, per depth, the set of keys of the map being read.
-	keys []map[string]struct{}
+	// keys holds, per depth, the keys of the map being read.
+	keys [][]keyAt
+	// checkers holds one value per type checked through UnmarshalJSON.
+	checkers map[reflect.Type]json.Unmarshaler
+}
+
+// keyAt is a map key, decoded, and its offset.
+type keyAt struct {
+	key []byte
+	at  int
 }
 
 func (w *walker) errAt(off int, format string, args ...any) *Error {
@@ -207,7 +215,15 @@ func (w *walker) value(t reflect.Type, depth int) error {
 		if err := w.value(anyType, depth); err != nil {
 			return err
 		}
-		if err := reflect.New(t).Interface().(json.Unmarshaler).UnmarshalJSON(w.data[start:w.pos]); err != nil {
+		u, ok := w.checkers[t]
+		if !ok {
+			if w.checkers == nil {
+				w.checkers = map[reflect.Type]json.Unmarshaler{}
+			}
+			u = reflect.New(t).Interface().(json.Unmarshaler)
+			w.checkers[t] = u
+		}
+		if err := u.UnmarshalJSON(w.data[start:w.pos]); err != nil {
 			return w.errAt(start, "%s", strings.TrimPrefix(err.Error(), "json: "))
 		}
 		return nil
@@ -287,18 +303,18 @@ func (w *walker) value(t reflect.Type, depth int) error {
 }
 
 // checkNumber checks that a number fits a field of type t.
-func (w *walker) checkNumber(num string, start int, t reflect.Type) error {
+func (w *walker) checkNumber(num []byte, start int, t reflect.Type) error {
 	switch t.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		if _, err := strconv.ParseInt(num, 10, t.Bits()); err != nil {
+		if _, err := strconv.ParseInt(string(num), 10, t.Bits()); err != nil {
 			return w.errAt(start, "%s is not an integer from %d to %d", num, -int64(1)<<(t.Bits()-1), int64(1)<<(t.Bits()-1)-1)
 		}
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		if _, err := strconv.ParseUint(num, 10, t.Bits()); err != nil {
+		if _, err := strconv.ParseUint(string(num), 10, t.Bits()); err != nil {
 			return w.errAt(start, "%s is not an integer from 0 to %d", num, uint64(math.MaxUint64)>>(64-t.Bits()))
 		}
 	case reflect.Float32, reflect.Float64:
-		if _, err := strconv.ParseFloat(num, t.Bits()); err != nil {
+		if _, err := strconv.ParseFloat(string(num), t.Bits()); err != nil {
 			return w.errAt(start, "%s is out of the range of a float%d", num, t.Bits())
 		}
 	case reflect.Interface:
@@ -395,7 +411,7 @@ func unquote(raw []byte) string {
 }
 
 // number reads a number as JSON writes it.
-func (w *walker) number() (string, error) {
+func (w *walker) number() ([]byte, error) {
 	start := w.pos
 	digits := func() error {
 		if w.pos >= len(w.data) {
@@ -415,12 +431,12 @@ func (w *walker) number() (string, error) {
 	if w.pos < len(w.data) && w.data[w.pos] == '0' {
 		w.pos++
 	} else if err := digits(); err != nil {
-		return "", err
+		return nil, err
 	}
 	if w.pos < len(w.data) && w.data[w.pos] == '.' {
 		w.pos++
 		if err := digits(); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
 	if w.pos < len(w.data) && (w.data[w.pos] == 'e' || w.data[w.pos] == 'E') {
@@ -429,10 +445,10 @@ func (w *walker) number() (string, error) {
 			w.pos++
 		}
 		if err := digits(); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
-	return string(w.data[start:w.pos]), nil
+	return w.data[start:w.pos], nil
 }
 
 // array checks an array of t's elements.
@@ -527,25 +543,37 @@ func (w *walker) mapping(elem reflect.Type, depth int) error {
 	for len(w.keys) <= depth {
 		w.keys = append(w.keys, nil)
 	}
-	seen := w.keys[depth]
-	if seen == nil {
-		seen = map[string]struct{}{}
-		w.keys[depth] = seen
-	}
-	clear(seen)
+	keys := w.keys[depth][:0]
 	w.path = append(w.path, step{isMapKey: true})
 	defer func() { w.path = w.path[:len(w.path)-1] }()
-	return w.members(func(raw []byte, at int) error {
-		key := unquote(raw)
-		if _, dup := seen[key]; dup {
-			return w.errAt(at, "key %q appears twice in this object", key)
+	err := w.members(func(raw []byte, at int) error {
+		key := raw
+		if bytes.IndexByte(raw, '\\') >= 0 {
+			key = []byte(unquote(raw))
 		}
-		seen[key] = struct{}{}
+		keys = append(keys, keyAt{key, at})
 		w.path[len(w.path)-1].key = raw
 		err := w.value(elem, depth+1)
 		w.path[len(w.path)-1].key = nil
 		return err
 	})
+	w.keys[depth] = keys[:0]
+	if err != nil || len(keys) < 2 {
+		return err
+	}
+	// Sorting finds repeated keys without a set of strings; the stable
+	// sort keeps each key's occurrences in order.
+	slices.SortStableFunc(keys, func(a, b keyAt) int { return bytes.Compare(a.key, b.key) })
+	dup := -1
+	for i := 1; i < len(keys); i++ {
+		if bytes.Equal(keys[i].key, keys[i-1].key) && (dup < 0 || keys[i].at < keys[dup].at) {
+			dup = i
+		}
+	}
+	if dup >= 0 {
+		return w.errAt(keys[dup].at, "key %q appears twice in this object", keys[dup].key)
+	}
+	return nil
 }
 
 // object checks an object read into a struct: known keys, in their exact
