@@ -7,7 +7,7 @@
 // [ThroughputModel] gives a job's steps per second on a GPU type; a
 // [ColocationModel] gives the rates of two jobs sharing one GPU (space
 // sharing). [*Table] implements both from a file in Gavel's format, and
-// [Gavel] returns the table of Gavel's simulator, embedded in the binary.
+// package perfmodel/gavel returns the tables of Gavel, embedded in the binary.
 // [FittedColocation] is a second ColocationModel: measured pairs where the
 // table has them, a least-squares fit (gonum) for pairs it lacks.
 //

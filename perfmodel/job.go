@@ -56,15 +56,26 @@ func (k JobKey) Validate() error {
 
 // ParseJobType reads a Gavel job-type name, "ResNet-18 (batch size 16)" or
 // "A3C", and returns its key with the given scale factor. The name is the
-// first column of Gavel's .trace files.
+// first column of Gavel's .trace files. As it reads input, it also bounds
+// the batch size (at most 1,073,741,824), the scale factor (at most
+// 1,048,576) and the name (at most 256 bytes, no control characters).
 func ParseJobType(name string, scaleFactor int) (JobKey, error) {
 	name = strings.TrimSpace(name)
 	k := JobKey{Model: name, ScaleFactor: scaleFactor}
+	switch {
+	case len(name) > maxJobName:
+		return JobKey{}, &JobError{Job: JobKey{Model: name[:32] + "...", ScaleFactor: scaleFactor}, Kind: ErrInvalidJob,
+			Msg: fmt.Sprintf("a job type of %d bytes is longer than %d", len(name), maxJobName)}
+	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\ufeff' }):
+		return JobKey{}, &JobError{Job: k, Kind: ErrInvalidJob, Msg: fmt.Sprintf("job type %q holds a control character", name)}
+	case scaleFactor > maxScaleFactor:
+		return JobKey{}, &JobError{Job: k, Kind: ErrInvalidJob, Msg: fmt.Sprintf("scale factor %d (want at most %d)", scaleFactor, maxScaleFactor)}
+	}
 	if model, rest, ok := strings.Cut(name, "(batch size "); ok {
 		digits, closed := strings.CutSuffix(rest, ")")
 		bs, err := strconv.Atoi(digits)
-		if !closed || err != nil || bs <= 0 || digits[0] == '+' {
-			return JobKey{}, &JobError{Job: k, Kind: ErrInvalidJob, Msg: fmt.Sprintf("job type %q: want \"Model (batch size N)\" with N > 0", name)}
+		if !closed || err != nil || bs <= 0 || bs > maxBatchSize || digits[0] == '+' {
+			return JobKey{}, &JobError{Job: k, Kind: ErrInvalidJob, Msg: fmt.Sprintf("job type %q: want \"Model (batch size N)\" with N from 1 to %d", name, maxBatchSize)}
 		}
 		k.Model, k.BatchSize = strings.TrimSpace(model), bs
 	}
@@ -73,6 +84,9 @@ func ParseJobType(name string, scaleFactor int) (JobKey, error) {
 	}
 	return k, nil
 }
+
+// maxJobName bounds a job type read from a file.
+const maxJobName = 256
 
 // parseTupleKey reads a key of Gavel's JSON table, "('ResNet-18 (batch
 // size 16)', 1)".

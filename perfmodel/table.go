@@ -3,7 +3,7 @@ package perfmodel
 import (
 	"bytes"
 	"cmp"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpusched/gpusched/internal/safeio"
+	"github.com/gpusched/gpusched/internal/strictjson"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -36,14 +38,41 @@ type Table struct {
 // unconsolidatedSuffix marks Gavel's worker types of jobs spread over servers.
 const unconsolidatedSuffix = "_unconsolidated"
 
-// ReadGavelJSON is [ParseGavelJSON] on everything r holds.
+// ReadGavelJSON is [ParseGavelJSON] on everything r holds, reading at
+// most [MaxTableBytes].
 func ReadGavelJSON(r io.Reader) (*Table, error) {
-	data, err := io.ReadAll(r)
+	data, err := safeio.ReadAll(r, MaxTableBytes)
 	if err != nil {
+		if errors.Is(err, safeio.ErrTooLarge) {
+			return nil, tableError("JSON", "the table is longer than %d MiB", MaxTableBytes>>20)
+		}
 		return nil, fmt.Errorf("perfmodel: reading throughput table: %w", err)
 	}
 	return ParseGavelJSON(data)
 }
+
+// Limits of a throughput table in Gavel's format. Rates are steps per
+// second: 0 (the job cannot run there, or the pair cannot share) or from
+// MinRate to MaxRate, which covers every measured job (Gavel's run from 0.22
+// to 699 steps/s) with room to spare and keeps the simulator's arithmetic
+// far from underflow and overflow. The pair matrix is dense, so the GPU
+// types times the square of the number of jobs is bounded too.
+const (
+	// MaxTableBytes bounds the length of a table file.
+	MaxTableBytes = 64 << 20
+	// MinRate and MaxRate bound a positive rate, in steps per second.
+	MinRate = 1e-6
+	MaxRate = 1e6
+	// maxTableTypes and maxTableJobs bound the worker types and the jobs
+	// (job type and scale factor) of a table, maxPairCells the types with
+	// pairs times the jobs squared.
+	maxTableTypes = 64
+	maxTableJobs  = 2048
+	maxPairCells  = 1 << 22
+	// maxScaleFactor and maxBatchSize bound a job key read from a file.
+	maxScaleFactor = 1 << 20
+	maxBatchSize   = 1 << 30
+)
 
 // tableError reports a problem in a throughput file.
 func tableError(where, format string, args ...any) error {
@@ -59,18 +88,39 @@ type rate struct {
 func (r *rate) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	if len(b) > 0 && b[0] == '[' {
-		var vs []float64
-		if err := json.Unmarshal(b, &vs); err != nil {
+		// Two numbers, read without encoding/json's allocations: this runs
+		// for each of the ~20,000 rates of a table.
+		inner, ok := bytes.CutSuffix(b[1:], []byte("]"))
+		first, second, two := bytes.Cut(inner, []byte(","))
+		if !ok || !two || bytes.IndexByte(second, ',') >= 0 {
+			return fmt.Errorf("a pair needs 2 rates, [self, other], got %s", b)
+		}
+		var err error
+		if r.v[0], err = parseRate(bytes.TrimSpace(first)); err != nil {
 			return err
 		}
-		if len(vs) != 2 {
-			return fmt.Errorf("a pair needs 2 rates, got %d", len(vs))
+		if r.v[1], err = parseRate(bytes.TrimSpace(second)); err != nil {
+			return err
 		}
-		r.v, r.isPair = [2]float64{vs[0], vs[1]}, true
+		r.isPair = true
 		return nil
 	}
 	r.isPair = false
-	return json.Unmarshal(b, &r.v[0])
+	var err error
+	r.v[0], err = parseRate(b)
+	return err
+}
+
+// parseRate reads a rate: a JSON number, 0 or from MinRate to MaxRate.
+func parseRate(b []byte) (float64, error) {
+	if len(b) == 0 || b[0] != '-' && (b[0] < '0' || b[0] > '9') {
+		return 0, fmt.Errorf("%s is not a rate (want a number, or a pair [self, other])", b)
+	}
+	v, err := strconv.ParseFloat(string(b), 64)
+	if err != nil || v != 0 && !(v >= MinRate && v <= MaxRate) {
+		return 0, fmt.Errorf("rate %s steps/s (want 0, or from %g to %g)", b, float64(MinRate), float64(MaxRate))
+	}
+	return v, nil
 }
 
 // ParseGavelJSON reads a throughput table in the format of Gavel's
@@ -79,16 +129,33 @@ func (r *rate) UnmarshalJSON(b []byte) error {
 //	{worker_type: {"('<job type>', sf)": {"null": isolated,
 //	                                      "('<other>', sf)": [self, other], ...}}}
 //
-// Rates are steps per second, finite and >= 0. Worker types named
-// "<type>_unconsolidated" are kept apart (see [Table.Unconsolidated]). Every
-// pair's partner must have an isolated entry somewhere in the file.
+// Rates are steps per second: 0, or from [MinRate] to [MaxRate]. Worker
+// types named "<type>_unconsolidated" are kept apart (see
+// [Table.Unconsolidated]). Every pair's partner must have an isolated entry
+// somewhere in the file. A leading byte order mark is skipped; syntax
+// errors, truncation, a key given twice in one object and rates out of
+// range are errors of kind [ErrMalformedTable] located by line and column.
+// A table has at most 64 worker types and 2,048 jobs (job type and scale
+// factor), and GPU types times jobs squared is at most 4,194,304 (the pair
+// rates take at most 64 MiB); scale factors are at most 1,048,576 and
+// batch sizes at most 1,073,741,824.
 func ParseGavelJSON(data []byte) (*Table, error) {
+	if len(data) > MaxTableBytes {
+		return nil, tableError("JSON", "the table is %d bytes long, more than the %d MiB allowed", len(data), MaxTableBytes>>20)
+	}
 	var raw map[string]map[string]map[string]rate
-	if err := json.Unmarshal(data, &raw); err != nil {
+	if err := strictjson.Decode(data, &raw); err != nil {
+		var je *strictjson.Error
+		if errors.As(err, &je) {
+			return nil, tableError(je.Where(), "%s", je.Problem())
+		}
 		return nil, tableError("JSON", "%v", err)
 	}
-	if len(raw) == 0 {
+	switch {
+	case len(raw) == 0:
 		return nil, tableError("JSON", "the table has no GPU types")
+	case len(raw) > maxTableTypes:
+		return nil, tableError("JSON", "%d worker types, more than %d", len(raw), maxTableTypes)
 	}
 	t := &Table{typeIdx: map[topology.GPUType]int{}, jobIdx: map[JobKey]int{}}
 	// Pass 1: the types and the jobs.
@@ -116,8 +183,13 @@ func ParseGavelJSON(data []byte) (*Table, error) {
 			t.jobIdx[k] = 0
 		}
 	}
-	if len(t.typeIdx) == 0 {
+	switch {
+	case len(t.typeIdx) == 0:
 		return nil, tableError("JSON", "the table has only unconsolidated worker types")
+	case len(t.jobIdx) > maxTableJobs:
+		return nil, tableError("JSON", "%d jobs, more than %d", len(t.jobIdx), maxTableJobs)
+	case len(t.typeIdx)*len(t.jobIdx)*len(t.jobIdx) > maxPairCells:
+		return nil, tableError("JSON", "%d GPU types of %d jobs: more than %d pairs", len(t.typeIdx), len(t.jobIdx), maxPairCells)
 	}
 	for gt := range t.typeIdx {
 		t.types = append(t.types, gt)
@@ -173,9 +245,6 @@ func ParseGavelJSON(data []byte) (*Table, error) {
 			a := t.jobIdx[keys[rowKey]]
 			where := fmt.Sprintf("%s %s", typeName, rowKey)
 			for other, r := range entries {
-				if err := checkRates(r); err != nil {
-					return nil, tableError(where, "%q: %v", other, err)
-				}
 				if other == "null" {
 					if r.isPair {
 						return nil, tableError(where, "the isolated rate must be a number")
@@ -204,15 +273,6 @@ func ParseGavelJSON(data []byte) (*Table, error) {
 		}
 	}
 	return t, nil
-}
-
-func checkRates(r rate) error {
-	for _, v := range r.v {
-		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-			return fmt.Errorf("rate %v (want a finite number >= 0)", v)
-		}
-	}
-	return nil
 }
 
 func compareJobs(a, b JobKey) int {

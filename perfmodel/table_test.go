@@ -231,7 +231,7 @@ func TestParseGavelJSON(t *testing.T) {
 
 func TestParseGavelJSONErrors(t *testing.T) {
 	tests := []struct{ name, data, msg string }{
-		{"not JSON", `{`, "JSON"},
+		{"not JSON", `{`, "line 1, column 2: malformed throughput table: unexpected end of the document (truncated?)"},
 		{"empty", `{}`, "no GPU types"},
 		{"only unconsolidated", `{"v100_unconsolidated": {}}`, "only unconsolidated"},
 		{"unconsolidated without base", `{"k80": {}, "v100_unconsolidated": {}}`, `no worker type "v100"`},
@@ -260,6 +260,8 @@ func TestParseGavelJSONErrors(t *testing.T) {
 func FuzzParseGavelJSON(f *testing.F) {
 	f.Add([]byte(tinyTable))
 	f.Add([]byte(`{"v100": {"('A', 1)": {"null": 1, "('C', 1)": [1, 2]}}}`))
+	f.Add([]byte("\ufeff{\"v100\": {\"('A', 1)\": {\"null\": 1e-300, \"null\": 2}}}"))
+	f.Add([]byte(`{"v100": {"('A (batch size 99999999999)', 2000000)": {"null": 1e308}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tab, err := ParseGavelJSON(data)
 		if err != nil {
@@ -268,8 +270,8 @@ func FuzzParseGavelJSON(f *testing.F) {
 		for _, gt := range tab.GPUTypes() {
 			for _, k := range tab.Jobs() {
 				v, err := tab.Throughput(k, gt)
-				if err == nil && v < 0 {
-					t.Fatalf("negative rate %v", v)
+				if err == nil && v != 0 && !(v >= MinRate && v <= MaxRate) {
+					t.Fatalf("rate %v out of range", v)
 				}
 				if _, _, err := tab.Colocated(k, k, gt); err != nil && !bytes.Contains([]byte(err.Error()), []byte("perfmodel:")) {
 					t.Fatalf("odd error %v", err)
@@ -300,4 +302,26 @@ func TestExtrapolated(t *testing.T) {
 	assert.ErrorIs(t, err, ErrUnknownJob)
 	_, err = e.Throughput(k8, topology.A100)
 	assert.ErrorIs(t, err, ErrUnknownGPUType)
+}
+
+func FuzzParseJobType(f *testing.F) {
+	f.Add("ResNet-18 (batch size 16)", 1)
+	f.Add("A3C", 8)
+	f.Add("X (batch size 99999999999)", 2000000)
+	f.Fuzz(func(t *testing.T, name string, sf int) {
+		k, err := ParseJobType(name, sf)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "perfmodel: ") {
+				t.Fatalf("error without prefix: %v", err)
+			}
+			return
+		}
+		if k.Validate() != nil || k.ScaleFactor > maxScaleFactor || k.BatchSize > maxBatchSize || len(k.Model) > maxJobName {
+			t.Fatalf("accepted %+v", k)
+		}
+		back, err := ParseJobType(k.Name(), k.ScaleFactor)
+		if err != nil || back != k {
+			t.Fatalf("round trip of %+v: %+v, %v", k, back, err)
+		}
+	})
 }
