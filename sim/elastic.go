@@ -75,11 +75,9 @@ func (u *UsageTrace) Usage(t float64) float64 {
 func ReadUsage(r io.Reader, name string) (*UsageTrace, error) {
 	u := &UsageTrace{}
 	err := csvRows(r, name, []string{"time", "usage"}, func(r *row) {
-		t, v := r.seconds("time"), r.seconds("usage")
+		t, v := r.seconds("time"), r.number("usage", 0, 1, "a share")
 		switch {
 		case r.err != nil:
-		case v > 1:
-			r.fail("usage %v above 1", v)
 		case len(u.Times) > 0 && t <= u.Times[len(u.Times)-1]:
 			r.fail("time %v not after %v", t, u.Times[len(u.Times)-1])
 		default:

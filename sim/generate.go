@@ -46,10 +46,14 @@ type GavelWorkload struct {
 }
 
 // Generate returns n jobs (at most MaxJobs), with IDs 0 to n-1 in order
-// of arrival.
+// of arrival. Rate is 0 (a static trace) or from 1e-3 to 1e6 jobs per
+// hour, so that arrivals stay finite and apart.
 func (w *GavelWorkload) Generate(n int) ([]Job, error) {
-	if n < 0 || n > MaxJobs || math.IsNaN(w.Rate) || w.Rate < 0 || math.IsInf(w.Rate, 0) {
-		return nil, invalid("Gavel workload: %d jobs (want 0 to %d) at %v jobs/h (want finite and >= 0)", n, MaxJobs, w.Rate)
+	switch {
+	case n < 0 || n > MaxJobs:
+		return nil, invalid("Gavel workload: %d jobs (want 0 to %d)", n, MaxJobs)
+	case w.Rate != 0 && !(w.Rate >= 1e-3 && w.Rate <= 1e6):
+		return nil, invalid("Gavel workload: %v jobs/h (want 0, or from 0.001 to 1e+06)", w.Rate)
 	}
 	tab := w.Table
 	if tab == nil {

@@ -1,14 +1,12 @@
 package sim
 
 import (
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,112 +14,6 @@ import (
 	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/topology"
 )
-
-// row is one row of a CSV file being read. Its accessors parse a named
-// column and keep the first problem found, so that a loader reads all its
-// fields and then checks err once.
-type row struct {
-	file  string
-	line  int
-	rec   []string
-	index map[string]int
-	err   error
-}
-
-// get returns a column, trimmed.
-func (r *row) get(c string) string { return strings.TrimSpace(r.rec[r.index[c]]) }
-
-// fail records a problem with the row unless one is recorded already.
-func (r *row) fail(format string, args ...any) {
-	if r.err == nil {
-		r.err = &ParseError{File: r.file, Line: r.line, Msg: fmt.Sprintf(format, args...)}
-	}
-}
-
-// seconds parses a finite number of seconds >= 0.
-func (r *row) seconds(c string) float64 {
-	v, ok := nonNegative(r.get(c))
-	if !ok {
-		r.fail("%s %q (want seconds >= 0)", c, r.get(c))
-	}
-	return v
-}
-
-// count parses an integer >= 1.
-func (r *row) count(c string) int {
-	v, ok := positive(r.get(c))
-	if !ok {
-		r.fail("%s %q (want an integer >= 1)", c, r.get(c))
-	}
-	return v
-}
-
-// text returns a column that must not be empty.
-func (r *row) text(c string) string {
-	v := r.get(c)
-	if v == "" {
-		r.fail("empty %s", c)
-	}
-	return v
-}
-
-// csvRows reads a CSV file with a header and calls f for each row; the
-// named columns must all be present. It stops at the first row f leaves
-// with an error.
-func csvRows(r io.Reader, name string, columns []string, f func(*row)) error {
-	cr := csv.NewReader(r)
-	cr.ReuseRecord = true
-	cr.FieldsPerRecord = -1
-	header, err := cr.Read()
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return &ParseError{File: name, Line: 1, Msg: "empty file (want a header: " + strings.Join(columns, ",") + ")"}
-		}
-		return &ParseError{File: name, Line: 1, Msg: err.Error()}
-	}
-	index := map[string]int{}
-	for i, h := range header {
-		index[strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))] = i
-	}
-	for _, c := range columns {
-		if _, ok := index[c]; !ok {
-			return &ParseError{File: name, Line: 1, Msg: fmt.Sprintf("no column %q in the header (want %s)", c, strings.Join(columns, ","))}
-		}
-	}
-	for {
-		rec, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			var pe *csv.ParseError
-			if errors.As(err, &pe) {
-				return &ParseError{File: name, Line: pe.Line, Msg: pe.Err.Error()}
-			}
-			return fmt.Errorf("sim: reading %s: %w", name, err)
-		}
-		line, _ := cr.FieldPos(0)
-		if len(rec) != len(header) {
-			return &ParseError{File: name, Line: line, Msg: fmt.Sprintf("%d fields, the header has %d", len(rec), len(header))}
-		}
-		rw := row{file: name, line: line, rec: rec, index: index}
-		if f(&rw); rw.err != nil {
-			return rw.err
-		}
-	}
-}
-
-// positive parses an integer >= 1.
-func positive(s string) (int, bool) {
-	v, err := strconv.Atoi(s)
-	return v, err == nil && v >= 1
-}
-
-// nonNegative parses a finite number >= 0.
-func nonNegative(s string) (float64, bool) {
-	v, err := number(s)
-	return v, err == nil && v >= 0
-}
 
 // shiftArrivals makes the earliest arrival 0 and numbers jobs in file order.
 func shiftArrivals(jobs []Job) {
@@ -150,20 +42,29 @@ func numberJobs(jobs []Job) {
 // timestamp ("2006-01-02 15:04:05"), duration (s), num_gpus, gpu_time,
 // cluster. Arrivals are seconds after the earliest job. Jobs have no model:
 // give them one with AssignModels.
+//
+// Like every loader of this package it skips a byte order mark, reads
+// through the limits (MaxTraceBytes, MaxTraceRows, lines of 1 MiB and
+// fields of 4 KiB), checks the range of every number it reads (times from
+// 0 to MaxSeconds, GPUs from 1 to 1,048,576) and reports the line of the
+// first problem in a *ParseError.
 func ReadPhilly(r io.Reader, name string) ([]Job, error) {
 	var jobs []Job
 	err := csvRows(r, name, []string{"timestamp", "duration", "num_gpus"}, func(r *row) {
 		ts, err := time.Parse(time.DateTime, r.get("timestamp"))
-		if err != nil {
-			r.fail("timestamp %q (want 2006-01-02 15:04:05)", r.get("timestamp"))
+		if err != nil || ts.Year() < 1970 || ts.Unix() > MaxSeconds {
+			r.fail("timestamp %q (want 2006-01-02 15:04:05, from 1970 on)", r.get("timestamp"))
 		}
-		d, g := r.seconds("duration"), r.count("num_gpus")
+		d, g := r.seconds("duration"), r.integer("num_gpus", 1, maxGPUs, "a number of GPUs")
 		if r.err == nil {
 			jobs = append(jobs, Job{Arrival: float64(ts.Unix()), Duration: d, Key: perfmodel.JobKey{ScaleFactor: g}, Weight: 1})
 		}
 	})
+	if err != nil {
+		return nil, err
+	}
 	shiftArrivals(jobs)
-	return jobs, err
+	return jobs, nil
 }
 
 // ReadITP reads a Microsoft ITP cluster trace as ElasticFlow ships it
@@ -173,13 +74,16 @@ func ReadPhilly(r io.Reader, name string) ([]Job, error) {
 func ReadITP(r io.Reader, name string) ([]Job, error) {
 	var jobs []Job
 	err := csvRows(r, name, []string{"job_id", "submission_time", "duration", "num_gpu"}, func(r *row) {
-		at, d, g := r.seconds("submission_time"), r.seconds("duration"), r.count("num_gpu")
+		at, d, g := r.seconds("submission_time"), r.seconds("duration"), r.integer("num_gpu", 1, maxGPUs, "a number of GPUs")
 		if r.err == nil {
-			jobs = append(jobs, Job{Name: r.get("job_id"), Arrival: at, Duration: d, Key: perfmodel.JobKey{ScaleFactor: g}, Weight: 1})
+			jobs = append(jobs, Job{Name: strings.Clone(r.get("job_id")), Arrival: at, Duration: d, Key: perfmodel.JobKey{ScaleFactor: g}, Weight: 1})
 		}
 	})
+	if err != nil {
+		return nil, err
+	}
 	shiftArrivals(jobs)
-	return jobs, err
+	return jobs, nil
 }
 
 // ReadTiresias reads a Tiresias simulator trace (SymbioticLab/Tiresias,
@@ -190,13 +94,16 @@ func ReadITP(r io.Reader, name string) ([]Job, error) {
 func ReadTiresias(r io.Reader, name string) ([]Job, error) {
 	var jobs []Job
 	err := csvRows(r, name, []string{"job_id", "num_gpu", "submit_time", "model_name", "duration"}, func(r *row) {
-		at, d, g, model := r.seconds("submit_time"), r.seconds("duration"), r.count("num_gpu"), r.text("model_name")
+		at, d, g, model := r.seconds("submit_time"), r.seconds("duration"), r.integer("num_gpu", 1, maxGPUs, "a number of GPUs"), r.text("model_name")
 		if r.err == nil {
-			jobs = append(jobs, Job{Name: model, Arrival: at, Duration: d, Key: perfmodel.JobKey{ScaleFactor: g}, Weight: 1})
+			jobs = append(jobs, Job{Name: strings.Clone(model), Arrival: at, Duration: d, Key: perfmodel.JobKey{ScaleFactor: g}, Weight: 1})
 		}
 	})
+	if err != nil {
+		return nil, err
+	}
 	numberJobs(jobs)
-	return jobs, err
+	return jobs, nil
 }
 
 // ReadPollux reads a Pollux workload (petuum/adaptdl, simulator/workloads/
@@ -208,37 +115,41 @@ func ReadTiresias(r io.Reader, name string) ([]Job, error) {
 func ReadPollux(r io.Reader, name string) ([]Job, error) {
 	var jobs []Job
 	err := csvRows(r, name, []string{"name", "time", "application", "num_replicas", "batch_size"}, func(r *row) {
-		at, g, bs, app := r.seconds("time"), r.count("num_replicas"), r.count("batch_size"), r.text("application")
+		at, g := r.seconds("time"), r.integer("num_replicas", 1, maxGPUs, "a number of replicas")
+		bs, app := r.integer("batch_size", 1, maxBatch, "a batch size"), r.text("application")
 		if r.err == nil {
-			jobs = append(jobs, Job{Name: app, Arrival: at, Key: perfmodel.JobKey{BatchSize: bs, ScaleFactor: g}, Weight: 1})
+			jobs = append(jobs, Job{Name: strings.Clone(app), Arrival: at, Key: perfmodel.JobKey{BatchSize: bs, ScaleFactor: g}, Weight: 1})
 		}
 	})
+	if err != nil {
+		return nil, err
+	}
 	numberJobs(jobs)
-	return jobs, err
+	return jobs, nil
 }
 
 // ReadAlibabaPods reads the pod list of Alibaba's GPU-sharing trace
 // (alibaba/clusterdata, cluster-trace-gpu-v2023, openb_pod_list_*.csv):
-// columns name, num_gpu, gpu_milli, gpu_spec, creation_time,
-// deletion_time, scheduled_time (s). Pods without GPUs are skipped; a pod's
-// scale factor is num_gpu (a fraction of one GPU counts as one), its
-// duration deletion minus scheduled time (creation when never scheduled),
-// and Name keeps its name.
+// columns name, num_gpu, gpu_milli (thousandths of each GPU, 1 to 1000
+// for a pod with GPUs), gpu_spec, creation_time, deletion_time,
+// scheduled_time (s). Pods without GPUs are skipped; a pod's scale factor
+// is num_gpu (a fraction of one GPU counts as one), its duration deletion
+// minus scheduled time (creation when never scheduled), and Name keeps its
+// name.
 func ReadAlibabaPods(r io.Reader, name string) ([]Job, error) {
 	var jobs []Job
 	err := csvRows(r, name, []string{"name", "num_gpu", "gpu_milli", "creation_time", "deletion_time", "scheduled_time"}, func(r *row) {
-		g, err := strconv.Atoi(r.get("num_gpu"))
-		if err != nil || g < 0 {
-			r.fail("num_gpu %q (want an integer >= 0)", r.get("num_gpu"))
-		}
+		g := r.integer("num_gpu", 0, maxGPUs, "a number of GPUs")
+		milli := r.integer("gpu_milli", 0, 1000, "thousandths of a GPU")
 		if r.err != nil || g == 0 {
 			return
 		}
-		created, ok1 := nonNegative(r.get("creation_time"))
-		deleted, ok2 := nonNegative(r.get("deletion_time"))
-		sched, ok3 := nonNegative(r.get("scheduled_time"))
-		if !ok1 || !ok2 || !ok3 {
-			r.fail("times %q, %q, %q (want seconds >= 0)", r.get("creation_time"), r.get("deletion_time"), r.get("scheduled_time"))
+		if milli == 0 {
+			r.fail("gpu_milli 0 for a pod of %d GPUs (want 1 to 1000)", g)
+			return
+		}
+		created, deleted, sched := r.seconds("creation_time"), r.seconds("deletion_time"), r.seconds("scheduled_time")
+		if r.err != nil {
 			return
 		}
 		start := math.Max(sched, created)
@@ -246,10 +157,13 @@ func ReadAlibabaPods(r io.Reader, name string) ([]Job, error) {
 			r.fail("deletion_time %v before the pod started at %v", deleted, start)
 			return
 		}
-		jobs = append(jobs, Job{Name: r.get("name"), Arrival: created, Duration: deleted - start, Key: perfmodel.JobKey{ScaleFactor: g}, Weight: 1})
+		jobs = append(jobs, Job{Name: strings.Clone(r.get("name")), Arrival: created, Duration: deleted - start, Key: perfmodel.JobKey{ScaleFactor: g}, Weight: 1})
 	})
+	if err != nil {
+		return nil, err
+	}
 	shiftArrivals(jobs)
-	return jobs, err
+	return jobs, nil
 }
 
 // AssignModels gives every job without a model one of Gavel's job types,
@@ -316,33 +230,41 @@ func (a *AssignModels) Apply(jobs []Job) error {
 		if err != nil {
 			return fmt.Errorf("sim: assign models: job %d: %w", j.ID, err)
 		}
-		if rate <= 0 {
-			return fmt.Errorf("sim: assign models: job %d: %s does not run on %s", j.ID, k, ref)
+		if !(rate > 0) || math.IsInf(rate, 0) {
+			return fmt.Errorf("sim: assign models: job %d: %s does not run on %s (rate %v)", j.ID, k, ref, rate)
 		}
-		j.Key = k
-		j.Steps = math.Max(1, math.Round(j.Duration*rate))
+		steps := math.Max(1, math.Round(j.Duration*rate))
+		if !(steps <= maxJobSteps) {
+			return fmt.Errorf("sim: assign models: job %d: %v s at %v steps/s is %v steps, more than %g", j.ID, j.Duration, rate, steps, float64(maxJobSteps))
+		}
+		j.Key, j.Steps = k, steps
 	}
 	return nil
 }
 
 // ReadSamples reads a one-column CSV of positive numbers with a header,
-// such as Tiresias's GPU-time distributions (yarn-gput*.csv).
+// such as Tiresias's GPU-time distributions (yarn-gput*.csv); values are
+// from 1e-9 to 1e15, through the limits of ReadPhilly.
 func ReadSamples(r io.Reader, name string) ([]float64, error) {
 	var out []float64
 	first := true
-	err := lines(r, func(n int, line string) error {
+	err := lines(r, name, func(n int, line string) error {
+		field, _, _ := strings.Cut(line, ",")
 		if first {
 			first = false
-			if _, err := number(line); err != nil {
+			if _, err := number(field); err != nil {
 				return nil // a header
 			}
 		}
-		v, err := number(strings.TrimSpace(strings.Split(line, ",")[0]))
-		if err != nil || v <= 0 {
-			return &ParseError{File: name, Line: n, Msg: fmt.Sprintf("%q is not a positive number", line)}
+		v, err := number(field)
+		if err != nil || !(v >= 1e-9 && v <= maxJobSteps) {
+			return &ParseError{File: name, Line: n, Msg: fmt.Sprintf("%q (want a number from 1e-09 to %g)", field, float64(maxJobSteps))}
 		}
 		out = append(out, v)
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }

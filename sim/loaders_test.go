@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/perfmodel"
@@ -100,7 +101,10 @@ func TestLoaderErrors(t *testing.T) {
 func FuzzLoaders(f *testing.F) {
 	for _, s := range []string{phillySample, itpSample, tiresiasSample, polluxSample, alibabaSample, gavelTrace} {
 		f.Add(s)
+		f.Add("\ufeff" + s)
 	}
+	f.Add(itpSample + "x,0,1e308,1\n")
+	f.Add(alibabaSample + "p,1,1,1,NaN,,LS,Running,0,10,0\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		for name, load := range loaders {
 			jobs, err := load(strings.NewReader(s), "fuzz")
@@ -111,7 +115,9 @@ func FuzzLoaders(f *testing.F) {
 				continue
 			}
 			for _, j := range jobs {
-				if j.Arrival < 0 || j.Key.ScaleFactor < 1 || j.Duration < 0 || j.Arrival != j.Arrival {
+				if !(j.Arrival >= 0 && j.Arrival <= MaxSeconds) || j.Key.ScaleFactor < 1 || j.Key.ScaleFactor > maxGPUs ||
+					!(j.Duration >= 0 && j.Duration <= MaxSeconds) || !(j.Steps >= 0 && j.Steps <= maxJobSteps) ||
+					strings.Contains(j.Name+j.Key.Model, "\ufeff") {
 					t.Fatalf("%s accepted a bad job: %+v", name, j)
 				}
 			}
@@ -178,4 +184,47 @@ func TestShippedTraces(t *testing.T) {
 		}
 		t.Logf("%s: %d jobs, %d of 0 s", c.path, len(jobs), zero)
 	}
+}
+
+func FuzzReadSamples(f *testing.F) {
+	f.Add("gput\n10\n20\n")
+	f.Add("\ufeff1e300\n-1,2\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := ReadSamples(strings.NewReader(s), "fuzz.csv")
+		if err != nil {
+			if v != nil || !strings.HasPrefix(err.Error(), "sim: ") {
+				t.Fatalf("samples %v with error %v", v, err)
+			}
+			return
+		}
+		for _, x := range v {
+			if !(x >= 1e-9 && x <= maxJobSteps) {
+				t.Fatalf("sample %v accepted", x)
+			}
+		}
+	})
+}
+
+// FuzzLoadPolluxApp fuzzes a profile's step times with valid gradient
+// statistics: an accepted profile has positive, finite step times.
+func FuzzLoadPolluxApp(f *testing.F) {
+	f.Add("placement,local_bsz,step_time,sync_time\n1,4,0.5,0.01\n2,8,0.7,0.2\n", "num_nodes,num_replicas,local_bsz,step_time,sync_time\n1,2,4,0.6,0.1\n")
+	f.Add("placement,local_bsz,step_time,sync_time\n1,4,NaN,0.01\n", "num_nodes,num_replicas,local_bsz,step_time,sync_time\n")
+	validation := "progress,iteration,metric,grad_sqr,grad_var\n" + strings.Repeat("1,1,1,1,1\n", 10)
+	f.Fuzz(func(t *testing.T, placements, scalability string) {
+		fsys := fstest.MapFS{
+			"p/ncf/placements.csv":    {Data: []byte(placements)},
+			"p/ncf/scalability.csv":   {Data: []byte(scalability)},
+			"p/ncf/validation-32.csv": {Data: []byte(validation)},
+		}
+		a, err := LoadPolluxApp(fsys, "p", "ncf")
+		if err != nil {
+			return
+		}
+		for _, s := range a.Samples {
+			if !(s.StepTime > 0 && s.StepTime <= maxStepTime && s.Atomic >= 1 && s.Nodes >= 1 && s.Replicas >= s.Nodes) {
+				t.Fatalf("bad sample %+v", s)
+			}
+		}
+	})
 }

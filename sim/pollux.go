@@ -52,6 +52,14 @@ var PolluxApps = []string{"bert", "cifar10", "deepspeech2", "imagenet", "ncf", "
 // LoadPolluxApp reads an application's profile from dir/<name>/ in fsys
 // (placements.csv, scalability.csv, validation-<batch>.csv) and fits its
 // step-time model (elastic.FitPerfParams) to every measured step.
+//
+// The files are read through the limits of ReadPhilly and must be regular
+// files (a named pipe is refused, not waited on). Micro-batches are from 1
+// to 2^30, step and sync times from 0 to 1e6 s with the step above the
+// sync, placements at most 64 nodes of at most 9 replicas, nodes and
+// replicas at most 1,048,576, gradient statistics and progress from 0 to
+// 1e30; an application has at most 65,536 measured steps and 64
+// validation files.
 func LoadPolluxApp(fsys fs.FS, dir, name string) (*PolluxApp, error) {
 	epochs, ok := polluxEpochs[name]
 	if !ok {
@@ -60,21 +68,32 @@ func LoadPolluxApp(fsys fs.FS, dir, name string) (*PolluxApp, error) {
 	a := &PolluxApp{Name: name, MaxEpochs: epochs, MinLocal: math.Inf(1)}
 	base := path.Join(dir, name)
 	read := func(file string, cols []string, f func(*row)) error {
-		fh, err := fsys.Open(path.Join(base, file))
+		p := path.Join(base, file)
+		if st, err := fs.Stat(fsys, p); err != nil {
+			return err
+		} else if !st.Mode().IsRegular() {
+			return &ParseError{File: p, Msg: "not a regular file"}
+		}
+		fh, err := fsys.Open(p)
 		if err != nil {
 			return err
 		}
 		defer func() { _ = fh.Close() }()
-		return csvRows(fh, path.Join(base, file), cols, f)
+		return csvRows(fh, p, cols, f)
 	}
 	a.placed, a.scaled = map[string][]measured{}, map[[2]int][]measured{}
 	add := func(r *row, nodes, replicas int) (measured, bool) {
-		m, step, sync := r.seconds("local_bsz"), r.seconds("step_time"), r.seconds("sync_time")
+		m := r.number("local_bsz", 1, maxBatch, "a micro-batch size")
+		step, sync := r.number("step_time", 0, maxStepTime, "seconds"), r.number("sync_time", 0, maxStepTime, "seconds")
 		if r.err != nil {
 			return measured{}, false
 		}
-		if !(step > sync) || m < 1 {
-			r.fail("step time %v not above sync time %v, or micro-batch %v", step, sync, m)
+		if !(step > sync) {
+			r.fail("step time %v s not above sync time %v s", step, sync)
+			return measured{}, false
+		}
+		if len(a.Samples) == maxPolluxSamples {
+			r.fail("more than %d measured steps", maxPolluxSamples)
 			return measured{}, false
 		}
 		a.Samples = append(a.Samples, elastic.PerfSample{Nodes: nodes, Replicas: replicas, Atomic: m, ComputeTime: step - sync, StepTime: step})
@@ -83,6 +102,10 @@ func LoadPolluxApp(fsys fs.FS, dir, name string) (*PolluxApp, error) {
 	}
 	err := read("placements.csv", []string{"placement", "local_bsz", "step_time", "sync_time"}, func(r *row) {
 		p := r.text("placement")
+		if len(p) > maxPlacementNodes {
+			r.fail("placement of %d nodes (want at most %d)", len(p), maxPlacementNodes)
+			return
+		}
 		nodes, replicas := 0, 0
 		for _, c := range p {
 			if c < '0' || c > '9' {
@@ -107,7 +130,7 @@ func LoadPolluxApp(fsys fs.FS, dir, name string) (*PolluxApp, error) {
 		return nil, err
 	}
 	err = read("scalability.csv", []string{"num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time"}, func(r *row) {
-		n, k := r.count("num_nodes"), r.count("num_replicas")
+		n, k := r.integer("num_nodes", 1, maxGPUs, "a number of nodes"), r.integer("num_replicas", 1, maxGPUs, "a number of replicas")
 		if r.err == nil && k < n {
 			r.fail("%d replicas on %d nodes", k, n)
 			return
@@ -132,6 +155,9 @@ func LoadPolluxApp(fsys fs.FS, dir, name string) (*PolluxApp, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(files) > maxValidationFiles {
+		return nil, &ParseError{File: path.Join(base, "validation-*.csv"), Msg: fmt.Sprintf("%d validation files (want at most %d)", len(files), maxValidationFiles)}
+	}
 	type val struct {
 		b           float64
 		p, sq, var_ []float64
@@ -140,12 +166,13 @@ func LoadPolluxApp(fsys fs.FS, dir, name string) (*PolluxApp, error) {
 	for _, f := range files {
 		bs := strings.TrimSuffix(strings.TrimPrefix(path.Base(f), "validation-"), ".csv")
 		b, err := strconv.Atoi(bs)
-		if err != nil || b < 1 {
+		if err != nil || b < 1 || b > maxBatch {
 			return nil, &ParseError{File: f, Line: 0, Msg: "the file name gives no batch size"}
 		}
 		v := val{b: float64(b)}
 		err = read(path.Base(f), []string{"progress", "grad_sqr", "grad_var"}, func(r *row) {
-			p, s, x := r.seconds("progress"), r.seconds("grad_sqr"), r.seconds("grad_var")
+			p := r.number("progress", 0, maxGradStat, "progress")
+			s, x := r.number("grad_sqr", 0, maxGradStat, "a squared gradient norm"), r.number("grad_var", 0, maxGradStat, "a gradient variance")
 			if r.err == nil {
 				v.p, v.sq, v.var_ = append(v.p, p), append(v.sq, s), append(v.var_, x)
 			}
@@ -180,6 +207,15 @@ func LoadPolluxApp(fsys fs.FS, dir, name string) (*PolluxApp, error) {
 	}
 	return a, nil
 }
+
+// Limits of a Pollux profile.
+const (
+	maxStepTime        = 1e6
+	maxPlacementNodes  = 64
+	maxPolluxSamples   = 1 << 16
+	maxValidationFiles = 64
+	maxGradStat        = 1e30
+)
 
 // measured is a profiled step: micro-batch, step and sync time.
 type measured struct{ atomic, step, sync float64 }

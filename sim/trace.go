@@ -1,11 +1,9 @@
 package sim
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"strings"
 
@@ -55,48 +53,16 @@ func (e *ParseError) Error() string {
 // Unwrap returns ErrMalformedTrace.
 func (e *ParseError) Unwrap() error { return ErrMalformedTrace }
 
-// maxLine bounds a trace line, so that a corrupt file cannot ask for
-// unbounded memory.
-const maxLine = 1 << 20
-
-// lines calls f for each non-empty line of r with its 1-based number.
-func lines(r io.Reader, f func(n int, line string) error) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
-	n := 0
-	for sc.Scan() {
-		n++
-		line := strings.TrimRight(sc.Text(), "\r")
-		if strings.TrimSpace(line) == "" {
-			continue
-		}
-		if err := f(n, line); err != nil {
-			return err
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("sim: reading line %d: %w", n+1, err)
-	}
-	return nil
-}
-
-// number parses a finite float.
-func number(s string) (float64, error) {
-	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("%q is not a finite number", s)
-	}
-	return v, nil
-}
-
 // ReadGavelTrace reads a trace in Gavel's format (utils.parse_trace): ten
 // tab-separated columns, job_type, command, working_directory,
 // num_steps_arg, needs_data_dir, total_steps, scale_factor,
 // priority_weight, SLO (-1 for none) and arrival_time (seconds). name
-// labels errors, which give the line.
+// labels errors, which give the line. It reads through the limits of
+// ReadPhilly; total_steps is from 1 to 1e15, priority_weight above 0 and
+// at most 1e6, SLO -1 or from 0 to MaxSeconds.
 func ReadGavelTrace(r io.Reader, name string) ([]Job, error) {
 	var jobs []Job
-	err := lines(r, func(n int, line string) error {
+	err := lines(r, name, func(n int, line string) error {
 		bad := func(format string, args ...any) error {
 			return &ParseError{File: name, Line: n, Msg: fmt.Sprintf(format, args...)}
 		}
@@ -105,28 +71,28 @@ func ReadGavelTrace(r io.Reader, name string) ([]Job, error) {
 			return bad("%d tab-separated columns, want 10 (job_type, command, working_directory, num_steps_arg, needs_data_dir, total_steps, scale_factor, priority_weight, SLO, arrival_time)", len(f))
 		}
 		steps, err := number(f[5])
-		if err != nil || steps <= 0 {
-			return bad("total_steps: %q (want a number > 0)", f[5])
+		if err != nil || steps < 1 || steps > maxJobSteps {
+			return bad("total_steps: %q (want a number of steps from 1 to %g)", f[5], float64(maxJobSteps))
 		}
 		sf, err := strconv.Atoi(strings.TrimSpace(f[6]))
-		if err != nil || sf < 1 {
-			return bad("scale_factor: %q (want an integer >= 1)", f[6])
+		if err != nil || sf < 1 || sf > maxGPUs {
+			return bad("scale_factor: %q (want an integer from 1 to %d)", f[6], maxGPUs)
 		}
 		key, err := perfmodel.ParseJobType(f[0], sf)
 		if err != nil {
 			return bad("job_type: %v", err)
 		}
 		w, err := number(f[7])
-		if err != nil || w <= 0 {
-			return bad("priority_weight: %q (want a number > 0)", f[7])
+		if err != nil || w <= 0 || w > maxWeight {
+			return bad("priority_weight: %q (want a number above 0 and at most %g)", f[7], float64(maxWeight))
 		}
 		slo, err := number(f[8])
-		if err != nil || (slo < 0 && slo != -1) {
-			return bad("SLO: %q (want -1 or a number >= 0)", f[8])
+		if err != nil || (slo < 0 && slo != -1) || slo > MaxSeconds {
+			return bad("SLO: %q (want -1 or seconds from 0 to %g)", f[8], float64(MaxSeconds))
 		}
 		at, err := number(f[9])
-		if err != nil || at < 0 {
-			return bad("arrival_time: %q (want a number >= 0)", f[9])
+		if err != nil || at < 0 || at > MaxSeconds {
+			return bad("arrival_time: %q (want seconds from 0 to %g)", f[9], float64(MaxSeconds))
 		}
 		j := Job{ID: len(jobs), Arrival: at, Key: key, Steps: steps, Weight: w}
 		if slo > 0 {
@@ -135,5 +101,8 @@ func ReadGavelTrace(r io.Reader, name string) ([]Job, error) {
 		jobs = append(jobs, j)
 		return nil
 	})
-	return jobs, err
+	if err != nil {
+		return nil, err
+	}
+	return jobs, nil
 }
