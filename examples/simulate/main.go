@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/internal/cli"
+	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/sim"
 	"github.com/gpusched/gpusched/topology"
@@ -44,25 +46,59 @@ type options struct {
 	parallel                                      int
 }
 
-func main() {
+func main() { os.Exit(command(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// command runs simulate with args and returns the exit status.
+func command(args []string, stdout, stderr io.Writer) int {
 	var o options
-	flag.StringVar(&o.trace, "trace", "", "a trace file (default: generate Gavel's workload)")
-	flag.StringVar(&o.format, "format", "gavel", "the trace's format: gavel, philly, itp, tiresias or alibaba (jobs without a model get Gavel job types by sim.AssignModels)")
-	flag.StringVar(&o.cluster, "cluster", "v100:36,p100:36,k80:36", "cluster: type:count,... (Gavel's throughput table knows v100, p100, k80)")
-	flag.StringVar(&o.policies, "policies", "fifo,las,gavel,gavel-ss", "policies to compare: "+strings.Join(policyNames(), ", "))
-	flag.Float64Var(&o.rate, "rate", 4.8, "arrival rate of the generated workload, jobs per hour")
-	flag.IntVar(&o.jobs, "jobs", 2500, "number of generated jobs")
-	flag.StringVar(&o.window, "window", "1000:2000", "jobs to measure, from:to in order of arrival (Gavel: 4000:5000)")
-	flag.Uint64Var(&o.seed, "seed", 0, "seed of the workload generator and the policies")
-	flag.BoolVar(&o.multiGPU, "multi-gpu", false, "generate multi-GPU jobs (Gavel's 70/10/15/5% scale factors)")
-	flag.StringVar(&o.out, "out", "out", "folder for the SVG plots (empty: no plots)")
-	flag.BoolVar(&o.quiet, "quiet", false, "no progress on standard error")
-	flag.IntVar(&o.parallel, "parallel", 2, "policies simulated at once")
-	flag.Parse()
-	if err := run(context.Background(), os.Stdout, os.Stderr, o); err != nil {
-		fmt.Fprintln(os.Stderr, "simulate:", err)
-		os.Exit(1)
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fs.StringVar(&o.trace, "trace", "", "a trace file, at most 512 MiB (default: generate Gavel's workload)")
+	fs.StringVar(&o.format, "format", "gavel", "the trace's format: "+strings.Join(formatNames, ", ")+" (jobs without a model get Gavel job types by sim.AssignModels)")
+	fs.StringVar(&o.cluster, "cluster", "v100:36,p100:36,k80:36", "cluster: type:count,... (Gavel's throughput table knows v100, p100, k80)")
+	fs.StringVar(&o.policies, "policies", "fifo,las,gavel,gavel-ss", "policies to compare: "+strings.Join(policyNames(), ", "))
+	fs.Float64Var(&o.rate, "rate", 4.8, "arrival rate of the generated workload, jobs per hour: 0 (all at once) or 0.001 to 1e6")
+	fs.IntVar(&o.jobs, "jobs", 2500, fmt.Sprintf("number of generated jobs, 1 to %d", maxJobs))
+	fs.StringVar(&o.window, "window", "1000:2000", "jobs to measure, from:to in order of arrival (Gavel: 4000:5000)")
+	fs.Uint64Var(&o.seed, "seed", 0, "seed of the workload generator and the policies")
+	fs.BoolVar(&o.multiGPU, "multi-gpu", false, "generate multi-GPU jobs (Gavel's 70/10/15/5% scale factors)")
+	fs.StringVar(&o.out, "out", "out", "folder for the SVG plots (empty: no plots)")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress on standard error")
+	fs.IntVar(&o.parallel, "parallel", 2, "policies simulated at once, 1 to 64")
+	return cli.Main(fs, args, stderr, func(ctx context.Context) error {
+		if err := o.check(); err != nil {
+			return err
+		}
+		return run(ctx, stdout, stderr, o)
+	})
+}
+
+// maxJobs bounds the generated workload (Gavel's largest is 5,000 jobs).
+const maxJobs = 1_000_000
+
+// formatNames are the trace formats, in the order the help lists them.
+var formatNames = []string{"gavel", "philly", "itp", "tiresias", "alibaba"}
+
+// check validates every flag before any work starts.
+func (o *options) check() error {
+	var c cli.Checks
+	if o.trace != "" {
+		c.InputFile("trace", o.trace, sim.MaxTraceBytes)
 	}
+	c.OneOf("format", o.format, formatNames...)
+	if _, err := topology.ParseCompact(o.cluster, 1); err != nil {
+		c.Fail("cluster", o.cluster, "type:count,... with counts above 0 (%v)", err)
+	}
+	c.List("policies", o.policies, false, policyNames()...)
+	c.ZeroOr("rate", o.rate, 0.001, 1e6, "every job at time 0")
+	c.Int("jobs", o.jobs, 1, maxJobs)
+	if _, _, err := parseWindow(o.window); err != nil {
+		c.Fail("window", o.window, "from:to with 0 <= from < to, for instance 1000:2000")
+	}
+	if o.out != "" {
+		c.OutputDir("out", o.out)
+	}
+	c.Int("parallel", o.parallel, 1, 64)
+	return c.Err()
 }
 
 // readers are the trace formats the command reads.
@@ -124,13 +160,13 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 		source += ", multi-GPU"
 	}
 	if o.trace != "" {
-		data, err := os.ReadFile(o.trace)
+		data, err := cli.ReadFile(o.trace, sim.MaxTraceBytes)
 		if err != nil {
 			return err
 		}
 		read, ok := readers[o.format]
 		if !ok {
-			return fmt.Errorf("unknown trace format %q (want gavel, philly, itp, tiresias or alibaba)", o.format)
+			return cli.Usage("format", o.format, "one of %s", strings.Join(formatNames, ", "))
 		}
 		if jobs, err = read(bytes.NewReader(data), o.trace); err != nil {
 			return err
@@ -155,6 +191,9 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 		return err
 	}
 
+	// Traces hold jobs of 16 GPUs and more, which Gavel never measured:
+	// they run at rates extrapolated from its largest measurement.
+	model := perfmodel.Extrapolated{Table: gavel.Simulation()}
 	results := make([]outcome, len(names))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(1, o.parallel))
@@ -167,7 +206,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 			defer func() { <-sem }()
 			start := time.Now()
 			if ev, ok := eventPolicies[name]; ok {
-				res, err := sim.RunEvents(ctx, sim.EventConfig{Types: types, Capacity: capacity, Scheduler: ev,
+				res, err := sim.RunEvents(ctx, sim.EventConfig{Types: types, Capacity: capacity, Scheduler: ev, Throughput: model,
 					Progress: func(done, total int) { progress.update(i, done, total) }}, jobs)
 				results[i] = outcome{name: name, result: res, took: time.Since(start), err: err}
 				if err == nil {
@@ -178,11 +217,11 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 			spec := policies[name]
 			cfg := sim.Config{
 				Types: types, Capacity: capacity, Policy: spec.make(o.seed), Seed: o.seed,
-				ShuffleTypes: spec.agnostic,
-				Progress:     func(done, total int) { progress.update(i, done, total) },
+				ShuffleTypes: spec.agnostic, Throughput: model,
+				Progress: func(done, total int) { progress.update(i, done, total) },
 			}
 			if spec.spaceSharing {
-				cfg.Colocation = gavel.Simulation()
+				cfg.Colocation = measuredPairs{gavel.Simulation()}
 			}
 			res, err := sim.Run(ctx, cfg, jobs)
 			results[i] = outcome{name: name, result: res, took: time.Since(start), err: err}
@@ -208,10 +247,15 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 	line("policy", "jobs", "mean JCT (h)", "median (h)", "p95 (h)", "p99 (h)", "queueing (h)", "makespan (h)", "utilisation", "mean rho", "rho>1", "allocations", "run time")
 	for _, r := range results {
 		s := r.summary
-		h := func(v float64) string { return strconv.FormatFloat(v/3600, 'f', 2, 64) }
+		h := func(v float64) string { return cli.Fixed(v/3600, 2) }
+		// The event-driven engine does not compute isolated times, so it
+		// has no rho to show.
+		rho, above := cli.Fixed(s.MeanRho, 2), cli.Percent(s.RhoAbove1)
+		if !hasRho(r.result) {
+			rho, above = "-", "-"
+		}
 		line(r.name, strconv.Itoa(s.Jobs), h(s.MeanJCT), h(s.MedianJCT), h(s.P95JCT), h(s.P99JCT), h(s.MeanQueueing), h(s.Makespan),
-			fmt.Sprintf("%.0f%%", 100*s.Utilisation), fmt.Sprintf("%.2f", s.MeanRho), fmt.Sprintf("%.0f%%", 100*s.RhoAbove1),
-			strconv.Itoa(r.result.Allocations), r.took.Round(10*time.Millisecond).String())
+			cli.Percent(s.Utilisation), rho, above, strconv.Itoa(r.result.Allocations), r.took.Round(10*time.Millisecond).String())
 	}
 	if werr != nil {
 		return werr
@@ -225,12 +269,38 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	files, err := plots(o.out, results, from, to)
 	if err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(stdout, "\nPlots: %s\n", strings.Join(files, ", "))
 	return err
+}
+
+// hasRho reports whether any job has an isolated time, the denominator of
+// rho.
+func hasRho(res *sim.Result) bool {
+	for _, r := range res.Records {
+		if r.Isolated > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// measuredPairs answers co-located rates from Gavel's table; jobs it never
+// measured (16 GPUs and more) do not share a GPU.
+type measuredPairs struct{ t *perfmodel.Table }
+
+func (m measuredPairs) Colocated(a, b perfmodel.JobKey, t topology.GPUType) (float64, float64, error) {
+	ta, tb, err := m.t.Colocated(a, b, t)
+	if errors.Is(err, perfmodel.ErrUnknownJob) {
+		return 0, 0, nil
+	}
+	return ta, tb, err
 }
 
 func parseWindow(s string) (int, int, error) {

@@ -13,6 +13,10 @@ import (
 
 func TestRunSmall(t *testing.T) {
 	dir := t.TempDir()
+	// A symbolic link planted at a plot's name is replaced, not followed.
+	victim := filepath.Join(t.TempDir(), "victim")
+	require.NoError(t, os.WriteFile(victim, []byte("keep"), 0o600))
+	require.NoError(t, os.Symlink(victim, filepath.Join(dir, "jct_cdf.svg")))
 	var out, errOut bytes.Buffer
 	o := options{cluster: "v100:4,p100:4,k80:4", policies: "fifo,fifo-events,las,gavel,gavel-ss", rate: 20, jobs: 60, window: "10:50", out: dir, quiet: true, parallel: 2}
 	require.NoError(t, run(context.Background(), &out, &errOut, o))
@@ -20,11 +24,20 @@ func TestRunSmall(t *testing.T) {
 	for _, p := range []string{"fifo", "fifo-events", "las", "gavel", "gavel-ss"} {
 		assert.Regexp(t, `\s`+p+`\s+40\s`, s)
 	}
+	// The event-driven engine computes no isolated times: its rho columns
+	// say so rather than 0.
+	assert.Regexp(t, `fifo-events(\s+\S+){8}\s+-\s+-\s`, s)
+	assert.Regexp(t, `\sgavel(\s+\S+){8}\s+\d+\.\d\d\s+\d+%\s`, s)
+	assert.NotContains(t, s, "NaN")
 	for _, f := range []string{"jct_cdf.svg", "utilisation.svg"} {
-		st, err := os.Stat(filepath.Join(dir, f))
+		st, err := os.Lstat(filepath.Join(dir, f))
 		require.NoError(t, err)
+		assert.True(t, st.Mode().IsRegular(), f)
 		assert.Positive(t, st.Size())
 	}
+	kept, err := os.ReadFile(victim)
+	require.NoError(t, err)
+	assert.Equal(t, "keep", string(kept))
 }
 
 func TestRunErrors(t *testing.T) {
@@ -45,7 +58,7 @@ func TestRunErrors(t *testing.T) {
 	o = base
 	o.trace, o.format = filepath.Join(t.TempDir(), "x.csv"), "yaml"
 	require.NoError(t, os.WriteFile(o.trace, []byte("a"), 0o644))
-	assert.ErrorContains(t, run(context.Background(), &out, &out, o), `unknown trace format "yaml"`)
+	assert.ErrorContains(t, run(context.Background(), &out, &out, o), `-format yaml: want one of`)
 	o = base
 	o.trace, o.format = filepath.Join(t.TempDir(), "bad.trace"), "gavel"
 	require.NoError(t, os.WriteFile(o.trace, []byte("x\ty\n"), 0o644))

@@ -2,8 +2,10 @@ package main
 
 import (
 	"image/color"
+	"io"
 	"slices"
 
+	"github.com/gpusched/gpusched/internal/cli"
 	"github.com/gpusched/gpusched/sim"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -78,13 +80,26 @@ func plots(dir string, results []outcome, from, to int) ([]string, error) {
 		}
 	}
 	files := []string{plotPath(dir, "jct_cdf.svg"), plotPath(dir, "utilisation.svg")}
-	if err := cdf.Save(7*vg.Inch, 4.5*vg.Inch, files[0]); err != nil {
+	if err := save(cdf, 7*vg.Inch, 4.5*vg.Inch, files[0]); err != nil {
 		return nil, err
 	}
-	if err := util.Save(9*vg.Inch, 4*vg.Inch, files[1]); err != nil {
+	if err := save(util, 9*vg.Inch, 4*vg.Inch, files[1]); err != nil {
 		return nil, err
 	}
 	return files, nil
+}
+
+// save writes a plot as SVG through a temporary file renamed into place,
+// so that a symbolic link planted at the name is replaced, not followed.
+func save(p *plot.Plot, w, h vg.Length, file string) error {
+	wt, err := p.WriterTo(w, h, "svg")
+	if err != nil {
+		return err
+	}
+	return cli.WriteFile(file, func(out io.Writer) error {
+		_, err := wt.WriteTo(out)
+		return err
+	})
 }
 
 // hourlyMean averages a per-round series over hours.

@@ -8,6 +8,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -15,20 +16,31 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/gpusched/gpusched/internal/cli"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/topology"
 )
 
-func main() {
-	spec := flag.String("cluster", "v100:36,p100:36,k80:36", "cluster spec: type:count[:gpus-per-server],... or Gavel's v100:p100:k80 counts")
-	perServer := flag.Int("gpus-per-server", 4, "GPUs per server where the spec does not say")
-	physical := flag.Bool("physical", false, "use Gavel's physical-cluster table instead of its simulation table")
-	flag.Parse()
-	if err := run(os.Stdout, *spec, *perServer, *physical); err != nil {
-		fmt.Fprintln(os.Stderr, "throughputs:", err)
-		os.Exit(1)
-	}
+func main() { os.Exit(command(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// command runs throughputs with args and returns the exit status.
+func command(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("throughputs", flag.ContinueOnError)
+	spec := fs.String("cluster", "v100:36,p100:36,k80:36", "cluster spec: type:count[:gpus-per-server],... or Gavel's v100:p100:k80 counts")
+	perServer := fs.Int("gpus-per-server", 4, "GPUs per server where the spec does not say, 1 to 1024")
+	physical := fs.Bool("physical", false, "use Gavel's physical-cluster table instead of its simulation table")
+	return cli.Main(fs, args, stderr, func(context.Context) error {
+		var c cli.Checks
+		c.Int("gpus-per-server", *perServer, 1, 1024)
+		if err := c.Err(); err != nil {
+			return err
+		}
+		if _, err := topology.ParseCompact(*spec, *perServer); err != nil {
+			return cli.Usage("cluster", *spec, "type:count[:gpus-per-server],... or v100:p100:k80 counts (%v)", err)
+		}
+		return run(stdout, *spec, *perServer, *physical)
+	})
 }
 
 // jobs are a few of Gavel's 26 job types, chosen to show its quirks.

@@ -215,6 +215,14 @@ func reason(err error) string {
 // named pipe.
 func ReadFile(path string, limit int64) ([]byte, error) { return safeio.ReadFile(path, limit) }
 
+// WriteFile writes the file path with what write writes, through a
+// temporary file in its folder renamed into place: all of it or, on an
+// error, nothing; a symbolic link planted at path is replaced, not
+// followed.
+func WriteFile(path string, write func(w io.Writer) error) error {
+	return safeio.WriteFile(path, write)
+}
+
 // num writes a flag value: the shortest form that reads back.
 func num(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 

@@ -21,8 +21,8 @@ type Command func(args []string, stdout, stderr io.Writer) int
 // Run runs every line of the corpus file: arguments split on spaces, a
 // tab, the exit status, a tab, and the text the output must contain. Lines
 // that are empty or start with # are skipped. In the arguments, {tmp} is a
-// fresh temporary folder and {fifo} a named pipe in it (the line is skipped
-// where there are no named pipes). A failure must write exactly one line
+// fresh temporary folder, {file} a small regular file in it and {fifo} a
+// named pipe in it (the line is skipped where there are no named pipes). A failure must write exactly one line
 // to standard error, and a usage error (status 2) nothing to standard
 // output.
 func Run(t *testing.T, corpus string, cmd Command) {
@@ -60,6 +60,13 @@ func Run(t *testing.T, corpus string, cmd Command) {
 						}
 					}
 					a = strings.ReplaceAll(a, "{fifo}", fifo)
+				}
+				if strings.Contains(a, "{file}") {
+					file := filepath.Join(tmp, "file.txt")
+					if err := os.WriteFile(file, []byte("x\n"), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					a = strings.ReplaceAll(a, "{file}", file)
 				}
 				args[i] = strings.ReplaceAll(a, "{tmp}", tmp)
 			}
