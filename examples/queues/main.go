@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/gang"
+	"github.com/gpusched/gpusched/internal/cli"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/sim"
@@ -38,37 +39,79 @@ import (
 
 // traces are the shipped traces, relative to the module root.
 var traces = map[string]struct {
-	path string
-	read func(io.Reader, string) ([]sim.Job, error)
+	path, format string
 }{
-	"itp":      {filepath.Join("sim", "testdata", "itp", "cluster04.csv"), sim.ReadITP},
-	"philly":   {filepath.Join("sim", "testdata", "philly", "philly-jobs.csv"), sim.ReadPhilly},
-	"tiresias": {filepath.Join("sim", "testdata", "tiresias", "60_job.csv"), sim.ReadTiresias},
+	"itp":      {filepath.Join("sim", "testdata", "itp", "cluster04.csv"), "itp"},
+	"philly":   {filepath.Join("sim", "testdata", "philly", "philly-jobs.csv"), "philly"},
+	"tiresias": {filepath.Join("sim", "testdata", "tiresias", "60_job.csv"), "tiresias"},
 }
 
-func main() {
-	trace := flag.String("trace", "itp", "itp, philly or tiresias (files shipped in sim/testdata)")
-	load := flag.Float64("load", 0.8, "offered load: the trace's mean GPU demand over the cluster's GPUs")
-	samples := flag.String("gittins", filepath.Join("sim", "testdata", "tiresias", "yarn-gput1000.csv"), "GPU-time samples for 2D-Gittins")
-	only := flag.String("policies", "", "comma-separated policies to run (default all)")
-	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file")
-	flag.Parse()
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
+// readers are the formats of trace files the command reads.
+var readers = map[string]func(io.Reader, string) ([]sim.Job, error){
+	"itp": sim.ReadITP, "philly": sim.ReadPhilly, "tiresias": sim.ReadTiresias, "alibaba": sim.ReadAlibabaPods,
+}
+
+var formatNames = []string{"itp", "philly", "tiresias", "alibaba"}
+
+// options are the command's settings.
+type options struct {
+	trace, format, samples, policies, cpuprofile string
+	load                                         float64
+}
+
+func main() { os.Exit(command(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// command runs queues with args and returns the exit status.
+func command(args []string, stdout, stderr io.Writer) int {
+	var o options
+	fs := flag.NewFlagSet("queues", flag.ContinueOnError)
+	fs.StringVar(&o.trace, "trace", "itp", "itp, philly or tiresias (files shipped in sim/testdata), or the path of a trace file of at most 512 MiB")
+	fs.StringVar(&o.format, "format", "itp", "the format of a trace file: "+strings.Join(formatNames, ", "))
+	fs.Float64Var(&o.load, "load", 0.8, "offered load: the trace's mean GPU demand over the cluster's GPUs, 0.05 to 10")
+	fs.StringVar(&o.samples, "gittins", filepath.Join("sim", "testdata", "tiresias", "yarn-gput1000.csv"), "GPU-time samples for 2D-Gittins (a file of at most 512 MiB)")
+	fs.StringVar(&o.policies, "policies", "", "comma-separated policies to run (default all): "+strings.Join(policyNames(), ", "))
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile to this file")
+	return cli.Main(fs, args, stderr, func(ctx context.Context) error {
+		if err := o.check(); err != nil {
+			return err
 		}
+		if o.cpuprofile == "" {
+			return run(ctx, stdout, o)
+		}
+		f, err := cli.Create(o.cpuprofile)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "queues:", err)
-			os.Exit(1)
+			return err
 		}
-		defer pprof.StopCPUProfile()
-	}
-	if err := run(context.Background(), os.Stdout, *trace, *load, *samples, *only); err != nil {
+		defer func() { _ = f.Close() }()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		err = run(ctx, stdout, o)
 		pprof.StopCPUProfile()
-		fmt.Fprintln(os.Stderr, "queues:", err)
-		os.Exit(1)
+		if err != nil {
+			return err
+		}
+		return f.Commit()
+	})
+}
+
+// check validates every flag before any work starts.
+func (o *options) check() error {
+	var c cli.Checks
+	if _, shipped := traces[o.trace]; !shipped {
+		if !strings.ContainsAny(o.trace, `./\`) {
+			c.Fail("trace", o.trace, "itp, philly, tiresias or the path of a trace file")
+		}
+		c.InputFile("trace", o.trace, sim.MaxTraceBytes)
 	}
+	c.OneOf("format", o.format, formatNames...)
+	c.Float("load", o.load, 0.05, 10)
+	c.InputFile("gittins", o.samples, sim.MaxTraceBytes)
+	c.List("policies", o.policies, true, policyNames()...)
+	if o.cpuprofile != "" {
+		c.OutputFile("cpuprofile", o.cpuprofile)
+	}
+	return c.Err()
 }
 
 // demand returns the most GPUs the jobs hold at once if each runs from its
@@ -101,51 +144,13 @@ func demand(jobs []sim.Job) (peak int, mean float64) {
 	return peak, mean
 }
 
-func run(ctx context.Context, w io.Writer, name string, load float64, samplesPath, only string) error {
-	if !(load > 0) {
-		return fmt.Errorf("load %v: want a positive fraction", load)
-	}
-	tr, ok := traces[name]
-	if !ok {
-		return fmt.Errorf("unknown trace %q (want itp, philly or tiresias)", name)
-	}
-	data, err := os.ReadFile(tr.path)
-	if err != nil {
-		return err
-	}
-	jobs, err := tr.read(bytes.NewReader(data), tr.path)
-	if err != nil {
-		return err
-	}
-	for i := range jobs {
-		jobs[i].Duration = max(jobs[i].Duration, 1)
-	}
-	if err := (&sim.AssignModels{Seed: 1}).Apply(jobs); err != nil {
-		return err
-	}
-	gput, err := os.ReadFile(samplesPath)
-	if err != nil {
-		return err
-	}
-	samples, err := sim.ReadSamples(bytes.NewReader(gput), samplesPath)
-	if err != nil {
-		return err
-	}
-	peak, mean := demand(jobs)
-	widest := 0
-	for _, j := range jobs {
-		widest = max(widest, j.Key.ScaleFactor)
-	}
-	gpus := max(int(math.Ceil(mean/load)), widest)
-	if _, err := fmt.Fprintf(w, "%s: %d jobs, mean demand %.0f GPUs, peak %d; cluster of %d V100s (offered load %.2f)\n\n",
-		name, len(jobs), mean, peak, gpus, mean/float64(gpus)); err != nil {
-		return err
-	}
-	gittins, err := gang.NewGittins2D(samples, 3250)
-	if err != nil {
-		return err
-	}
-	policies := []struct {
+// policies are the queue policies compared, by name; gittins orders the
+// 2D-Gittins policies.
+func policies(gittins gang.Order) []struct {
+	name string
+	s    gang.Scheduler
+} {
+	return []struct {
 		name string
 		s    gang.Scheduler
 	}{
@@ -162,6 +167,77 @@ func run(ctx context.Context, w io.Writer, name string, load float64, samplesPat
 		{"2d-gittins", gang.Priority{Order: gittins}},
 		{"2d-gittins+easy", gang.Priority{Order: gittins, Backfill: gang.EASY}},
 	}
+}
+
+// policyNames lists the policies in the order they run.
+func policyNames() []string {
+	var out []string
+	for _, p := range policies(nil) {
+		out = append(out, p.name)
+	}
+	return out
+}
+
+// load reads the trace: a shipped one by name, or a file.
+func load(o options) (string, []sim.Job, error) {
+	path, format := o.trace, o.format
+	if tr, ok := traces[o.trace]; ok {
+		path, format = tr.path, tr.format
+	}
+	data, err := cli.ReadFile(path, sim.MaxTraceBytes)
+	if err != nil {
+		return "", nil, err
+	}
+	read, ok := readers[format]
+	if !ok {
+		return "", nil, cli.Usage("format", format, "one of %s", strings.Join(formatNames, ", "))
+	}
+	jobs, err := read(bytes.NewReader(data), path)
+	if err != nil {
+		return "", nil, err
+	}
+	if len(jobs) == 0 {
+		return "", nil, fmt.Errorf("%s has no jobs", path)
+	}
+	return o.trace, jobs, nil
+}
+
+func run(ctx context.Context, w io.Writer, o options) error {
+	if !(o.load >= 0.05 && o.load <= 10) {
+		return cli.Usage("load", fmt.Sprint(o.load), "a number from 0.05 to 10")
+	}
+	name, jobs, err := load(o)
+	if err != nil {
+		return err
+	}
+	for i := range jobs {
+		jobs[i].Duration = max(jobs[i].Duration, 1)
+	}
+	if err := (&sim.AssignModels{Seed: 1}).Apply(jobs); err != nil {
+		return err
+	}
+	gput, err := cli.ReadFile(o.samples, sim.MaxTraceBytes)
+	if err != nil {
+		return err
+	}
+	samples, err := sim.ReadSamples(bytes.NewReader(gput), o.samples)
+	if err != nil {
+		return err
+	}
+	if len(samples) == 0 {
+		return fmt.Errorf("%s has no GPU-time samples", o.samples)
+	}
+	peak, mean := demand(jobs)
+	widest := 0
+	for _, j := range jobs {
+		widest = max(widest, j.Key.ScaleFactor)
+	}
+	gpus := max(int(math.Ceil(mean/o.load)), widest)
+	if _, err := fmt.Fprintf(w, "%s: %d jobs, mean demand %.0f GPUs, peak %d; cluster of %d V100s (offered load %.2f)\n\n",
+		name, len(jobs), mean, peak, gpus, mean/float64(gpus)); err != nil {
+		return err
+	}
+	only := strings.Split(o.policies, ",")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	var werr error
 	line := func(cells ...string) {
@@ -171,8 +247,12 @@ func run(ctx context.Context, w io.Writer, name string, load float64, samplesPat
 	}
 	line("policy", "mean JCT (h)", "p95 JCT (h)", "mean wait (h)", "p95 wait (h)", "preemptions/job", "run time")
 	base := 0.0
-	for _, p := range policies {
-		if only != "" && !slices.Contains(strings.Split(only, ","), p.name) {
+	gittins, err := gang.NewGittins2D(samples, 3250)
+	if err != nil {
+		return err
+	}
+	for _, p := range policies(gittins) {
+		if o.policies != "" && !slices.Contains(only, p.name) {
 			continue
 		}
 		start := time.Now()
@@ -191,8 +271,12 @@ func run(ctx context.Context, w io.Writer, name string, load float64, samplesPat
 		if p.name == "fifo" {
 			base = s.MeanJCT
 		}
-		line(p.name, fmt.Sprintf("%.2f (%.2fx)", s.MeanJCT/3600, base/s.MeanJCT), fmt.Sprintf("%.2f", s.P95JCT/3600), fmt.Sprintf("%.2f", s.MeanQueueing/3600),
-			fmt.Sprintf("%.2f", q[len(q)*95/100]/3600), fmt.Sprintf("%.2f", s.Preemptions), time.Since(start).Round(10*time.Millisecond).String())
+		p95wait := math.NaN()
+		if len(q) > 0 {
+			p95wait = q[len(q)*95/100]
+		}
+		line(p.name, cli.Fixed(s.MeanJCT/3600, 2)+" ("+cli.Ratio(base, s.MeanJCT, 2)+")", cli.Fixed(s.P95JCT/3600, 2), cli.Fixed(s.MeanQueueing/3600, 2),
+			cli.Fixed(p95wait/3600, 2), cli.Fixed(s.Preemptions, 2), time.Since(start).Round(10*time.Millisecond).String())
 	}
 	if werr != nil {
 		return werr

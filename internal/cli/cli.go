@@ -215,6 +215,12 @@ func reason(err error) string {
 // named pipe.
 func ReadFile(path string, limit int64) ([]byte, error) { return safeio.ReadFile(path, limit) }
 
+// Create starts writing the output file path through a temporary file in
+// its folder: Commit renames it into place (replacing a file or symbolic
+// link of that name, never writing through the link), Close without Commit
+// removes it.
+func Create(path string) (*safeio.File, error) { return safeio.Create(path) }
+
 // WriteFile writes the file path with what write writes, through a
 // temporary file in its folder renamed into place: all of it or, on an
 // error, nothing; a symbolic link planted at path is replaced, not
