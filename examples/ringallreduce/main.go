@@ -17,12 +17,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log"
+	"io"
 	"math"
 	"os"
-	"strings"
 	"time"
 
+	"github.com/gpusched/gpusched/internal/cli"
 	"github.com/gpusched/gpusched/placement/ring"
 	"github.com/gpusched/gpusched/sim"
 )
@@ -47,7 +47,9 @@ func (s *stat) sd() float64 {
 	}
 	return math.Sqrt(v / float64(len(s.xs)-1))
 }
-func (s *stat) String() string { return fmt.Sprintf("%5.0f ± %3.0f", s.mean(), s.sd()) }
+func (s *stat) String() string {
+	return fmt.Sprintf("%5s ± %3s", cli.Fixed(s.mean(), 0), cli.Fixed(s.sd(), 0))
+}
 
 var names = []string{"SJF-BCO", "LS", "FF", "RAND"}
 
@@ -103,75 +105,120 @@ func (c config) compare(servers, horizon int, kappas []int, lambda float64, base
 	return mk, jct, wins, nil
 }
 
-func main() {
-	seeds := flag.Int("seeds", 20, "number of seeded instances")
-	reading := flag.String("faffp", "least-loaded", "FA-FFP reading: least-loaded (pseudo-code) or packed (prose)")
-	comm := flag.Float64("comm", 0, "gradient size over computation time per iteration (0: sim's default)")
-	xi1 := flag.Float64("xi1", 0, "xi1 of eq. 7 (0: default)")
-	alpha := flag.Float64("alpha", 0, "alpha of f(alpha, k) (0: default)")
-	xi2 := flag.Float64("xi2", 0, "overhead per server, slots per iteration (0: default)")
-	figs := flag.String("figs", "4,5,6,7", "figures to reproduce")
-	flag.Parse()
-	c := config{seeds: *seeds, cfg: sim.RingPaperConfig{CommShare: *comm, Xi1: *xi1, Alpha: *alpha, Xi2: *xi2}}
-	if *reading == "packed" {
-		c.reading = ring.PackedServers
-	}
-	want := map[string]bool{}
-	for _, f := range strings.Split(*figs, ",") {
-		want[strings.TrimSpace(f)] = true
-	}
-	start := time.Now()
-	fmt.Printf("Yu et al., MobiHoc 2022, section 7: 160 jobs, %d seeds (mean ± sd over seeds, slots)\n", *seeds)
-	table := func(title string, servers, horizon int, paperMk, paperJCT []float64) {
+func main() { os.Exit(command(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// figNames are the figures the command reproduces.
+var figNames = []string{"4", "5", "6", "7"}
+
+// command runs ringallreduce with args and returns the exit status.
+func command(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ringallreduce", flag.ContinueOnError)
+	seeds := fs.Int("seeds", 20, "number of seeded instances, 1 to 1000")
+	reading := fs.String("faffp", "least-loaded", "FA-FFP reading: least-loaded (pseudo-code) or packed (prose)")
+	comm := fs.Float64("comm", 0, "gradient size over computation time per iteration: 0 (default 0.06) or 0.001 to 10")
+	xi1 := fs.Float64("xi1", 0, "xi1 of eq. 7: 0 (default 1) or 0.001 to 100")
+	alpha := fs.Float64("alpha", 0, "alpha of f(alpha, k): 0 (default 0.75) or 0.01 to 10")
+	xi2 := fs.Float64("xi2", 0, "overhead per server, slots per iteration: 0 (default 0.0001) or 1e-9 to 1")
+	figs := fs.String("figs", "4,5,6,7", "figures to reproduce, comma-separated: 4, 5, 6, 7")
+	return cli.Main(fs, args, stderr, func(ctx context.Context) error {
+		var c cli.Checks
+		c.Int("seeds", *seeds, 1, 1000)
+		c.OneOf("faffp", *reading, "least-loaded", "packed")
+		c.ZeroOr("comm", *comm, 0.001, 10, "the default, 0.06")
+		c.ZeroOr("xi1", *xi1, 0.001, 100, "the default, 1")
+		c.ZeroOr("alpha", *alpha, 0.01, 10, "the default, 0.75")
+		c.ZeroOr("xi2", *xi2, 1e-9, 1, "the default, 0.0001")
+		want := c.List("figs", *figs, false, figNames...)
+		if err := c.Err(); err != nil {
+			return err
+		}
+		cfg := config{seeds: *seeds, cfg: sim.RingPaperConfig{CommShare: *comm, Xi1: *xi1, Alpha: *alpha, Xi2: *xi2}}
+		if *reading == "packed" {
+			cfg.reading = ring.PackedServers
+		}
+		start := time.Now()
+		if err := cfg.run(ctx, stdout, want); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(stderr, "\n%.1f s\n", time.Since(start).Seconds())
+		return err
+	})
+}
+
+// run prints the figures in want.
+func (c config) run(ctx context.Context, out io.Writer, want []string) error {
+	w := &printer{w: out}
+	w.printf("Yu et al., MobiHoc 2022, section 7: 160 jobs, %d seeds (mean ± sd over seeds, slots)\n", c.seeds)
+	table := func(title string, servers, horizon int, paperMk, paperJCT []float64) error {
 		mk, jct, wins, err := c.compare(servers, horizon, nil, 0, true)
 		if err != nil {
-			log.Fatal(err)
+			return err
 		}
-		fmt.Printf("\n%s: %d servers, T = %d\n", title, servers, horizon)
-		fmt.Printf("%-8s %13s %9s %13s %9s\n", "", "makespan", "paper", "mean JCT", "paper")
+		w.printf("\n%s: %d servers, T = %d\n", title, servers, horizon)
+		w.printf("%-8s %13s %9s %13s %9s\n", "", "makespan", "paper", "mean JCT", "paper")
 		for i, n := range names {
 			pj := "-"
 			if paperJCT != nil {
 				pj = fmt.Sprintf("%.0f", paperJCT[i])
 			}
-			fmt.Printf("%-8s %13s %9.0f %13s %9s\n", n, mk[n], paperMk[i], jct[n], pj)
+			w.printf("%-8s %13s %9.0f %13s %9s\n", n, mk[n], paperMk[i], jct[n], pj)
 		}
-		fmt.Printf("SJF-BCO's makespan reduction: ")
+		w.printf("SJF-BCO's makespan reduction: ")
 		for i, n := range names[1:] {
-			fmt.Printf("vs %s %.0f%% (paper %.0f%%)  ", n, 100*(1-mk["SJF-BCO"].mean()/mk[n].mean()), 100*(1-paperMk[0]/paperMk[i+1]))
+			w.printf("vs %s %s%% (paper %.0f%%)  ", n, cli.Fixed(100*(1-mk["SJF-BCO"].mean()/mk[n].mean()), 0), 100*(1-paperMk[0]/paperMk[i+1]))
 		}
-		fmt.Printf("\nseeds with SJF-BCO < LS < FF < RAND: %d of %d\n", wins, *seeds)
+		w.printf("\nseeds with SJF-BCO < LS < FF < RAND: %d of %d\n", wins, c.seeds)
+		return nil
 	}
-	if want["4"] {
-		table("Fig. 4", 20, 1200, []float64{535, 595, 720, 1125}, []float64{175, 185, 450, 260})
-	}
-	if want["5"] {
-		fmt.Printf("\nFig. 5: SJF-BCO makespan vs kappa, 20 servers\n%-6s %13s %7s\n", "kappa", "ours", "paper")
-		paper := map[int]string{1: "625", 8: "535", 10: "700", 16: "750"}
-		for _, k := range []int{1, 2, 4, 8, 10, 16, 32} {
-			mk, _, _, err := c.compare(20, 1200, []int{k}, 0, false)
-			if err != nil {
-				log.Fatal(err)
+	for _, fig := range want {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		switch fig {
+		case "4":
+			if err := table("Fig. 4", 20, 1200, []float64{535, 595, 720, 1125}, []float64{175, 185, 450, 260}); err != nil {
+				return err
 			}
-			p := paper[k]
-			if p == "" {
-				p = "-"
+		case "5":
+			w.printf("\nFig. 5: SJF-BCO makespan vs kappa, 20 servers\n%-6s %13s %7s\n", "kappa", "ours", "paper")
+			paper := map[int]string{1: "625", 8: "535", 10: "700", 16: "750"}
+			for _, k := range []int{1, 2, 4, 8, 10, 16, 32} {
+				mk, _, _, err := c.compare(20, 1200, []int{k}, 0, false)
+				if err != nil {
+					return err
+				}
+				p := paper[k]
+				if p == "" {
+					p = "-"
+				}
+				w.printf("%-6d %13s %7s\n", k, mk["SJF-BCO"], p)
 			}
-			fmt.Printf("%-6d %13s %7s\n", k, mk["SJF-BCO"], p)
+		case "6":
+			if err := table("Fig. 6", 10, 1500, []float64{940, 1160, 1410, 1490}, nil); err != nil {
+				return err
+			}
+		case "7":
+			w.printf("\nFig. 7: SJF-BCO makespan vs lambda (kappa = 1), 20 servers\n%-6s %13s %7s\n", "lambda", "ours", "paper")
+			for i, l := range []float64{1, 2, 4, 8} {
+				mk, _, _, err := c.compare(20, 1200, []int{1}, l, false)
+				if err != nil {
+					return err
+				}
+				w.printf("%-6.0f %13s %7.0f\n", l, mk["SJF-BCO"], []float64{1045, 885, 730, 538}[i])
+			}
 		}
 	}
-	if want["6"] {
-		table("Fig. 6", 10, 1500, []float64{940, 1160, 1410, 1490}, nil)
+	return w.err
+}
+
+// printer writes formatted text and keeps the first error.
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) printf(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
 	}
-	if want["7"] {
-		fmt.Printf("\nFig. 7: SJF-BCO makespan vs lambda (kappa = 1), 20 servers\n%-6s %13s %7s\n", "lambda", "ours", "paper")
-		for i, l := range []float64{1, 2, 4, 8} {
-			mk, _, _, err := c.compare(20, 1200, []int{1}, l, false)
-			if err != nil {
-				log.Fatal(err)
-			}
-			fmt.Printf("%-6.0f %13s %7.0f\n", l, mk["SJF-BCO"], []float64{1045, 885, 730, 538}[i])
-		}
-	}
-	fmt.Fprintf(os.Stderr, "\n%.1f s\n", time.Since(start).Seconds())
 }
