@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/internal/cli"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/sim"
 	"github.com/gpusched/gpusched/topology"
@@ -46,15 +47,28 @@ var experiments = []experiment{
 	{name: "makespan-700", multiGPU: true, jobs: 700, to: 700, makespan: true, published: map[string]float64{"fifo": 619.5, "gavel": 244.2, "gavel-ss": 226.2}},
 }
 
-func main() {
-	only := flag.String("only", "", "comma-separated experiments to run (default: all): "+names())
-	seeds := flag.Int("seeds", 1, "seeds per experiment (Gavel's JCT notebooks use seed 0; its makespan numbers average seeds 0-2)")
-	queues := flag.String("queues", "gavel", "round mechanism queues: gavel (per type, types shuffled for agnostic policies) or global")
-	flag.Parse()
-	if err := run(context.Background(), os.Stdout, *only, *seeds, *queues); err != nil {
-		fmt.Fprintln(os.Stderr, "benchsuite:", err)
-		os.Exit(1)
-	}
+func main() { os.Exit(command(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// command runs benchsuite with args and returns the exit status.
+func command(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("benchsuite", flag.ContinueOnError)
+	only := fs.String("only", "", "comma-separated experiments to run (default: all): "+names())
+	seeds := fs.Int("seeds", 1, "seeds per experiment, 1 to 100 (Gavel's JCT notebooks use seed 0; its makespan numbers average seeds 0-2)")
+	queues := fs.String("queues", "gavel", "round mechanism queues: gavel (per type, types shuffled for agnostic policies) or global")
+	return cli.Main(fs, args, stderr, func(ctx context.Context) error {
+		var c cli.Checks
+		var all []string
+		for _, e := range experiments {
+			all = append(all, e.name)
+		}
+		c.List("only", *only, true, all...)
+		c.Int("seeds", *seeds, 1, 100)
+		c.OneOf("queues", *queues, "gavel", "global")
+		if err := c.Err(); err != nil {
+			return err
+		}
+		return run(ctx, stdout, *only, *seeds, *queues)
+	})
 }
 
 func names() string {
@@ -150,14 +164,14 @@ func run(ctx context.Context, w io.Writer, only string, seeds int, queues string
 			}
 			v := total / float64(seeds)
 			ours[col] = v
-			out(e.name, col, metric, fmt.Sprintf("%.2f", pub), fmt.Sprintf("%.2f", v), fmt.Sprintf("%.2f", v/pub), time.Since(start).Round(100*time.Millisecond).String())
+			out(e.name, col, metric, fmt.Sprintf("%.2f", pub), cli.Fixed(v, 2), cli.Fixed(v/pub, 2), time.Since(start).Round(100*time.Millisecond).String())
 		}
 		base := "las"
 		if e.makespan {
 			base = "fifo"
 		}
 		if ours[base] > 0 && ours["gavel"] > 0 {
-			out(e.name, base+"/gavel", "ratio", fmt.Sprintf("%.2f", e.published[base]/e.published["gavel"]), fmt.Sprintf("%.2f", ours[base]/ours["gavel"]), "", "")
+			out(e.name, base+"/gavel", "ratio", fmt.Sprintf("%.2f", e.published[base]/e.published["gavel"]), cli.Fixed(ours[base]/ours["gavel"], 2), "", "")
 		}
 	}
 	if werr != nil {
