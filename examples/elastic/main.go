@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/elastic"
+	"github.com/gpusched/gpusched/internal/cli"
 	"github.com/gpusched/gpusched/sim"
 )
 
@@ -49,35 +50,62 @@ type options struct {
 	seed                 uint64
 }
 
-func main() {
+func main() { os.Exit(command(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// command runs elastic with args and returns the exit status.
+func command(args []string, stdout, stderr io.Writer) int {
 	var o options
-	flag.StringVar(&o.trace, "trace", filepath.Join("sim", "testdata", "itp", "cluster04.csv"), "ITP trace (ElasticFlow's format)")
-	flag.Float64Var(&o.from, "from", 14, "first day of the trace to replay")
-	flag.Float64Var(&o.days, "days", 15, "days of arrivals to replay (Lyra's trace: 15)")
-	flag.IntVar(&o.servers, "servers", 64, "training servers")
-	flag.IntVar(&o.inference, "inference", 64, "inference servers")
-	flag.IntVar(&o.gpusPerServer, "gpus", 8, "GPUs per server")
-	flag.Float64Var(&o.elasticShare, "elastic", 0.5, "share of jobs that are elastic")
-	flag.Float64Var(&o.minFactor, "min", 0.5, "elastic jobs' base demand as a share of their requested GPUs")
-	flag.Float64Var(&o.maxFactor, "max", 2, "elastic jobs' maximum as a multiple of their requested GPUs")
-	flag.Float64Var(&o.restart, "restart", 30, "seconds lost per resize or restart")
-	flag.Float64Var(&o.usageMean, "usage", 0.7, "inference usage: daily mean")
-	flag.Float64Var(&o.usageAmp, "amplitude", 0.25, "inference usage: daily amplitude")
-	flag.Float64Var(&o.usageNoise, "noise", 0.05, "inference usage: noise every 5 minutes")
-	flag.Uint64Var(&o.seed, "seed", 1, "seed of the elastic jobs and the usage noise")
-	pollux := flag.Bool("pollux", false, "run Pollux's eight workloads instead")
-	flag.Parse()
-	if *pollux {
-		if _, err := runPollux(context.Background(), os.Stdout, filepath.Join("sim", "testdata", "pollux"), 8); err != nil {
-			fmt.Fprintln(os.Stderr, "elastic:", err)
-			os.Exit(1)
+	fs := flag.NewFlagSet("elastic", flag.ContinueOnError)
+	fs.StringVar(&o.trace, "trace", filepath.Join("sim", "testdata", "itp", "cluster04.csv"), "ITP trace (ElasticFlow's format), at most 512 MiB")
+	fs.Float64Var(&o.from, "from", 14, "first day of the trace to replay, 0 to 3650")
+	fs.Float64Var(&o.days, "days", 15, "days of arrivals to replay, above 0 and at most 3650 (Lyra's trace: 15)")
+	fs.IntVar(&o.servers, "servers", 64, fmt.Sprintf("training servers, 1 to %d", maxServers))
+	fs.IntVar(&o.inference, "inference", 64, fmt.Sprintf("inference servers, 0 to %d", maxServers))
+	fs.IntVar(&o.gpusPerServer, "gpus", 8, "GPUs per server, 1 to 64")
+	fs.Float64Var(&o.elasticShare, "elastic", 0.5, "share of jobs that are elastic, 0 to 1")
+	fs.Float64Var(&o.minFactor, "min", 0.5, "elastic jobs' base demand as a share of their requested GPUs, 0.01 to 1")
+	fs.Float64Var(&o.maxFactor, "max", 2, "elastic jobs' maximum as a multiple of their requested GPUs, 1 to 64")
+	fs.Float64Var(&o.restart, "restart", 30, "seconds lost per resize or restart, 0 to 86400")
+	fs.Float64Var(&o.usageMean, "usage", 0.7, "inference usage: daily mean, 0 to 1")
+	fs.Float64Var(&o.usageAmp, "amplitude", 0.25, "inference usage: daily amplitude, 0 to 1")
+	fs.Float64Var(&o.usageNoise, "noise", 0.05, "inference usage: noise every 5 minutes, 0 to 1")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the elastic jobs and the usage noise")
+	pollux := fs.Bool("pollux", false, "run Pollux's eight workloads instead")
+	return cli.Main(fs, args, stderr, func(ctx context.Context) error {
+		if err := o.check(); err != nil {
+			return err
 		}
-		return
-	}
-	if _, err := run(context.Background(), os.Stdout, o); err != nil {
-		fmt.Fprintln(os.Stderr, "elastic:", err)
-		os.Exit(1)
-	}
+		var err error
+		if *pollux {
+			_, err = runPollux(ctx, stdout, filepath.Join("sim", "testdata", "pollux"), 8)
+		} else {
+			_, err = run(ctx, stdout, o)
+		}
+		return err
+	})
+}
+
+// maxServers bounds each cluster (32,768 GPUs of 8 per server; the
+// simulator keeps state per server).
+const maxServers = 4096
+
+// check validates every flag before any work starts.
+func (o *options) check() error {
+	var c cli.Checks
+	c.InputFile("trace", o.trace, sim.MaxTraceBytes)
+	c.Float("from", o.from, 0, 3650)
+	c.Positive("days", o.days, 3650)
+	c.Int("servers", o.servers, 1, maxServers)
+	c.Int("inference", o.inference, 0, maxServers)
+	c.Int("gpus", o.gpusPerServer, 1, 64)
+	c.Float("elastic", o.elasticShare, 0, 1)
+	c.Float("min", o.minFactor, 0.01, 1)
+	c.Float("max", o.maxFactor, 1, 64)
+	c.Float("restart", o.restart, 0, 86400)
+	c.Float("usage", o.usageMean, 0, 1)
+	c.Float("amplitude", o.usageAmp, 0, 1)
+	c.Float("noise", o.usageNoise, 0, 1)
+	return c.Err()
 }
 
 // config is one row of the comparison.
@@ -98,12 +126,11 @@ var configs = []config{
 }
 
 func load(o options) ([]sim.Job, error) {
-	f, err := os.Open(o.trace)
+	data, err := cli.ReadFile(o.trace, sim.MaxTraceBytes)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = f.Close() }()
-	all, err := sim.ReadITP(f, filepath.Base(o.trace))
+	all, err := sim.ReadITP(bytes.NewReader(data), filepath.Base(o.trace))
 	if err != nil {
 		return nil, err
 	}
@@ -173,9 +200,11 @@ func run(ctx context.Context, out io.Writer, o options) ([]sim.ElasticSummary, e
 		if i == 0 {
 			base = s
 		}
-		_, _ = fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.2f / %.2f\t%.1f%%\t%.2f\t%.2fx / %.2fx\t%.1fs\t\n", c.name,
-			s.MeanQueue, s.MedianQueue, s.P95Queue, s.MeanJCT, s.MedianJCT, s.P95JCT, s.TrainingUsage, s.OverallUsage,
-			100*s.PreemptionRatio, s.ResizesPerJob, base.MeanQueue/s.MeanQueue, base.MeanJCT/s.MeanJCT, time.Since(start).Seconds())
+		f0 := func(v float64) string { return cli.Fixed(v, 0) }
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s / %s\t%s%%\t%s\t%s / %s\t%.1fs\t\n", c.name,
+			f0(s.MeanQueue), f0(s.MedianQueue), f0(s.P95Queue), f0(s.MeanJCT), f0(s.MedianJCT), f0(s.P95JCT),
+			cli.Fixed(s.TrainingUsage, 2), cli.Fixed(s.OverallUsage, 2), cli.Fixed(100*s.PreemptionRatio, 1), cli.Fixed(s.ResizesPerJob, 2),
+			cli.Ratio(base.MeanQueue, s.MeanQueue, 2), cli.Ratio(base.MeanJCT, s.MeanJCT, 2), time.Since(start).Seconds())
 	}
 	if err := tw.Flush(); err != nil {
 		return nil, err
