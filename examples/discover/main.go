@@ -1,9 +1,10 @@
 // Command discover prints the local server's GPUs and their topology as a
 // matrix like nvidia-smi topo -m, found through NVML, or says clearly that
 // there is no driver. With -spec it shows a server of a JSON cluster spec
-// instead (see topology.ClusterSpec).
+// instead (see topology.ClusterSpec). NVML needs cgo and the build tag
+// nvml; without it the command still shows specs.
 //
-//	go run ./examples/discover
+//	go run -tags nvml ./examples/discover
 //	go run ./examples/discover -spec cluster.json -server dgx1-0
 package main
 
@@ -16,25 +17,38 @@ import (
 	"os"
 	"strings"
 
+	"github.com/gpusched/gpusched/internal/cli"
 	"github.com/gpusched/gpusched/topology"
 	"github.com/gpusched/gpusched/topology/nvml"
 )
 
-func main() {
-	spec := flag.String("spec", "", "a JSON cluster spec to show instead of the local server")
-	name := flag.String("server", "", "with -spec, the server to show (default: the first)")
-	flag.Parse()
-	var d topology.Discoverer = &nvml.Discoverer{}
-	if *spec != "" {
-		d = topology.Static{Path: *spec}
-	}
-	if err := run(context.Background(), os.Stdout, d, *name); err != nil {
-		fmt.Fprintln(os.Stderr, "discover:", err)
-		if errors.Is(err, topology.ErrNoDriver) {
-			fmt.Fprintln(os.Stderr, "discover: this machine has no NVIDIA driver; try -spec with a cluster spec")
+func main() { os.Exit(command(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// command runs discover with args and returns the exit status.
+func command(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("discover", flag.ContinueOnError)
+	spec := fs.String("spec", "", "a JSON cluster spec (a file of at most 64 MiB) to show instead of the local server")
+	name := fs.String("server", "", "with -spec, the server to show (default: the first)")
+	return cli.Main(fs, args, stderr, func(ctx context.Context) error {
+		var c cli.Checks
+		if *spec != "" {
+			c.InputFile("spec", *spec, topology.MaxSpecBytes)
+		} else if *name != "" {
+			c.Fail("server", *name, "-spec too (a server of a cluster spec)")
 		}
-		os.Exit(1)
-	}
+		if err := c.Err(); err != nil {
+			return err
+		}
+		var d topology.Discoverer = &nvml.Discoverer{}
+		if *spec != "" {
+			d = topology.Static{Path: *spec}
+		}
+		err := run(ctx, stdout, d, *name)
+		if errors.Is(err, topology.ErrNoDriver) {
+			return fmt.Errorf("%w; or show a cluster spec with -spec", err)
+		}
+		return err
+	})
 }
 
 func run(ctx context.Context, w io.Writer, d topology.Discoverer, name string) error {

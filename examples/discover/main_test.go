@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/gpusched/gpusched/topology"
@@ -27,4 +28,18 @@ func TestShowMIG(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), &out, topology.Static{Spec: spec}, ""))
 	assert.Contains(t, out.String(), "GPU1 MIG h100-80gb: 3g.40gb@4 2g.20gb@0\n")
+}
+
+// Without a driver, or built without -tags nvml, discovery fails on one
+// line that says what to do.
+func TestNoDriver(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := command(nil, &out, &errOut)
+	if code == 0 {
+		t.Skip("this machine has NVML and a GPU")
+	}
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut.String(), "no NVIDIA driver found")
+	assert.Contains(t, errOut.String(), "or show a cluster spec with -spec")
+	assert.Equal(t, 1, strings.Count(errOut.String(), "\n"))
 }
