@@ -278,8 +278,15 @@ func ParseCompact(spec string, gpusPerServer int) (*Cluster, error) {
 			entries = append(entries, e)
 		}
 	}
-	c := &Cluster{Name: spec}
+	// Check every entry and the total before building anything, so that
+	// a short spec asking for too much costs nothing.
+	type shape struct {
+		t             GPUType
+		servers, gpus int
+	}
+	var shapes []shape
 	seen := make(map[GPUType]bool)
+	total := 0
 	for _, e := range entries {
 		where := fmt.Sprintf("%s:%s", e.t, e.countS)
 		count, err := strconv.Atoi(strings.TrimSpace(e.countS))
@@ -306,7 +313,18 @@ func ParseCompact(spec string, gpusPerServer int) (*Cluster, error) {
 		case count%perSrv != 0:
 			return nil, specErr(ErrInvalidCount, where, "%d GPUs do not fill servers of %d GPUs", count, perSrv)
 		}
-		if err := c.add(string(e.t), count/perSrv, ServerTemplate{Type: e.t, GPUs: perSrv}); err != nil {
+		if perSrv > maxGPUsPerServer {
+			return nil, specErr(ErrInvalidCount, where, "more than %d GPUs in one server", maxGPUsPerServer)
+		}
+		if count > maxClusterGPUs-total {
+			return nil, specErr(ErrInvalidCount, where, "the cluster would have more than %d GPUs", maxClusterGPUs)
+		}
+		total += count
+		shapes = append(shapes, shape{e.t, count / perSrv, perSrv})
+	}
+	c := &Cluster{Name: spec}
+	for _, sh := range shapes {
+		if err := c.add(string(sh.t), sh.servers, ServerTemplate{Type: sh.t, GPUs: sh.gpus}); err != nil {
 			return nil, err
 		}
 	}
