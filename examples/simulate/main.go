@@ -295,6 +295,8 @@ func hasRho(res *sim.Result) bool {
 // measured (16 GPUs and more) do not share a GPU.
 type measuredPairs struct{ t *perfmodel.Table }
 
+var _ perfmodel.ColocationModel = measuredPairs{}
+
 func (m measuredPairs) Colocated(a, b perfmodel.JobKey, t topology.GPUType) (float64, float64, error) {
 	ta, tb, err := m.t.Colocated(a, b, t)
 	if errors.Is(err, perfmodel.ErrUnknownJob) {

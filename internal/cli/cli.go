@@ -27,7 +27,7 @@ import (
 
 // UsageError is a bad command line: a flag with a value outside its
 // accepted range, an unknown flag or name, a stray argument. [Main] exits
-// with status 2 on it.
+// with status 2 on it. It is plain data, safe to share.
 type UsageError struct {
 	// Flag is the flag's name without the dash; empty when the problem is
 	// not one flag's.

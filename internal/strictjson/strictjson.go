@@ -35,7 +35,7 @@ import (
 	"unicode/utf8"
 )
 
-// Error is a problem in a JSON document.
+// Error is a problem in a JSON document. It is plain data, safe to share.
 type Error struct {
 	// Line and Column locate the problem, from 1; Column counts
 	// characters, not bytes.
