@@ -2,7 +2,8 @@ package nvml
 
 import "github.com/gpusched/gpusched/topology"
 
-// GPUInfo holds what NVML says of a GPU beyond the topology model.
+// GPUInfo holds what NVML says of a GPU beyond the topology model. It is
+// plain data: safe for concurrent reads, not for a write beside them.
 type GPUInfo struct {
 	Name string
 	// ComputeCapability is "major.minor", such as "8.0".
@@ -18,13 +19,15 @@ type GPUInfo struct {
 	MIGLayoutError string
 }
 
-// MIGInstance is one MIG device of a GPU.
+// MIGInstance is one MIG device of a GPU. It is plain data, safe for
+// concurrent use.
 type MIGInstance struct {
 	UUID      string
 	MemoryMiB int
 }
 
-// Discovery is the result of discovering the local server.
+// Discovery is the result of discovering the local server. It is plain
+// data: safe for concurrent reads, not for a write beside them.
 type Discovery struct {
 	Cluster *topology.Cluster
 	// GPUs holds, in the order of Cluster.Servers[0].GPUs, the details of
