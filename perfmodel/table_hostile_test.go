@@ -59,24 +59,30 @@ func TestHostileTables(t *testing.T) {
 	}
 }
 
+// endless is a reader of spaces that never ends.
 type endless struct{}
 
+var spaces = bytes.Repeat([]byte{' '}, 1<<16)
+
 func (endless) Read(p []byte) (int, error) {
-	for i := range p {
-		p[i] = ' '
+	n := 0
+	for n < len(p) {
+		n += copy(p[n:], spaces)
 	}
-	return len(p), nil
+	return n, nil
 }
 
 // Sizes taken from the input are capped before anything is allocated for
 // them: an endless reader stops at 64 MiB, and a table whose dense pair
 // matrix would be huge is refused.
 func TestTableLimits(t *testing.T) {
-	_, err := ReadGavelJSON(endless{})
-	assert.ErrorIs(t, err, ErrMalformedTable)
-	assert.ErrorContains(t, err, "longer than 64 MiB")
-	_, err = ParseGavelJSON(make([]byte, MaxTableBytes+1))
-	assert.ErrorContains(t, err, "more than the 64 MiB allowed")
+	if !testing.Short() { // 64 MiB read twice
+		_, err := ReadGavelJSON(endless{})
+		assert.ErrorIs(t, err, ErrMalformedTable)
+		assert.ErrorContains(t, err, "longer than 64 MiB")
+		_, err = ParseGavelJSON(make([]byte, MaxTableBytes+1))
+		assert.ErrorContains(t, err, "more than the 64 MiB allowed")
+	}
 	var b strings.Builder
 	b.WriteString(`{"v100": {`)
 	for i := range 2049 {
@@ -86,7 +92,7 @@ func TestTableLimits(t *testing.T) {
 		fmt.Fprintf(&b, `"('M%d', 1)": {"null": 1}`, i)
 	}
 	b.WriteString(`}}`)
-	_, err = ParseGavelJSON([]byte(b.String()))
+	_, err := ParseGavelJSON([]byte(b.String()))
 	assert.ErrorContains(t, err, "2049 jobs, more than 2048")
 	b.Reset()
 	b.WriteString(`{"a": {}, "b": {}, "v100": {`)
