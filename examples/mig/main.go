@@ -21,6 +21,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/internal/cli"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/perfmodel/hw"
@@ -69,21 +70,26 @@ var jobs = []perfmodel.JobKey{
 	{Model: "Transformer", BatchSize: 64, ScaleFactor: 4},
 }
 
-func main() {
-	spec := flag.String("spec", "", "a JSON cluster spec with MIG layouts (see topology.ClusterSpec); default: a built-in A100/H100 cluster")
-	flag.Parse()
-	data := []byte(defaultSpec)
-	if *spec != "" {
-		var err error
-		if data, err = os.ReadFile(*spec); err != nil {
-			fmt.Fprintln(os.Stderr, "mig:", err)
-			os.Exit(1)
+func main() { os.Exit(command(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// command runs mig with args and returns the exit status.
+func command(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mig", flag.ContinueOnError)
+	spec := fs.String("spec", "", "a JSON cluster spec with MIG layouts (see topology.ClusterSpec), at most 64 MiB; default: a built-in A100/H100 cluster")
+	return cli.Main(fs, args, stderr, func(ctx context.Context) error {
+		data := []byte(defaultSpec)
+		if *spec != "" {
+			var c cli.Checks
+			if c.InputFile("spec", *spec, topology.MaxSpecBytes); c.Err() != nil {
+				return c.Err()
+			}
+			var err error
+			if data, err = cli.ReadFile(*spec, topology.MaxSpecBytes); err != nil {
+				return err
+			}
 		}
-	}
-	if err := run(context.Background(), os.Stdout, data); err != nil {
-		fmt.Fprintln(os.Stderr, "mig:", err)
-		os.Exit(1)
-	}
+		return run(ctx, stdout, data)
+	})
 }
 
 func run(ctx context.Context, w io.Writer, spec []byte) error {
