@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gpusched/gpusched/sim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -74,4 +75,16 @@ func TestRunTiresiasTrace(t *testing.T) {
 	o := options{trace: trace, format: "tiresias", cluster: "v100:8,p100:8,k80:8", policies: "fifo,gavel", window: "0:3", quiet: true}
 	require.NoError(t, run(context.Background(), &out, &out, o))
 	assert.Regexp(t, `\sgavel\s+3\s`, out.String())
+}
+
+// A result with no job in the window still plots (a log axis over no data
+// used to panic in gonum/plot).
+func TestPlotsWithoutJobs(t *testing.T) {
+	files, err := plots(t.TempDir(), []outcome{{name: "fifo", result: &sim.Result{}}}, 0, 10)
+	require.NoError(t, err)
+	for _, f := range files {
+		st, err := os.Stat(f)
+		require.NoError(t, err)
+		assert.Positive(t, st.Size())
+	}
 }

@@ -37,6 +37,7 @@ func plots(dir string, results []outcome, from, to int) ([]string, error) {
 	util.Y.Label.Text = "busy GPUs (share, hourly mean)"
 	util.Y.Min, util.Y.Max = 0, 1.05
 	util.Legend.Top = true
+	anyJobs := false
 	for i, r := range results {
 		recs := slices.Clone(r.result.Records)
 		slices.SortStableFunc(recs, func(a, b sim.Record) int {
@@ -67,6 +68,7 @@ func plots(dir string, results []outcome, from, to int) ([]string, error) {
 			l.Color, l.Width = c, vg.Points(1.5)
 			cdf.Add(l)
 			cdf.Legend.Add(r.name, l)
+			anyJobs = true
 		}
 		hourly := hourlyMean(r.result.Utilisation, r.result.End)
 		if len(hourly) > 1 {
@@ -78,6 +80,10 @@ func plots(dir string, results []outcome, from, to int) ([]string, error) {
 			util.Add(l)
 			util.Legend.Add(r.name, l)
 		}
+	}
+	if !anyJobs {
+		// No job in the window: a log axis needs a positive range.
+		cdf.X.Min, cdf.X.Max = 0.01, 100
 	}
 	files := []string{plotPath(dir, "jct_cdf.svg"), plotPath(dir, "utilisation.svg")}
 	if err := save(cdf, 7*vg.Inch, 4.5*vg.Inch, files[0]); err != nil {
