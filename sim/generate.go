@@ -29,8 +29,11 @@ import (
 //     traces).
 //
 // Gavel seeds its job generator with seed+2 and its arrivals with seed+3;
-// so does this, but with Go's PCG rather than Python's Mersenne Twister,
-// so the jobs follow the same distributions, not the same draws.
+// so does this, with Go's PCG by default, so the jobs follow the same
+// distributions, not the same draws. With Python set, the draws are
+// CPython's (Mersenne Twister, in the order generate_job makes them) and
+// the jobs are exactly those of Gavel's simulator for the same seed and
+// rate: see generatePython.
 //
 // Generate only reads the GavelWorkload: it is safe for concurrent use.
 type GavelWorkload struct {
@@ -38,6 +41,10 @@ type GavelWorkload struct {
 	MultiGPU      bool
 	MultiPriority bool
 	Seed          uint64
+	// Python draws from CPython's random streams as Gavel does, so that
+	// job i is Gavel's job i (template, scale factor, steps unrounded,
+	// weight, arrival).
+	Python bool
 	// Table gives the templates and rates; nil means gavel.Simulation().
 	Table *perfmodel.Table
 	// Reference is the type whose rate converts durations to steps; empty
@@ -73,6 +80,9 @@ func (w *GavelWorkload) Generate(n int) ([]Job, error) {
 		return nil, fmt.Errorf("sim: Gavel workload: the table has no single-GPU jobs")
 	}
 	distributed := func(k perfmodel.JobKey) bool { return slices.Contains(tab.ScaleFactors(k), 2) }
+	if w.Python {
+		return w.generatePython(n, tab, ref, distributed)
+	}
 	jobRNG := rand.New(rand.NewPCG(w.Seed+2, 0))
 	arrRNG := rand.New(rand.NewPCG(w.Seed+3, 0))
 	jobs := make([]Job, n)
