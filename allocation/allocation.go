@@ -45,6 +45,9 @@ type Allocation struct {
 	// Note says when the policy changed course, for instance falling back
 	// from infeasible SLOs to the policy without them.
 	Note string
+	// LP describes the linear programs solved for this allocation; nil
+	// when the policy solved none or does not say.
+	LP *LPStats `json:",omitempty"`
 }
 
 func newAllocation(p *Problem) *Allocation {

@@ -53,8 +53,12 @@ type ftfState struct {
 
 // Allocate implements Policy. The Allocation's Objective is the largest
 // ratio rho.
-func (pol *FinishTimeFairness) Allocate(ctx context.Context, p *Problem) (_ *Allocation, err error) {
-	defer func() { err = policyError("finish-time fairness", p, err) }()
+func (pol *FinishTimeFairness) Allocate(ctx context.Context, p *Problem) (a *Allocation, err error) {
+	ctx, lps := trackLP(ctx)
+	defer func() {
+		lps.attach(a)
+		err = policyError("finish-time fairness", p, err)
+	}()
 	actual, tput, err := planRates(p, pol.Agnostic, pol.Reference)
 	if err != nil {
 		return nil, err

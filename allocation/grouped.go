@@ -163,7 +163,7 @@ func (pol *MaxMinFairness) allocateGrouped(ctx context.Context, p *Problem, tput
 	if s == nil {
 		s = &lp.InteriorPoint{}
 	}
-	sol, err := s.Solve(ctx, m)
+	sol, err := solveLP(ctx, s, m)
 	if err != nil {
 		return nil, solveError(err)
 	}
@@ -189,7 +189,7 @@ func (pol *MaxMinFairness) allocateGrouped(ctx context.Context, p *Problem, tput
 		sg, sh := scale[groups[gp.g].jobs[0]], scale[groups[gp.h].jobs[0]]
 		m.SetObjective(gp.v, sg*gp.ta+sh*gp.tb)
 	}
-	if sol2, err := s.Solve(ctx, m); err == nil {
+	if sol2, err := solveLP(ctx, s, m); err == nil {
 		sol = sol2
 	}
 	a := groupAllocation(p, groups, x, sol.X, level)

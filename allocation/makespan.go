@@ -31,8 +31,12 @@ type MinMakespan struct {
 }
 
 // Allocate implements Policy.
-func (pol *MinMakespan) Allocate(ctx context.Context, p *Problem) (_ *Allocation, err error) {
-	defer func() { err = policyError("min makespan", p, err) }()
+func (pol *MinMakespan) Allocate(ctx context.Context, p *Problem) (a *Allocation, err error) {
+	ctx, lps := trackLP(ctx)
+	defer func() {
+		lps.attach(a)
+		err = policyError("min makespan", p, err)
+	}()
 	actual, tput, err := planRates(p, pol.Agnostic, pol.Reference)
 	if err != nil {
 		return nil, err

@@ -32,8 +32,12 @@ type MaxMinFairness struct {
 }
 
 // Allocate implements Policy.
-func (pol *MaxMinFairness) Allocate(ctx context.Context, p *Problem) (_ *Allocation, err error) {
-	defer func() { err = policyError("max-min fairness", p, err) }()
+func (pol *MaxMinFairness) Allocate(ctx context.Context, p *Problem) (a *Allocation, err error) {
+	ctx, lps := trackLP(ctx)
+	defer func() {
+		lps.attach(a)
+		err = policyError("max-min fairness", p, err)
+	}()
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}

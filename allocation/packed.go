@@ -148,7 +148,7 @@ func (pp *packedProgram) solve(ctx context.Context, s lp.Solver) error {
 			pp.capRow[k] = pp.m.AddRow(-lp.Inf, float64(p.Capacity[k]), capRows[k].idx, capRows[k].val)
 		}
 	}
-	sol, err := s.Solve(ctx, pp.m)
+	sol, err := solveLP(ctx, s, pp.m)
 	if err != nil {
 		return solveError(err)
 	}

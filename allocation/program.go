@@ -84,7 +84,7 @@ func (g *program) solve(ctx context.Context, s lp.Solver) (*Allocation, *lp.Solu
 	if s == nil {
 		s = &lp.InteriorPoint{}
 	}
-	sol, err := s.Solve(ctx, g.m)
+	sol, err := solveLP(ctx, s, g.m)
 	if err != nil {
 		return nil, sol, err
 	}

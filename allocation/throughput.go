@@ -32,8 +32,12 @@ type MaxThroughput struct {
 }
 
 // Allocate implements Policy.
-func (pol *MaxThroughput) Allocate(ctx context.Context, p *Problem) (_ *Allocation, err error) {
-	defer func() { err = policyError("max throughput", p, err) }()
+func (pol *MaxThroughput) Allocate(ctx context.Context, p *Problem) (a *Allocation, err error) {
+	ctx, lps := trackLP(ctx)
+	defer func() {
+		lps.attach(a)
+		err = policyError("max throughput", p, err)
+	}()
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}

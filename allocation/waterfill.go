@@ -58,8 +58,12 @@ type WaterFilling struct {
 
 // Allocate implements Policy. The Allocation's Objective is the first
 // (lowest) level.
-func (pol *WaterFilling) Allocate(ctx context.Context, p *Problem) (_ *Allocation, err error) {
-	defer func() { err = policyError("water filling", p, err) }()
+func (pol *WaterFilling) Allocate(ctx context.Context, p *Problem) (a *Allocation, err error) {
+	ctx, lps := trackLP(ctx)
+	defer func() {
+		lps.attach(a)
+		err = policyError("water filling", p, err)
+	}()
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
