@@ -3,7 +3,6 @@ package allocation
 import (
 	"fmt"
 	"math"
-	"slices"
 )
 
 // answerTolerance is the slack Rounds allows in a policy's answer: X a
@@ -28,13 +27,11 @@ func checkAnswer(pol Policy, p *Problem, a *Allocation) error {
 	return nil
 }
 
-// checkConfig checks the mechanism's settings, the time of a round and
-// that p has the GPU types of the allocation in force; errors wrap
-// ErrInvalidProblem.
+// checkConfig checks the mechanism's settings and the time of a round;
+// errors wrap ErrInvalidProblem. (A change of GPU types or capacities is
+// not an error: Rounds re-solves.)
 func (r *Rounds) checkConfig(p *Problem, now float64) error {
 	switch {
-	case r.alloc != nil && !slices.Equal(r.alloc.Types, p.Types):
-		return invalid("the GPU types changed from %v to %v since the last allocation (start a new Rounds)", r.alloc.Types, p.Types)
 	case r.Policy == nil:
 		return invalid("Rounds has no policy")
 	case !inRange(r.RoundLength, 0, MaxTime):

@@ -18,6 +18,13 @@ var (
 	// problem (no allocation, rows of the wrong length, an X that is NaN,
 	// negative or above 1, more time or GPUs than there are).
 	ErrInvalidAllocation = errors.New("allocation: invalid allocation")
+	// ErrInvalidReport: a RoundReport that does not describe the last round
+	// (another round's start, a second report, unknown jobs or types,
+	// negative or non-finite seconds).
+	ErrInvalidReport = errors.New("allocation: invalid round report")
+	// ErrInvalidSnapshot: state given to Rounds.Restore that no Rounds
+	// wrote (malformed JSON, another version, inconsistent lengths).
+	ErrInvalidSnapshot = errors.New("allocation: invalid snapshot")
 )
 
 // Ranges of a Problem's values. Values outside them make no physical sense

@@ -11,7 +11,8 @@ import (
 // Two jobs, one K80 and one V100. Job 1 gains 4x on the V100, job 2 only
 // 2x; normalised by their proportional-share rates (2.5 and 1.5), the
 // levels 0.4 (1 + 3y) and (2/3)(2 - y) meet at y = 0.5: each job gets half
-// of each GPU, and the mechanism alternates them round by round.
+// of each GPU, and the mechanism alternates them round by round, visiting
+// the faster V100 first.
 func ExampleMaxMinFairness() {
 	p := &allocation.Problem{
 		Types:    []topology.GPUType{topology.K80, topology.V100},
@@ -43,10 +44,10 @@ func ExampleMaxMinFairness() {
 	// level 1.000
 	// job 1: k80 0.500 v100 0.500
 	// job 2: k80 0.500 v100 0.500
-	// round 0: job 1 on k80 [0]
-	// round 0: job 2 on v100 [0]
-	// round 1: job 2 on k80 [0]
-	// round 1: job 1 on v100 [0]
-	// round 2: job 1 on k80 [0]
-	// round 2: job 2 on v100 [0]
+	// round 0: job 2 on k80 [0]
+	// round 0: job 1 on v100 [0]
+	// round 1: job 1 on k80 [0]
+	// round 1: job 2 on v100 [0]
+	// round 2: job 2 on k80 [0]
+	// round 2: job 1 on v100 [0]
 }

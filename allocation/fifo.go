@@ -26,6 +26,10 @@ import (
 // PackingThreshold (1.5 by default, as in Gavel); the best such partner is
 // chosen, and the pair keeps running together while both jobs remain.
 //
+// With Compat set to CompatGavel it is fifo.py exactly (see allocateGavel):
+// jobs in order of ID, the queue stopping at the first job that fits
+// nowhere, and in base mode the type-assignment quirk.
+//
 // It is safe for concurrent use: a mutex guards its state, though its
 // answers then depend on the order of the calls. It must not be copied
 // after first use.
@@ -35,11 +39,13 @@ type FIFO struct {
 	Sticky           bool
 	SpaceSharing     bool
 	PackingThreshold float64
+	Compat           Compat
 
 	mu       sync.Mutex
 	assigned map[int]int // job ID -> type index
 	partner  map[int]int // job ID -> the job it shares with
 	rng      *rand.Rand
+	gavel    *gavelFIFO
 }
 
 // Allocate implements Policy.
@@ -49,6 +55,9 @@ func (pol *FIFO) Allocate(_ context.Context, p *Problem) (*Allocation, error) {
 	}
 	pol.mu.Lock()
 	defer pol.mu.Unlock()
+	if pol.Compat == CompatGavel {
+		return pol.allocateGavel(p), nil
+	}
 	if pol.rng == nil {
 		pol.rng = rand.New(rand.NewPCG(pol.Seed, 0x6a09e667f3bcc909))
 	}

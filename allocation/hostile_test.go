@@ -155,6 +155,7 @@ func TestRoundsConfig(t *testing.T) {
 		{"reset Inf", Rounds{Policy: Proportional{}, MinResetInterval: math.Inf(1)}, 0, "minimum reset interval +Inf s"},
 		{"now", Rounds{Policy: Proportional{}}, math.Inf(1), "round at +Inf s"},
 		{"servers", Rounds{Policy: Proportional{}, GPUsPerServer: []int{-4}}, 0, "GPUs per server of type 0: -4"},
+		{"type order", Rounds{Policy: Proportional{}, TypeOrder: []topology.GPUType{"a", "a"}}, 0, "Rounds.TypeOrder lists a twice"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -163,7 +164,7 @@ func TestRoundsConfig(t *testing.T) {
 			assert.ErrorContains(t, err, tc.msg)
 		})
 	}
-	// The types may not change under a Rounds (its state is per type).
+	// A change of types re-solves at once, in the new types.
 	r := &Rounds{Policy: Proportional{}}
 	_, err := r.Next(context.Background(), twoByTwo(), 0)
 	require.NoError(t, err)
@@ -173,9 +174,10 @@ func TestRoundsConfig(t *testing.T) {
 	for m := range p.Jobs {
 		p.Jobs[m].Throughput = append(p.Jobs[m].Throughput, 1)
 	}
-	_, err = r.Next(context.Background(), p, 360)
-	require.ErrorIs(t, err, ErrInvalidProblem)
-	assert.ErrorContains(t, err, "the GPU types changed from [a b] to [a b c]")
+	rd, err := r.Next(context.Background(), p, 360)
+	require.NoError(t, err)
+	assert.True(t, rd.Reset)
+	assert.Equal(t, p.Types, rd.Allocation.Types)
 }
 
 // failingSolver fails every solve the way a solver does on numbers it

@@ -3,9 +3,12 @@ package allocation
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
+	"time"
 
+	"github.com/gpusched/gpusched/internal/pyrand"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -18,16 +21,34 @@ import (
 // Each round, the (unit, type) entries (units are jobs and pairs) are
 // sorted by priority X[m][k] / (time received on k / time elapsed), by
 // their deficit, then by X, and taken greedily while GPUs of the type
-// remain; a job runs at most once per round. Shares below 1e-6 count as 0
-// (interior-point solutions carry residues of 1e-10). A unit with X > 0 that has never run
-// gets priority X * 1e9, and one with X = 0 or no rate on the type never
-// runs there. The allocation is recomputed by the policy only when jobs
-// have arrived or left and at least MinResetInterval has passed since the
-// last reset (Gavel: 1920 s); at a reset, every unit's shortfall
-// X * elapsed - received is added to its deficit, and the time counters are
-// re-seeded with half a round at the new shares. A unit scheduled again on
-// the type it ran on keeps its workers (lease extension); others take free
-// workers, filling servers of GPUsPerServer first to use few servers.
+// remain; a job runs at most once per round. By default each type has its
+// own queue and the types are visited fastest first (see TypeOrder); with
+// GlobalQueue one queue holds every entry. Shares below 1e-6 count as 0
+// (interior-point solutions carry residues of 1e-10). A unit with X > 0
+// that has never run gets priority X * 1e9, and one with X = 0 or no rate
+// on the type is not scheduled there by priority. GPUs left after this
+// priority pass go to runnable jobs (present, with a positive rate on the
+// type, not already running), fastest type first, the jobs that received
+// least time since the last reset first (then by arrival and ID), unless
+// LeaveIdle is set.
+//
+// The allocation is recomputed by the policy when jobs have arrived or left
+// and at least MinResetInterval has passed since the last reset (Gavel:
+// 1920 s), at once when the problem's types or capacities differ from
+// those of the last reset, and at the next round after ForceReset. At a
+// reset every unit's shortfall X * elapsed - received is added to its
+// deficit, and the time counters are re-seeded with half a round at the
+// new shares. A unit scheduled again on the type it ran on keeps its
+// workers (lease extension); others take free workers, filling servers of
+// GPUsPerServer first to use few servers.
+//
+// Time received comes from Report, which credits what really ran; a round
+// that was not reported is credited in full (every unit of it, for the time
+// from its start to the next call of Next, at most a round) when Next is
+// called. Snapshot and Restore save and restore the whole state.
+//
+// With Compat set to CompatGavel the mechanism is Gavel's code at c4fa400,
+// quirks included: see Compat.
 //
 // Rounds is not safe for concurrent use.
 type Rounds struct {
@@ -42,34 +63,76 @@ type Rounds struct {
 	// i*G to i*G+G-1 share a server); missing or 0 means 1, as in Gavel's
 	// simulations.
 	GPUsPerServer []int
-	// PerTypeQueues takes the types one after another, each with its own
-	// queue (Gavel's default); otherwise one queue over all (unit, type)
-	// entries (Gavel's global queue option), which lets a job run first on
-	// the type where it is furthest behind and converges faster.
-	PerTypeQueues bool
+	// GlobalQueue puts every (unit, type) entry in one queue (Gavel's global
+	// queue option), which lets a job run first on the type where it is
+	// furthest behind; by default each type has its own queue, visited in
+	// type order (Gavel's default).
+	GlobalQueue bool
+	// TypeOrder gives the order in which types are visited: the types it
+	// lists, in its order, then the others. Without it (and for the types
+	// it does not list) types are visited fastest first: by the mean over
+	// the jobs of the type's rate relative to the job's best rate, as of
+	// the last reset (on Gavel's table: V100, P100, K80), ties in the order
+	// of Problem.Types.
+	TypeOrder []topology.GPUType
 	// ShuffleTypes visits the types in an order drawn from Seed each round
-	// (Gavel does so for policies that ignore throughputs); otherwise in
-	// the order of Problem.Types. It breaks ties in the global queue.
+	// (Gavel does so for policies that ignore throughputs). It breaks ties
+	// in the global queue.
 	ShuffleTypes bool
 	Seed         uint64
+	// LeaveIdle leaves idle the GPUs that the priority pass did not fill
+	// (Rounds before it was work-conserving).
+	LeaveIdle bool
+	// Compat selects Gavel's exact behaviour (CompatGavel) instead of ours.
+	Compat Compat
 
-	alloc     *Allocation
-	jobs      map[int]bool // job IDs at the last reset
-	lastReset float64
+	st roundsState
+}
+
+// roundsState is what Rounds remembers between calls (and Snapshot saves).
+type roundsState struct {
 	started   bool
-	rng       *rand.Rand
-	units     map[unit]*unitState
+	forced    bool
+	lastReset float64
+	alloc     *Allocation
+	// types and capacity as of the last reset; order is the visiting order
+	// (type indices) fixed then.
+	types    []topology.GPUType
+	capacity []int
+	order    []int
+	// jobs are the job IDs present at the last reset, present those of the
+	// last call.
+	jobs    map[int]bool
+	present map[int]bool
+	units   map[unit]*unitState
+	// worker is Gavel's time run on each type since the reset, seeds
+	// included (CompatGavel).
+	worker    []float64
 	lastRound *Round
+	reported  bool
+	pcg       *rand.PCG
+	rng       *rand.Rand
+	py        *pyrand.Rand
 }
 
 // unit is a job (b = -1) or a pair of job IDs a < b.
 type unit struct{ a, b int }
+
+func (u unit) ids() []int {
+	if u.b < 0 {
+		return []int{u.a}
+	}
+	return []int{u.a, u.b}
+}
 
 type unitState struct {
 	x        []float64 // target fraction per type
 	received []float64 // time received per type since the reset
 	deficit  []float64
 	ran      bool
+	// inAlloc: the unit belongs to the allocation in force (CompatGavel
+	// keeps state for present jobs the allocation does not know yet).
+	inAlloc bool
 }
 
 // Assignment is one unit's place in a round.
@@ -99,6 +162,17 @@ type Round struct {
 	// and Allocation is the allocation in force.
 	Reset      bool
 	Allocation *Allocation
+	// Stats describe the policy's call when Reset is true.
+	Stats RoundStats
+}
+
+// RoundStats describes the work behind a round.
+type RoundStats struct {
+	// SolveTime is the wall time of the policy's call (0 without a reset).
+	SolveTime time.Duration `json:"solve_time_ns"`
+	// LP describes the linear programs the policy solved, when it says
+	// (Allocation.LP); nil otherwise.
+	LP *LPStats `json:"lp,omitempty"`
 }
 
 // minShare is the smallest X the mechanism acts on.
@@ -121,9 +195,14 @@ func (r *Rounds) resetInterval() float64 {
 	return 1920
 }
 
-// Next returns the round that starts at now. The previous round's units
-// are credited with the time since it started (at most a round). p holds
-// the jobs present now, with their current throughputs.
+// ForceReset makes the next call of Next recompute the allocation,
+// whatever MinResetInterval says (Gavel's simulator does so when nothing
+// runs and no job is due).
+func (r *Rounds) ForceReset() { r.st.forced = true }
+
+// Next returns the round that starts at now. The previous round is
+// credited with what Report said ran, or in full if Report was not called.
+// p holds the jobs present now, with their current throughputs.
 func (r *Rounds) Next(ctx context.Context, p *Problem, now float64) (*Round, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -131,49 +210,112 @@ func (r *Rounds) Next(ctx context.Context, p *Problem, now float64) (*Round, err
 	if err := r.checkConfig(p, now); err != nil {
 		return nil, err
 	}
-	if r.rng == nil {
-		r.rng = rand.New(rand.NewPCG(r.Seed, 0xbb67ae8584caa73b))
+	if err := r.checkTypeOrder(); err != nil {
+		return nil, err
 	}
-	r.credit(now)
-	present := map[int]bool{}
+	r.seedRNG()
+	if !r.st.reported {
+		r.creditFull(now)
+	}
+	present := make(map[int]bool, len(p.Jobs))
 	for m := range p.Jobs {
 		present[p.Jobs[m].ID] = true
 	}
-	changed := !r.started || len(present) != len(r.jobs)
+	if r.Compat == CompatGavel {
+		r.gavelAdmit(p, present)
+	}
+	changed := !r.st.started || len(present) != len(r.st.jobs)
 	for id := range present {
-		if !r.jobs[id] {
+		if !r.st.jobs[id] {
 			changed = true
 		}
 	}
+	reshaped := r.st.started && (!slices.Equal(p.Types, r.st.types) || !slices.Equal(p.Capacity, r.st.capacity))
+	due := !r.st.started || now-r.st.lastReset >= r.resetInterval()
+	if r.Compat == CompatGavel && r.st.lastReset == 0 {
+		due = true // scheduler.py: _update_priorities resets while _last_reset_time == 0
+	}
 	round := &Round{Start: now, Length: r.roundLength()}
-	if changed && (!r.started || now-r.lastReset >= r.resetInterval()) {
+	if reshaped || r.st.forced || (changed && due) {
+		if r.Compat == CompatGavel {
+			r.gavelDeficits(p, now)
+		}
+		start := time.Now()
 		a, err := r.Policy.Allocate(ctx, p)
+		round.Stats.SolveTime = time.Since(start)
 		if err != nil {
 			return nil, err
 		}
 		if err := checkAnswer(r.Policy, p, a); err != nil {
 			return nil, err
 		}
-		r.reset(p, a, now)
+		round.Stats.LP = a.LP
+		if r.Compat == CompatGavel {
+			r.gavelReset(p, a, now)
+		} else {
+			r.reset(p, a, now)
+		}
 		round.Reset = true
 	}
-	round.Allocation = r.alloc
-	r.schedule(p, round, now)
-	r.lastRound = round
+	round.Allocation = r.st.alloc
+	order := r.visitOrder(p)
+	var chosen [][]chosenUnit
+	if r.Compat == CompatGavel {
+		chosen = r.gavelSelect(p, order)
+	} else {
+		chosen = r.selectUnits(p, order, now)
+	}
+	r.place(p, round, chosen)
+	r.st.present = present
+	r.st.lastRound = round
+	r.st.reported = false
 	return round, nil
 }
 
-// credit adds the time since the last round started to its units.
-func (r *Rounds) credit(now float64) {
-	if r.lastRound == nil {
+func (r *Rounds) checkTypeOrder() error {
+	seen := map[topology.GPUType]bool{}
+	for _, t := range r.TypeOrder {
+		if seen[t] {
+			return fmt.Errorf("%w: Rounds.TypeOrder lists %s twice", ErrInvalidProblem, t)
+		}
+		seen[t] = true
+	}
+	return nil
+}
+
+func (r *Rounds) seedRNG() {
+	if r.st.rng == nil {
+		r.st.pcg = rand.NewPCG(r.Seed, 0xbb67ae8584caa73b)
+		r.st.rng = rand.New(r.st.pcg)
+	}
+	if r.st.py == nil {
+		r.st.py = pyrand.New(r.Seed + 5) // scheduler.py: _worker_type_shuffler.seed(seed+5)
+	}
+}
+
+// creditFull credits the last round's units with the time since it
+// started (at most a round), when Report did not say what ran.
+func (r *Rounds) creditFull(now float64) {
+	rd := r.st.lastRound
+	if rd == nil {
 		return
 	}
-	d := min(max(now-r.lastRound.Start, 0), r.lastRound.Length)
-	for _, as := range r.lastRound.Assignments {
-		if st := r.units[unitOf(as.JobIDs)]; st != nil {
-			st.received[as.TypeIndex] += d
-			st.ran = true
-		}
+	d := min(max(now-rd.Start, 0), rd.Length)
+	for _, as := range rd.Assignments {
+		r.credit(unitOf(as.JobIDs), as.TypeIndex, d)
+	}
+	r.st.reported = true
+}
+
+// credit adds d seconds on type k to unit u.
+func (r *Rounds) credit(u unit, k int, d float64) {
+	if r.Compat == CompatGavel {
+		r.gavelCredit(u, k, d)
+		return
+	}
+	if st := r.st.units[u]; st != nil && k < len(st.received) {
+		st.received[k] += d
+		st.ran = true
 	}
 }
 
@@ -184,17 +326,35 @@ func unitOf(ids []int) unit {
 	return unit{min(ids[0], ids[1]), max(ids[0], ids[1])}
 }
 
+// remember records the problem's shape and jobs at a reset.
+func (r *Rounds) remember(p *Problem, a *Allocation, now float64) {
+	r.st.alloc = a
+	r.st.types = slices.Clone(p.Types)
+	r.st.capacity = slices.Clone(p.Capacity)
+	r.st.order = r.baseOrder(p)
+	r.st.jobs = make(map[int]bool, len(p.Jobs))
+	for m := range p.Jobs {
+		r.st.jobs[p.Jobs[m].ID] = true
+	}
+	r.st.lastReset = now
+	r.st.started = true
+	r.st.forced = false
+}
+
 // reset installs a new allocation.
 func (r *Rounds) reset(p *Problem, a *Allocation, now float64) {
 	half := r.roundLength() / 2
-	elapsed := now - r.lastReset
+	elapsed := now - r.st.lastReset
+	oldIndex := typeIndex(r.st.types)
 	next := map[unit]*unitState{}
 	install := func(u unit, x []float64) {
-		st := &unitState{x: x, received: make([]float64, len(x)), deficit: make([]float64, len(x))}
-		if old := r.units[u]; old != nil && r.started && len(old.x) == len(x) {
+		st := &unitState{x: x, received: make([]float64, len(x)), deficit: make([]float64, len(x)), inAlloc: true}
+		if old := r.st.units[u]; old != nil && r.st.started {
 			st.ran = old.ran
-			for k := range x {
-				st.deficit[k] = old.deficit[k] + old.x[k]*(elapsed+half) - old.received[k]
+			for k, t := range p.Types {
+				if j, ok := oldIndex[t]; ok && j < len(old.x) {
+					st.deficit[k] = old.deficit[j] + old.x[j]*(elapsed+half) - old.received[j]
+				}
 			}
 		}
 		for k := range x {
@@ -208,48 +368,114 @@ func (r *Rounds) reset(p *Problem, a *Allocation, now float64) {
 	for _, pr := range a.Pairs {
 		install(unitOf([]int{p.Jobs[pr.A].ID, p.Jobs[pr.B].ID}), pr.X)
 	}
-	r.units = next
-	r.alloc = a
-	r.jobs = map[int]bool{}
-	for m := range p.Jobs {
-		r.jobs[p.Jobs[m].ID] = true
-	}
-	r.lastReset = now
-	r.started = true
+	r.st.units = next
+	r.remember(p, a, now)
 }
 
-// schedule fills the round.
-func (r *Rounds) schedule(p *Problem, round *Round, now float64) {
-	index := map[int]int{}
+func typeIndex(types []topology.GPUType) map[topology.GPUType]int {
+	out := make(map[topology.GPUType]int, len(types))
+	for k, t := range types {
+		out[t] = k
+	}
+	return out
+}
+
+// baseOrder is the visiting order fixed at a reset: TypeOrder's types,
+// then the others fastest first. CompatGavel visits Gavel's hard-coded
+// v100, p100, k80 (those with GPUs), then any other type with GPUs.
+func (r *Rounds) baseOrder(p *Problem) []int {
+	idx := typeIndex(p.Types)
+	var out []int
+	taken := make([]bool, len(p.Types))
+	take := func(k int) {
+		if !taken[k] {
+			taken[k] = true
+			out = append(out, k)
+		}
+	}
+	if r.Compat == CompatGavel {
+		for _, t := range []topology.GPUType{topology.V100, topology.P100, topology.K80} {
+			if k, ok := idx[t]; ok && p.Capacity[k] > 0 {
+				take(k)
+			}
+		}
+	} else {
+		for _, t := range r.TypeOrder {
+			if k, ok := idx[t]; ok {
+				take(k)
+			}
+		}
+	}
+	speed := make([]float64, len(p.Types))
+	for m := range p.Jobs {
+		best := slices.Max(append([]float64{0}, p.Jobs[m].Throughput...))
+		if best <= 0 {
+			continue
+		}
+		for k, v := range p.Jobs[m].Throughput {
+			speed[k] += v / best
+		}
+	}
+	rest := make([]int, 0, len(p.Types))
+	for k := range p.Types {
+		if !taken[k] && (r.Compat != CompatGavel || p.Capacity[k] > 0) {
+			rest = append(rest, k)
+		}
+	}
+	slices.SortStableFunc(rest, func(a, b int) int { return cmp.Compare(speed[b], speed[a]) })
+	return append(out, rest...)
+}
+
+// visitOrder is this round's order of types, shuffled if asked (CompatGavel
+// shuffles with CPython's random.shuffle from seed+5, as Gavel does).
+func (r *Rounds) visitOrder(p *Problem) []int {
+	var order []int
+	if r.st.started && slices.Equal(p.Types, r.st.types) {
+		order = slices.Clone(r.st.order)
+	} else {
+		order = r.baseOrder(p)
+	}
+	if r.ShuffleTypes {
+		swap := func(i, j int) { order[i], order[j] = order[j], order[i] }
+		if r.Compat == CompatGavel {
+			r.st.py.Shuffle(len(order), swap)
+		} else {
+			r.st.rng.Shuffle(len(order), swap)
+		}
+	}
+	return order
+}
+
+// chosenUnit is a unit picked to run on a type; place gives it workers.
+type chosenUnit struct {
+	u   unit
+	ids []int
+	sf  int
+}
+
+type entry struct {
+	u                unit
+	k                int
+	prio, deficit, x float64
+	sf               int
+	ids              []int
+}
+
+// selectUnits is the priority pass, then the work-conserving pass.
+func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUnit {
+	index := make(map[int]int, len(p.Jobs))
 	for m := range p.Jobs {
 		index[p.Jobs[m].ID] = m
 	}
-	elapsed := now - r.lastReset + r.roundLength()/2
-	order := make([]int, len(p.Types))
-	for k := range order {
-		order[k] = k
-	}
-	if r.ShuffleTypes {
-		r.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	}
-	type entry struct {
-		u                unit
-		k                int
-		prio, deficit, x float64
-		sf               int
-		ids              []int
-	}
+	elapsed := now - r.st.lastReset + r.roundLength()/2
 	var entries []entry
-	for u, st := range r.units {
-		ids := []int{u.a}
-		if u.b >= 0 {
-			ids = append(ids, u.b)
-		}
+	for u, st := range r.st.units {
+		ids := u.ids()
 		for _, k := range order {
-			x := st.x[k]
-			if x <= minShare {
+			if k >= len(st.x) || st.x[k] <= minShare {
 				continue
 			}
+			x := st.x[k]
 			ok := true
 			for _, id := range ids {
 				m, present := index[id]
@@ -273,7 +499,7 @@ func (r *Rounds) schedule(p *Problem, round *Round, now float64) {
 	}
 	slices.SortFunc(entries, func(a, b entry) int {
 		byType := 0
-		if r.PerTypeQueues {
+		if !r.GlobalQueue {
 			byType = cmp.Compare(rank[a.k], rank[b.k])
 		}
 		return cmp.Or(byType, cmp.Compare(b.prio, a.prio), cmp.Compare(b.deficit, a.deficit), cmp.Compare(b.x, a.x),
@@ -281,7 +507,7 @@ func (r *Rounds) schedule(p *Problem, round *Round, now float64) {
 	})
 	busy := map[int]bool{}
 	free := slices.Clone(p.Capacity)
-	chosen := make([][]entry, len(p.Types))
+	chosen := make([][]chosenUnit, len(p.Types))
 	for _, e := range entries {
 		if e.sf > free[e.k] || busy[e.ids[0]] || (len(e.ids) == 2 && busy[e.ids[1]]) {
 			continue
@@ -290,37 +516,88 @@ func (r *Rounds) schedule(p *Problem, round *Round, now float64) {
 			busy[id] = true
 		}
 		free[e.k] -= e.sf
-		chosen[e.k] = append(chosen[e.k], e)
+		chosen[e.k] = append(chosen[e.k], chosenUnit{e.u, e.ids, e.sf})
 	}
-	// Place: per type, lease extensions first, then by decreasing scale
-	// factor into the emptiest-used servers.
+	if !r.LeaveIdle {
+		r.fillIdle(p, order, busy, free, chosen)
+	}
+	return chosen
+}
+
+// fillIdle gives the GPUs the priority pass left to runnable jobs that do
+// not run yet: fastest type first, the jobs that received least time since
+// the reset first, then by arrival and ID.
+func (r *Rounds) fillIdle(p *Problem, order []int, busy map[int]bool, free []int, chosen [][]chosenUnit) {
+	left := 0
+	for _, f := range free {
+		left += f
+	}
+	if left == 0 {
+		return
+	}
+	served := make([]float64, len(p.Jobs))
+	var cands []int
+	half := r.roundLength() / 2
+	for m := range p.Jobs {
+		if busy[p.Jobs[m].ID] {
+			continue
+		}
+		if st := r.st.units[unit{p.Jobs[m].ID, -1}]; st != nil {
+			for k := range st.received {
+				served[m] += st.received[k] - st.x[k]*half
+			}
+		}
+		cands = append(cands, m)
+	}
+	slices.SortFunc(cands, func(a, b int) int {
+		return cmp.Or(cmp.Compare(served[a], served[b]), cmp.Compare(p.Jobs[a].Arrival, p.Jobs[b].Arrival), cmp.Compare(p.Jobs[a].ID, p.Jobs[b].ID))
+	})
+	for _, k := range order {
+		for _, m := range cands {
+			j := &p.Jobs[m]
+			if free[k] == 0 {
+				break
+			}
+			if busy[j.ID] || j.Throughput[k] <= 0 || j.ScaleFactor > free[k] {
+				continue
+			}
+			busy[j.ID] = true
+			free[k] -= j.ScaleFactor
+			chosen[k] = append(chosen[k], chosenUnit{unit{j.ID, -1}, []int{j.ID}, j.ScaleFactor})
+		}
+	}
+}
+
+// place gives workers to the chosen units: per type, lease extensions
+// first, then by decreasing scale factor into the emptiest-used servers.
+func (r *Rounds) place(p *Problem, round *Round, chosen [][]chosenUnit) {
 	prev := map[unit]Assignment{}
-	if r.lastRound != nil {
-		for _, as := range r.lastRound.Assignments {
+	if r.st.lastRound != nil {
+		for _, as := range r.st.lastRound.Assignments {
 			prev[unitOf(as.JobIDs)] = as
 		}
 	}
 	for k := range p.Types {
 		used := make([]bool, p.Capacity[k])
-		var rest []entry
-		for _, e := range chosen[k] {
-			old, ok := prev[e.u]
-			if ok && old.TypeIndex == k && len(old.Workers) == e.sf && fits(used, old.Workers) {
+		var rest []chosenUnit
+		for _, c := range chosen[k] {
+			old, ok := prev[c.u]
+			if ok && old.Type == p.Types[k] && len(old.Workers) == c.sf && fits(used, old.Workers) {
 				for _, w := range old.Workers {
 					used[w] = true
 				}
-				round.Assignments = append(round.Assignments, Assignment{JobIDs: e.ids, Type: p.Types[k], TypeIndex: k, Workers: old.Workers, Extended: true})
+				round.Assignments = append(round.Assignments, Assignment{JobIDs: c.ids, Type: p.Types[k], TypeIndex: k, Workers: old.Workers, Extended: true})
 				continue
 			}
-			rest = append(rest, e)
+			rest = append(rest, c)
 		}
-		slices.SortStableFunc(rest, func(a, b entry) int { return cmp.Compare(b.sf, a.sf) })
+		slices.SortStableFunc(rest, func(a, b chosenUnit) int { return cmp.Compare(b.sf, a.sf) })
 		g := 1
 		if k < len(r.GPUsPerServer) && r.GPUsPerServer[k] > 0 {
 			g = r.GPUsPerServer[k]
 		}
-		for _, e := range rest {
-			round.Assignments = append(round.Assignments, Assignment{JobIDs: e.ids, Type: p.Types[k], TypeIndex: k, Workers: takeWorkers(used, e.sf, g)})
+		for _, c := range rest {
+			round.Assignments = append(round.Assignments, Assignment{JobIDs: c.ids, Type: p.Types[k], TypeIndex: k, Workers: takeWorkers(used, c.sf, g)})
 		}
 	}
 }

@@ -42,10 +42,10 @@ type Config struct {
 	Policy           allocation.Policy
 	RoundLength      float64
 	MinResetInterval float64
-	// PerTypeQueues and ShuffleTypes configure the mechanism's queues.
-	PerTypeQueues bool
-	ShuffleTypes  bool
-	Seed          uint64
+	// GlobalQueue and ShuffleTypes configure the mechanism's queues.
+	GlobalQueue  bool
+	ShuffleTypes bool
+	Seed         uint64
 	// Prices per GPU-hour of each type, for the cost metric (default:
 	// allocation.DefaultPrices where known, else 0); one per type, finite
 	// and >= 0.
@@ -196,7 +196,7 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 	}
 	mech := &allocation.Rounds{
 		Policy: &countingPolicy{cfg.Policy, &res.Allocations}, RoundLength: cfg.RoundLength, MinResetInterval: cfg.MinResetInterval,
-		GPUsPerServer: cfg.GPUsPerServer, PerTypeQueues: cfg.PerTypeQueues, ShuffleTypes: cfg.ShuffleTypes, Seed: cfg.Seed,
+		GPUsPerServer: cfg.GPUsPerServer, GlobalQueue: cfg.GlobalQueue, ShuffleTypes: cfg.ShuffleTypes, Seed: cfg.Seed,
 	}
 	totalGPUs := 0
 	for _, c := range cfg.Capacity {

@@ -144,9 +144,9 @@ func run(ctx context.Context, w io.Writer, only string, seeds int, queues string
 				if err != nil {
 					return err
 				}
-				cfg := sim.Config{Types: types, Capacity: []int{36, 36, 36}, Policy: pol, Seed: seed}
+				cfg := sim.Config{Types: types, Capacity: []int{36, 36, 36}, Policy: pol, Seed: seed, GlobalQueue: queues != "gavel"}
 				if queues == "gavel" {
-					cfg.PerTypeQueues, cfg.ShuffleTypes = true, agnostic
+					cfg.ShuffleTypes = agnostic
 				}
 				if ss {
 					cfg.Colocation = gavel.Simulation()

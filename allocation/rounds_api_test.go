@@ -1,0 +1,345 @@
+package allocation
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/gpusched/gpusched/perfmodel/gavel"
+	"github.com/gpusched/gpusched/topology"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fixedPolicy gives each job (by ID) fixed shares; others get nothing.
+type fixedPolicy map[int][]float64
+
+func (f fixedPolicy) Allocate(_ context.Context, p *Problem) (*Allocation, error) {
+	a := newAllocation(p)
+	for m := range p.Jobs {
+		if x, ok := f[p.Jobs[m].ID]; ok {
+			copy(a.X[m], x)
+		}
+	}
+	return a, nil
+}
+
+func jobsOf(rd *Round) map[int]topology.GPUType {
+	out := map[int]topology.GPUType{}
+	for _, as := range rd.Assignments {
+		for _, id := range as.JobIDs {
+			out[id] = as.Type
+		}
+	}
+	return out
+}
+
+// gavelJobs returns n single-GPU jobs of Gavel's table on types in the
+// given order, rates looked up in Gavel's simulation table.
+func gavelJobs(t *testing.T, types []topology.GPUType, n int) []Job {
+	t.Helper()
+	tab := gavel.Simulation()
+	var keys []Job
+	m := 0
+	for _, k := range tab.Jobs() {
+		if k.ScaleFactor != 1 || m == n {
+			continue
+		}
+		j := Job{ID: m, ScaleFactor: 1, Throughput: make([]float64, len(types)), RemainingSteps: 1e5}
+		for i, gt := range types {
+			v, err := tab.Throughput(k, gt)
+			require.NoError(t, err)
+			j.Throughput[i] = v
+		}
+		keys = append(keys, j)
+		m++
+	}
+	return keys
+}
+
+// Types are visited fastest first whatever their order in the problem: on
+// Gavel's table V100, P100, K80; TypeOrder overrides.
+func TestRoundsTypeOrder(t *testing.T) {
+	types := []topology.GPUType{topology.K80, topology.P100, topology.V100}
+	p := &Problem{Types: types, Capacity: []int{4, 4, 4}, Jobs: gavelJobs(t, types, 26)}
+	r := &Rounds{}
+	assert.Equal(t, []int{2, 1, 0}, r.baseOrder(p))
+	r.TypeOrder = []topology.GPUType{topology.P100}
+	assert.Equal(t, []int{1, 2, 0}, r.baseOrder(p))
+	r.TypeOrder = []topology.GPUType{topology.K80, "a100", topology.V100}
+	assert.Equal(t, []int{0, 2, 1}, r.baseOrder(p), "unknown types are ignored")
+	r = &Rounds{Policy: &MaxMinFairness{}, TypeOrder: []topology.GPUType{topology.K80, topology.K80}}
+	_, err := r.Next(context.Background(), p, 0)
+	assert.ErrorIs(t, err, ErrInvalidProblem)
+	// Gavel's compatible mode: v100, p100, k80 whatever the rates.
+	assert.Equal(t, []int{2, 1, 0}, (&Rounds{Compat: CompatGavel}).baseOrder(&Problem{Types: types, Capacity: []int{1, 1, 1}}))
+}
+
+// Issue #17's case: demand below capacity on K80 + P100 + V100 (types
+// sorted by name). The fastest type fills first, and the mechanism is
+// work-conserving: no job waits while a type has room for it.
+func TestRoundsFastestFirstAndWorkConserving(t *testing.T) {
+	types := []topology.GPUType{topology.K80, topology.P100, topology.V100}
+	p := &Problem{Types: types, Capacity: []int{12, 12, 12}, Jobs: gavelJobs(t, types, 26)}
+	r := &Rounds{Policy: &MaxMinFairness{}}
+	for i := range 10 {
+		rd, err := r.Next(context.Background(), p, float64(i)*360)
+		require.NoError(t, err)
+		checkRound(t, p, rd)
+		ran := jobsOf(rd)
+		free := []int{12, 12, 12}
+		for _, as := range rd.Assignments {
+			free[as.TypeIndex] -= len(as.Workers)
+		}
+		assert.Zero(t, free[2], "round %d: every V100 busy", i)
+		for m := range p.Jobs {
+			if _, ok := ran[p.Jobs[m].ID]; ok {
+				continue
+			}
+			for k := range types {
+				assert.False(t, free[k] > 0 && p.Jobs[m].Throughput[k] > 0, "round %d: job %d waits while %s has room", i, p.Jobs[m].ID, types[k])
+			}
+		}
+	}
+}
+
+// Jobs without a share take GPUs the priority pass left, unless LeaveIdle.
+func TestRoundsLeaveIdle(t *testing.T) {
+	p := &Problem{Types: []topology.GPUType{"a"}, Capacity: []int{3}, Jobs: []Job{
+		{ID: 1, ScaleFactor: 1, Throughput: []float64{1}},
+		{ID: 2, ScaleFactor: 1, Throughput: []float64{1}},
+		{ID: 3, ScaleFactor: 2, Throughput: []float64{1}},
+		{ID: 4, ScaleFactor: 1, Throughput: []float64{0}},
+	}}
+	pol := fixedPolicy{1: {1}}
+	rd, err := (&Rounds{Policy: pol}).Next(context.Background(), p, 0)
+	require.NoError(t, err)
+	assert.Equal(t, map[int]topology.GPUType{1: "a", 2: "a"}, jobsOf(rd), "job 3 does not fit, job 4 has no rate")
+	rd, err = (&Rounds{Policy: pol, LeaveIdle: true}).Next(context.Background(), p, 0)
+	require.NoError(t, err)
+	assert.Equal(t, map[int]topology.GPUType{1: "a"}, jobsOf(rd))
+}
+
+func TestRoundsReport(t *testing.T) {
+	p := &Problem{Types: []topology.GPUType{"a", "b"}, Capacity: []int{1, 1}, Jobs: []Job{
+		{ID: 1, ScaleFactor: 1, Throughput: []float64{1, 1}},
+		{ID: 2, ScaleFactor: 1, Throughput: []float64{1, 1}},
+	}}
+	r := &Rounds{Policy: fixedPolicy{1: {0.5, 0.5}, 2: {0.5, 0.5}}}
+	ctx := context.Background()
+	assert.ErrorIs(t, r.Report(RoundReport{}), ErrInvalidReport, "no round yet")
+	rd, err := r.Next(ctx, p, 0)
+	require.NoError(t, err)
+	require.Len(t, rd.Assignments, 2)
+	st1, st2 := r.st.units[unit{1, -1}], r.st.units[unit{2, -1}]
+	assert.Equal(t, []float64{90, 90}, st1.received, "seeded with half a round at the share")
+
+	bad := []RoundReport{
+		{Start: 1},
+		{Start: 0, Ran: []UnitRun{{JobIDs: []int{9}, Type: "a", Seconds: 1}}},
+		{Start: 0, Ran: []UnitRun{{JobIDs: []int{1}, Type: "c", Seconds: 1}}},
+		{Start: 0, Ran: []UnitRun{{JobIDs: []int{1}, Type: "a", Seconds: -1}}},
+		{Start: 0, Ran: []UnitRun{{JobIDs: []int{1, 1}, Type: "a", Seconds: 1}}},
+		{Start: 0, Ran: []UnitRun{{JobIDs: nil, Type: "a", Seconds: 1}}},
+	}
+	for i, rep := range bad {
+		assert.ErrorIs(t, r.Report(rep), ErrInvalidReport, "report %d", i)
+	}
+	assert.Equal(t, []float64{90, 90}, st1.received, "a bad report credits nothing")
+	// Job 1 ran 100 s; job 2 failed to start.
+	require.NoError(t, r.Report(RoundReport{Start: 0, Ran: []UnitRun{{JobIDs: []int{1}, Type: jobsOf(rd)[1], Seconds: 100}}}))
+	assert.ErrorIs(t, r.Report(RoundReport{Start: 0}), ErrInvalidReport, "twice")
+	k1 := 0
+	if jobsOf(rd)[1] == "b" {
+		k1 = 1
+	}
+	assert.InDelta(t, 190, st1.received[k1], 1e-9)
+	assert.Equal(t, []float64{90, 90}, st2.received)
+	// Not reported: credited in full at the next call (up to a round).
+	rd, err = r.Next(ctx, p, 360)
+	require.NoError(t, err)
+	_, err = r.Next(ctx, p, 1000)
+	require.NoError(t, err)
+	for id, typ := range jobsOf(rd) {
+		k := 0
+		if typ == "b" {
+			k = 1
+		}
+		st := r.st.units[unit{id, -1}]
+		want := 90.0 + 360
+		if id == 1 && k == k1 {
+			want += 100
+		}
+		assert.InDelta(t, want, st.received[k], 1e-9, "job %d on %s", id, typ)
+	}
+}
+
+// A change of capacity re-solves at once, whatever MinResetInterval says.
+func TestRoundsCapacityChange(t *testing.T) {
+	p := &Problem{Types: []topology.GPUType{"a"}, Capacity: []int{2}, Jobs: []Job{
+		{ID: 1, ScaleFactor: 1, Throughput: []float64{1}},
+		{ID: 2, ScaleFactor: 1, Throughput: []float64{2}},
+	}}
+	r := &Rounds{Policy: &MaxMinFairness{}}
+	ctx := context.Background()
+	rd, err := r.Next(ctx, p, 0)
+	require.NoError(t, err)
+	assert.True(t, rd.Reset)
+	assert.Positive(t, rd.Stats.SolveTime)
+	require.NotNil(t, rd.Stats.LP)
+	assert.Equal(t, 1, rd.Stats.LP.Solves)
+	rd, err = r.Next(ctx, p, 360)
+	require.NoError(t, err)
+	assert.False(t, rd.Reset)
+	assert.Zero(t, rd.Stats.SolveTime)
+	p.Capacity = []int{1}
+	rd, err = r.Next(ctx, p, 720)
+	require.NoError(t, err)
+	assert.True(t, rd.Reset, "capacity changed")
+	assert.Len(t, rd.Assignments, 1)
+	p.Types = []topology.GPUType{"b"}
+	rd, err = r.Next(ctx, p, 1080)
+	require.NoError(t, err)
+	assert.True(t, rd.Reset, "types changed")
+	r.ForceReset()
+	rd, err = r.Next(ctx, p, 1440)
+	require.NoError(t, err)
+	assert.True(t, rd.Reset, "forced")
+}
+
+// A policy that returns an allocation of the wrong shape is an error, not a
+// panic.
+func TestRoundsBadPolicy(t *testing.T) {
+	p := &Problem{Types: []topology.GPUType{"a"}, Capacity: []int{2}, Jobs: []Job{{ID: 1, ScaleFactor: 1, Throughput: []float64{1}}}}
+	for _, pol := range []Policy{shapePolicy(func(a *Allocation) *Allocation { return nil }),
+		shapePolicy(func(a *Allocation) *Allocation { a.X = nil; return a }),
+		shapePolicy(func(a *Allocation) *Allocation { a.X[0] = nil; return a }),
+		shapePolicy(func(a *Allocation) *Allocation { a.Pairs = []Pair{{A: 0, B: 3, X: []float64{1}}}; return a }),
+	} {
+		_, err := (&Rounds{Policy: pol}).Next(context.Background(), p, 0)
+		assert.ErrorIs(t, err, ErrInvalidAllocation)
+	}
+}
+
+type shapePolicy func(*Allocation) *Allocation
+
+func (f shapePolicy) Allocate(_ context.Context, p *Problem) (*Allocation, error) {
+	return f(newAllocation(p)), nil
+}
+
+// changing returns the problem of round i: job m is present from round
+// m/3 to round m/3 + 12.
+func changing(base *Problem, i int) *Problem {
+	p := *base
+	p.Jobs = nil
+	for m, j := range base.Jobs {
+		if m/3 <= i && i < m/3+12 {
+			p.Jobs = append(p.Jobs, j)
+		}
+	}
+	return &p
+}
+
+// A Rounds restored from a snapshot taken after round k gives the same
+// rounds k+1..N as one never stopped, in both modes, with reports, resets,
+// shuffles and space sharing.
+func TestRoundsSnapshotRestore(t *testing.T) {
+	base, _ := gavelProblem(t, 4, 48)
+	for _, tc := range []struct {
+		name string
+		make func() *Rounds
+	}{
+		{"native", func() *Rounds {
+			return &Rounds{Policy: &MaxMinFairness{SpaceSharing: true}, ShuffleTypes: true, Seed: 3, MinResetInterval: 700}
+		}},
+		{"global", func() *Rounds { return &Rounds{Policy: &MaxMinFairness{}, GlobalQueue: true, Seed: 3} }},
+		{"gavel", func() *Rounds {
+			return &Rounds{Policy: &MaxMinFairness{SpaceSharing: true}, ShuffleTypes: true, Seed: 3, Compat: CompatGavel, MinResetInterval: 700}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const n, k = 30, 13
+			ctx := context.Background()
+			step := func(r *Rounds, i int) *Round {
+				rd, err := r.Next(ctx, changing(base, i), float64(i)*360+50)
+				require.NoError(t, err)
+				if i%3 == 0 { // report every third round: the first unit ran half
+					rep := RoundReport{Start: rd.Start}
+					for j, as := range rd.Assignments {
+						s := rd.Length
+						if j == 0 {
+							s /= 2
+						}
+						rep.Ran = append(rep.Ran, UnitRun{JobIDs: as.JobIDs, Type: as.Type, Seconds: s})
+					}
+					require.NoError(t, r.Report(rep))
+				}
+				rd.Stats.SolveTime = 0
+				return rd
+			}
+			ref := tc.make()
+			var want []*Round
+			for i := range n {
+				want = append(want, step(ref, i))
+			}
+			r := tc.make()
+			for i := range k {
+				step(r, i)
+			}
+			data, err := r.Snapshot()
+			require.NoError(t, err)
+			require.True(t, json.Valid(data))
+			restored := tc.make()
+			require.NoError(t, restored.Restore(data))
+			again, err := restored.Snapshot()
+			require.NoError(t, err)
+			assert.JSONEq(t, string(data), string(again))
+			resets := 0
+			for i := k; i < n; i++ {
+				got := step(restored, i)
+				require.Equal(t, want[i], got, "round %d", i)
+				if got.Reset {
+					resets++
+				}
+			}
+			assert.Positive(t, resets, "the comparison covers resets")
+		})
+	}
+}
+
+func TestRoundsRestoreErrors(t *testing.T) {
+	r := &Rounds{Policy: &MaxMinFairness{}}
+	p := &Problem{Types: []topology.GPUType{"a", "b"}, Capacity: []int{1, 1}, Jobs: []Job{{ID: 1, ScaleFactor: 1, Throughput: []float64{1, 2}}}}
+	_, err := r.Next(context.Background(), p, 0)
+	require.NoError(t, err)
+	good, err := r.Snapshot()
+	require.NoError(t, err)
+	mutate := func(f func(m map[string]any)) []byte {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(good, &m))
+		f(m)
+		b, err := json.Marshal(m)
+		require.NoError(t, err)
+		return b
+	}
+	for name, data := range map[string][]byte{
+		"not json":   []byte("{"),
+		"version":    mutate(func(m map[string]any) { m["version"] = 2 }),
+		"compat":     mutate(func(m map[string]any) { m["compat"] = "gavel" }),
+		"capacity":   mutate(func(m map[string]any) { m["capacity"] = []int{1} }),
+		"order":      mutate(func(m map[string]any) { m["order"] = []int{5} }),
+		"unit":       mutate(func(m map[string]any) { m["units"] = []any{map[string]any{"job_ids": []int{1}, "x": []float64{1}}} }),
+		"unit jobs":  mutate(func(m map[string]any) { m["units"] = []any{map[string]any{"job_ids": []int{}}} }),
+		"allocation": mutate(func(m map[string]any) { m["allocation"].(map[string]any)["X"] = []any{[]float64{1}} }),
+		"rng":        mutate(func(m map[string]any) { m["pcg"] = "AAAA" }),
+		"python rng": mutate(func(m map[string]any) { m["python_rng"] = map[string]any{"mt": []int{1}} }),
+		"last round": mutate(func(m map[string]any) {
+			m["last_round"].(map[string]any)["Assignments"] = []any{map[string]any{"JobIDs": []int{1}, "TypeIndex": 7}}
+		}),
+	} {
+		fresh := &Rounds{Policy: &MaxMinFairness{}}
+		assert.ErrorIs(t, fresh.Restore(data), ErrInvalidSnapshot, name)
+		assert.False(t, fresh.st.started, "%s: state unchanged", name)
+	}
+	require.NoError(t, (&Rounds{}).Restore(good))
+}
