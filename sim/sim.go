@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/perfmodel"
@@ -19,8 +20,14 @@ import (
 // allocation is turned into the round's assignments by the round mechanism
 // (allocation.Rounds); each assigned job runs min(floor(T x round), R)
 // steps at its rate T (or its co-located rate when paired) and may finish
-// before the round ends; the next round starts when the last assigned job
-// of this one stops.
+// before the round ends; the mechanism is told what ran (Rounds.Report);
+// the next round starts when the last assigned job of this one stops, or a
+// round later when nothing ran.
+//
+// By default the mechanism is Gavel's (a queue per type, types fastest
+// first) and work-conserving (GPUs the shares leave go to waiting jobs).
+// With Compat set to allocation.CompatGavel both the mechanism and this
+// loop are Gavel's simulator, quirks included: see Config.Compat.
 //
 // It is a plain value, safe for concurrent reads (its Policy decides
 // whether runs may share it; this package's policies are safe).
@@ -42,10 +49,30 @@ type Config struct {
 	Policy           allocation.Policy
 	RoundLength      float64
 	MinResetInterval float64
-	// GlobalQueue and ShuffleTypes configure the mechanism's queues.
+	// GlobalQueue, TypeOrder, ShuffleTypes, Seed and LeaveIdle configure
+	// the mechanism, as in allocation.Rounds.
 	GlobalQueue  bool
+	TypeOrder    []topology.GPUType
 	ShuffleTypes bool
 	Seed         uint64
+	LeaveIdle    bool
+	// Compat set to allocation.CompatGavel runs Gavel's mechanism
+	// (allocation.Rounds with the same Compat) and Gavel's simulator loop:
+	// each job is credited from the end of the last round in which
+	// anything ran (so an idle gap counts as time received), the loop
+	// takes one scheduling step (and one type shuffle) when the cluster
+	// empties, a round in which nothing runs is followed by the next
+	// arrival rather than a round later (or, when no job is due, by a
+	// forced reset), and a multi-GPU job whose last steps are fewer than
+	// its GPUs fails (no progress) and is dropped after 5 failures
+	// (Result.Dropped), as scheduler.py's _done_callback does. The policy's
+	// own compatibility (allocation.FIFO.Compat) is set apart.
+	Compat allocation.Compat
+	// JobsToComplete, when set, ends the simulation as soon as these jobs
+	// (by ID) have finished, as Gavel's continuous experiments do (jobs
+	// keep arriving while the measured ones run); jobs still running then
+	// are not recorded.
+	JobsToComplete []int
 	// Prices per GPU-hour of each type, for the cost metric (default:
 	// allocation.DefaultPrices where known, else 0); one per type, finite
 	// and >= 0.
@@ -100,12 +127,19 @@ type Result struct {
 	Unschedulable []Job
 	// Utilisation samples the share of busy GPUs in each round.
 	Utilisation []Sample
+	// Dropped lists jobs Gavel's simulator drops (Config.Compat): multi-GPU
+	// jobs that failed 5 times; they are not in Records.
+	Dropped []Record
 	// End is when the last job finished.
 	End    float64
 	Rounds int
-	// Allocations counts the policy's calls.
-	Allocations int
-	prices      []float64
+	// Allocations counts the policy's calls; SolveTime is their total wall
+	// time, and LPIterations the iterations of the LPs they solved (when the
+	// policy reports them, allocation.Allocation.LP).
+	Allocations  int
+	SolveTime    time.Duration
+	LPIterations int
+	prices       []float64
 }
 
 // Sample is one point of a time series.
@@ -119,7 +153,12 @@ type running struct {
 	ranLast   bool
 	// crowd integrates the number of jobs present over the job's life.
 	crowd float64
+	// failures counts Gavel's failed micro-tasks in a row (Config.Compat).
+	failures int
 }
+
+// gavelMaxFailures is scheduler.py's MAX_FAILED_ATTEMPTS.
+const gavelMaxFailures = 5
 
 // Run simulates jobs (in any order) to completion. Configurations and jobs
 // out of range give an error wrapping ErrInvalid (rates, steps, weights,
@@ -195,9 +234,24 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 		return nil, err
 	}
 	mech := &allocation.Rounds{
-		Policy: &countingPolicy{cfg.Policy, &res.Allocations}, RoundLength: cfg.RoundLength, MinResetInterval: cfg.MinResetInterval,
-		GPUsPerServer: cfg.GPUsPerServer, GlobalQueue: cfg.GlobalQueue, ShuffleTypes: cfg.ShuffleTypes, Seed: cfg.Seed,
+		Policy: cfg.Policy, RoundLength: cfg.RoundLength, MinResetInterval: cfg.MinResetInterval,
+		GPUsPerServer: cfg.GPUsPerServer, GlobalQueue: cfg.GlobalQueue, TypeOrder: cfg.TypeOrder, ShuffleTypes: cfg.ShuffleTypes,
+		Seed: cfg.Seed, LeaveIdle: cfg.LeaveIdle, Compat: cfg.Compat,
 	}
+	gavel := cfg.Compat == allocation.CompatGavel
+	waiting := map[int]bool{} // JobsToComplete not finished yet
+	for _, id := range cfg.JobsToComplete {
+		if !ids[id] {
+			return nil, invalid("job %d to complete is not in the trace", id)
+		}
+		waiting[id] = true
+	}
+	for _, j := range res.Unschedulable {
+		delete(waiting, j.ID)
+	}
+	// Gavel credits a round from the end of the last round in which
+	// anything ran (0 before the first).
+	gavelStart, gavelEnd := 0.0, -1.0
 	totalGPUs := 0
 	for _, c := range cfg.Capacity {
 		totalGPUs += c
@@ -210,7 +264,8 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 		t = all[0].rec.Arrival
 	}
 	idle := 0
-	for done < len(all) {
+	emptied := false
+	for done < len(all) && (len(cfg.JobsToComplete) == 0 || len(waiting) > 0) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -223,6 +278,14 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 			next++
 		}
 		if len(active) == 0 {
+			if gavel && emptied {
+				// Gavel's loop schedules once more on the empty cluster
+				// (a reset, a shuffle) before it jumps to the next arrival.
+				if _, err := mech.Next(ctx, &allocation.Problem{Types: cfg.Types, Capacity: cfg.Capacity, Now: t}, t); err != nil {
+					return nil, fmt.Errorf("sim: round at %.0f s: %w", t, err)
+				}
+			}
+			emptied = false
 			t = all[next].rec.Arrival
 			continue
 		}
@@ -243,9 +306,17 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 			return nil, fmt.Errorf("sim: round at %.0f s: %w", t, err)
 		}
 		res.Rounds++
+		if rd.Reset {
+			res.Allocations++
+			res.SolveTime += rd.Stats.SolveTime
+			if rd.Stats.LP != nil {
+				res.LPIterations += rd.Stats.LP.Iterations
+			}
+		}
 		end := t
 		busy := 0.0
 		ran := map[int]bool{}
+		report := allocation.RoundReport{Start: rd.Start}
 		for _, as := range rd.Assignments {
 			var rates []float64
 			if len(as.JobIDs) == 1 {
@@ -256,6 +327,7 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 				rates = []float64{ta, tb}
 			}
 			longest := 0.0
+			failed := false
 			for i, id := range as.JobIDs {
 				r := byID[id]
 				rate := rates[i]
@@ -268,6 +340,14 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 				}
 				d := steps / rate
 				longest = math.Max(longest, d)
+				if sf := r.rec.Key.ScaleFactor; gavel && sf > 1 && steps < float64(sf) {
+					// Each of the job's workers but the last gets
+					// floor(steps / sf) = 0 steps: the micro-task fails.
+					r.failures++
+					failed = true
+					continue
+				}
+				r.failures = 0
 				if r.remaining-steps == r.remaining {
 					return nil, fmt.Errorf("%w: job %d's %g remaining steps do not change by %g", ErrNoProgress, id, r.remaining, steps)
 				}
@@ -285,11 +365,36 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 					r.rec.Finish = t + d
 				}
 			}
+			if gavel && len(as.JobIDs) == 2 {
+				// Gavel stamps both jobs of a pair with the pair's end.
+				for _, id := range as.JobIDs {
+					if r := byID[id]; r.remaining == 0 {
+						r.rec.Finish = t + longest
+					}
+				}
+			}
 			busy += float64(len(as.Workers)) * longest
 			end = math.Max(end, t+longest)
+			if !failed {
+				report.Ran = append(report.Ran, allocation.UnitRun{JobIDs: as.JobIDs, Type: as.Type, Seconds: longest})
+			}
+		}
+		if gavel && end > t {
+			if gavelEnd >= 0 {
+				gavelStart = gavelEnd
+			}
+			gavelEnd = end
+			for i := range report.Ran {
+				// finish - round start, rounded as Gavel does.
+				report.Ran[i].Seconds = (t + report.Ran[i].Seconds) - gavelStart
+			}
+		}
+		if err := mech.Report(report); err != nil {
+			return nil, fmt.Errorf("sim: round at %.0f s: %w", t, err)
 		}
 		if end == t {
-			// Nothing ran: wait a round for arrivals or the next reset.
+			// Nothing ran: wait a round for arrivals or the next reset
+			// (Gavel: jump to the next arrival, or force a reset if none).
 			idle++
 			if idle > 100000 {
 				return nil, fmt.Errorf("%w at %.0f s with %d jobs waiting", ErrStalled, t, len(active))
@@ -298,10 +403,20 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 			if end == t {
 				return nil, fmt.Errorf("%w: time %g s does not advance by a round of %g s", ErrNoProgress, t, length)
 			}
+			if gavel {
+				if next < len(all) {
+					end = all[next].rec.Arrival
+				} else if idle == 1 {
+					mech.ForceReset()
+					end = t
+				}
+			}
 		} else {
 			idle = 0
 		}
-		res.Utilisation = append(res.Utilisation, Sample{t, busy / (float64(totalGPUs) * (end - t))})
+		if end > t {
+			res.Utilisation = append(res.Utilisation, Sample{t, busy / (float64(totalGPUs) * (end - t))})
+		}
 		for _, r := range active {
 			r.crowd += float64(len(active)) * (end - t)
 		}
@@ -311,9 +426,17 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 				r.rec.Preemptions++
 			}
 			r.ranLast = ran[r.rec.ID]
+			if r.failures >= gavelMaxFailures {
+				done++
+				delete(byID, r.rec.ID)
+				delete(waiting, r.rec.ID)
+				res.Dropped = append(res.Dropped, *r.rec)
+				continue
+			}
 			if r.remaining == 0 {
 				done++
 				delete(byID, r.rec.ID)
+				delete(waiting, r.rec.ID)
 				r.rec.Isolated = isolatedTime(r, cfg.Capacity)
 				res.Records = append(res.Records, *r.rec)
 				res.End = math.Max(res.End, r.rec.Finish)
@@ -321,6 +444,7 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 			}
 			kept = append(kept, r)
 		}
+		emptied = len(kept) == 0
 		active = kept
 		t = end
 		if cfg.Progress != nil {
@@ -338,17 +462,6 @@ func indexOf(active []*running, id int) int {
 		}
 	}
 	return -1
-}
-
-// countingPolicy counts the policy's calls.
-type countingPolicy struct {
-	allocation.Policy
-	n *int
-}
-
-func (c *countingPolicy) Allocate(ctx context.Context, p *allocation.Problem) (*allocation.Allocation, error) {
-	*c.n++
-	return c.Policy.Allocate(ctx, p)
 }
 
 func prices(cfg Config) []float64 {
