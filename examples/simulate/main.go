@@ -7,11 +7,21 @@
 // sharing; it prints a table and writes SVG plots (JCT CDF, utilisation
 // over time). The default trace is shorter than Gavel's (2,500 jobs,
 // measuring jobs 1,000 to 2,000) so that it runs in seconds; -jobs 5000
-// -window 4000:5000 is Gavel's.
+// -window 4000:5000 is Gavel's. A trace shorter than the default window is
+// measured whole (with a note); a window given beyond the trace is an
+// error.
+//
+// The round mechanism is Gavel's (a queue per GPU type, types visited
+// fastest first, shuffled for the policies that ignore throughputs) and
+// work-conserving; -compat gavel runs Gavel's code instead, quirks included
+// (allocation.CompatGavel: its FIFO type choice, leftover GPUs to jobs
+// without a share, its priority seeding, type order and shuffle, and its
+// simulator loop), on the jobs Gavel's own generator draws for the seed.
 //
 //	go run ./examples/simulate
 //	go run ./examples/simulate -rate 5.6 -policies las,gavel -out plots
 //	go run ./examples/simulate -trace my.trace -cluster v100:8,k80:8
+//	go run ./examples/simulate -compat gavel -policies fifo,fifo-perf
 package main
 
 import (
@@ -38,13 +48,19 @@ import (
 )
 
 type options struct {
-	trace, format, cluster, policies, window, out string
-	rate                                          float64
-	jobs                                          int
-	seed                                          uint64
-	multiGPU, quiet                               bool
-	parallel                                      int
+	trace, format, cluster, policies, window, out, compat string
+	rate                                                  float64
+	jobs                                                  int
+	seed                                                  uint64
+	multiGPU, quiet                                       bool
+	parallel                                              int
+	// windowSet says -window was given: a window beyond the trace is then
+	// an error rather than adapted.
+	windowSet bool
 }
+
+// defaultWindow is the measured window when -window is not given.
+const defaultWindow = "1000:2000"
 
 func main() { os.Exit(command(os.Args[1:], os.Stdout, os.Stderr)) }
 
@@ -58,13 +74,15 @@ func command(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.policies, "policies", "fifo,las,gavel,gavel-ss", "policies to compare: "+strings.Join(policyNames(), ", "))
 	fs.Float64Var(&o.rate, "rate", 4.8, "arrival rate of the generated workload, jobs per hour: 0 (all at once) or 0.001 to 1e6")
 	fs.IntVar(&o.jobs, "jobs", 2500, fmt.Sprintf("number of generated jobs, 1 to %d", maxJobs))
-	fs.StringVar(&o.window, "window", "1000:2000", "jobs to measure, from:to in order of arrival (Gavel: 4000:5000)")
+	fs.StringVar(&o.window, "window", defaultWindow, "jobs to measure, from:to in order of arrival (Gavel: 4000:5000); by default all jobs of a shorter trace")
+	fs.StringVar(&o.compat, "compat", "none", "round mechanism and FIFO: none (ours: work-conserving, fastest type first) or gavel (Gavel's code, quirks included, on the jobs its generator draws)")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the workload generator and the policies")
 	fs.BoolVar(&o.multiGPU, "multi-gpu", false, "generate multi-GPU jobs (Gavel's 70/10/15/5% scale factors)")
 	fs.StringVar(&o.out, "out", "out", "folder for the SVG plots (empty: no plots)")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress on standard error")
 	fs.IntVar(&o.parallel, "parallel", 2, "policies simulated at once, 1 to 64")
 	return cli.Main(fs, args, stderr, func(ctx context.Context) error {
+		fs.Visit(func(f *flag.Flag) { o.windowSet = o.windowSet || f.Name == "window" })
 		if err := o.check(); err != nil {
 			return err
 		}
@@ -85,6 +103,7 @@ func (o *options) check() error {
 		c.InputFile("trace", o.trace, sim.MaxTraceBytes)
 	}
 	c.OneOf("format", o.format, formatNames...)
+	c.OneOf("compat", o.compat, "none", "gavel")
 	if _, err := topology.ParseCompact(o.cluster, 1); err != nil {
 		c.Fail("cluster", o.cluster, "type:count,... with counts above 0 (%v)", err)
 	}
@@ -107,20 +126,25 @@ var readers = map[string]func(io.Reader, string) ([]sim.Job, error){
 }
 
 // policies are the policies the command knows, by name.
+// agnostic policies are shuffled in our mode; gavelShuffle those Gavel
+// shuffles (policy names without "Perf" or "Packing": fifo, las).
 var policies = map[string]struct {
-	make         func(seed uint64) allocation.Policy
+	make         func(seed uint64, c allocation.Compat) allocation.Policy
 	spaceSharing bool
 	agnostic     bool
+	gavelShuffle bool
 }{
-	"fifo":       {func(s uint64) allocation.Policy { return &allocation.FIFO{Seed: s} }, false, true},
-	"fifo-perf":  {func(uint64) allocation.Policy { return &allocation.FIFO{Perf: true} }, false, false},
-	"las":        {func(uint64) allocation.Policy { return &allocation.MaxMinFairness{Agnostic: true} }, false, true},
-	"gavel":      {func(uint64) allocation.Policy { return &allocation.MaxMinFairness{} }, false, false},
-	"gavel-ss":   {func(uint64) allocation.Policy { return &allocation.MaxMinFairness{SpaceSharing: true} }, true, false},
-	"gandiva":    {func(s uint64) allocation.Policy { return &allocation.Gandiva{Seed: s} }, true, true},
-	"ftf":        {func(uint64) allocation.Policy { return &allocation.FinishTimeFairness{} }, false, false},
-	"makespan":   {func(uint64) allocation.Policy { return &allocation.MinMakespan{} }, false, false},
-	"throughput": {func(uint64) allocation.Policy { return &allocation.MaxThroughput{} }, false, false},
+	"fifo":      {func(s uint64, c allocation.Compat) allocation.Policy { return &allocation.FIFO{Seed: s, Compat: c} }, false, true, true},
+	"fifo-perf": {func(_ uint64, c allocation.Compat) allocation.Policy { return &allocation.FIFO{Perf: true, Compat: c} }, false, false, false},
+	"las":       {func(uint64, allocation.Compat) allocation.Policy { return &allocation.MaxMinFairness{Agnostic: true} }, false, true, true},
+	"gavel":     {func(uint64, allocation.Compat) allocation.Policy { return &allocation.MaxMinFairness{} }, false, false, false},
+	"gavel-ss": {func(uint64, allocation.Compat) allocation.Policy {
+		return &allocation.MaxMinFairness{SpaceSharing: true}
+	}, true, false, false},
+	"gandiva":    {func(s uint64, _ allocation.Compat) allocation.Policy { return &allocation.Gandiva{Seed: s} }, true, true, false},
+	"ftf":        {func(uint64, allocation.Compat) allocation.Policy { return &allocation.FinishTimeFairness{} }, false, false, false},
+	"makespan":   {func(uint64, allocation.Compat) allocation.Policy { return &allocation.MinMakespan{} }, false, false, false},
+	"throughput": {func(uint64, allocation.Compat) allocation.Policy { return &allocation.MaxThroughput{} }, false, false, false},
 }
 
 // eventPolicies run in the event-driven model: jobs start as GPUs free up.
@@ -150,9 +174,17 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 	for k, t := range types {
 		capacity[k] = cluster.Capacity()[t]
 	}
-	from, to, err := parseWindow(o.window)
+	window := o.window
+	if window == "" {
+		window = defaultWindow
+	}
+	from, to, err := parseWindow(window)
 	if err != nil {
 		return err
+	}
+	compat, err := allocation.ParseCompat(o.compat)
+	if err != nil {
+		return cli.Usage("compat", o.compat, "none or gavel")
 	}
 	var jobs []sim.Job
 	source := fmt.Sprintf("Gavel's workload generator: %d jobs at %.1f jobs/h, seed %d", o.jobs, o.rate, o.seed)
@@ -175,8 +207,17 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 			return err
 		}
 		source = fmt.Sprintf("%s: %d jobs", o.trace, len(jobs))
-	} else if jobs, err = (&sim.GavelWorkload{Rate: o.rate, MultiGPU: o.multiGPU, Seed: o.seed}).Generate(o.jobs); err != nil {
+	} else if jobs, err = (&sim.GavelWorkload{Rate: o.rate, MultiGPU: o.multiGPU, Seed: o.seed, Python: compat == allocation.CompatGavel}).Generate(o.jobs); err != nil {
 		return err
+	}
+	if to > len(jobs) {
+		if o.windowSet {
+			return cli.Usage("window", o.window, "a window within the trace's %d jobs", len(jobs))
+		}
+		if _, err := fmt.Fprintf(stderr, "simulate: the trace has %d jobs, fewer than the default window %s: measuring all of them\n", len(jobs), defaultWindow); err != nil {
+			return err
+		}
+		from, to = 0, len(jobs)
 	}
 	var names []string
 	for _, n := range strings.Split(o.policies, ",") {
@@ -187,7 +228,14 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 		}
 		names = append(names, n)
 	}
-	if _, err := fmt.Fprintf(stdout, "Cluster %s (%d GPUs); %s; measuring jobs %d to %d.\n\n", o.cluster, cluster.NumGPUs(), source, from, to); err != nil {
+	mechanism := "ours (a queue per type, fastest type first, work-conserving)"
+	if compat == allocation.CompatGavel {
+		mechanism = "Gavel's code (-compat gavel)"
+		if o.trace == "" {
+			source += ", CPython's draws"
+		}
+	}
+	if _, err := fmt.Fprintf(stdout, "Cluster %s (%d GPUs); %s; measuring jobs %d to %d; mechanism: %s.\n\n", o.cluster, cluster.NumGPUs(), source, from, to, mechanism); err != nil {
 		return err
 	}
 
@@ -216,9 +264,12 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 			}
 			spec := policies[name]
 			cfg := sim.Config{
-				Types: types, Capacity: capacity, Policy: spec.make(o.seed), Seed: o.seed,
+				Types: types, Capacity: capacity, Policy: spec.make(o.seed, compat), Seed: o.seed, Compat: compat,
 				ShuffleTypes: spec.agnostic, Throughput: model,
 				Progress: func(done, total int) { progress.update(i, done, total) },
+			}
+			if compat == allocation.CompatGavel {
+				cfg.ShuffleTypes = spec.gavelShuffle
 			}
 			if spec.spaceSharing {
 				cfg.Colocation = measuredPairs{gavel.Simulation()}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gpusched/gpusched/internal/cli"
 	"github.com/gpusched/gpusched/sim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -51,6 +52,17 @@ func TestRunErrors(t *testing.T) {
 	o.window = "5:1"
 	assert.ErrorContains(t, run(context.Background(), &out, &out, o), "window")
 	o = base
+	o.window, o.windowSet = "0:11", true
+	err := run(context.Background(), &out, &out, o)
+	var ue *cli.UsageError
+	require.ErrorAs(t, err, &ue)
+	assert.Equal(t, "window", ue.Flag)
+	assert.ErrorContains(t, err, "a window within the trace's 10 jobs")
+	o = base
+	o.compat = "tiresias"
+	require.ErrorAs(t, run(context.Background(), &out, &out, o), &ue)
+	assert.Equal(t, "compat", ue.Flag)
+	o = base
 	o.cluster = "v100:-1"
 	assert.Error(t, run(context.Background(), &out, &out, o))
 	o = base
@@ -86,5 +98,28 @@ func TestPlotsWithoutJobs(t *testing.T) {
 		st, err := os.Stat(f)
 		require.NoError(t, err)
 		assert.Positive(t, st.Size())
+	}
+}
+
+// A trace shorter than the default window is measured whole, with a note;
+// never a row of 0 jobs.
+func TestRunAdaptsWindow(t *testing.T) {
+	var out, errOut bytes.Buffer
+	o := options{cluster: "v100:4,p100:4,k80:4", policies: "fifo,gavel", rate: 20, jobs: 30, window: defaultWindow, quiet: true}
+	require.NoError(t, run(context.Background(), &out, &errOut, o))
+	assert.Contains(t, errOut.String(), "fewer than the default window 1000:2000")
+	assert.Contains(t, out.String(), "measuring jobs 0 to 30")
+	assert.Regexp(t, `\sgavel\s+30\s`, out.String())
+}
+
+// -compat gavel runs Gavel's mechanism on the jobs Gavel's generator draws.
+func TestRunCompatGavel(t *testing.T) {
+	var out bytes.Buffer
+	o := options{cluster: "v100:4,p100:4,k80:4", policies: "fifo,fifo-perf,las,gavel", rate: 20, jobs: 40, window: "0:40", windowSet: true, quiet: true, compat: "gavel"}
+	require.NoError(t, run(context.Background(), &out, &out, o))
+	assert.Contains(t, out.String(), "mechanism: Gavel's code")
+	assert.Contains(t, out.String(), "CPython's draws")
+	for _, p := range []string{"fifo", "fifo-perf", "las", "gavel"} {
+		assert.Regexp(t, `\s`+p+`\s+40\s`, out.String())
 	}
 }
