@@ -115,3 +115,30 @@ func BenchmarkRounds(b *testing.B) {
 		}
 	}
 }
+
+// One steady round (no re-solve) of the mechanism over 10,000 single- and
+// multi-GPU jobs of Gavel's table on 1,024 GPUs of three types, in our mode
+// and Gavel's.
+func BenchmarkRoundsSteady(b *testing.B) {
+	for _, c := range []Compat{CompatNone, CompatGavel} {
+		b.Run(c.String(), func(b *testing.B) {
+			p, _ := gavelProblem(b, 2, 10000)
+			p.Pairs = nil
+			p.Capacity = []int{340, 342, 342}
+			for m := range p.Jobs {
+				p.Jobs[m].ScaleFactor = []int{1, 1, 1, 1, 2, 4, 8}[m%7]
+			}
+			r := &Rounds{Policy: &MaxMinFairness{}, Compat: c}
+			if _, err := r.Next(context.Background(), p, 0); err != nil {
+				b.Fatal(err)
+			}
+			now := 0.0
+			for b.Loop() {
+				now += 360
+				if _, err := r.Next(context.Background(), p, now); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -24,7 +24,14 @@
 //     [Proportional] and [Gandiva].
 //
 // Every LP goes through an lp.Solver (the pure-Go interior-point method by
-// default). Policies are plain structs configured by fields; the stateful
-// ones (FinishTimeFairness, FIFO, Gandiva) keep their state inside and must
-// not be copied after first use.
+// default), and the LP-based policies say what they solved in
+// [Allocation].LP. Policies are plain structs configured by fields; the
+// stateful ones (FinishTimeFairness, FIFO, Gandiva) keep their state inside
+// and must not be copied after first use.
+//
+// [Rounds] is Gavel's mechanism with our defaults (a queue per type, types
+// fastest first, work-conserving), fed back with [Rounds.Report] and saved
+// with [Rounds.Snapshot]; with [CompatGavel] it and [FIFO] are Gavel's code,
+// quirks included, and a simulation through them matches Gavel's simulator
+// job for job.
 package allocation

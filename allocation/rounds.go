@@ -87,6 +87,12 @@ type Rounds struct {
 	Compat Compat
 
 	st roundsState
+	// scratch is reused from round to round (not state).
+	scratch struct {
+		index   map[int]int
+		entries []entry
+		busy    []bool
+	}
 }
 
 // roundsState is what Rounds remembers between calls (and Snapshot saves).
@@ -453,115 +459,217 @@ type chosenUnit struct {
 	sf  int
 }
 
+// entry is a (unit, type) entry of the priority queues; ma and mb are the
+// jobs' positions in the problem (mb = -1 for a single job).
 type entry struct {
 	u                unit
-	k                int
+	k, rank, sf      int
+	ma, mb           int
 	prio, deficit, x float64
-	sf               int
-	ids              []int
 }
 
-// selectUnits is the priority pass, then the work-conserving pass.
+// before orders entries: per type (unless the queue is global), then by
+// priority, deficit and share, decreasing, then by unit and type rank.
+func (r *Rounds) before(a, b *entry) bool {
+	if !r.GlobalQueue && a.rank != b.rank {
+		return a.rank < b.rank
+	}
+	if a.prio != b.prio {
+		return a.prio > b.prio
+	}
+	if a.deficit != b.deficit {
+		return a.deficit > b.deficit
+	}
+	if a.x != b.x {
+		return a.x > b.x
+	}
+	if a.u != b.u {
+		return a.u.a < b.u.a || (a.u.a == b.u.a && a.u.b < b.u.b)
+	}
+	return a.rank < b.rank
+}
+
+// selectUnits is the priority pass, then the work-conserving pass. The
+// entries are taken in the order of a full sort, but through a heap: a
+// round looks at the top entries only, about as many as there are GPUs.
 func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUnit {
-	index := make(map[int]int, len(p.Jobs))
+	if r.scratch.index == nil {
+		r.scratch.index = make(map[int]int, len(p.Jobs))
+	}
+	index := r.scratch.index
+	clear(index)
 	for m := range p.Jobs {
 		index[p.Jobs[m].ID] = m
-	}
-	elapsed := now - r.st.lastReset + r.roundLength()/2
-	var entries []entry
-	for u, st := range r.st.units {
-		ids := u.ids()
-		for _, k := range order {
-			if k >= len(st.x) || st.x[k] <= minShare {
-				continue
-			}
-			x := st.x[k]
-			ok := true
-			for _, id := range ids {
-				m, present := index[id]
-				if !present || p.Jobs[m].Throughput[k] <= 0 {
-					ok = false
-				}
-			}
-			if !ok {
-				continue
-			}
-			prio := x * 1e9 // never ran: first in line
-			if st.ran && st.received[k] > 0 {
-				prio = x / (st.received[k] / elapsed)
-			}
-			entries = append(entries, entry{u, k, prio, st.deficit[k], x, p.Jobs[index[u.a]].ScaleFactor, ids})
-		}
 	}
 	rank := make([]int, len(p.Types))
 	for i, k := range order {
 		rank[k] = i
 	}
-	slices.SortFunc(entries, func(a, b entry) int {
-		byType := 0
-		if !r.GlobalQueue {
-			byType = cmp.Compare(rank[a.k], rank[b.k])
-		}
-		return cmp.Or(byType, cmp.Compare(b.prio, a.prio), cmp.Compare(b.deficit, a.deficit), cmp.Compare(b.x, a.x),
-			cmp.Compare(a.u.a, b.u.a), cmp.Compare(a.u.b, b.u.b), cmp.Compare(rank[a.k], rank[b.k]))
-	})
-	busy := map[int]bool{}
-	free := slices.Clone(p.Capacity)
-	chosen := make([][]chosenUnit, len(p.Types))
-	for _, e := range entries {
-		if e.sf > free[e.k] || busy[e.ids[0]] || (len(e.ids) == 2 && busy[e.ids[1]]) {
+	elapsed := now - r.st.lastReset + r.roundLength()/2
+	h := &heapOf[entry]{s: r.scratch.entries[:0], before: r.before}
+	if need := len(r.st.units) * len(order); cap(h.s) < need {
+		h.s = make([]entry, 0, need)
+	}
+	for u, st := range r.st.units {
+		ma, ok := index[u.a]
+		if !ok {
 			continue
 		}
-		for _, id := range e.ids {
-			busy[id] = true
+		mb := -1
+		if u.b >= 0 {
+			if mb, ok = index[u.b]; !ok {
+				continue
+			}
+		}
+		for _, k := range order {
+			if k >= len(st.x) || st.x[k] <= minShare || p.Jobs[ma].Throughput[k] <= 0 || (mb >= 0 && p.Jobs[mb].Throughput[k] <= 0) {
+				continue
+			}
+			x := st.x[k]
+			prio := x * 1e9 // never ran: first in line
+			if st.ran && st.received[k] > 0 {
+				prio = x / (st.received[k] / elapsed)
+			}
+			h.s = append(h.s, entry{u: u, k: k, rank: rank[k], sf: p.Jobs[ma].ScaleFactor, ma: ma, mb: mb, prio: prio, deficit: st.deficit[k], x: x})
+		}
+	}
+	h.init()
+	r.scratch.entries = h.s[:0]
+	busy := slices.Grow(r.scratch.busy[:0], len(p.Jobs))[:len(p.Jobs)]
+	clear(busy)
+	r.scratch.busy = busy
+	free := slices.Clone(p.Capacity)
+	left := 0
+	for _, f := range free {
+		left += f
+	}
+	chosen := make([][]chosenUnit, len(p.Types))
+	for left > 0 {
+		e, ok := h.pop()
+		if !ok {
+			break
+		}
+		if e.sf > free[e.k] || busy[e.ma] || (e.mb >= 0 && busy[e.mb]) {
+			continue
+		}
+		busy[e.ma] = true
+		if e.mb >= 0 {
+			busy[e.mb] = true
 		}
 		free[e.k] -= e.sf
-		chosen[e.k] = append(chosen[e.k], chosenUnit{e.u, e.ids, e.sf})
+		left -= e.sf
+		chosen[e.k] = append(chosen[e.k], chosenUnit{e.u, e.u.ids(), e.sf})
 	}
-	if !r.LeaveIdle {
+	if !r.LeaveIdle && left > 0 {
 		r.fillIdle(p, order, busy, free, chosen)
 	}
 	return chosen
 }
 
+// heapOf is a binary heap under before: pop returns the elements in the
+// order a sort by before would give.
+type heapOf[T any] struct {
+	s      []T
+	before func(a, b *T) bool
+}
+
+func (h *heapOf[T]) init() {
+	for i := len(h.s)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+func (h *heapOf[T]) down(i int) {
+	n := len(h.s)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		c := l
+		if r := l + 1; r < n && h.before(&h.s[r], &h.s[l]) {
+			c = r
+		}
+		if !h.before(&h.s[c], &h.s[i]) {
+			return
+		}
+		h.s[i], h.s[c] = h.s[c], h.s[i]
+		i = c
+	}
+}
+
+// peek returns the first element, if any.
+func (h *heapOf[T]) peek() (*T, bool) {
+	if len(h.s) == 0 {
+		return nil, false
+	}
+	return &h.s[0], true
+}
+
+func (h *heapOf[T]) pop() (T, bool) {
+	var top T
+	n := len(h.s)
+	if n == 0 {
+		return top, false
+	}
+	top = h.s[0]
+	h.s[0] = h.s[n-1]
+	h.s = h.s[:n-1]
+	h.down(0)
+	return top, true
+}
+
 // fillIdle gives the GPUs the priority pass left to runnable jobs that do
 // not run yet: fastest type first, the jobs that received least time since
 // the reset first, then by arrival and ID.
-func (r *Rounds) fillIdle(p *Problem, order []int, busy map[int]bool, free []int, chosen [][]chosenUnit) {
-	left := 0
-	for _, f := range free {
-		left += f
-	}
-	if left == 0 {
-		return
-	}
-	served := make([]float64, len(p.Jobs))
-	var cands []int
+func (r *Rounds) fillIdle(p *Problem, order []int, busy []bool, free []int, chosen [][]chosenUnit) {
 	half := r.roundLength() / 2
+	type cand struct {
+		m      int
+		served float64
+	}
+	var cs []cand
 	for m := range p.Jobs {
-		if busy[p.Jobs[m].ID] {
+		if busy[m] {
 			continue
 		}
+		c := cand{m: m}
 		if st := r.st.units[unit{p.Jobs[m].ID, -1}]; st != nil {
 			for k := range st.received {
-				served[m] += st.received[k] - st.x[k]*half
+				c.served += st.received[k] - st.x[k]*half
 			}
 		}
-		cands = append(cands, m)
+		cs = append(cs, c)
 	}
-	slices.SortFunc(cands, func(a, b int) int {
-		return cmp.Or(cmp.Compare(served[a], served[b]), cmp.Compare(p.Jobs[a].Arrival, p.Jobs[b].Arrival), cmp.Compare(p.Jobs[a].ID, p.Jobs[b].ID))
-	})
+	// The candidates in order, sorted lazily: a heap, popped into sorted
+	// as far as some type needs.
+	before := func(a, b *cand) bool {
+		if a.served != b.served {
+			return a.served < b.served
+		}
+		ja, jb := &p.Jobs[a.m], &p.Jobs[b.m]
+		if ja.Arrival != jb.Arrival {
+			return ja.Arrival < jb.Arrival
+		}
+		return ja.ID < jb.ID
+	}
+	h := &heapOf[cand]{s: cs, before: before}
+	h.init()
+	var sorted []cand
 	for _, k := range order {
-		for _, m := range cands {
-			j := &p.Jobs[m]
-			if free[k] == 0 {
-				break
+		for i := 0; free[k] > 0; i++ {
+			if i == len(sorted) {
+				c, ok := h.pop()
+				if !ok {
+					break
+				}
+				sorted = append(sorted, c)
 			}
-			if busy[j.ID] || j.Throughput[k] <= 0 || j.ScaleFactor > free[k] {
+			j := &p.Jobs[sorted[i].m]
+			if busy[sorted[i].m] || j.Throughput[k] <= 0 || j.ScaleFactor > free[k] {
 				continue
 			}
-			busy[j.ID] = true
+			busy[sorted[i].m] = true
 			free[k] -= j.ScaleFactor
 			chosen[k] = append(chosen[k], chosenUnit{unit{j.ID, -1}, []int{j.ID}, j.ScaleFactor})
 		}

@@ -277,7 +277,20 @@ func (r *Rounds) gavelSelect(p *Problem, order []int) [][]chosenUnit {
 		ta, tb := p.Pairs.Rates(index[u.a], index[u.b], k)
 		return ta > 0 && tb > 0
 	}
-	var entries []gavelEntry
+	// One heap per type (or one for all, with the global queue).
+	heaps := make([]*heapOf[gavelEntry], len(p.Types))
+	var global *heapOf[gavelEntry]
+	before := func(a, b *gavelEntry) bool { return a.after(b) < 0 }
+	for _, k := range order {
+		if r.GlobalQueue {
+			if global == nil {
+				global = &heapOf[gavelEntry]{s: make([]gavelEntry, 0, len(r.st.units)*len(order)), before: before}
+			}
+			heaps[k] = global
+		} else {
+			heaps[k] = &heapOf[gavelEntry]{s: make([]gavelEntry, 0, len(r.st.units)), before: before}
+		}
+	}
 	for u, st := range r.st.units {
 		for _, k := range order {
 			x := 0.0
@@ -296,17 +309,10 @@ func (r *Rounds) gavelSelect(p *Problem, order []int) [][]chosenUnit {
 					prio = x * 1e9
 				}
 			}
-			entries = append(entries, gavelEntry{key: gavelKey{prio, st.deficit[k], x}, tr: tr[k], rank: gavelRank(u), u: u, k: k, place: st.inAlloc})
+			h := heaps[k]
+			h.s = append(h.s, gavelEntry{key: gavelKey{prio, st.deficit[k], x}, tr: tr[k], rank: gavelRank(u), u: u, k: k, place: st.inAlloc})
 		}
 	}
-	slices.SortFunc(entries, func(a, b gavelEntry) int {
-		if !r.GlobalQueue {
-			if c := cmp.Compare(a.tr, b.tr); c != 0 {
-				return c
-			}
-		}
-		return a.after(&b)
-	})
 	_, fifo := r.Policy.(*FIFO)
 	free := slices.Clone(p.Capacity)
 	busy := map[int]bool{}
@@ -337,40 +343,44 @@ func (r *Rounds) gavelSelect(p *Problem, order []int) [][]chosenUnit {
 		lazy = newLazyPairs(r, p, busy)
 	}
 	full := func(k int) bool { return free[k] == 0 }
-	if r.GlobalQueue {
-		r.gavelWalk(entries, order, tr, lazy, full, consider)
+	if global != nil {
+		global.init()
+		r.gavelWalk(global, order, tr, lazy, full, consider)
 		return chosen
 	}
-	lo := 0
 	for _, k := range order {
-		hi := lo
-		for hi < len(entries) && entries[hi].tr == tr[k] {
-			hi++
-		}
-		r.gavelWalk(entries[lo:hi], []int{k}, tr, lazy, full, consider)
-		lo = hi
+		heaps[k].init()
+		r.gavelWalk(heaps[k], []int{k}, tr, lazy, full, consider)
 	}
 	return chosen
 }
 
-// gavelWalk takes the sorted explicit entries in order, with the pairs
+// gavelWalk takes the explicit entries in order (a heap), with the pairs
 // that have no state of their own merged in where their keys fall: those
-// in the allocation at (0, half a round, 0), the others at (0, 0, 0).
-func (r *Rounds) gavelWalk(entries []gavelEntry, types []int, tr []int, lazy *lazyPairs, full func(int) bool, consider func(*gavelEntry)) {
-	i := 0
+// in the allocation at (0, half a round, 0), the others at (0, 0, 0). It
+// stops when the types are full.
+func (r *Rounds) gavelWalk(h *heapOf[gavelEntry], types []int, tr []int, lazy *lazyPairs, full func(int) bool, consider func(*gavelEntry)) {
+	done := func() bool {
+		for _, k := range types {
+			if !full(k) {
+				return false
+			}
+		}
+		return true
+	}
+	take := func() {
+		e, _ := h.pop()
+		consider(&e)
+	}
 	if lazy != nil {
 		half := r.roundLength() / 2
 		for class, key := range []gavelKey{{0, half, 0}, {0, 0, 0}} {
-			for i < len(entries) && entries[i].key.cmp(key) < 0 {
-				consider(&entries[i])
-				i++
+			for top, ok := h.peek(); ok && top.key.cmp(key) < 0 && !done(); top, ok = h.peek() {
+				take()
 			}
-			j := i
-			for j < len(entries) && entries[j].key.cmp(key) == 0 {
-				j++
-			}
-			// Merge entries[i:j] with the lazy pairs of this class, type by
-			// type in visiting order, by (type rank, insertion rank).
+			// Merge the entries of this key with the lazy pairs of this
+			// class, type by type in visiting order, by (type rank,
+			// insertion rank).
 			for _, k := range types {
 				it := lazy.iter(k, class == 0)
 				for !full(k) {
@@ -379,21 +389,17 @@ func (r *Rounds) gavelWalk(entries []gavelEntry, types []int, tr []int, lazy *la
 						break
 					}
 					e.key, e.tr = key, tr[k]
-					for i < j && entries[i].after(&e) < 0 {
-						consider(&entries[i])
-						i++
+					for top, ok := h.peek(); ok && top.key.cmp(key) == 0 && top.after(&e) < 0; top, ok = h.peek() {
+						take()
 					}
 					consider(&e)
 					it.next()
 				}
 			}
-			for ; i < j; i++ {
-				consider(&entries[i])
-			}
 		}
 	}
-	for ; i < len(entries); i++ {
-		consider(&entries[i])
+	for _, ok := h.peek(); ok && !done(); _, ok = h.peek() {
+		take()
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -144,4 +145,18 @@ func TestSolveStats(t *testing.T) {
 	assert.Positive(t, res.Allocations)
 	assert.Positive(t, res.SolveTime)
 	assert.GreaterOrEqual(t, res.LPIterations, res.Allocations)
+}
+
+// Space sharing in Gavel's mode through a trace that empties the cluster
+// between arrivals (the loop's extra step on the empty cluster).
+func TestCompatGavelSpaceSharingIdle(t *testing.T) {
+	var jobs []Job
+	for i := range 4 {
+		jobs = append(jobs, Job{ID: i, Arrival: float64(i) * 10000, Steps: 1000, Weight: 1, Key: perfmodel.JobKey{Model: "ResNet-18", BatchSize: 64, ScaleFactor: 1}})
+	}
+	cfg := Config{Types: []topology.GPUType{topology.V100, topology.K80}, Capacity: []int{2, 2}, Colocation: gavel.Simulation(),
+		Policy: &allocation.MaxMinFairness{SpaceSharing: true}, Compat: allocation.CompatGavel}
+	res, err := Run(context.Background(), cfg, jobs)
+	require.NoError(t, err)
+	assert.Len(t, res.Records, 4)
 }

@@ -6,7 +6,9 @@
 // scheduler.py: simulate): 360 s rounds, arrivals admitted at round
 // boundaries, each scheduled job running min(floor(T x 360), remaining)
 // steps. [GavelWorkload] generates Gavel's synthetic traces with its exact
-// distributions; [ReadGavelTrace] reads Gavel's .trace files. It is the only
+// distributions (and, with Python, its exact draws); [ReadGavelTrace] reads
+// Gavel's .trace files; Config.Compat runs Gavel's mechanism and simulator
+// loop, quirks included, so that per-job results match Gavel's. It is the only
 // package that composes the policy packages: allocation, placement, gang
 // and elastic never import it.
 package sim

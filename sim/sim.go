@@ -281,7 +281,11 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 			if gavel && emptied {
 				// Gavel's loop schedules once more on the empty cluster
 				// (a reset, a shuffle) before it jumps to the next arrival.
-				if _, err := mech.Next(ctx, &allocation.Problem{Types: cfg.Types, Capacity: cfg.Capacity, Now: t}, t); err != nil {
+				empty := &allocation.Problem{Types: cfg.Types, Capacity: cfg.Capacity, Now: t}
+				if pairs != nil {
+					empty.Pairs = pairs.view(nil)
+				}
+				if _, err := mech.Next(ctx, empty, t); err != nil {
 					return nil, fmt.Errorf("sim: round at %.0f s: %w", t, err)
 				}
 			}

@@ -2,11 +2,20 @@
 // et al., OSDI 2020, section 7; the numbers printed in the notebooks of
 // stanford-futuredata/gavel at c4fa400) and prints ours beside them: mean
 // JCT of jobs 4000-5000 of Gavel's continuous traces on 36 V100 + 36 P100 +
-// 36 K80 at several arrival rates, and the makespan of static multi-GPU
-// traces. It takes minutes; -only selects experiments by name.
+// 36 K80 at several arrival rates (seed 0), and the makespan of static
+// multi-GPU traces (mean of seeds 0-2).
+//
+// Both runs use the jobs Gavel's own generator draws (sim.GavelWorkload
+// with Python), and Gavel's protocol: jobs keep arriving until the measured
+// ones have finished. Each experiment runs in our mode (the mechanism's
+// defaults: a queue per type, fastest type first, work-conserving; FIFO as
+// meant) and in Gavel's (-compat gavel: its mechanism, FIFO and simulator
+// loop, quirks included). Runs are CPU-heavy (about 20 minutes for all);
+// -only selects experiments, -compat one mode.
 //
 //	go run ./examples/benchsuite
-//	go run ./examples/benchsuite -only single-4.8,makespan-100
+//	go run ./examples/benchsuite -only single-4.8,makespan-100 -compat gavel
+//	go run -tags clp ./examples/benchsuite -solver clp -only single-4.8
 package main
 
 import (
@@ -15,11 +24,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/allocation/lp"
 	"github.com/gpusched/gpusched/internal/cli"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/sim"
@@ -27,47 +38,66 @@ import (
 )
 
 // experiment is one of Gavel's settings with its published numbers (hours;
-// 0 where Gavel did not report one, -1 where its run did not finish).
+// a policy missing from published was not reported, or did not finish).
 type experiment struct {
-	name      string
-	rate      float64 // jobs/h; 0 for a static trace
-	multiGPU  bool
-	jobs      int
-	from, to  int
-	makespan  bool
+	name     string
+	rate     float64 // jobs/h; 0 for a static trace
+	multiGPU bool
+	from, to int // measured jobs (a static trace has to jobs)
+	static   bool
+	seeds    []uint64
+	// published maps a column to Gavel's figure.
 	published map[string]float64
 }
 
+// linspace returns Gavel's sweep value i of np.linspace(0, stop, 16), as
+// Python computes it (i * (stop / 15)), so that the arrivals are Gavel's.
+func linspace(stop float64, i int) float64 {
+	step := stop / 15
+	return float64(i) * step
+}
+
+// experiments: continuous_jobs.ipynb, continuous_jobs_multigpu.ipynb and
+// makespan.ipynb (fifo is Gavel's base FIFO, fifo-perf its fifo_perf, las
+// max_min_fairness, gavel max_min_fairness_perf or min_total_duration_perf,
+// gavel-ss max_min_fairness_packed).
 var experiments = []experiment{
-	{name: "single-0.4", rate: 0.4, jobs: 5000, from: 4000, to: 5000, published: map[string]float64{"las": 23.26, "gavel": 17.58, "gavel-ss": 18.42}},
-	{name: "single-4.8", rate: 4.8, jobs: 5000, from: 4000, to: 5000, published: map[string]float64{"las": 35.79, "gavel": 18.97, "gavel-ss": 18.67}},
-	{name: "single-5.6", rate: 5.6, jobs: 5000, from: 4000, to: 5000, published: map[string]float64{"las": 95.99, "gavel": 28.96, "gavel-ss": 19.64}},
-	{name: "multi-2.8", rate: 2.8, multiGPU: true, jobs: 5000, from: 4000, to: 5000, published: map[string]float64{"las": 169.93, "gavel": 55.78, "gavel-ss": 38.25}},
-	{name: "makespan-100", multiGPU: true, jobs: 100, to: 100, makespan: true, published: map[string]float64{"fifo": 182.3, "gavel": 161.2, "gavel-ss": 163.6}},
-	{name: "makespan-700", multiGPU: true, jobs: 700, to: 700, makespan: true, published: map[string]float64{"fifo": 619.5, "gavel": 244.2, "gavel-ss": 226.2}},
+	{name: "single-0.4", rate: linspace(6, 1), from: 4000, to: 5000, seeds: []uint64{0},
+		published: map[string]float64{"fifo": 17.58, "fifo-perf": 15.31, "las": 23.26, "gavel": 17.58, "gavel-ss": 18.42}},
+	{name: "single-4.8", rate: linspace(6, 12), from: 4000, to: 5000, seeds: []uint64{0},
+		published: map[string]float64{"fifo": 99.19, "fifo-perf": 22.24, "las": 35.79, "gavel": 18.97, "gavel-ss": 18.67}},
+	{name: "single-5.6", rate: linspace(6, 14), from: 4000, to: 5000, seeds: []uint64{0},
+		published: map[string]float64{"fifo-perf": 104.12, "las": 95.99, "gavel": 28.96, "gavel-ss": 19.64}},
+	{name: "multi-2.8", rate: linspace(3, 14), multiGPU: true, from: 4000, to: 5000, seeds: []uint64{0},
+		published: map[string]float64{"fifo": 414.68, "fifo-perf": 204.44, "las": 169.93, "gavel": 55.78, "gavel-ss": 38.25}},
+	{name: "makespan-100", multiGPU: true, to: 100, static: true, seeds: []uint64{0, 1, 2},
+		published: map[string]float64{"fifo": 182.3, "gavel": 161.2, "gavel-ss": 163.6}},
+	{name: "makespan-700", multiGPU: true, to: 700, static: true, seeds: []uint64{0, 1, 2},
+		published: map[string]float64{"fifo": 619.5, "gavel": 244.2, "gavel-ss": 226.2}},
+}
+
+var columns = []string{"fifo", "fifo-perf", "las", "gavel", "gavel-ss"}
+
+// solvers are the LP solvers -solver names; clp registers itself when
+// built with -tags clp.
+var solvers = map[string]func() lp.Solver{"ipm": func() lp.Solver { return &lp.InteriorPoint{} }}
+
+type options struct {
+	only, compat, solver, queues string
 }
 
 func main() { os.Exit(command(os.Args[1:], os.Stdout, os.Stderr)) }
 
 // command runs benchsuite with args and returns the exit status.
 func command(args []string, stdout, stderr io.Writer) int {
+	var o options
 	fs := flag.NewFlagSet("benchsuite", flag.ContinueOnError)
-	only := fs.String("only", "", "comma-separated experiments to run (default: all): "+names())
-	seeds := fs.Int("seeds", 1, "seeds per experiment, 1 to 100 (Gavel's JCT notebooks use seed 0; its makespan numbers average seeds 0-2)")
-	queues := fs.String("queues", "gavel", "round mechanism queues: gavel (per type, types shuffled for agnostic policies) or global")
+	fs.StringVar(&o.only, "only", "", "comma-separated experiments to run (default: all): "+names())
+	fs.StringVar(&o.compat, "compat", "both", "mechanism: none (ours), gavel (Gavel's code, quirks included) or both")
+	fs.StringVar(&o.solver, "solver", "ipm", "LP solver: ipm (interior point: the centre of an optimal face), or clp (dual simplex: a vertex; build with -tags clp)")
+	fs.StringVar(&o.queues, "queues", "per-type", "our mode's queues: per-type (Gavel's) or global")
 	return cli.Main(fs, args, stderr, func(ctx context.Context) error {
-		var c cli.Checks
-		var all []string
-		for _, e := range experiments {
-			all = append(all, e.name)
-		}
-		c.List("only", *only, true, all...)
-		c.Int("seeds", *seeds, 1, 100)
-		c.OneOf("queues", *queues, "gavel", "global")
-		if err := c.Err(); err != nil {
-			return err
-		}
-		return run(ctx, stdout, *only, *seeds, *queues)
+		return run(ctx, stdout, stderr, o)
 	})
 }
 
@@ -79,35 +109,63 @@ func names() string {
 	return strings.Join(n, ", ")
 }
 
-// policy returns the policy a column stands for in an experiment.
-func policy(col string, e experiment, seed uint64) (allocation.Policy, bool, bool) {
-	switch {
-	case col == "fifo":
-		// Gavel's FIFO baseline, with the fastest free type (see gavel.md on
-		// the quirk of its random-type mode).
-		return &allocation.FIFO{Perf: true, Seed: seed}, false, false
-	case col == "las":
-		return &allocation.MaxMinFairness{Agnostic: true}, false, true
-	case e.makespan && col == "gavel":
-		return &allocation.MinMakespan{}, false, false
-	case e.makespan && col == "gavel-ss":
-		return nil, false, false // not built: space sharing for makespan
-	case col == "gavel":
-		return &allocation.MaxMinFairness{}, false, false
-	case col == "gavel-ss":
-		return &allocation.MaxMinFairness{SpaceSharing: true}, true, false
-	}
-	return nil, false, false
+// setup is a column's policy and mechanism settings in a mode.
+type setup struct {
+	policy       allocation.Policy
+	spaceSharing bool
+	shuffle      bool
 }
 
-func run(ctx context.Context, w io.Writer, only string, seeds int, queues string) error {
+// column returns what a column stands for in an experiment, or false where
+// it is not built (space sharing for makespan).
+func column(col string, e experiment, seed uint64, c allocation.Compat, s lp.Solver) (setup, bool) {
+	switch {
+	case col == "fifo":
+		// Gavel shuffles the types for FIFO ("Perf" is not in its name).
+		return setup{policy: &allocation.FIFO{Seed: seed, Compat: c}, shuffle: true}, true
+	case col == "fifo-perf":
+		return setup{policy: &allocation.FIFO{Perf: true, Compat: c}}, true
+	case col == "las":
+		return setup{policy: &allocation.MaxMinFairness{Agnostic: true, Solver: s}, shuffle: true}, true
+	case e.static && col == "gavel":
+		return setup{policy: &allocation.MinMakespan{Solver: s}}, true
+	case e.static && col == "gavel-ss":
+		return setup{}, false
+	case col == "gavel":
+		return setup{policy: &allocation.MaxMinFairness{Solver: s}}, true
+	case col == "gavel-ss":
+		return setup{policy: &allocation.MaxMinFairness{SpaceSharing: true, Solver: s}, spaceSharing: true}, true
+	}
+	return setup{}, false
+}
+
+func run(ctx context.Context, w, stderr io.Writer, o options) error {
 	selected := map[string]bool{}
-	for _, n := range strings.Split(only, ",") {
+	for _, n := range strings.Split(o.only, ",") {
 		if n = strings.TrimSpace(n); n != "" {
+			if !slices.ContainsFunc(experiments, func(e experiment) bool { return e.name == n }) {
+				return cli.Usage("only", o.only, "a comma-separated list of %s (%q is not one)", names(), n)
+			}
 			selected[n] = true
 		}
 	}
-	types := []topology.GPUType{topology.V100, topology.P100, topology.K80}
+	var modes []allocation.Compat
+	switch o.compat {
+	case "both":
+		modes = []allocation.Compat{allocation.CompatNone, allocation.CompatGavel}
+	case "none", "gavel":
+		c, _ := allocation.ParseCompat(o.compat)
+		modes = []allocation.Compat{c}
+	default:
+		return cli.Usage("compat", o.compat, "none, gavel or both")
+	}
+	newSolver, ok := solvers[o.solver]
+	if !ok {
+		return cli.Usage("solver", o.solver, "ipm or clp (clp needs -tags clp)")
+	}
+	if o.queues != "per-type" && o.queues != "global" {
+		return cli.Usage("queues", o.queues, "per-type or global")
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	var werr error
 	out := func(cells ...string) {
@@ -115,67 +173,138 @@ func run(ctx context.Context, w io.Writer, only string, seeds int, queues string
 			_, werr = fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 		}
 	}
-	out("experiment", "policy", "metric", "Gavel (h)", "ours (h)", "ours/Gavel", "run time")
+	header := []string{"experiment", "policy", "metric", "Gavel (h)"}
+	for _, c := range modes {
+		label := "ours"
+		if c == allocation.CompatGavel {
+			label = "compat"
+		}
+		header = append(header, label+" (h)", label+"/Gavel")
+	}
+	out(append(header, "run time")...)
 	for _, e := range experiments {
 		if len(selected) > 0 && !selected[e.name] {
 			continue
 		}
-		ours := map[string]float64{}
-		for _, col := range []string{"fifo", "las", "gavel", "gavel-ss"} {
+		metric := "mean JCT"
+		if e.static {
+			metric = "makespan"
+		}
+		for _, col := range columns {
 			pub, ok := e.published[col]
 			if !ok {
 				continue
 			}
-			pol, ss, agnostic := policy(col, e, 0)
-			metric := "mean JCT"
-			if e.makespan {
-				metric = "makespan"
-			}
-			if pol == nil {
-				out(e.name, col, metric, fmt.Sprintf("%.2f", pub), "not built", "", "")
-				continue
-			}
+			row := []string{e.name, col, metric, fmt.Sprintf("%.2f", pub)}
 			start := time.Now()
-			total := 0.0
-			for s := range seeds {
-				seed := uint64(s)
-				pol, _, _ = policy(col, e, seed)
-				jobs, err := (&sim.GavelWorkload{Rate: e.rate, MultiGPU: e.multiGPU, Seed: seed}).Generate(e.jobs)
+			for _, c := range modes {
+				v, built, err := measure(ctx, stderr, e, col, c, newSolver, o.queues == "global")
 				if err != nil {
-					return err
+					return fmt.Errorf("%s %s (compat %s): %w", e.name, col, c, err)
 				}
-				cfg := sim.Config{Types: types, Capacity: []int{36, 36, 36}, Policy: pol, Seed: seed, GlobalQueue: queues != "gavel"}
-				if queues == "gavel" {
-					cfg.ShuffleTypes = agnostic
+				if !built {
+					row = append(row, "not built", "")
+					continue
 				}
-				if ss {
-					cfg.Colocation = gavel.Simulation()
-				}
-				res, err := sim.Run(ctx, cfg, jobs)
-				if err != nil {
-					return fmt.Errorf("%s %s: %w", e.name, col, err)
-				}
-				sum := res.Summarise(e.from, e.to)
-				if e.makespan {
-					total += sum.Makespan / 3600
-				} else {
-					total += sum.MeanJCT / 3600
-				}
+				row = append(row, fmt.Sprintf("%.2f", v), fmt.Sprintf("%.2f", v/pub))
 			}
-			v := total / float64(seeds)
-			ours[col] = v
-			out(e.name, col, metric, fmt.Sprintf("%.2f", pub), cli.Fixed(v, 2), cli.Fixed(v/pub, 2), time.Since(start).Round(100*time.Millisecond).String())
-		}
-		base := "las"
-		if e.makespan {
-			base = "fifo"
-		}
-		if ours[base] > 0 && ours["gavel"] > 0 {
-			out(e.name, base+"/gavel", "ratio", fmt.Sprintf("%.2f", e.published[base]/e.published["gavel"]), cli.Fixed(ours[base]/ours["gavel"], 2), "", "")
+			out(append(row, time.Since(start).Round(100*time.Millisecond).String())...)
 		}
 	}
 	if werr != nil {
 		return werr
 	}
 	return tw.Flush()
+}
+
+// measure runs one column of an experiment in one mode, over its seeds, and
+// returns the mean metric in hours.
+func measure(ctx context.Context, stderr io.Writer, e experiment, col string, c allocation.Compat, newSolver func() lp.Solver, global bool) (float64, bool, error) {
+	types := []topology.GPUType{topology.V100, topology.P100, topology.K80}
+	total := 0.0
+	for _, seed := range e.seeds {
+		st, ok := column(col, e, seed, c, newSolver())
+		if !ok {
+			return 0, false, nil
+		}
+		cfg := sim.Config{Types: types, Capacity: []int{36, 36, 36}, Policy: st.policy, Seed: seed, ShuffleTypes: st.shuffle,
+			Compat: c, GlobalQueue: global && c == allocation.CompatNone}
+		if st.spaceSharing {
+			cfg.Colocation = gavel.Simulation()
+		}
+		w := &sim.GavelWorkload{Rate: e.rate, MultiGPU: e.multiGPU, Seed: seed, Python: true}
+		if e.static {
+			jobs, err := w.Generate(e.to)
+			if err != nil {
+				return 0, false, err
+			}
+			res, err := sim.Run(ctx, cfg, jobs)
+			if err != nil {
+				return 0, false, err
+			}
+			total += res.End / 3600
+			continue
+		}
+		v, err := continuous(ctx, stderr, cfg, w, e, col, c)
+		if err != nil {
+			return 0, false, err
+		}
+		total += v
+	}
+	return total / float64(len(e.seeds)), true, nil
+}
+
+// continuous runs Gavel's protocol: jobs keep arriving until jobs from..to
+// have finished. The trace is extended (doubled) until its last arrival
+// comes after that.
+func continuous(ctx context.Context, stderr io.Writer, cfg sim.Config, w *sim.GavelWorkload, e experiment, col string, c allocation.Compat) (float64, error) {
+	cfg.JobsToComplete = nil
+	for id := e.from; id < e.to; id++ {
+		cfg.JobsToComplete = append(cfg.JobsToComplete, id)
+	}
+	for n := e.to + 2000; ; n *= 2 {
+		if n > 200_000 {
+			return 0, fmt.Errorf("jobs %d to %d do not finish within %d arrivals", e.from, e.to, n/2)
+		}
+		jobs, err := w.Generate(n)
+		if err != nil {
+			return 0, err
+		}
+		// A fresh policy and mechanism for each attempt.
+		fresh, _ := column(col, e, cfg.Seed, c, solverOf(cfg.Policy))
+		cfg.Policy = fresh.policy
+		res, err := sim.Run(ctx, cfg, jobs)
+		if err != nil {
+			return 0, err
+		}
+		if res.End >= jobs[n-1].Arrival {
+			if _, err := fmt.Fprintf(stderr, "benchsuite: %s %s: the measured jobs outlast %d arrivals; again with %d\n", e.name, col, n, 2*n); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		sum, count := 0.0, 0
+		for _, r := range res.Records {
+			if r.ID >= e.from && r.ID < e.to {
+				sum += r.JCT()
+				count++
+			}
+		}
+		// Jobs Gavel's simulator drops (compat) are left out of its mean too.
+		if count == 0 {
+			return 0, fmt.Errorf("no measured job finished")
+		}
+		return sum / float64(count) / 3600, nil
+	}
+}
+
+// solverOf returns the LP solver a policy was given, to build a fresh one.
+func solverOf(p allocation.Policy) lp.Solver {
+	switch p := p.(type) {
+	case *allocation.MaxMinFairness:
+		return p.Solver
+	case *allocation.MinMakespan:
+		return p.Solver
+	}
+	return nil
 }
