@@ -37,8 +37,11 @@ import (
 // 1920 s), at once when the problem's types or capacities differ from
 // those of the last reset, and at the next round after ForceReset. At a
 // reset every unit's shortfall X * elapsed - received is added to its
-// deficit, and the time counters are re-seeded with half a round at the
-// new shares. A unit scheduled again on the type it ran on keeps its
+// deficit, and the time counters of every unit and type are re-seeded with
+// half a round, as Gavel does, so that right after a reset priorities
+// follow X (seeding with X times half a round would tie every share, tiny
+// ones included, and give each a full round at every reset). A unit
+// scheduled again on the type it ran on keeps its
 // workers (lease extension); others take free workers, filling servers of
 // GPUsPerServer first to use few servers.
 //
@@ -359,12 +362,12 @@ func (r *Rounds) reset(p *Problem, a *Allocation, now float64) {
 			st.ran = old.ran
 			for k, t := range p.Types {
 				if j, ok := oldIndex[t]; ok && j < len(old.x) {
-					st.deficit[k] = old.deficit[j] + old.x[j]*(elapsed+half) - old.received[j]
+					st.deficit[k] = old.deficit[j] + old.x[j]*elapsed - (old.received[j] - half)
 				}
 			}
 		}
 		for k := range x {
-			st.received[k] = x[k] * half
+			st.received[k] = half
 		}
 		next[u] = st
 	}
@@ -636,7 +639,7 @@ func (r *Rounds) fillIdle(p *Problem, order []int, busy []bool, free []int, chos
 		c := cand{m: m}
 		if st := r.st.units[unit{p.Jobs[m].ID, -1}]; st != nil {
 			for k := range st.received {
-				c.served += st.received[k] - st.x[k]*half
+				c.served += st.received[k] - half
 			}
 		}
 		cs = append(cs, c)

@@ -23,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -84,6 +85,10 @@ var solvers = map[string]func() lp.Solver{"ipm": func() lp.Solver { return &lp.I
 
 type options struct {
 	only, compat, solver, queues string
+	// fixed runs a fixed trace of exactly the window's end jobs to
+	// completion (arrivals stop at the last measured job) instead of
+	// Gavel's protocol.
+	fixed bool
 }
 
 func main() { os.Exit(command(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -96,6 +101,7 @@ func command(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.compat, "compat", "both", "mechanism: none (ours), gavel (Gavel's code, quirks included) or both")
 	fs.StringVar(&o.solver, "solver", "ipm", "LP solver: ipm (interior point: the centre of an optimal face), or clp (dual simplex: a vertex; build with -tags clp)")
 	fs.StringVar(&o.queues, "queues", "per-type", "our mode's queues: per-type (Gavel's) or global")
+	fs.BoolVar(&o.fixed, "fixed", false, "continuous experiments: run exactly jobs 0 to the window's end, arrivals stopping there, instead of Gavel's protocol (arrivals continue until the measured jobs finish)")
 	return cli.Main(fs, args, stderr, func(ctx context.Context) error {
 		return run(ctx, stdout, stderr, o)
 	})
@@ -198,7 +204,7 @@ func run(ctx context.Context, w, stderr io.Writer, o options) error {
 			row := []string{e.name, col, metric, fmt.Sprintf("%.2f", pub)}
 			start := time.Now()
 			for _, c := range modes {
-				v, built, err := measure(ctx, stderr, e, col, c, newSolver, o.queues == "global")
+				v, built, err := measure(ctx, stderr, e, col, c, newSolver, o.queues == "global", o.fixed)
 				if err != nil {
 					return fmt.Errorf("%s %s (compat %s): %w", e.name, col, c, err)
 				}
@@ -219,7 +225,7 @@ func run(ctx context.Context, w, stderr io.Writer, o options) error {
 
 // measure runs one column of an experiment in one mode, over its seeds, and
 // returns the mean metric in hours.
-func measure(ctx context.Context, stderr io.Writer, e experiment, col string, c allocation.Compat, newSolver func() lp.Solver, global bool) (float64, bool, error) {
+func measure(ctx context.Context, stderr io.Writer, e experiment, col string, c allocation.Compat, newSolver func() lp.Solver, global, fixed bool) (float64, bool, error) {
 	types := []topology.GPUType{topology.V100, topology.P100, topology.K80}
 	total := 0.0
 	for _, seed := range e.seeds {
@@ -233,7 +239,7 @@ func measure(ctx context.Context, stderr io.Writer, e experiment, col string, c 
 			cfg.Colocation = gavel.Simulation()
 		}
 		w := &sim.GavelWorkload{Rate: e.rate, MultiGPU: e.multiGPU, Seed: seed, Python: true}
-		if e.static {
+		if e.static || fixed {
 			jobs, err := w.Generate(e.to)
 			if err != nil {
 				return 0, false, err
@@ -242,7 +248,11 @@ func measure(ctx context.Context, stderr io.Writer, e experiment, col string, c 
 			if err != nil {
 				return 0, false, err
 			}
-			total += res.End / 3600
+			if e.static {
+				total += res.End / 3600
+			} else {
+				total += windowMean(res, e)
+			}
 			continue
 		}
 		v, err := continuous(ctx, stderr, cfg, w, e, col, c)
@@ -255,14 +265,15 @@ func measure(ctx context.Context, stderr io.Writer, e experiment, col string, c 
 }
 
 // continuous runs Gavel's protocol: jobs keep arriving until jobs from..to
-// have finished. The trace is extended (doubled) until its last arrival
-// comes after that.
+// have finished. The trace is long (jobs past the end cost nothing: the
+// run stops when the measured jobs are done), and doubled if its last
+// arrival still comes before that.
 func continuous(ctx context.Context, stderr io.Writer, cfg sim.Config, w *sim.GavelWorkload, e experiment, col string, c allocation.Compat) (float64, error) {
 	cfg.JobsToComplete = nil
 	for id := e.from; id < e.to; id++ {
 		cfg.JobsToComplete = append(cfg.JobsToComplete, id)
 	}
-	for n := e.to + 2000; ; n *= 2 {
+	for n := 4 * e.to; ; n *= 2 {
 		if n > 200_000 {
 			return 0, fmt.Errorf("jobs %d to %d do not finish within %d arrivals", e.from, e.to, n/2)
 		}
@@ -283,19 +294,24 @@ func continuous(ctx context.Context, stderr io.Writer, cfg sim.Config, w *sim.Ga
 			}
 			continue
 		}
-		sum, count := 0.0, 0
-		for _, r := range res.Records {
-			if r.ID >= e.from && r.ID < e.to {
-				sum += r.JCT()
-				count++
-			}
-		}
-		// Jobs Gavel's simulator drops (compat) are left out of its mean too.
-		if count == 0 {
-			return 0, fmt.Errorf("no measured job finished")
-		}
-		return sum / float64(count) / 3600, nil
+		return windowMean(res, e), nil
 	}
+}
+
+// windowMean is the mean JCT in hours of the measured jobs that finished
+// (jobs Gavel's simulator drops, in compat, are left out of its mean too).
+func windowMean(res *sim.Result, e experiment) float64 {
+	sum, count := 0.0, 0
+	for _, r := range res.Records {
+		if r.ID >= e.from && r.ID < e.to {
+			sum += r.JCT()
+			count++
+		}
+	}
+	if count == 0 {
+		return math.NaN()
+	}
+	return sum / float64(count) / 3600
 }
 
 // solverOf returns the LP solver a policy was given, to build a fresh one.
