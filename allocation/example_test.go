@@ -51,3 +51,62 @@ func ExampleMaxMinFairness() {
 	// round 2: job 2 on k80 [0]
 	// round 2: job 1 on v100 [0]
 }
+
+// A scheduler loop around Rounds: each round it tells the mechanism what
+// really ran. Job 1 crashes at once in its first two rounds, so it is
+// credited nothing and catches up afterwards; the state is saved after
+// three rounds, and a restarted scheduler continues where this one stopped.
+func ExampleRounds() {
+	p := &allocation.Problem{
+		Types:    []topology.GPUType{topology.V100},
+		Capacity: []int{1},
+		Jobs: []allocation.Job{
+			{ID: 1, ScaleFactor: 1, Throughput: []float64{2}},
+			{ID: 2, ScaleFactor: 1, Throughput: []float64{2}},
+		},
+	}
+	ctx := context.Background()
+	crashes := 2
+	round := func(r *allocation.Rounds, i int) {
+		rd, err := r.Next(ctx, p, float64(i)*360)
+		if err != nil {
+			panic(err)
+		}
+		rep := allocation.RoundReport{Start: rd.Start}
+		for _, as := range rd.Assignments {
+			seconds := rd.Length
+			if as.JobIDs[0] == 1 && crashes > 0 {
+				crashes--
+				seconds = 0
+			}
+			fmt.Printf("t=%4.0f: job %d on %s for %.0f s\n", rd.Start, as.JobIDs[0], as.Type, seconds)
+			rep.Ran = append(rep.Ran, allocation.UnitRun{JobIDs: as.JobIDs, Type: as.Type, Seconds: seconds})
+		}
+		if err := r.Report(rep); err != nil {
+			panic(err)
+		}
+	}
+	r := &allocation.Rounds{Policy: &allocation.MaxMinFairness{}}
+	for i := range 3 {
+		round(r, i)
+	}
+	state, err := r.Snapshot()
+	if err != nil {
+		panic(err)
+	}
+	// A new process: the same settings, the saved state.
+	restarted := &allocation.Rounds{Policy: &allocation.MaxMinFairness{}}
+	if err := restarted.Restore(state); err != nil {
+		panic(err)
+	}
+	for i := 3; i < 6; i++ {
+		round(restarted, i)
+	}
+	// Output:
+	// t=   0: job 1 on v100 for 0 s
+	// t= 360: job 2 on v100 for 360 s
+	// t= 720: job 1 on v100 for 0 s
+	// t=1080: job 1 on v100 for 360 s
+	// t=1440: job 1 on v100 for 360 s
+	// t=1800: job 2 on v100 for 360 s
+}

@@ -84,7 +84,7 @@ var columns = []string{"fifo", "fifo-perf", "las", "gavel", "gavel-ss"}
 var solvers = map[string]func() lp.Solver{"ipm": func() lp.Solver { return &lp.InteriorPoint{} }}
 
 type options struct {
-	only, compat, solver, queues string
+	only, policies, compat, solver, queues string
 	// fixed runs a fixed trace of exactly the window's end jobs to
 	// completion (arrivals stop at the last measured job) instead of
 	// Gavel's protocol.
@@ -98,6 +98,7 @@ func command(args []string, stdout, stderr io.Writer) int {
 	var o options
 	fs := flag.NewFlagSet("benchsuite", flag.ContinueOnError)
 	fs.StringVar(&o.only, "only", "", "comma-separated experiments to run (default: all): "+names())
+	fs.StringVar(&o.policies, "policies", "", "comma-separated columns to run (default: all): "+strings.Join(columns, ", "))
 	fs.StringVar(&o.compat, "compat", "both", "mechanism: none (ours), gavel (Gavel's code, quirks included) or both")
 	fs.StringVar(&o.solver, "solver", "ipm", "LP solver: ipm (interior point: the centre of an optimal face), or clp (dual simplex: a vertex; build with -tags clp)")
 	fs.StringVar(&o.queues, "queues", "per-type", "our mode's queues: per-type (Gavel's) or global")
@@ -155,6 +156,15 @@ func run(ctx context.Context, w, stderr io.Writer, o options) error {
 			selected[n] = true
 		}
 	}
+	cols := map[string]bool{}
+	for _, n := range strings.Split(o.policies, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			if !slices.Contains(columns, n) {
+				return cli.Usage("policies", o.policies, "a comma-separated list of %s (%q is not one)", strings.Join(columns, ", "), n)
+			}
+			cols[n] = true
+		}
+	}
 	var modes []allocation.Compat
 	switch o.compat {
 	case "both":
@@ -198,7 +208,7 @@ func run(ctx context.Context, w, stderr io.Writer, o options) error {
 		}
 		for _, col := range columns {
 			pub, ok := e.published[col]
-			if !ok {
+			if !ok || (len(cols) > 0 && !cols[col]) {
 				continue
 			}
 			row := []string{e.name, col, metric, fmt.Sprintf("%.2f", pub)}

@@ -14,6 +14,7 @@ func TestUsage(t *testing.T) {
 	var out bytes.Buffer
 	for _, o := range []options{
 		{only: "nope", compat: "both", solver: "ipm", queues: "per-type"},
+		{policies: "srtf", compat: "both", solver: "ipm", queues: "per-type"},
 		{compat: "tiresias", solver: "ipm", queues: "per-type"},
 		{compat: "both", solver: "gurobi", queues: "per-type"},
 		{compat: "both", solver: "ipm", queues: "random"},
