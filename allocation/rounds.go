@@ -19,28 +19,33 @@ import (
 // share of time on each type approaches X.
 //
 // Each round, the (unit, type) entries (units are jobs and pairs) are
-// sorted by priority X[m][k] / (time received on k / time elapsed), by
-// their deficit, then by X, and taken greedily while GPUs of the type
-// remain; a job runs at most once per round. By default each type has its
-// own queue and the types are visited fastest first (see TypeOrder); with
-// GlobalQueue one queue holds every entry. Shares below 1e-6 count as 0
-// (interior-point solutions carry residues of 1e-10). A unit with X > 0
-// that has never run gets priority X * 1e9, and one with X = 0 or no rate
-// on the type is not scheduled there by priority. GPUs left after this
-// priority pass go to runnable jobs (present, with a positive rate on the
-// type, not already running), fastest type first, the jobs that received
-// least time since the last reset first (then by arrival and ID), unless
-// LeaveIdle is set.
+// sorted and taken greedily while GPUs of the type remain; a job runs at
+// most once per round. By default each type has its own queue and the
+// types are visited fastest first (see TypeOrder); with GlobalQueue one
+// queue holds every entry. Units that have never run come first (by X, as
+// Gavel's X * 1e9); the others by their lag on the type, the time they are
+// behind their share: deficit + X[m][k] * (time since the last reset, to
+// the middle of the round) - time received on k since the reset; then by
+// X. Gavel sorts by X / (time received / time of all units), its counters
+// seeded with half a round at every reset; that phantom half round weighs
+// most on the smallest shares, so a job of 8 GPUs (whose share of time is
+// an eighth of a 1-GPU job's under max-min fairness) waits until the jobs
+// around it have run several rounds since the reset, which under load they
+// never do: on Gavel's multi-GPU trace at 2.8 jobs/h, a 3-hour job of 8
+// GPUs took 1,255 h; by lag it does not wait. Shares below 1e-6 count as 0
+// (interior-point solutions carry residues of 1e-10), and a unit with X = 0
+// or no rate on the type is not scheduled there by priority. GPUs left
+// after this priority pass go to runnable jobs (present, with a positive
+// rate on the type, not already running), fastest type first, the jobs
+// that received least time since the last reset first (then by arrival and
+// ID), unless LeaveIdle is set.
 //
 // The allocation is recomputed by the policy when jobs have arrived or left
 // and at least MinResetInterval has passed since the last reset (Gavel:
 // 1920 s), at once when the problem's types or capacities differ from
 // those of the last reset, and at the next round after ForceReset. At a
 // reset every unit's shortfall X * elapsed - received is added to its
-// deficit, and the time counters of every unit and type are re-seeded with
-// half a round, as Gavel does, so that right after a reset priorities
-// follow X (seeding with X times half a round would tie every share, tiny
-// ones included, and give each a full round at every reset). A unit
+// deficit (so lags carry over), and the time counters restart at 0. A unit
 // scheduled again on the type it ran on keeps its
 // workers (lease extension); others take free workers, filling servers of
 // GPUsPerServer first to use few servers.
@@ -352,7 +357,6 @@ func (r *Rounds) remember(p *Problem, a *Allocation, now float64) {
 
 // reset installs a new allocation.
 func (r *Rounds) reset(p *Problem, a *Allocation, now float64) {
-	half := r.roundLength() / 2
 	elapsed := now - r.st.lastReset
 	oldIndex := typeIndex(r.st.types)
 	next := map[unit]*unitState{}
@@ -362,12 +366,9 @@ func (r *Rounds) reset(p *Problem, a *Allocation, now float64) {
 			st.ran = old.ran
 			for k, t := range p.Types {
 				if j, ok := oldIndex[t]; ok && j < len(old.x) {
-					st.deficit[k] = old.deficit[j] + old.x[j]*elapsed - (old.received[j] - half)
+					st.deficit[k] = old.deficit[j] + old.x[j]*elapsed - old.received[j]
 				}
 			}
-		}
-		for k := range x {
-			st.received[k] = half
 		}
 		next[u] = st
 	}
@@ -463,25 +464,29 @@ type chosenUnit struct {
 }
 
 // entry is a (unit, type) entry of the priority queues; ma and mb are the
-// jobs' positions in the problem (mb = -1 for a single job).
+// jobs' positions in the problem (mb = -1 for a single job). fresh marks a
+// unit that has never run; lag is how far it is behind its share on the
+// type, in seconds.
 type entry struct {
-	u                unit
-	k, rank, sf      int
-	ma, mb           int
-	prio, deficit, x float64
+	u           unit
+	k, rank, sf int
+	ma, mb      int
+	fresh       bool
+	lag, x      float64
 }
 
-// before orders entries: per type (unless the queue is global), then by
-// priority, deficit and share, decreasing, then by unit and type rank.
+// before orders entries: per type (unless the queue is global), units that
+// never ran first (by share), then by lag and share, decreasing, then by
+// unit and type rank.
 func (r *Rounds) before(a, b *entry) bool {
 	if !r.GlobalQueue && a.rank != b.rank {
 		return a.rank < b.rank
 	}
-	if a.prio != b.prio {
-		return a.prio > b.prio
+	if a.fresh != b.fresh {
+		return a.fresh
 	}
-	if a.deficit != b.deficit {
-		return a.deficit > b.deficit
+	if !a.fresh && a.lag != b.lag {
+		return a.lag > b.lag
 	}
 	if a.x != b.x {
 		return a.x > b.x
@@ -508,6 +513,7 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 	for i, k := range order {
 		rank[k] = i
 	}
+	// Entitlement to the middle of the coming round.
 	elapsed := now - r.st.lastReset + r.roundLength()/2
 	h := &heapOf[entry]{s: r.scratch.entries[:0], before: r.before}
 	if need := len(r.st.units) * len(order); cap(h.s) < need {
@@ -529,11 +535,8 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 				continue
 			}
 			x := st.x[k]
-			prio := x * 1e9 // never ran: first in line
-			if st.ran && st.received[k] > 0 {
-				prio = x / (st.received[k] / elapsed)
-			}
-			h.s = append(h.s, entry{u: u, k: k, rank: rank[k], sf: p.Jobs[ma].ScaleFactor, ma: ma, mb: mb, prio: prio, deficit: st.deficit[k], x: x})
+			lag := st.deficit[k] + x*elapsed - st.received[k]
+			h.s = append(h.s, entry{u: u, k: k, rank: rank[k], sf: p.Jobs[ma].ScaleFactor, ma: ma, mb: mb, fresh: !st.ran, lag: lag, x: x})
 		}
 	}
 	h.init()
@@ -626,7 +629,6 @@ func (h *heapOf[T]) pop() (T, bool) {
 // not run yet: fastest type first, the jobs that received least time since
 // the reset first, then by arrival and ID.
 func (r *Rounds) fillIdle(p *Problem, order []int, busy []bool, free []int, chosen [][]chosenUnit) {
-	half := r.roundLength() / 2
 	type cand struct {
 		m      int
 		served float64
@@ -639,7 +641,7 @@ func (r *Rounds) fillIdle(p *Problem, order []int, busy []bool, free []int, chos
 		c := cand{m: m}
 		if st := r.st.units[unit{p.Jobs[m].ID, -1}]; st != nil {
 			for k := range st.received {
-				c.served += st.received[k] - half
+				c.served += st.received[k]
 			}
 		}
 		cs = append(cs, c)
