@@ -91,14 +91,15 @@ func (a *Allocation) EffectiveThroughput(p *Problem, m int) float64 {
 // ErrInvalidAllocation for the first violation, naming the job and type.
 // p must be valid (Problem.Validate).
 func (a *Allocation) Check(p *Problem, tol float64) error {
-	if err := a.check(p, tol); err != nil {
+	if err := a.check(p, tol, true); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidAllocation, err)
 	}
 	return nil
 }
 
-// check is Check without the error kind.
-func (a *Allocation) check(p *Problem, tol float64) error {
+// check is Check without the error kind; capacity false skips the check
+// of the GPUs used against each type's capacity.
+func (a *Allocation) check(p *Problem, tol float64, capacity bool) error {
 	if err := a.checkShape(p); err != nil {
 		return err
 	}
@@ -130,7 +131,7 @@ func (a *Allocation) check(p *Problem, tol float64) error {
 		}
 	}
 	for j, u := range used {
-		if u > float64(p.Capacity[j])*(1+tol)+tol {
+		if capacity && u > float64(p.Capacity[j])*(1+tol)+tol {
 			return fmt.Errorf("%s: %v GPUs used of %d", p.Types[j], u, p.Capacity[j])
 		}
 	}

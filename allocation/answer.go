@@ -13,12 +13,15 @@ const answerTolerance = 1e-6
 // checkAnswer checks a policy's answer to p before Rounds acts on it: an
 // allocation must be given and fit p (Allocation.Check). The error wraps
 // ErrInvalidAllocation and names the policy. An answer without Types gets
-// p's.
-func checkAnswer(pol Policy, p *Problem, a *Allocation) error {
+// p's. With capacity false the GPUs used of a type may exceed its
+// capacity: Gavel's fifo.py gives such answers (its type-assignment quirk
+// puts more jobs on a type than it has GPUs) and its mechanism runs what
+// fits, so CompatGavel accepts them.
+func checkAnswer(pol Policy, p *Problem, a *Allocation, capacity bool) error {
 	if a == nil {
 		return fmt.Errorf("%w: policy %T returned no allocation and no error", ErrInvalidAllocation, pol)
 	}
-	if err := a.check(p, answerTolerance); err != nil {
+	if err := a.check(p, answerTolerance, capacity); err != nil {
 		return fmt.Errorf("%w: policy %T: %w", ErrInvalidAllocation, pol, err)
 	}
 	if a.Types == nil {

@@ -11,6 +11,9 @@ import (
 // iterations (interior-point steps or simplex pivots) over all of them.
 // The LP-based policies of this package fill Allocation.LP with it; a
 // policy of your own may too. Rounds copies it into Round.Stats.
+//
+// An LPStats is a plain value: safe for concurrent reads, not for writes
+// while others read it.
 type LPStats struct {
 	// Solves counts the LPs solved (finish-time fairness and water-filling
 	// solve several, space sharing one per pricing round).

@@ -181,6 +181,9 @@ type Round struct {
 }
 
 // RoundStats describes the work behind a round.
+//
+// A RoundStats is a plain value: safe for concurrent reads, not for writes
+// while others read it.
 type RoundStats struct {
 	// SolveTime is the wall time of the policy's call (0 without a reset).
 	SolveTime time.Duration `json:"solve_time_ns"`
@@ -260,7 +263,7 @@ func (r *Rounds) Next(ctx context.Context, p *Problem, now float64) (*Round, err
 		if err != nil {
 			return nil, err
 		}
-		if err := checkAnswer(r.Policy, p, a); err != nil {
+		if err := checkAnswer(r.Policy, p, a, r.Compat != CompatGavel); err != nil {
 			return nil, err
 		}
 		round.Stats.LP = a.LP

@@ -403,3 +403,26 @@ func TestRoundsWideJobNotStarved(t *testing.T) {
 		assert.True(t, got >= tc.min && got <= tc.max, "compat %v: ran %.0f rounds for a share of %.1f (%.2f of it)", tc.compat, runs, x*n, got)
 	}
 }
+
+// Gavel's fifo.py may put more jobs on a type than it has GPUs (its
+// type-assignment quirk). Our mechanism refuses such an answer; Gavel's
+// runs what fits, as Gavel's scheduler does.
+func TestRoundsOverCapacity(t *testing.T) {
+	p := twoByTwo() // one GPU of each type, two jobs
+	both := shapePolicy(func(a *Allocation) *Allocation {
+		a.X[0][0], a.X[1][0] = 1, 1 // 2 GPUs of type a, which has 1
+		return a
+	})
+	_, err := (&Rounds{Policy: both}).Next(context.Background(), p, 0)
+	require.ErrorIs(t, err, ErrInvalidAllocation)
+	assert.ErrorContains(t, err, "a: 2 GPUs used of 1")
+	rd, err := (&Rounds{Policy: both, Compat: CompatGavel}).Next(context.Background(), p, 0)
+	require.NoError(t, err)
+	used := 0
+	for _, as := range rd.Assignments {
+		if as.Type == "a" {
+			used += len(as.Workers)
+		}
+	}
+	assert.Equal(t, 1, used, "%+v", rd.Assignments)
+}

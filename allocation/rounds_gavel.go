@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-// Compat selects a compatibility mode for Rounds and FIFO.
+// Compat selects a compatibility mode for Rounds and FIFO. It is a number:
+// safe for concurrent use.
 type Compat uint8
 
 const (

@@ -12,6 +12,9 @@ import (
 )
 
 // RoundReport says what really ran in a round, for Rounds.Report.
+//
+// A RoundReport is a plain value: safe for concurrent reads, not for writes
+// while others read it.
 type RoundReport struct {
 	// Start is the round's Start, as Next returned it.
 	Start float64 `json:"start"`
@@ -21,6 +24,9 @@ type RoundReport struct {
 }
 
 // UnitRun is a unit's time on a type in a round.
+//
+// A UnitRun is a plain value: safe for concurrent reads, not for writes
+// while others read it.
 type UnitRun struct {
 	JobIDs  []int            `json:"job_ids"`
 	Type    topology.GPUType `json:"type"`
