@@ -329,14 +329,3 @@ func windowMean(res *sim.Result, e experiment) float64 {
 	}
 	return sum / float64(count) / 3600
 }
-
-// solverOf returns the LP solver a policy was given, to build a fresh one.
-func solverOf(p allocation.Policy) lp.Solver {
-	switch p := p.(type) {
-	case *allocation.MaxMinFairness:
-		return p.Solver
-	case *allocation.MinMakespan:
-		return p.Solver
-	}
-	return nil
-}
