@@ -1,6 +1,8 @@
 // Package lp is gpusched's linear-programming layer: a sparse model builder
 // (variables with bounds, rows with lower and upper bounds, minimise or
-// maximise), a one-method [Solver] interface, typed errors, and MPS export.
+// maximise, an objective constant), a one-method [Solver] interface, typed
+// errors, and MPS input ([ReadMPS]: fixed and free format) and output
+// ([Model.WriteMPS]).
 //
 // Gavel's policies (Narayanan et al., OSDI 2020, section 4) are linear
 // programs over jobs x GPU types, and over job pairs with space sharing.

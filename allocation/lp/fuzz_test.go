@@ -1,6 +1,7 @@
 package lp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -101,4 +102,52 @@ func worstRow(m *Model, x []float64) (int, float64) {
 		}
 	}
 	return at, worst
+}
+
+// FuzzReadMPS reads arbitrary bytes as MPS: the reader must return a valid
+// model or an *MPSError, never panic, and a model it returns must survive
+// WriteMPS and ReadMPS unchanged (row bounds of ranged rows to rounding).
+func FuzzReadMPS(f *testing.F) {
+	f.Add([]byte(fixedMPS))
+	f.Add([]byte("NAME m FREE\nOBJSENSE MAX\nROWS\n N o\n G c\n E e\nCOLUMNS\n x o 1 c 1\n y e 2\nRHS\n R c 1 o -3\nRANGES\n R e -1\nBOUNDS\n UP B x -2\n BV B y\nENDATA\n"))
+	f.Add([]byte("NAME\nROWS\n N COST\n L LIM1\nCOLUMNS\n    X1        COST         1.0   LIM1         1.0\nRHS\n    RHS       LIM1         4.0\nENDATA\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rd := &MPSReader{MaxRows: 1000, MaxCols: 1000, MaxNonzeros: 10000, MaxLineBytes: 4096}
+		m, err := rd.Read(bytes.NewReader(data))
+		if err != nil {
+			var me *MPSError
+			if !errors.As(err, &me) || !errors.Is(err, ErrMPS) {
+				t.Fatalf("error %v is not an MPSError", err)
+			}
+			return
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("reader returned an invalid model: %v", err)
+		}
+		var buf bytes.Buffer
+		if err := m.WriteMPS(&buf); err != nil {
+			t.Fatalf("write: %v", err)
+		}
+		back, err := ReadMPS(&buf)
+		if err != nil {
+			t.Fatalf("reading back: %v\n%s", err, buf.String())
+		}
+		if back.NumVars() != m.NumVars() || back.NumRows() != m.NumRows() || back.NumNonzeros() != m.NumNonzeros() ||
+			back.Sense() != m.Sense() || back.ObjectiveConstant() != m.ObjectiveConstant() {
+			t.Fatalf("round trip changed the model's shape")
+		}
+		close := func(a, b float64) bool {
+			return a == b || math.Abs(a-b) <= 1e-15*max(math.Abs(a), math.Abs(b))
+		}
+		for j := range m.NumVars() {
+			if m.obj[j] != back.obj[j] || m.colLo[j] != back.colLo[j] || m.colUp[j] != back.colUp[j] {
+				t.Fatalf("column %d changed", j)
+			}
+		}
+		for i := range m.NumRows() {
+			if !close(m.rowLo[i], back.rowLo[i]) || !close(m.rowUp[i], back.rowUp[i]) {
+				t.Fatalf("row %d bounds [%v, %v] came back [%v, %v]", i, m.rowLo[i], m.rowUp[i], back.rowLo[i], back.rowUp[i])
+			}
+		}
+	})
 }

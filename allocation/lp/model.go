@@ -51,6 +51,8 @@ type Model struct {
 	val          []float64
 	rowNames     []string
 	name         string
+	// objConst is the objective constant.
+	objConst float64
 	// buildErr records the first misuse of the builder, for Validate.
 	buildErr error
 }
@@ -62,6 +64,17 @@ func NewModel(sense Sense) *Model {
 
 // SetName names the model (used by [Model.WriteMPS]).
 func (m *Model) SetName(name string) { m.name = name }
+
+// Name returns the model's name.
+func (m *Model) Name() string { return m.name }
+
+// SetObjectiveConstant sets a constant added to the objective: the
+// objective is c'x + constant. Solvers report it in Solution.Objective; MPS
+// files carry it as minus the RHS of the objective row.
+func (m *Model) SetObjectiveConstant(c float64) { m.objConst = c }
+
+// ObjectiveConstant returns the constant added to the objective.
+func (m *Model) ObjectiveConstant() float64 { return m.objConst }
 
 // Sense returns the objective sense.
 func (m *Model) Sense() Sense { return m.sense }
@@ -186,6 +199,9 @@ func (m *Model) Validate() error {
 	}
 	if m.sense != Minimize && m.sense != Maximize {
 		return invalid("objective sense %d is neither Minimize nor Maximize", int8(m.sense))
+	}
+	if !finite(m.objConst) {
+		return invalid("objective constant is %v", m.objConst)
 	}
 	for j, c := range m.obj {
 		if !finite(c) {

@@ -1,24 +1,29 @@
 package lp
 
 import (
+	"bufio"
 	"io"
 	"math"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
-// WriteMPS writes the model in free MPS format, as read by CLP, HiGHS,
-// CPLEX, Gurobi and GLPK (glpsol --freemps), for debugging and for
+// WriteMPS writes the model in free MPS format, as read by [ReadMPS], CLP,
+// HiGHS, CPLEX, Gurobi and GLPK (glpsol --freemps), for debugging and for
 // cross-checking with other solvers. A maximisation gets an OBJSENSE MAX
 // section, which CLP 1.17's reader ignores ("Coin ignores"): set the
-// direction after reading there. Ranged rows become G rows with a RANGES entry, free rows N rows
-// after the objective. Spaces in names become underscores; unnamed variables
-// and rows are written as x<j> and r<i>. The model must be valid.
+// direction after reading there. Ranged rows become G (or L) rows with a
+// RANGES entry, free rows N rows after the objective, and the objective constant is
+// minus the RHS of the objective row (COIN-OR's and CPLEX's convention).
+// White space in names becomes underscores (and names that then clash get
+// a suffix ~k); unnamed variables and rows are written
+// as x<j> and r<i>. The model must be valid.
 func (m *Model) WriteMPS(w io.Writer) error {
 	if err := m.Validate(); err != nil {
 		return err
 	}
-	var b strings.Builder
+	b := bufio.NewWriter(w)
 	name := m.name
 	if name == "" {
 		name = "gpusched"
@@ -35,11 +40,28 @@ func (m *Model) WriteMPS(w io.Writer) error {
 	if m.sense == Maximize {
 		b.WriteString("OBJSENSE\n    MAX\n")
 	}
-	b.WriteString("ROWS\n")
-	line("N", "obj")
+	taken := make(map[string]bool, len(m.rowLo)+1)
+	objRow := "obj"
+	for i := range m.rowLo {
+		taken[mpsName(m.RowName(i))] = true
+	}
+	for taken[objRow] {
+		objRow += "_"
+	}
+	clear(taken)
+	taken[objRow] = true
 	rows := make([]string, len(m.rowLo))
 	for i := range m.rowLo {
-		rows[i] = mpsName(m.RowName(i))
+		rows[i] = uniqueName(mpsName(m.RowName(i)), taken)
+	}
+	clear(taken)
+	cols := make([]string, len(m.obj))
+	for j := range m.obj {
+		cols[j] = uniqueName(mpsName(m.VarName(j)), taken)
+	}
+	b.WriteString("ROWS\n")
+	line("N", objRow)
+	for i := range m.rowLo {
 		lo, up := m.rowLo[i], m.rowUp[i]
 		t := "G"
 		switch {
@@ -47,7 +69,7 @@ func (m *Model) WriteMPS(w io.Writer) error {
 			t = "E"
 		case math.IsInf(lo, -1) && math.IsInf(up, 1):
 			t = "N"
-		case math.IsInf(lo, -1):
+		case math.IsInf(lo, -1), rangedAsL(lo, up):
 			t = "L"
 		}
 		line(t, rows[i])
@@ -55,19 +77,23 @@ func (m *Model) WriteMPS(w io.Writer) error {
 	b.WriteString("COLUMNS\n")
 	start, ri, rv := m.Columns()
 	for j := range m.obj {
-		col := mpsName(m.VarName(j))
+		col := cols[j]
 		if m.obj[j] != 0 || start[j] == start[j+1] {
-			line(col, "obj", num(m.obj[j]))
+			line(col, objRow, num(m.obj[j]))
 		}
 		for k := start[j]; k < start[j+1]; k++ {
 			line(col, rows[ri[k]], num(rv[k]))
 		}
 	}
 	b.WriteString("RHS\n")
+	if m.objConst != 0 {
+		// The RHS of the objective row is minus the constant.
+		line("RHS", objRow, num(-m.objConst))
+	}
 	for i := range m.rowLo {
 		lo, up := m.rowLo[i], m.rowUp[i]
 		rhs := lo
-		if math.IsInf(lo, -1) {
+		if math.IsInf(lo, -1) || rangedAsL(lo, up) {
 			rhs = up
 		}
 		if !math.IsInf(rhs, 0) && rhs != 0 {
@@ -87,7 +113,7 @@ func (m *Model) WriteMPS(w io.Writer) error {
 	}
 	b.WriteString("BOUNDS\n")
 	for j := range m.obj {
-		col := mpsName(m.VarName(j))
+		col := cols[j]
 		lo, up := m.colLo[j], m.colUp[j]
 		switch {
 		case lo == up:
@@ -107,8 +133,29 @@ func (m *Model) WriteMPS(w io.Writer) error {
 		}
 	}
 	b.WriteString("ENDATA\n")
-	_, err := io.WriteString(w, b.String())
-	return err
+	return b.Flush()
+}
+
+// uniqueName returns name, or name with a suffix ~k if it is taken (two
+// names that differed only in white space), and marks it taken.
+func uniqueName(name string, taken map[string]bool) string {
+	out := name
+	for k := 1; taken[out]; k++ {
+		out = name + "~" + strconv.Itoa(k)
+	}
+	taken[out] = true
+	return out
+}
+
+// rangedAsL reports whether the ranged row lo <= a x <= up is written as an
+// L row with RHS up: when up - (up - lo) gives lo back exactly and
+// lo + (up - lo) does not give up, so that the bounds read back unchanged.
+func rangedAsL(lo, up float64) bool {
+	if lo == up || math.IsInf(lo, 0) || math.IsInf(up, 0) {
+		return false
+	}
+	r := up - lo
+	return lo+r != up && up-r == lo
 }
 
 func mpsName(s string) string {
@@ -116,7 +163,7 @@ func mpsName(s string) string {
 		return "_"
 	}
 	return strings.Map(func(r rune) rune {
-		if r == ' ' || r == '\t' || r == '\n' || r == '\r' {
+		if unicode.IsSpace(r) || r == 0 {
 			return '_'
 		}
 		return r

@@ -49,6 +49,14 @@ var (
 	ErrInvalidModel   = errors.New("lp: invalid model")
 )
 
+// Errors of [ReadMPS]: every error it returns for bad input is an
+// *[MPSError] matching ErrMPS, and also ErrMPSLimit when a size cap was
+// exceeded.
+var (
+	ErrMPS      = errors.New("lp: bad MPS file")
+	ErrMPSLimit = errors.New("lp: MPS file exceeds a size cap")
+)
+
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidModel, fmt.Sprintf(format, args...))
 }
@@ -89,7 +97,7 @@ func StatusError(s Status, cause error) error {
 // (0.4, 0.2), and for a minimisation with binding >= rows they are >= 0.
 type Solution struct {
 	Status Status
-	// Objective is c'x at X.
+	// Objective is c'x at X, plus the model's objective constant.
 	Objective float64
 	// X holds the values of the variables.
 	X []float64
@@ -142,9 +150,9 @@ func CheckFeasible(m *Model, x []float64) float64 {
 	return worst
 }
 
-// ObjectiveValue returns c'x.
+// ObjectiveValue returns c'x plus the objective constant.
 func (m *Model) ObjectiveValue(x []float64) float64 {
-	s := 0.0
+	s := m.objConst
 	for j, c := range m.obj {
 		s += c * x[j]
 	}

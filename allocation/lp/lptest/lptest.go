@@ -325,7 +325,7 @@ func DualGap(m *lp.Model, sol *lp.Solution) (gap, dualInfeasibility float64) {
 	rowLo, rowUp := m.RowBounds()
 	colLo, colUp := m.VarBounds()
 	c := m.Objective()
-	dual := 0.0
+	dual := m.ObjectiveConstant()
 	pick := func(mult, lo, up float64) float64 {
 		// For a minimisation a positive multiplier holds the lower bound.
 		b := lo
