@@ -1,0 +1,161 @@
+// Command netlib solves the netlib LP test set (allocation/lp/testdata/netlib,
+// 96 problems with their expected status and optimum) with gpusched's
+// pure-Go interior-point solver and prints, per problem, the status, the
+// relative error of the objective, the iterations and the time; built with
+// -tags clp it solves each problem with COIN-OR CLP's dual simplex too, in
+// the same run, and compares the times:
+//
+//	go run ./examples/netlib
+//	go run -tags clp ./examples/netlib -run 'pilot|greenbea'
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"regexp"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gpusched/gpusched/allocation/lp"
+	"github.com/gpusched/gpusched/allocation/lp/lptest"
+)
+
+func main() {
+	dir := flag.String("dir", "allocation/lp/testdata/netlib", "directory of the netlib problems and optima.csv")
+	pattern := flag.String("run", "", "solve only the problems whose names match this regular expression")
+	useCLP := flag.Bool("clp", haveCLP, "also solve with CLP (needs -tags clp)")
+	clpAlg := flag.String("clp-algorithm", "dual", "CLP's method: dual, primal, auto (with CLP's presolve) or barrier")
+	repeat := flag.Int("repeat", 1, "solve each problem this many times and report the fastest")
+	flag.Parse()
+	opts := options{dir: *dir, pattern: *pattern, clp: *useCLP, clpAlgorithm: *clpAlg, repeat: max(*repeat, 1)}
+	if err := run(os.Stdout, opts); err != nil {
+		fmt.Fprintln(os.Stderr, "netlib:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	dir, pattern, clpAlgorithm string
+	clp                        bool
+	repeat                     int
+}
+
+// tolerance is the relative error on the objective that counts as right.
+const tolerance = 1e-6
+
+// outcome is one solver's result on one problem.
+type outcome struct {
+	status  lp.Status
+	obj     float64
+	iters   int
+	seconds float64
+	err     error
+}
+
+func solve(s lp.Solver, m *lp.Model, repeat int) outcome {
+	var best outcome
+	for k := range repeat {
+		t0 := time.Now()
+		sol, err := s.Solve(context.Background(), m)
+		o := outcome{seconds: time.Since(t0).Seconds(), err: err, status: lp.Failed}
+		if sol != nil {
+			o.status, o.obj, o.iters = sol.Status, sol.Objective, sol.Iterations
+		}
+		if k == 0 || o.seconds < best.seconds {
+			best = o
+		}
+	}
+	return best
+}
+
+// right reports whether o is the expected answer of p.
+func right(p lptest.NetlibProblem, o outcome) bool {
+	if o.status != p.Status {
+		return false
+	}
+	return p.Status != lp.Optimal || relErr(o.obj, p.Objective) <= tolerance
+}
+
+func relErr(got, want float64) float64 {
+	return math.Abs(got-want) / math.Max(1, math.Abs(want))
+}
+
+func run(out io.Writer, o options) error {
+	problems, err := lptest.Netlib(o.dir)
+	if err != nil {
+		return err
+	}
+	re, err := regexp.Compile(o.pattern)
+	if err != nil {
+		return err
+	}
+	var clpSolver lp.Solver
+	if o.clp {
+		if clpSolver, err = newCLP(o.clpAlgorithm); err != nil {
+			return err
+		}
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "problem\trows\tcols\tnonzeros\tstatus\tobjective\trel. error\titerations\ttime (s)\t"
+	if o.clp {
+		head += "CLP status\tCLP rel. error\tCLP time (s)\ttime / CLP\t"
+	}
+	fmt.Fprintln(tw, head)
+	var n, good, clpGood int
+	var total, clpTotal float64
+	for _, p := range problems {
+		if !re.MatchString(p.Name) {
+			continue
+		}
+		m, err := p.Load()
+		if err != nil {
+			return err
+		}
+		n++
+		ipm := solve(&lp.InteriorPoint{}, m, o.repeat)
+		total += ipm.seconds
+		mark := ""
+		if right(p, ipm) {
+			good++
+		} else {
+			mark = " !"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s%s\t%s\t%s\t%d\t%.3f\t", p.Name, m.NumRows(), m.NumVars(), m.NumNonzeros(),
+			ipm.status, mark, objText(ipm), errText(p, ipm), ipm.iters, ipm.seconds)
+		if o.clp {
+			c := solve(clpSolver, m, o.repeat)
+			clpTotal += c.seconds
+			if right(p, c) {
+				clpGood++
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.2f\t", c.status, errText(p, c), c.seconds, ipm.seconds/math.Max(c.seconds, 1e-6))
+		}
+		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nInteriorPoint: %d of %d right (status, objective to %g relative), %.2f s in all\n", good, n, tolerance, total)
+	if o.clp {
+		fmt.Fprintf(out, "CLP (%s): %d of %d right, %.2f s in all; InteriorPoint / CLP = %.2f\n", o.clpAlgorithm, clpGood, n, clpTotal, total/math.Max(clpTotal, 1e-9))
+	}
+	return nil
+}
+
+func objText(o outcome) string {
+	if o.status != lp.Optimal && o.err != nil && o.obj == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.10e", o.obj)
+}
+
+func errText(p lptest.NetlibProblem, o outcome) string {
+	if p.Status != lp.Optimal || o.status != lp.Optimal {
+		return "-"
+	}
+	return fmt.Sprintf("%.1e", relErr(o.obj, p.Objective))
+}
