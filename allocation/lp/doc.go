@@ -26,10 +26,16 @@
 // solves 10,000 x 3 in about 0.25 s. Its solution is the analytic centre of
 // the optimal face rather than a vertex, which is what water-filling needs:
 // a job whose level cannot rise has a strictly positive dual there, where a
-// vertex may show a zero. Infeasibility and unboundedness are certified by
-// two auxiliary LPs ([InfeasibilityModel], [RayModel]), and equality rows
-// that are combinations of others are found by a Cholesky factorisation of
-// A_eq A_eq' and set aside.
+// vertex may show a zero. The method is the homogeneous self-dual one, so
+// an infeasible problem ends with a Farkas certificate and an unbounded one
+// with a ray rather than with diverging iterates; two auxiliary LPs
+// ([InfeasibilityModel], [RayModel]) tell unbounded from infeasible when a
+// ray is found, and classify a solve that stops making progress. Equality
+// rows that are combinations of others are found by a Cholesky
+// factorisation of A_eq A_eq' and set aside. The problem is scaled and every
+// stopping rule is relative, so the units of a model do not change its
+// answer; a solve that stops short returns its best point, its residuals and
+// a [SolveError] naming the phase.
 //
 // The subpackage lptest holds a conformance suite (hand-solved problems with
 // known optima and duals, infeasible, unbounded, degenerate, free-variable,

@@ -3,27 +3,29 @@ package lp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"time"
 )
 
-// InteriorPoint is gpusched's pure-Go LP solver and the default backend: a
-// primal-dual interior-point method with Mehrotra's predictor-corrector
-// (S. Mehrotra, "On the implementation of a primal-dual interior point
-// method", SIAM J. Optim. 2(4), 1992; the bounded-variable form of
-// S. J. Wright, "Primal-Dual Interior-Point Methods", SIAM 1997, chapter
-// 11), solving its normal equations with a sparse Cholesky factorisation
-// and treating dense columns by the Sherman-Morrison-Woodbury formula.
+// InteriorPoint is gpusched's pure-Go LP solver and the default backend: the
+// homogeneous self-dual interior-point method (see hsd.go for the papers)
+// with Mehrotra's predictor-corrector, on a scaled standard form, solving
+// its normal equations with a sparse Cholesky factorisation refined by
+// preconditioned conjugate gradients.
 //
 // It stops when the relative primal and dual residuals and the relative
-// duality gap are all below Tolerance. When it cannot converge it decides
-// between infeasible and unbounded with two auxiliary LPs that are always
-// feasible and bounded: the least total violation of the rows, and the
-// best objective over recession directions in a unit box.
+// duality gap of the scaled problem are all below Tolerance, or when a
+// Farkas certificate proves the problem infeasible, or a ray proves the
+// dual infeasible (then a phase-1 check of the constraints tells
+// unbounded from infeasible). A solve that stops short (iteration limit,
+// time limit, no progress) returns its best point with its residuals and a
+// *[SolveError] that names the phase.
 //
-// The zero value is ready to use.
+// The zero value is ready to use. An InteriorPoint holds only settings: it
+// is safe for concurrent use by several goroutines.
 type InteriorPoint struct {
-	// Options bound iterations (default 200 per phase) and time.
+	// Options bound iterations (default 200) and time.
 	Options Options
 	// Tolerance is the relative accuracy; 0 means 1e-9.
 	Tolerance float64
@@ -41,50 +43,138 @@ func (s *InteriorPoint) Solve(ctx context.Context, m *Model) (*Solution, error) 
 	}
 	res, err := s.run(ctx, m, s.maxIter())
 	if err != nil {
-		return s.fail(ctx, err, res)
+		return s.fail(ctx, err, res, m)
 	}
-	if res.status == Optimal {
+	switch res.status {
+	case Optimal:
 		sol := res.solution(m)
-		if res.sf.removedRowsHold(m, sol.X) {
-			return sol, nil
+		if !res.sf.removedRowsHold(m, sol.X) {
+			// A dependent equality set aside contradicts the others.
+			return &Solution{Status: Infeasible, Iterations: res.iters}, ErrInfeasible
 		}
-		// A dependent equality dropped by the presolve contradicts the
-		// others: let the certificates below say so.
-	}
-	if res.status == IterationLimit && s.Options.MaxIterations > 0 {
-		sol := res.solution(m)
-		sol.Status = IterationLimit
-		return sol, ErrIterationLimit
-	}
-	// No convergence: find out why.
-	iters := res.iters
-	infeasibility, auxIters, err := s.aux(ctx, InfeasibilityModel(m))
-	iters += auxIters
-	if err != nil {
-		return s.fail(ctx, err, res)
-	}
-	if infeasibility > s.tol()*100*(1+rowScale(m)) {
+		return sol, nil
+	case Infeasible:
+		return &Solution{Status: Infeasible, Iterations: res.iters}, ErrInfeasible
+	case Unbounded:
+		// A ray proves the dual infeasible; the primal is unbounded if it is
+		// feasible.
+		feasible, iters, err := s.feasible(ctx, m)
+		iters += res.iters
+		switch {
+		case err != nil:
+			sol := res.solution(m)
+			sol.Status, sol.Iterations = Failed, iters
+			return s.failWith(ctx, sol, err)
+		case feasible:
+			return &Solution{Status: Unbounded, Iterations: iters}, ErrUnbounded
+		}
 		return &Solution{Status: Infeasible, Iterations: iters}, ErrInfeasible
-	}
-	ray, auxIters, err := s.aux(ctx, RayModel(m))
-	iters += auxIters
-	if err != nil {
-		return s.fail(ctx, err, res)
-	}
-	if ray < -s.tol()*100*(1+normInf(m.obj)) {
-		return &Solution{Status: Unbounded, Iterations: iters}, ErrUnbounded
+	case Failed:
+		// No progress: the iterates of an infeasible or unbounded problem
+		// can crawl towards their certificate. Decide with the auxiliary
+		// LPs, which are feasible and bounded.
+		if st, iters, err := s.classify(ctx, m); err == nil && st != Optimal {
+			return &Solution{Status: st, Iterations: res.iters + iters}, StatusError(st, nil)
+		}
 	}
 	sol := res.solution(m)
-	sol.Iterations = iters
-	if res.status == IterationLimit {
-		sol.Status = IterationLimit
-		return sol, ErrIterationLimit
+	kind := StatusError(res.status, nil)
+	phase := "interior point"
+	if res.status == Failed {
+		phase = "interior point (no progress)"
+	}
+	return sol, &SolveError{Phase: phase, Iteration: res.iters, Residuals: res.best, kind: kind}
+}
+
+// auxTolerance is the accuracy of the auxiliary LPs, which only decide a
+// sign.
+const auxTolerance = 1e-7
+
+// feasible solves m's phase-1 LP (InfeasibilityModel) and reports whether
+// the least total violation of m's rows is 0 (relative to the rows'
+// bounds).
+func (s *InteriorPoint) feasible(ctx context.Context, m *Model) (bool, int, error) {
+	aux := &InteriorPoint{Tolerance: max(s.tol(), auxTolerance)}
+	res, err := aux.run(ctx, InfeasibilityModel(m), defaultMaxIter)
+	iters := 0
+	if res != nil {
+		iters = res.iters
+	}
+	if err != nil {
+		return false, iters, err
+	}
+	if res.status != Optimal {
+		return false, iters, &SolveError{Phase: "phase-1 LP (least total violation of the rows)", Iteration: res.iters, Residuals: res.best, kind: ErrNumerical}
+	}
+	return res.objective() <= 1e-6*(1+rowScale(m)), iters, nil
+}
+
+// classify decides with the auxiliary LPs whether m is infeasible,
+// unbounded, or neither (Optimal: feasible and bounded).
+func (s *InteriorPoint) classify(ctx context.Context, m *Model) (Status, int, error) {
+	feasible, iters, err := s.feasible(ctx, m)
+	if err != nil || !feasible {
+		return Infeasible, iters, err
+	}
+	aux := &InteriorPoint{Tolerance: max(s.tol(), auxTolerance)}
+	res, err := aux.run(ctx, RayModel(m), defaultMaxIter)
+	if res != nil {
+		iters += res.iters
+	}
+	if err != nil {
+		return Optimal, iters, err
+	}
+	if res.status != Optimal {
+		return Optimal, iters, &SolveError{Phase: "ray LP (best direction of improvement)", Iteration: res.iters, Residuals: res.best, kind: ErrNumerical}
+	}
+	if res.objective() < -1e-6*(1+normInf(m.obj)) {
+		return Unbounded, iters, nil
+	}
+	return Optimal, iters, nil
+}
+
+// failWith returns sol with the status and error of err: a context's end,
+// or a numerical failure.
+func (s *InteriorPoint) failWith(ctx context.Context, sol *Solution, err error) (*Solution, error) {
+	if ctx.Err() != nil {
+		if errors.Is(context.Cause(ctx), errTimeLimit) {
+			sol.Status = TimeLimit
+			return sol, fmt.Errorf("%w: %w", ErrTimeLimit, err)
+		}
+		sol.Status = Cancelled
+		return sol, StatusError(Cancelled, ctx.Err())
 	}
 	sol.Status = Failed
-	return sol, StatusError(Failed, errors.New("interior-point iterates diverged on a feasible, bounded problem"))
+	if errors.Is(err, ErrNumerical) {
+		return sol, err
+	}
+	return sol, StatusError(Failed, err)
 }
 
 var errTimeLimit = errors.New("time limit")
+
+// traceIPM, when set (by tests), receives a line per iteration.
+var traceIPM func(format string, args ...any)
+
+// SolveError reports a solve that stopped without an answer: the phase
+// that stopped, its iteration, and the residuals of the best point it
+// found (which the Solution returned with the error holds). It matches
+// the package's Err value of the outcome (ErrNumerical when the iterates
+// made no more progress, ErrIterationLimit, ErrTimeLimit) with errors.Is.
+type SolveError struct {
+	Phase     string
+	Iteration int
+	Residuals Residuals
+	kind      error
+}
+
+func (e *SolveError) Error() string {
+	return fmt.Sprintf("%v: %s stopped at iteration %d (relative primal residual %.2g, dual residual %.2g, gap %.2g)",
+		e.kind, e.Phase, e.Iteration, e.Residuals.Primal, e.Residuals.Dual, e.Residuals.Gap)
+}
+
+// Unwrap returns the outcome's Err value.
+func (e *SolveError) Unwrap() error { return e.kind }
 
 func (s *InteriorPoint) tol() float64 {
 	if s.Tolerance > 0 {
@@ -93,8 +183,8 @@ func (s *InteriorPoint) tol() float64 {
 	return 1e-9
 }
 
-// defaultMaxIter bounds each interior-point run; a well-posed problem needs
-// 10 to 50 iterations.
+// defaultMaxIter bounds the interior-point iterations; a well-posed
+// problem needs 10 to 60.
 const defaultMaxIter = 200
 
 func (s *InteriorPoint) maxIter() int {
@@ -104,31 +194,26 @@ func (s *InteriorPoint) maxIter() int {
 	return defaultMaxIter
 }
 
-// fail turns a context or factorisation error into a status.
-func (s *InteriorPoint) fail(ctx context.Context, err error, res *ipmResult) (*Solution, error) {
-	iters := 0
-	if res != nil {
-		iters = res.iters
+// fail turns a context or factorisation error into a status, with the best
+// point when there is one.
+func (s *InteriorPoint) fail(ctx context.Context, err error, res *ipmResult, m *Model) (*Solution, error) {
+	sol := &Solution{Status: Failed}
+	if res != nil && res.point {
+		sol = res.solution(m)
 	}
 	if ctx.Err() != nil {
 		if errors.Is(context.Cause(ctx), errTimeLimit) {
-			return &Solution{Status: TimeLimit, Iterations: iters}, ErrTimeLimit
+			sol.Status = TimeLimit
+			if res != nil {
+				return sol, &SolveError{Phase: res.phase(), Iteration: res.iters, Residuals: res.best, kind: ErrTimeLimit}
+			}
+			return sol, ErrTimeLimit
 		}
-		return &Solution{Status: Cancelled, Iterations: iters}, StatusError(Cancelled, ctx.Err())
+		sol.Status = Cancelled
+		return sol, StatusError(Cancelled, ctx.Err())
 	}
-	return &Solution{Status: Failed, Iterations: iters}, StatusError(Failed, err)
-}
-
-// aux solves an auxiliary LP and returns its objective.
-func (s *InteriorPoint) aux(ctx context.Context, m *Model) (float64, int, error) {
-	res, err := s.run(ctx, m, defaultMaxIter)
-	if err != nil {
-		return 0, 0, err
-	}
-	if res.status != Optimal {
-		return 0, res.iters, errors.New("auxiliary problem did not converge")
-	}
-	return m.ObjectiveValue(res.sf.modelX(res.x)), res.iters, nil
+	sol.Status = Failed
+	return sol, StatusError(Failed, err)
 }
 
 func rowScale(m *Model) float64 {
@@ -146,8 +231,8 @@ func rowScale(m *Model) float64 {
 // InfeasibilityModel returns the LP that minimises the total violation
 // p + n of m's rows over m's variable bounds. It is always feasible and
 // bounded; m is feasible exactly when its optimum is 0. InteriorPoint uses
-// it to certify infeasibility, and tests use it to check any backend's
-// verdict.
+// it to tell an unbounded problem from one that is infeasible and has a
+// ray, and tests use it to check any backend's verdict.
 func InfeasibilityModel(m *Model) *Model {
 	a := NewModel(Minimize)
 	for j := range m.obj {
@@ -166,7 +251,8 @@ func InfeasibilityModel(m *Model) *Model {
 // minimisation) over the recession directions r of m's feasible set with
 // -1 <= r <= 1. It is always feasible and bounded; a negative optimum is a
 // direction of unbounded improvement, so a feasible m is unbounded exactly
-// when the optimum is negative.
+// when the optimum is negative. Tests use it to check any backend's
+// verdict.
 func RayModel(m *Model) *Model {
 	a := NewModel(Minimize)
 	for j := range m.obj {
@@ -198,18 +284,47 @@ type ipmResult struct {
 	sf     *stdForm
 	status Status
 	iters  int
-	x, y   []float64
+	// The best point (scaled std form) and its residuals.
+	x, y  []float64
+	tau   float64
+	best  Residuals
+	point bool // x, y and tau hold a point
+	// started says whether the iterations began (else the time went to the
+	// analysis).
+	started bool
+}
+
+func (r *ipmResult) phase() string {
+	if r.started {
+		return "interior point"
+	}
+	return "analysis (standard form, ordering)"
+}
+
+// objective returns the minimisation objective c'x of the std form in
+// model units (fixed variables left out).
+func (r *ipmResult) objective() float64 {
+	sf := r.sf
+	x := sf.unscaleX(r.x, r.tau)
+	v := 0.0
+	for j, xj := range x {
+		v += sf.c[j] * sf.cScale / sf.colScale[j] * xj
+	}
+	return v
 }
 
 func (r *ipmResult) solution(m *Model) *Solution {
-	sol := &Solution{Status: r.status, Iterations: r.iters}
-	sol.X = r.sf.modelX(r.x)
+	sol := &Solution{Status: r.status, Iterations: r.iters, Residuals: r.best}
+	if !r.point {
+		return sol
+	}
+	sol.X = r.sf.modelX(r.sf.unscaleX(r.x, r.tau))
 	// Interior iterates meet the bounds up to the tolerance; put them
 	// exactly inside.
 	for j, v := range sol.X {
 		sol.X[j] = min(max(v, m.colLo[j]), m.colUp[j])
 	}
-	sol.Duals = r.sf.modelDuals(r.y)
+	sol.Duals = r.sf.modelDuals(r.sf.unscaleY(r.y, r.tau))
 	sol.ReducedCosts = make([]float64, len(m.obj))
 	copy(sol.ReducedCosts, m.obj)
 	for i := range m.rowLo {
@@ -222,38 +337,102 @@ func (r *ipmResult) solution(m *Model) *Solution {
 	return sol
 }
 
+// stallIterations is how many iterations without a better point make a
+// solve give up.
+const stallIterations = 30
+
+// nearTolerance is how far above the tolerance the best point of a solve
+// whose iterates stop improving may be and still count as optimal: near
+// the optimum the normal equations grow as ill-conditioned as the
+// complementarity is small, and the last digit the tolerance asks for is
+// sometimes out of reach of double precision. Solution.Residuals reports
+// what was reached.
+const nearTolerance = 10
+
 // run is one interior-point solve of m in at most maxIter iterations. It
-// returns status Optimal, IterationLimit when it ran out of iterations, or
-// Failed when the iterates diverged (the problem is infeasible or
-// unbounded).
+// returns status Optimal, Infeasible, Unbounded (a ray: the dual is
+// infeasible), IterationLimit, or Failed when the iterates stopped making
+// progress; res.x is then the best point.
 func (s *InteriorPoint) run(ctx context.Context, mod *Model, maxIter int) (*ipmResult, error) {
-	sf := newStdForm(mod)
-	ne, err := newNormalEq(sf)
+	sf, err := newStdForm(ctx, mod)
 	if err != nil {
 		return nil, err
 	}
-	it := newIterate(sf, ne)
 	res := &ipmResult{sf: sf, status: IterationLimit}
-	if err := it.start(); err != nil {
+	ne, err := newNormalEq(ctx, sf)
+	if err != nil {
 		return res, err
 	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	h := newHSD(sf, ne, s.tol())
+	if err := h.start(); err != nil {
+		return res, err
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	res.started = true
 	tol := s.tol()
-	for res.iters = 0; res.iters < maxIter; res.iters++ {
+	bestMerit := math.Inf(1)
+	bestIter := 0
+	keep := func(mm measures) {
+		res.point = true
+		res.x = append(res.x[:0], h.x...)
+		res.y = append(res.y[:0], h.y...)
+		res.tau = h.tau
+		res.best = Residuals{Primal: mm.primal, Dual: mm.dual, Gap: mm.gap}
+	}
+	small := 0
+	for res.iters = 0; ; res.iters++ {
+		h.residuals()
+		mm := h.measure()
+		if merit := mm.worst(); merit < bestMerit || !res.point {
+			if merit < 0.9*bestMerit {
+				bestIter = res.iters
+			}
+			bestMerit = min(bestMerit, merit)
+			keep(mm)
+		}
+		if mm.worst() <= tol {
+			res.status = Optimal
+			return res, nil
+		}
+		if st := h.infeasibility(max(tol, 1e-8)); st != Optimal {
+			res.status = st
+			return res, nil
+		}
+		if res.iters >= maxIter {
+			res.status = IterationLimit
+			return res, nil
+		}
+		// A direction that wrecks a near-optimal point means the normal
+		// equations have lost their accuracy: stop at once.
+		wrecked := bestMerit <= nearTolerance*tol && mm.worst() > 1e3*bestMerit
+		if res.iters-bestIter > stallIterations || small >= 5 || wrecked {
+			res.status = Failed
+			if bestMerit <= nearTolerance*tol {
+				res.status = Optimal
+			}
+			return res, nil
+		}
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		if it.converged(tol) {
-			res.status = Optimal
-			break
-		}
-		if it.diverged() {
-			res.status = Failed
-			break
-		}
-		if err := it.step(); err != nil {
+		alpha, err := h.step()
+		if err != nil {
 			return res, err
 		}
+		if traceIPM != nil {
+			p, d := h.objectives()
+			traceIPM("it %3d  p %.6e d %.6e  tau %.2e kappa %.2e mu %.2e  alpha %.3f  primal %.1e dual %.1e gap %.1e  |rp| %.1e |rl| %.1e |ru| %.1e |rd| %.1e\n",
+				res.iters, p/h.tau, d/h.tau, h.tau, h.kappa, h.mu(), alpha, mm.primal, mm.dual, mm.gap, normInf(h.rp), normInf(h.rl), normInf(h.ru), normInf(h.rd))
+		}
+		if alpha < 1e-8 {
+			small++
+		} else {
+			small = 0
+		}
 	}
-	res.x, res.y = it.x, it.y
-	return res, nil
 }

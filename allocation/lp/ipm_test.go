@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/gpusched/gpusched/allocation/lp"
 	"github.com/gpusched/gpusched/allocation/lp/lptest"
@@ -70,6 +71,10 @@ func TestInteriorPointLimits(t *testing.T) {
 	if !errors.Is(err, lp.ErrIterationLimit) || sol.Status != lp.IterationLimit || len(sol.X) != m.NumVars() {
 		t.Fatalf("got %v, %v", sol, err)
 	}
+	var se *lp.SolveError
+	if !errors.As(err, &se) || se.Phase != "interior point" || se.Iteration != 2 || se.Residuals != sol.Residuals || sol.Residuals.Primal <= 0 {
+		t.Fatalf("error %#v, residuals %+v", err, sol.Residuals)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	sol, err = (&lp.InteriorPoint{}).Solve(ctx, m)
@@ -84,5 +89,56 @@ func TestInteriorPointLimits(t *testing.T) {
 	bad.AddVar(0, 1, math.NaN())
 	if sol, err := (&lp.InteriorPoint{}).Solve(context.Background(), bad); !errors.Is(err, lp.ErrInvalidModel) || sol != nil {
 		t.Fatalf("got %v, %v", sol, err)
+	}
+}
+
+// A tolerance below what rounding allows: the solve stops when its iterates
+// make no more progress and returns its best point, its residuals and the
+// phase that stalled.
+func TestInteriorPointStall(t *testing.T) {
+	m := lptest.Random(1001, 120, 150)
+	ref, err := (&lp.InteriorPoint{}).Solve(context.Background(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sol, err := (&lp.InteriorPoint{Tolerance: 1e-18}).Solve(context.Background(), m)
+	var se *lp.SolveError
+	if !errors.As(err, &se) || !errors.Is(err, lp.ErrNumerical) || sol.Status != lp.Failed {
+		t.Fatalf("got status %v, %v", sol.Status, err)
+	}
+	if se.Phase != "interior point (no progress)" || se.Residuals != sol.Residuals || se.Iteration != sol.Iterations {
+		t.Errorf("error %+v, solution residuals %+v after %d iterations", se, sol.Residuals, sol.Iterations)
+	}
+	// The best point is as good as the converged one.
+	if r := sol.Residuals; max(r.Primal, r.Dual, r.Gap) > 1e-9 || !lptest.RelClose(sol.Objective, ref.Objective, 1e-8) {
+		t.Errorf("best point: objective %v (converged %v), residuals %+v", sol.Objective, ref.Objective, r)
+	}
+	if v := lp.CheckFeasible(m, sol.X); v > 1e-7 {
+		t.Errorf("best point violates the constraints by %g", v)
+	}
+}
+
+// MaxSeconds stops a long solve at an iteration boundary after the limit,
+// with the best point so far.
+func TestInteriorPointTimeLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a 20,000-job LP")
+	}
+	m := lptest.Allocation(2, 20000, 8)
+	const limit = 0.3
+	start := time.Now()
+	sol, err := (&lp.InteriorPoint{Options: lp.Options{MaxSeconds: limit}}).Solve(context.Background(), m)
+	elapsed := time.Since(start).Seconds()
+	if !errors.Is(err, lp.ErrTimeLimit) || sol == nil || sol.Status != lp.TimeLimit {
+		t.Fatalf("got %v, %v", sol, err)
+	}
+	// Within 10% plus one iteration: an iteration of this size takes well
+	// under a second even on a loaded machine.
+	t.Logf("%.2f s, %d iterations", elapsed, sol.Iterations)
+	if elapsed > 1.1*limit+1 {
+		t.Errorf("returned after %.2f s with a limit of %v s (%d iterations)", elapsed, limit, sol.Iterations)
+	}
+	if sol.Iterations > 0 && len(sol.X) != m.NumVars() {
+		t.Errorf("%d iterations but no point", sol.Iterations)
 	}
 }

@@ -1,6 +1,7 @@
 package lp
 
 import (
+	"context"
 	"math"
 	"slices"
 
@@ -21,7 +22,7 @@ type normalEq struct {
 	pairPos []int
 }
 
-func newNormalEq(sf *stdForm) (*normalEq, error) {
+func newNormalEq(ctx context.Context, sf *stdForm) (*normalEq, error) {
 	m, n := sf.m, sf.n
 	ne := &normalEq{sf: sf}
 	// The pattern of the upper triangle: every diagonal and every pair of
@@ -30,6 +31,9 @@ func newNormalEq(sf *stdForm) (*normalEq, error) {
 	numPairs := 0
 	bucket := make([]int, m+1)
 	for j := range n {
+		if j&4095 == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		for a := sf.colPtr[j]; a < sf.colPtr[j+1]; a++ {
 			for b := a; b < sf.colPtr[j+1]; b++ {
 				bucket[max(sf.rowIdx[a], sf.rowIdx[b])+1]++
@@ -75,7 +79,10 @@ func newNormalEq(sf *stdForm) (*normalEq, error) {
 		}
 		colPtr[hi+1] = len(rowIdx)
 	}
-	chol, err := sparse.Analyze(m, colPtr, rowIdx)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	chol, err := sparse.AnalyzeContext(ctx, m, colPtr, rowIdx)
 	if err != nil {
 		return nil, err
 	}

@@ -108,6 +108,18 @@ type Solution struct {
 	// Iterations is the solver's iteration count (simplex pivots or
 	// interior-point steps).
 	Iterations int
+	// Residuals says how far X and Duals are from optimal, for solvers that
+	// measure it (InteriorPoint does): zero for an exact optimum.
+	Residuals Residuals
+}
+
+// Residuals are the relative distances of a point from optimality that an
+// interior-point method measures on its scaled problem: the largest
+// violation of the rows and bounds relative to 1 + the largest right-hand
+// side or bound, the largest violation of the dual constraints relative to
+// 1 + the largest cost, and the duality gap relative to 1 + the objective.
+type Residuals struct {
+	Primal, Dual, Gap float64
 }
 
 // Solver solves linear programs. Implementations return a Solution with

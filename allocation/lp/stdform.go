@@ -1,27 +1,32 @@
 package lp
 
-import "math"
+import (
+	"context"
+	"math"
+)
 
 // stdForm is a model rewritten for the interior-point method as
 //
 //	minimise c'x  subject to  A x = b,  l <= x <= u
 //
 // with a slack column for each inequality row (a x - s = 0 with the row's
-// bounds on s), free variables split in two nonnegative ones, fixed
-// variables substituted, and free rows dropped. Bounds are kept as they are
-// rather than shifted to zero, so that a huge bound far from the optimum
-// does not cost precision. The maps below take a solution back to the
-// model.
+// bounds on s), fixed variables substituted, and free rows dropped
+// (l = -Inf or u = +Inf where a side is open; free variables stay free and
+// are regularised by the solver, see hsd.go). Bounds
+// are kept as they are rather than shifted to zero, so that a huge bound
+// far from the optimum does not cost precision in b. The problem is then
+// scaled (see scale.go). The maps below take a solution back to the model.
 type stdForm struct {
 	m, n int
 	// A in compressed sparse column form.
 	colPtr, rowIdx []int
 	vals           []float64
-	b, c, l, u     []float64 // l = -Inf or u = +Inf where a side is open
-	// Back to the model: x_orig[j] = fixed[j] + sum over the std columns k
-	// of variable j of sign[k] * x[k].
-	colVar  []int     // model variable of each std column, -1 for a slack
-	colSign []float64 // +1 or -1
+	b, c, l, u     []float64
+	hasL, hasU     []bool
+	// Back to the model: x_model[v] = fixed[v] + sum over the std columns k
+	// of variable v of colSign[k] * x[k] (x unscaled).
+	colVar  []int     // model variable of each std column, -1 for a slack or a copy
+	colSign []float64 // +1 (kept for copies and future reflections)
 	fixed   []float64 // per model variable
 	rowOf   []int     // std row of each model row, -1 if dropped
 	// removed lists the model rows dropped as dependent equalities; the
@@ -29,6 +34,10 @@ type stdForm struct {
 	removed []int
 	// objSign is -1 for a maximisation (c was negated).
 	objSign float64
+	// Scaling: the solver sees R A S, R b, S c / cScale and S^-1 l,
+	// S^-1 u (see scale.go).
+	rowScale, colScale []float64
+	cScale             float64
 }
 
 // entry is one nonzero of a column.
@@ -37,8 +46,8 @@ type entry struct {
 	val float64
 }
 
-// newStdForm rewrites a valid model.
-func newStdForm(mod *Model) *stdForm {
+// newStdForm rewrites a valid model. It checks ctx between its passes.
+func newStdForm(ctx context.Context, mod *Model) (*stdForm, error) {
 	s := &stdForm{objSign: 1}
 	if mod.sense == Maximize {
 		s.objSign = -1
@@ -54,9 +63,6 @@ func newStdForm(mod *Model) *stdForm {
 		case lo == up:
 			s.fixed[j] = lo
 			first[j] = -1
-		case math.IsInf(lo, -1) && math.IsInf(up, 1):
-			s.addCol(j, 1, c, 0, math.Inf(1))
-			s.addCol(j, -1, -c, 0, math.Inf(1))
 		default:
 			s.addCol(j, 1, c, lo, up)
 		}
@@ -65,6 +71,11 @@ func newStdForm(mod *Model) *stdForm {
 	cols := make([][]entry, len(s.c))
 	var eqRows []int // std rows without a slack
 	for i := range mod.rowLo {
+		if i&1023 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		idx, val := mod.Row(i)
 		lo, up := mod.rowLo[i], mod.rowUp[i]
 		if math.IsInf(lo, -1) && math.IsInf(up, 1) {
@@ -76,15 +87,15 @@ func newStdForm(mod *Model) *stdForm {
 		s.m++
 		shift := 0.0
 		for k, j := range idx {
-			if first[j] < 0 {
+			if val[k] == 0 {
+				continue
+			}
+			f := first[j]
+			if f < 0 {
 				shift += val[k] * s.fixed[j]
 				continue
 			}
-			cols[first[j]] = append(cols[first[j]], entry{r, val[k]})
-			if q := first[j] + 1; q < len(s.colVar) && s.colVar[q] == j {
-				// The negative half of a split free variable.
-				cols[q] = append(cols[q], entry{r, -val[k]})
-			}
+			cols[f] = append(cols[f], entry{r, val[k]})
 		}
 		lo, up = lo-shift, up-shift
 		if lo == up {
@@ -97,6 +108,10 @@ func newStdForm(mod *Model) *stdForm {
 		cols = append(cols, []entry{{r, -1}})
 		s.addCol(-1, 1, 0, lo, up)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.scale(cols)
 	cols = s.dropDependentRows(cols, eqRows)
 	cols = s.splitDense(cols)
 	s.n = len(s.c)
@@ -112,7 +127,13 @@ func newStdForm(mod *Model) *stdForm {
 			s.vals[s.colPtr[j]+k] = e.val
 		}
 	}
-	return s
+	s.hasL = make([]bool, s.n)
+	s.hasU = make([]bool, s.n)
+	for j := range s.n {
+		s.hasL[j] = !math.IsInf(s.l[j], -1)
+		s.hasU[j] = !math.IsInf(s.u[j], 1)
+	}
+	return s, nil
 }
 
 // dependentPivot is the relative Cholesky pivot of A_eq A_eq' below which
@@ -121,8 +142,8 @@ const dependentPivot = 1e-9
 
 // dropDependentRows removes equality rows that are numerically combinations
 // of other equality rows, found as the dropped pivots of a Cholesky
-// factorisation of A_eq A_eq' (rows with a slack are independent of
-// everything). Such rows would make the normal equations singular. A
+// factorisation of A_eq A_eq' of the scaled matrix (rows with a slack are
+// independent of everything). Such rows would make the normal equations singular. A
 // dropped row is either redundant or contradicts the others; the solver
 // checks the solution against it.
 func (s *stdForm) dropDependentRows(cols [][]entry, eqRows []int) [][]entry {
@@ -146,7 +167,7 @@ func (s *stdForm) dropDependentRows(cols [][]entry, eqRows []int) [][]entry {
 		}
 		t.colPtr[j+1] = len(t.rowIdx)
 	}
-	ne, err := newNormalEq(t)
+	ne, err := newNormalEq(context.Background(), t)
 	if err != nil {
 		return cols
 	}
@@ -169,10 +190,11 @@ func (s *stdForm) dropDependentRows(cols [][]entry, eqRows []int) [][]entry {
 		if !drop[r] {
 			newRow[r] = k
 			s.b[k] = s.b[r]
+			s.rowScale[k] = s.rowScale[r]
 			k++
 		}
 	}
-	s.m, s.b = k, s.b[:k]
+	s.m, s.b, s.rowScale = k, s.b[:k], s.rowScale[:k]
 	for j, es := range cols {
 		kept := es[:0]
 		for _, en := range es {
@@ -219,9 +241,11 @@ func (s *stdForm) splitDense(cols [][]entry) [][]entry {
 			chunk := es[start:min(start+splitChunk, len(es))]
 			k := len(s.c)
 			s.addCol(-1, 1, 0, s.l[j], s.u[j])
+			s.colScale = append(s.colScale, s.colScale[j])
 			row := s.m
 			s.m++
 			s.b = append(s.b, 0)
+			s.rowScale = append(s.rowScale, 1)
 			// x_prev - x_k = 0.
 			cols[prev] = append(cols[prev], entry{row, 1})
 			cols = append(cols, append(append([]entry(nil), chunk...), entry{row, -1}))
@@ -239,7 +263,26 @@ func (s *stdForm) addCol(v int, sign, c, l, u float64) {
 	s.u = append(s.u, u)
 }
 
-// modelX maps a std solution back to the model's variables.
+// unscaleX returns the std-form x in unscaled units.
+func (s *stdForm) unscaleX(x []float64, tau float64) []float64 {
+	out := make([]float64, s.n)
+	for j, v := range x {
+		out[j] = v * s.colScale[j] / tau
+	}
+	return out
+}
+
+// unscaleY returns the std-form row duals in unscaled units (minimisation
+// sense).
+func (s *stdForm) unscaleY(y []float64, tau float64) []float64 {
+	out := make([]float64, s.m)
+	for i, v := range y {
+		out[i] = v * s.rowScale[i] * s.cScale / tau
+	}
+	return out
+}
+
+// modelX maps an unscaled std solution back to the model's variables.
 func (s *stdForm) modelX(x []float64) []float64 {
 	out := make([]float64, len(s.fixed))
 	copy(out, s.fixed)
@@ -251,8 +294,8 @@ func (s *stdForm) modelX(x []float64) []float64 {
 	return out
 }
 
-// modelDuals maps std row duals back to the model's rows, in the sign
-// convention of Solution.
+// modelDuals maps unscaled std row duals back to the model's rows, in the
+// sign convention of Solution.
 func (s *stdForm) modelDuals(y []float64) []float64 {
 	out := make([]float64, len(s.rowOf))
 	for i, r := range s.rowOf {

@@ -13,6 +13,7 @@
 package sparse
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -66,6 +67,12 @@ const (
 // Every diagonal entry must be present. Factor then takes values in the
 // same order.
 func Analyze(n int, colPtr, rowIdx []int) (*Cholesky, error) {
+	return AnalyzeContext(context.Background(), n, colPtr, rowIdx)
+}
+
+// AnalyzeContext is Analyze that stops with ctx's error when ctx ends (the
+// ordering of a large matrix can take seconds).
+func AnalyzeContext(ctx context.Context, n int, colPtr, rowIdx []int) (*Cholesky, error) {
 	if len(colPtr) != n+1 || colPtr[n] != len(rowIdx) {
 		return nil, fmt.Errorf("sparse: pattern of %d columns has %d column pointers and %d entries", n, len(colPtr), len(rowIdx))
 	}
@@ -87,7 +94,14 @@ func Analyze(n int, colPtr, rowIdx []int) (*Cholesky, error) {
 		}
 	}
 	c := &Cholesky{n: n}
-	c.perm = minimumDegree(n, colPtr, rowIdx)
+	perm, err := minimumDegree(ctx, n, colPtr, rowIdx)
+	if err != nil {
+		return nil, err
+	}
+	c.perm = perm
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	c.iperm = make([]int, n)
 	for k, i := range c.perm {
 		c.iperm[i] = k

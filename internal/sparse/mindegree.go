@@ -1,6 +1,9 @@
 package sparse
 
-import "slices"
+import (
+	"context"
+	"slices"
+)
 
 // minimumDegree returns a fill-reducing elimination order of the symmetric
 // pattern given by its upper triangle: repeatedly eliminate a node of least
@@ -8,7 +11,7 @@ import "slices"
 // Nodes wait in degree buckets (doubly linked lists), so each degree change
 // costs O(1); within a bucket the most recently updated node goes first.
 // The order is deterministic.
-func minimumDegree(n int, colPtr, rowIdx []int) []int {
+func minimumDegree(ctx context.Context, n int, colPtr, rowIdx []int) ([]int, error) {
 	adj := make([]map[int]struct{}, n)
 	for i := range adj {
 		adj[i] = map[int]struct{}{}
@@ -28,6 +31,11 @@ func minimumDegree(n int, colPtr, rowIdx []int) []int {
 	order := make([]int, 0, n)
 	var nbrs []int
 	for len(order) < n {
+		if len(order)&255 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		v := b.popMin()
 		order = append(order, v)
 		nbrs = nbrs[:0]
@@ -50,7 +58,7 @@ func minimumDegree(n int, colPtr, rowIdx []int) []int {
 		}
 		adj[v] = nil
 	}
-	return order
+	return order, nil
 }
 
 // buckets holds nodes by degree in doubly linked lists.

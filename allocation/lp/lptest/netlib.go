@@ -18,10 +18,10 @@ import (
 // expected status and, for optimal problems, the optimal objective
 // (objective constant included).
 type NetlibProblem struct {
-	Name                  string
-	Rows, Cols, Nonzeros  int
-	Status                lp.Status
-	Objective             float64
+	Name                 string
+	Rows, Cols, Nonzeros int
+	Status               lp.Status
+	Objective            float64
 	// Path is the gzip-compressed MPS file.
 	Path string
 }

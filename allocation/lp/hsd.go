@@ -1,0 +1,720 @@
+package lp
+
+import "math"
+
+// hsd is the homogeneous self-dual interior-point method on a scaled
+// stdForm (minimise c'x subject to A x = b, l <= x <= u). The homogeneous
+// model (Y. Ye, M. J. Todd and S. Mizuno, "An O(sqrt(n)L)-iteration
+// homogeneous and self-dual linear programming algorithm", Math. Oper.
+// Res. 19, 1994; X. Xu, P.-F. Hung and Y. Ye, "A simplified homogeneous
+// and self-dual linear programming algorithm and its implementation",
+// Annals Oper. Res. 62, 1996; with upper bounds as in E. D. Andersen and
+// K. D. Andersen, "The MOSEK interior point optimizer for linear
+// programming: an implementation of the homogeneous algorithm", High
+// Performance Optimization, 2000) adds a scale tau and a gap variable kappa:
+//
+//	A x - b tau = 0
+//	x - g - l tau = 0                   (columns with a lower bound)
+//	x + w - u tau = 0                   (columns with an upper bound)
+//	A'y + z - v - c tau = 0
+//	-c'x + b'y + l'z - u'v - kappa = 0
+//	g, z, w, v, tau, kappa >= 0,  g z = 0,  w v = 0,  tau kappa = 0.
+//
+// It always has a solution: with tau > 0, (x, y, z, v) / tau is optimal for
+// the LP; with tau = 0 and kappa > 0, y is a Farkas certificate of primal
+// infeasibility (b'y + l'z - u'v > 0 with A'y + z - v = 0) or x a ray that
+// proves the dual infeasible (c'x < 0 with A x = 0). Bounds are not shifted
+// to zero (the gap g = x - l tau is a variable of its own), so a huge bound
+// far from the optimum costs no precision. A free variable has no
+// complementarity pair, so its diagonal in the Newton system is 0; it gets
+// the primal regularisation min(freeReg, mu) instead (A. Altman and J. Gondzio,
+// "Regularized symmetric indefinite systems in interior point methods for
+// linear and quadratic optimization", Optim. Methods Softw. 11, 1999),
+// whose error the next iterations' residuals correct, rather than being
+// split into two nonnegative parts that drift apart without bound. Each iteration is one
+// Mehrotra predictor-corrector step (S. Mehrotra, "On the implementation of
+// a primal-dual interior point method", SIAM J. Optim. 2(4), 1992) whose
+// Newton system reduces to the normal equations A Theta A' solved twice
+// with one factorisation, for the ordinary direction and the tau direction.
+type hsd struct {
+	sf         *stdForm
+	ne         *normalEq
+	n, m       int
+	hasL, hasU []bool
+	pairs      int
+	x, g, w    []float64
+	z, v, y    []float64
+	tau, kappa float64
+	// Residuals rp = b tau - A x, rl = l tau - x + g, ru = u tau - x - w,
+	// rd = c tau - A'y - z + v, rg = kappa + c'x - b'y - l'z + u'v.
+	rp, rl, ru, rd []float64
+	rg             float64
+	// Sizes of the terms of the residuals, below which rounding makes them
+	// meaningless: max_i sum_j |a_ij x_j| and max_j (sum_i |a_ij y_i| + z_j
+	// + v_j).
+	sizeAx, sizeAy float64
+	absAx          []float64
+	// The Newton system is solved with every column shifted by sh, its
+	// bound nearer to being active (0 for a split free variable):
+	// dx = dxi + sh dtau, so that the terms of the bound that is active,
+	// (z/g) l and (z/g) l^2, which are huge and cancel, do not arise (see
+	// direction). bs = b - A sh.
+	sh, bs []float64
+	// Work space.
+	theta, chat, hl, hu, rho []float64
+	p1, q1, r1               []float64
+	p2, q2                   []float64
+	dx, dg, dz, dw, dv       []float64
+	dy                       []float64
+	dtau, dkappa             float64
+	ag, az, aw, av           []float64
+	atau, akappa             float64
+	xiGZ, xiWV               []float64
+	saved                    [][]float64
+	savedTau, savedKappa     float64
+	cgr, cgz, cgp, cgq       []float64
+	cgt                      []float64
+	normB, normC, normL      float64
+	normU                    float64
+	// tol is the stopping tolerance, which sets how exactly the normal
+	// equations are solved.
+	tol float64
+}
+
+func newHSD(sf *stdForm, ne *normalEq, tol float64) *hsd {
+	n, m := sf.n, sf.m
+	vec := func(k int) []float64 { return make([]float64, k) }
+	h := &hsd{sf: sf, ne: ne, n: n, m: m, hasL: sf.hasL, hasU: sf.hasU, tol: tol}
+	for j := range n {
+		if h.hasL[j] {
+			h.pairs++
+			h.normL = max(h.normL, math.Abs(sf.l[j]))
+		}
+		if h.hasU[j] {
+			h.pairs++
+			h.normU = max(h.normU, math.Abs(sf.u[j]))
+		}
+	}
+	h.pairs++ // tau kappa
+	h.x, h.g, h.w, h.z, h.v, h.y = vec(n), vec(n), vec(n), vec(n), vec(n), vec(m)
+	h.rp, h.rl, h.ru, h.rd = vec(m), vec(n), vec(n), vec(n)
+	h.theta, h.chat, h.hl, h.hu, h.rho = vec(n), vec(n), vec(n), vec(n), vec(n)
+	h.sh, h.bs = vec(n), vec(m)
+	h.absAx = vec(m)
+	h.p1, h.q1, h.r1 = vec(m), vec(m), vec(m)
+	h.p2, h.q2 = vec(n), vec(n)
+	h.dx, h.dg, h.dz, h.dw, h.dv, h.dy = vec(n), vec(n), vec(n), vec(n), vec(n), vec(m)
+	h.ag, h.az, h.aw, h.av = vec(n), vec(n), vec(n), vec(n)
+	h.xiGZ, h.xiWV = vec(n), vec(n)
+	h.cgr, h.cgz, h.cgp, h.cgq, h.cgt = vec(m), vec(m), vec(m), vec(m), vec(n)
+	h.normB = normInf(sf.b)
+	h.normC = normInf(sf.c)
+	return h
+}
+
+// aMul sets out = A v; atMul sets out = A'y.
+func (h *hsd) aMul(v, out []float64) {
+	sf := h.sf
+	clear(out)
+	for j := range sf.n {
+		if v[j] == 0 {
+			continue
+		}
+		for a := sf.colPtr[j]; a < sf.colPtr[j+1]; a++ {
+			out[sf.rowIdx[a]] += sf.vals[a] * v[j]
+		}
+	}
+}
+
+func (h *hsd) atMul(y, out []float64) {
+	sf := h.sf
+	for j := range sf.n {
+		s := 0.0
+		for a := sf.colPtr[j]; a < sf.colPtr[j+1]; a++ {
+			s += sf.vals[a] * y[sf.rowIdx[a]]
+		}
+		out[j] = s
+	}
+}
+
+// start sets a Mehrotra-style starting point: the least-norm x of A x = b
+// and the least-squares duals, with gaps and bound duals shifted into the
+// positive orthant, and tau = kappa = 1.
+func (h *hsd) start() error {
+	sf := h.sf
+	n := h.n
+	for j := range n {
+		h.theta[j] = 1
+	}
+	if err := h.ne.factor(h.theta); err != nil {
+		return err
+	}
+	// x = A'(AA')^-1 b.
+	copy(h.dy, sf.b)
+	h.ne.solve(h.dy)
+	h.atMul(h.dy, h.x)
+	// y = (AA')^-1 A c, z - v = c - A'y.
+	h.aMul(sf.c, h.y)
+	h.ne.solve(h.y)
+	h.atMul(h.y, h.rd)
+	minP, minD := math.Inf(1), math.Inf(1)
+	for j := range n {
+		d := sf.c[j] - h.rd[j]
+		h.g[j], h.z[j], h.w[j], h.v[j] = 0, 0, 0, 0
+		switch {
+		case h.hasL[j] && h.hasU[j]:
+			h.z[j], h.v[j] = d/2, -d/2
+		case h.hasL[j]:
+			h.z[j] = d
+		case h.hasU[j]:
+			h.v[j] = -d
+		}
+		if h.hasL[j] {
+			h.g[j] = h.x[j] - sf.l[j]
+			minP, minD = min(minP, h.g[j]), min(minD, h.z[j])
+		}
+		if h.hasU[j] {
+			h.w[j] = sf.u[j] - h.x[j]
+			minP, minD = min(minP, h.w[j]), min(minD, h.v[j])
+		}
+	}
+	dp, dd := max(-1.5*minP, 0), max(-1.5*minD, 0)
+	prod, sp, sd := 0.0, 0.0, 0.0
+	for j := range n {
+		if h.hasL[j] {
+			prod += (h.g[j] + dp) * (h.z[j] + dd)
+			sp += h.g[j] + dp
+			sd += h.z[j] + dd
+		}
+		if h.hasU[j] {
+			prod += (h.w[j] + dp) * (h.v[j] + dd)
+			sp += h.w[j] + dp
+			sd += h.v[j] + dd
+		}
+	}
+	hp, hd := 0.0, 0.0
+	if sd > 0 {
+		hp = 0.5 * prod / sd
+	}
+	if sp > 0 {
+		hd = 0.5 * prod / sp
+	}
+	const floor = 1e-2
+	for j := range n {
+		if h.hasL[j] {
+			h.g[j] = max(h.g[j]+dp+hp, floor)
+			h.z[j] = max(h.z[j]+dd+hd, floor)
+		}
+		if h.hasU[j] {
+			h.w[j] = max(h.w[j]+dp+hp, floor)
+			h.v[j] = max(h.v[j]+dd+hd, floor)
+		}
+		if h.hasL[j] && h.hasU[j] {
+			// Keep the gaps within the box when the shift overshoots.
+			if width := sf.u[j] - sf.l[j]; h.g[j]+h.w[j] > 1.5*width {
+				h.g[j], h.w[j] = max(width/2, floor), max(width/2, floor)
+				h.x[j] = sf.l[j] + width/2
+			}
+		}
+	}
+	h.tau, h.kappa = 1, 1
+	return nil
+}
+
+// residuals computes rp, rl, ru, rd and rg, and the sizes of their terms.
+func (h *hsd) residuals() {
+	sf := h.sf
+	clear(h.rp)
+	clear(h.absAx)
+	h.sizeAy = 0
+	h.rg = h.kappa - dot(sf.b, h.y)
+	for j := range h.n {
+		xj := h.x[j]
+		ay, aay := 0.0, 0.0
+		for a := sf.colPtr[j]; a < sf.colPtr[j+1]; a++ {
+			i := sf.rowIdx[a]
+			t := sf.vals[a] * xj
+			h.rp[i] += t
+			h.absAx[i] += math.Abs(t)
+			ty := sf.vals[a] * h.y[i]
+			ay += ty
+			aay += math.Abs(ty)
+		}
+		rd := sf.c[j]*h.tau - ay
+		h.rg += sf.c[j] * xj
+		h.rl[j], h.ru[j] = 0, 0
+		if h.hasL[j] {
+			rd -= h.z[j]
+			aay += h.z[j]
+			h.rl[j] = sf.l[j]*h.tau - xj + h.g[j]
+			h.rg -= sf.l[j] * h.z[j]
+		}
+		if h.hasU[j] {
+			rd += h.v[j]
+			aay += h.v[j]
+			h.ru[j] = sf.u[j]*h.tau - xj - h.w[j]
+			h.rg += sf.u[j] * h.v[j]
+		}
+		h.rd[j] = rd
+		h.sizeAy = max(h.sizeAy, aay)
+	}
+	h.sizeAx = 0
+	for i := range h.rp {
+		h.rp[i] = sf.b[i]*h.tau - h.rp[i]
+		h.sizeAx = max(h.sizeAx, h.absAx[i])
+	}
+}
+
+func (h *hsd) mu() float64 {
+	s := h.tau * h.kappa
+	for j := range h.n {
+		if h.hasL[j] {
+			s += h.g[j] * h.z[j]
+		}
+		if h.hasU[j] {
+			s += h.w[j] * h.v[j]
+		}
+	}
+	return s / float64(h.pairs)
+}
+
+// objectives returns c'x and b'y + l'z - u'v (not divided by tau).
+func (h *hsd) objectives() (p, d float64) {
+	sf := h.sf
+	p = dot(sf.c, h.x)
+	d = dot(sf.b, h.y)
+	for j := range h.n {
+		if h.hasL[j] {
+			d += sf.l[j] * h.z[j]
+		}
+		if h.hasU[j] {
+			d -= sf.u[j] * h.v[j]
+		}
+	}
+	return p, d
+}
+
+// measures are the relative distances of the current point from
+// optimality: primal and dual infeasibility and the duality gap.
+type measures struct {
+	primal, dual, gap float64
+}
+
+func (mm measures) worst() float64 { return max(mm.primal, mm.dual, mm.gap) }
+
+// measure computes the optimality measures of x/tau, y/tau (residuals
+// current), in the scaled problem. A residual passes if it is small
+// relative to 1 + the norm of its right-hand side; or, when rounding cannot
+// get it that small because the terms are much larger than the right-hand
+// side (rows with zero right-hand sides and solutions of 1e7), if it is
+// small relative to the size of its terms and its effect on the objective,
+// sum |y_i r_i| for the primal rows and sum |x_j r_j| for the dual ones, is
+// small relative to 1 + |c'x|. The gap is relative to 1 + |c'x|.
+func (h *hsd) measure() measures {
+	t := h.tau
+	p, d := h.objectives()
+	obj := t * (t + math.Abs(p))
+	strict := normInf(h.rp) / (t * (1 + h.normB))
+	loose := normInf(h.rp) / (t + max(t*h.normB, h.sizeAx))
+	effect := 0.0
+	for i, r := range h.rp {
+		effect += math.Abs(h.y[i] * r)
+	}
+	// The bounds, one by one: a huge bound elsewhere says nothing about
+	// how exactly x_j sits at its own.
+	for j := range h.n {
+		ax := math.Abs(h.x[j])
+		if h.hasL[j] {
+			r, l := math.Abs(h.rl[j]), math.Abs(h.sf.l[j])
+			strict = max(strict, r/(t*(1+l)))
+			loose = max(loose, r/(t+max(t*l, ax, h.g[j])))
+		}
+		if h.hasU[j] {
+			r, u := math.Abs(h.ru[j]), math.Abs(h.sf.u[j])
+			strict = max(strict, r/(t*(1+u)))
+			loose = max(loose, r/(t+max(t*u, ax, h.w[j])))
+		}
+	}
+	dStrict := normInf(h.rd) / (t * (1 + h.normC))
+	dLoose := normInf(h.rd) / (t + max(t*h.normC, h.sizeAy))
+	dEffect := 0.0
+	for j := range h.n {
+		dEffect += math.Abs(h.x[j] * h.rd[j])
+		if h.hasL[j] {
+			effect += math.Abs(h.z[j] * h.rl[j])
+		}
+		if h.hasU[j] {
+			effect += math.Abs(h.v[j] * h.ru[j])
+		}
+	}
+	var mm measures
+	mm.primal = min(strict, max(loose, effect/obj))
+	mm.dual = min(dStrict, max(dLoose, dEffect/obj))
+	mm.gap = math.Abs(p-d) / (t + math.Abs(p))
+	return mm
+}
+
+// infeasibility checks the Farkas certificates; it returns Infeasible
+// (primal), Unbounded (a ray: the dual is infeasible) or Optimal for none.
+func (h *hsd) infeasibility(tol float64) Status {
+	if h.tau > h.kappa {
+		return Optimal
+	}
+	sf := h.sf
+	p, d := h.objectives()
+	if d > 0 {
+		// A'y + z - v = c tau - rd.
+		worst := 0.0
+		for j := range h.n {
+			worst = max(worst, math.Abs(sf.c[j]*h.tau-h.rd[j]))
+		}
+		if worst <= tol*d {
+			return Infeasible
+		}
+	}
+	if p < 0 {
+		// A x = b tau - rp; for the ray, x - g = l tau - rl must be >= 0
+		// and x + w = u tau - ru <= 0 where the bounds are finite.
+		worst := 0.0
+		for i := range h.m {
+			worst = max(worst, math.Abs(sf.b[i]*h.tau-h.rp[i]))
+		}
+		for j := range h.n {
+			if h.hasL[j] {
+				worst = max(worst, -h.x[j])
+			}
+			if h.hasU[j] {
+				worst = max(worst, h.x[j])
+			}
+		}
+		if worst <= tol*(-p) {
+			return Unbounded
+		}
+	}
+	return Optimal
+}
+
+// step takes one predictor-corrector step; the residuals are current. It
+// returns the step length.
+func (h *hsd) step() (float64, error) {
+	sf := h.sf
+	n := h.n
+	reg := min(freeReg, h.mu()/(h.tau*h.tau))
+	for j := range n {
+		d := 0.0
+		h.hl[j], h.hu[j] = 0, 0
+		switch {
+		case h.hasL[j] && (!h.hasU[j] || h.g[j] <= h.w[j]):
+			h.sh[j] = sf.l[j]
+		case h.hasU[j]:
+			h.sh[j] = sf.u[j]
+		default:
+			h.sh[j] = 0
+		}
+		if h.hasL[j] {
+			r := h.z[j] / h.g[j]
+			d += r
+			h.hl[j] = r * (sf.l[j] - h.sh[j])
+		}
+		if h.hasU[j] {
+			r := h.v[j] / h.w[j]
+			d += r
+			h.hu[j] = r * (sf.u[j] - h.sh[j])
+		}
+		h.chat[j] = sf.c[j] - h.hl[j] - h.hu[j]
+		if !h.hasL[j] && !h.hasU[j] {
+			xj := h.x[j] / h.tau
+			d = reg / (1 + xj*xj)
+		}
+		h.theta[j] = 1 / max(d, 1e-300)
+	}
+	h.aMul(h.sh, h.bs)
+	for i := range h.bs {
+		h.bs[i] = sf.b[i] - h.bs[i]
+	}
+	if err := h.ne.factor(h.theta); err != nil {
+		return 0, err
+	}
+	// q1 = M^-1 (bs + A Theta chat), q2 = Theta (A'q1 - chat).
+	for j := range n {
+		h.q2[j] = h.theta[j] * h.chat[j]
+	}
+	h.aMul(h.q2, h.q1)
+	axpy(1, h.bs, h.q1)
+	h.ne.solve(h.q1)
+	h.atMul(h.q1, h.q2)
+	for j := range n {
+		h.q2[j] = h.theta[j] * (h.q2[j] - h.chat[j])
+	}
+	h.refine(h.q1, h.q2, h.bs, 1, 1e-3*h.tol*(1+normInf(h.bs)))
+	mu := h.mu()
+	// Predictor: eta = 1, complementarity to zero.
+	for j := range n {
+		h.xiGZ[j] = -h.g[j] * h.z[j]
+		h.xiWV[j] = -h.w[j] * h.v[j]
+	}
+	h.direction(1, -h.tau*h.kappa)
+	alpha := h.stepLength()
+	copy(h.ag, h.dg)
+	copy(h.az, h.dz)
+	copy(h.aw, h.dw)
+	copy(h.av, h.dv)
+	h.atau, h.akappa = h.dtau, h.dkappa
+	muAff := (h.tau + alpha*h.dtau) * (h.kappa + alpha*h.dkappa)
+	for j := range n {
+		if h.hasL[j] {
+			muAff += (h.g[j] + alpha*h.dg[j]) * (h.z[j] + alpha*h.dz[j])
+		}
+		if h.hasU[j] {
+			muAff += (h.w[j] + alpha*h.dw[j]) * (h.v[j] + alpha*h.dv[j])
+		}
+	}
+	muAff /= float64(h.pairs)
+	sigma := 0.0
+	if mu > 0 {
+		r := muAff / mu
+		sigma = min(max(r*r*r, 0), 1)
+	}
+	// Corrector.
+	sm := sigma * mu
+	for j := range n {
+		h.xiGZ[j], h.xiWV[j] = 0, 0
+		if h.hasL[j] {
+			h.xiGZ[j] = sm - h.g[j]*h.z[j] - h.ag[j]*h.az[j]
+		}
+		if h.hasU[j] {
+			h.xiWV[j] = sm - h.w[j]*h.v[j] - h.aw[j]*h.av[j]
+		}
+	}
+	h.direction(1-sigma, sm-h.tau*h.kappa-h.atau*h.akappa)
+	alpha = h.stepLength()
+	if alpha < 0.1 {
+		// The second-order term blocked the step: try the plain centring
+		// direction with more centring and keep the longer step.
+		h.saveDirection()
+		sm = max(sigma, 0.5) * mu
+		for j := range n {
+			h.xiGZ[j], h.xiWV[j] = 0, 0
+			if h.hasL[j] {
+				h.xiGZ[j] = sm - h.g[j]*h.z[j]
+			}
+			if h.hasU[j] {
+				h.xiWV[j] = sm - h.w[j]*h.v[j]
+			}
+		}
+		h.direction(1-sm/mu, sm-h.tau*h.kappa)
+		if a := h.stepLength(); a > alpha {
+			alpha = a
+		} else {
+			h.restoreDirection()
+		}
+	}
+	alpha = min(1, 0.9995*alpha)
+	axpy(alpha, h.dx, h.x)
+	axpy(alpha, h.dy, h.y)
+	for j := range n {
+		if h.hasL[j] {
+			h.g[j] += alpha * h.dg[j]
+			h.z[j] += alpha * h.dz[j]
+		}
+		if h.hasU[j] {
+			h.w[j] += alpha * h.dw[j]
+			h.v[j] += alpha * h.dv[j]
+		}
+	}
+	h.tau += alpha * h.dtau
+	h.kappa += alpha * h.dkappa
+	return alpha, nil
+}
+
+// saveDirection and restoreDirection keep a direction aside.
+func (h *hsd) saveDirection() {
+	if h.saved == nil {
+		h.saved = make([][]float64, 6)
+	}
+	for k, v := range [][]float64{h.dx, h.dy, h.dg, h.dz, h.dw, h.dv} {
+		h.saved[k] = append(h.saved[k][:0], v...)
+	}
+	h.savedTau, h.savedKappa = h.dtau, h.dkappa
+}
+
+func (h *hsd) restoreDirection() {
+	for k, v := range [][]float64{h.dx, h.dy, h.dg, h.dz, h.dw, h.dv} {
+		copy(v, h.saved[k])
+	}
+	h.dtau, h.dkappa = h.savedTau, h.savedKappa
+}
+
+// direction solves the Newton system whose right-hand sides are eta times
+// the residuals and xiGZ, xiWV and xiTK for the complementarity rows:
+//
+//	A dx - b dtau = eta rp,  dx - dg - l dtau = eta rl,  dx + dw - u dtau = eta ru,
+//	A'dy + dz - dv - c dtau = eta rd,  -c'dx + b'dy + l'dz - u'dv - dkappa = eta rg,
+//	Z dg + G dz = xiGZ,  V dw + W dv = xiWV,  kappa dtau + tau dkappa = xiTK.
+//
+// It substitutes dx = dxi + sh dtau: the system in dxi is the same with b,
+// l and u replaced by bs = b - A sh, l - sh and u - sh, and the gap row's
+// right-hand side by eta (rg - sh'rd) (the dual equations turn
+// l'dz - u'dv + b'dy into bs'dy + (l-sh)'dz - (u-sh)'dv + sh'(c dtau +
+// eta rd)). Then with D = G^-1 Z + W^-1 V, Theta = D^-1, hl = G^-1 Z
+// (l - sh), hu = W^-1 V (u - sh) and chat = c - hl - hu: dxi = Theta (A'dy
+// - rho - chat dtau) with rho = eta rd - G^-1 (xiGZ + Z eta rl) + W^-1
+// (xiWV - V eta ru), and M dy = eta rp + A Theta rho + (bs + A Theta chat)
+// dtau, so dy = p1 + q1 dtau and dxi = p2 + q2 dtau (q is computed in
+// step); the gap row gives dtau.
+func (h *hsd) direction(eta, xiTK float64) {
+	sf := h.sf
+	n := h.n
+	kl, ku := 0.0, 0.0 // (l-sh)'G^-1 (xiGZ + Z eta rl) and (u-sh)'W^-1 (xiWV - V eta ru)
+	lam := 0.0         // (l-sh)'hl + (u-sh)'hu
+	shrd := 0.0        // sh'rd
+	for j := range n {
+		r := eta * h.rd[j]
+		shrd += h.sh[j] * h.rd[j]
+		if h.hasL[j] {
+			t := (h.xiGZ[j] + h.z[j]*eta*h.rl[j]) / h.g[j]
+			r -= t
+			ls := sf.l[j] - h.sh[j]
+			kl += ls * t
+			lam += h.hl[j] * ls
+		}
+		if h.hasU[j] {
+			t := (h.xiWV[j] - h.v[j]*eta*h.ru[j]) / h.w[j]
+			r += t
+			us := sf.u[j] - h.sh[j]
+			ku += us * t
+			lam += h.hu[j] * us
+		}
+		h.rho[j] = r
+		h.p2[j] = h.theta[j] * r
+	}
+	h.aMul(h.p2, h.p1)
+	for i := range h.p1 {
+		h.p1[i] += eta * h.rp[i]
+	}
+	h.ne.solve(h.p1)
+	h.atMul(h.p1, h.p2)
+	for j := range n {
+		h.p2[j] = h.theta[j] * (h.p2[j] - h.rho[j])
+	}
+	h.refine(h.p1, h.p2, h.rp, eta, max(1e-3*eta*normInf(h.rp), 1e-2*h.tol*h.tau*(1+h.normB)))
+	ch, cq := 0.0, 0.0 // (c + hl + hu)'p2 and (c + hl + hu)'q2
+	for j := range n {
+		e := sf.c[j] + h.hl[j] + h.hu[j]
+		ch += e * h.p2[j]
+		cq += e * h.q2[j]
+	}
+	num := eta*(h.rg-shrd) + ch - dot(h.bs, h.p1) - kl + ku + xiTK/h.tau
+	den := -cq + dot(h.bs, h.q1) + lam + h.kappa/h.tau
+	h.dtau = 0
+	if den > 0 {
+		h.dtau = num / den
+	}
+	dt := h.dtau
+	for i := range h.dy {
+		h.dy[i] = h.p1[i] + h.q1[i]*dt
+	}
+	for j := range n {
+		dxi := h.p2[j] + h.q2[j]*dt
+		h.dx[j] = dxi + h.sh[j]*dt
+		h.dg[j], h.dz[j], h.dw[j], h.dv[j] = 0, 0, 0, 0
+		if h.hasL[j] {
+			dg := dxi - (sf.l[j]-h.sh[j])*dt - eta*h.rl[j]
+			h.dg[j] = dg
+			h.dz[j] = (h.xiGZ[j] - h.z[j]*dg) / h.g[j]
+		}
+		if h.hasU[j] {
+			dw := eta*h.ru[j] - dxi + (sf.u[j]-h.sh[j])*dt
+			h.dw[j] = dw
+			h.dv[j] = (h.xiWV[j] - h.v[j]*dw) / h.w[j]
+		}
+	}
+	h.dkappa = (xiTK - h.kappa*dt) / h.tau
+}
+
+// refine improves a solution (p1, p2) of M p1 = eta r + A Theta rho,
+// p2 = Theta (A'p1 - rho) by preconditioned conjugate gradients on the
+// equation that matters, A p2 = eta r: its residual is computed from p2
+// directly, not as a difference of the large terms of the normal equations
+// (which the scaling Theta, from 1e-10 to 1e10 near the optimum, makes
+// meaningless); each correction moves p1 by d and p2 by Theta A'd, so that
+// p2 keeps the form Theta (A'p1 - rho), and the Cholesky factor is the
+// preconditioner, which keeps the iterations few when it is accurate and
+// converging when it is not. It stops below target.
+func (h *hsd) refine(p1, p2, r []float64, eta, target float64) {
+	res, zz, p, q, t := h.cgr, h.cgz, h.cgp, h.cgq, h.cgt
+	h.aMul(p2, res)
+	for i := range res {
+		res[i] = eta*r[i] - res[i]
+	}
+	nr := normInf(res)
+	if nr <= target {
+		return
+	}
+	copy(zz, res)
+	h.ne.solve(zz)
+	copy(p, zz)
+	rz := dot(res, zz)
+	for k := 0; k < maxRefine; k++ {
+		// q = M p, and t = Theta A'p for the p2 update.
+		h.atMul(p, t)
+		for j := range t {
+			t[j] *= h.theta[j]
+		}
+		h.aMul(t, q)
+		pq := dot(p, q)
+		if !(pq > 0) || !(rz > 0) {
+			return
+		}
+		alpha := rz / pq
+		axpy(alpha, p, p1)
+		axpy(alpha, t, p2)
+		axpy(-alpha, q, res)
+		nr = normInf(res)
+		if traceIPM != nil {
+			traceIPM("    cg %d: %.2e (target %.2e)\n", k, nr, target)
+		}
+		if nr <= target {
+			return
+		}
+		copy(zz, res)
+		h.ne.solve(zz)
+		rzNew := dot(res, zz)
+		beta := rzNew / rz
+		rz = rzNew
+		for i := range p {
+			p[i] = zz[i] + beta*p[i]
+		}
+	}
+}
+
+// freeReg is the diagonal regularisation of a free variable in the scaled
+// problem, whose matrix entries are at most 1 and costs at most 1.
+const freeReg = 1e-8
+
+// maxRefine bounds the conjugate-gradient steps of one solve.
+const maxRefine = 25
+
+// stepLength returns the largest step, up to 1, that keeps g, z, w, v, tau
+// and kappa nonnegative.
+func (h *hsd) stepLength() float64 {
+	a := 1.0
+	ratio := func(v, dv float64) {
+		if dv < 0 {
+			a = min(a, -v/dv)
+		}
+	}
+	for j := range h.n {
+		if h.hasL[j] {
+			ratio(h.g[j], h.dg[j])
+			ratio(h.z[j], h.dz[j])
+		}
+		if h.hasU[j] {
+			ratio(h.w[j], h.dw[j])
+			ratio(h.v[j], h.dv[j])
+		}
+	}
+	ratio(h.tau, h.dtau)
+	ratio(h.kappa, h.dkappa)
+	return a
+}
