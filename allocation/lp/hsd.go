@@ -72,6 +72,7 @@ type hsd struct {
 	xiGZ, xiWV               []float64
 	saved                    [][]float64
 	savedTau, savedKappa     float64
+	savedXi                  []float64
 	cgr, cgz, cgp, cgq       []float64
 	cgt                      []float64
 	normB, normC, normL      float64
@@ -79,6 +80,9 @@ type hsd struct {
 	// tol is the stopping tolerance, which sets how exactly the normal
 	// equations are solved.
 	tol float64
+	// correctors is how many centrality correctors a step may try: more
+	// where a factorisation costs many solves.
+	correctors int
 }
 
 func newHSD(sf *stdForm, ne *normalEq, tol float64) *hsd {
@@ -109,6 +113,17 @@ func newHSD(sf *stdForm, ne *normalEq, tol float64) *hsd {
 	h.cgr, h.cgz, h.cgp, h.cgq, h.cgt = vec(m), vec(m), vec(m), vec(m), vec(n)
 	h.normB = normInf(sf.b)
 	h.normC = normInf(sf.c)
+	// A solve costs about two passes over L and four over A (the
+	// products and the refinement check).
+	solve := 2*float64(ne.chol.NonzerosL()) + 4*float64(len(sf.vals)) + 8*float64(n)
+	switch ratio := ne.chol.FactorFlops() / solve; {
+	case ratio < 4:
+		h.correctors = 0
+	case ratio < 20:
+		h.correctors = 1
+	default:
+		h.correctors = maxCorrectors
+	}
 	return h
 }
 
@@ -446,7 +461,6 @@ func (h *hsd) step() (float64, error) {
 	for j := range n {
 		h.q2[j] = h.theta[j] * (h.q2[j] - h.chat[j])
 	}
-	h.refine(h.q1, h.q2, h.bs, 1, 1e-3*h.tol*(1+normInf(h.bs)))
 	mu := h.mu()
 	// Predictor: eta = 1, complementarity to zero.
 	for j := range n {
@@ -486,8 +500,10 @@ func (h *hsd) step() (float64, error) {
 			h.xiWV[j] = sm - h.w[j]*h.v[j] - h.aw[j]*h.av[j]
 		}
 	}
-	h.direction(1-sigma, sm-h.tau*h.kappa-h.atau*h.akappa)
+	xiTK := sm - h.tau*h.kappa - h.atau*h.akappa
+	h.direction(1-sigma, xiTK)
 	alpha = h.stepLength()
+	alpha = h.centralityCorrectors(1-sigma, xiTK, sm, alpha)
 	if alpha < 0.1 {
 		// The second-order term blocked the step: try the plain centring
 		// direction with more centring and keep the longer step.
@@ -525,6 +541,64 @@ func (h *hsd) step() (float64, error) {
 	h.tau += alpha * h.dtau
 	h.kappa += alpha * h.dkappa
 	return alpha, nil
+}
+
+// Gondzio's multiple centrality correctors (J. Gondzio, "Multiple
+// centrality corrections in a primal-dual method for linear programming",
+// Comput. Optim. Appl. 6, 1996): aim at a longer step alpha + gondzioDelta
+// and push the complementarity products that step would make back into
+// [gondzioMin, gondzioMax] times sigma mu, by one more solve with the same
+// factorisation; keep the correction while it lengthens the step enough.
+const (
+	maxCorrectors = 3
+	gondzioDelta  = 0.2
+	gondzioMin    = 0.1
+	gondzioMax    = 10
+	gondzioGain   = 0.1
+)
+
+// centralityCorrectors applies the correctors to the direction just
+// computed with eta and xiTK (whose step is alpha) and returns the new step.
+func (h *hsd) centralityCorrectors(eta, xiTK, sm, alpha float64) float64 {
+	n := h.n
+	lo, hi := gondzioMin*sm, gondzioMax*sm
+	corr := func(t float64) float64 {
+		switch {
+		case t < lo:
+			return lo - t
+		case t > hi:
+			return max(hi-t, -hi)
+		}
+		return 0
+	}
+	for range h.correctors {
+		if alpha >= 0.99 || sm <= 0 {
+			break
+		}
+		target := min(1, alpha+gondzioDelta)
+		h.saveDirection()
+		h.savedXi = append(h.savedXi[:0], h.xiGZ...)
+		h.savedXi = append(h.savedXi, h.xiWV...)
+		for j := range n {
+			if h.hasL[j] {
+				h.xiGZ[j] += corr((h.g[j] + target*h.dg[j]) * (h.z[j] + target*h.dz[j]))
+			}
+			if h.hasU[j] {
+				h.xiWV[j] += corr((h.w[j] + target*h.dw[j]) * (h.v[j] + target*h.dv[j]))
+			}
+		}
+		tk := xiTK + corr((h.tau+target*h.dtau)*(h.kappa+target*h.dkappa))
+		h.direction(eta, tk)
+		if a := h.stepLength(); a >= alpha+gondzioGain*gondzioDelta {
+			alpha, xiTK = a, tk
+			continue
+		}
+		h.restoreDirection()
+		copy(h.xiGZ, h.savedXi[:n])
+		copy(h.xiWV, h.savedXi[n:])
+		break
+	}
+	return alpha
 }
 
 // saveDirection and restoreDirection keep a direction aside.
@@ -597,7 +671,6 @@ func (h *hsd) direction(eta, xiTK float64) {
 	for j := range n {
 		h.p2[j] = h.theta[j] * (h.p2[j] - h.rho[j])
 	}
-	h.refine(h.p1, h.p2, h.rp, eta, max(1e-3*eta*normInf(h.rp), 1e-2*h.tol*h.tau*(1+h.normB)))
 	ch, cq := 0.0, 0.0 // (c + hl + hu)'p2 and (c + hl + hu)'q2
 	for j := range n {
 		e := sf.c[j] + h.hl[j] + h.hu[j]
@@ -611,11 +684,17 @@ func (h *hsd) direction(eta, xiTK float64) {
 		h.dtau = num / den
 	}
 	dt := h.dtau
+	// dy = p1 + q1 dtau and dxi = p2 + q2 dtau, refined together on the
+	// primal equation A dxi = eta rp + bs dtau.
+	rhs := h.r1
 	for i := range h.dy {
 		h.dy[i] = h.p1[i] + h.q1[i]*dt
+		rhs[i] = eta*h.rp[i] + h.bs[i]*dt
 	}
+	axpy(dt, h.q2, h.p2)
+	h.refine(h.dy, h.p2, rhs, max(1e-2*eta*normInf(h.rp), 0.1*h.tol*h.tau*(1+h.normB)))
 	for j := range n {
-		dxi := h.p2[j] + h.q2[j]*dt
+		dxi := h.p2[j]
 		h.dx[j] = dxi + h.sh[j]*dt
 		h.dg[j], h.dz[j], h.dw[j], h.dv[j] = 0, 0, 0, 0
 		if h.hasL[j] {
@@ -632,20 +711,20 @@ func (h *hsd) direction(eta, xiTK float64) {
 	h.dkappa = (xiTK - h.kappa*dt) / h.tau
 }
 
-// refine improves a solution (p1, p2) of M p1 = eta r + A Theta rho,
+// refine improves a solution (p1, p2) of M p1 = r + A Theta rho,
 // p2 = Theta (A'p1 - rho) by preconditioned conjugate gradients on the
-// equation that matters, A p2 = eta r: its residual is computed from p2
+// equation that matters, A p2 = r: its residual is computed from p2
 // directly, not as a difference of the large terms of the normal equations
 // (which the scaling Theta, from 1e-10 to 1e10 near the optimum, makes
 // meaningless); each correction moves p1 by d and p2 by Theta A'd, so that
 // p2 keeps the form Theta (A'p1 - rho), and the Cholesky factor is the
 // preconditioner, which keeps the iterations few when it is accurate and
 // converging when it is not. It stops below target.
-func (h *hsd) refine(p1, p2, r []float64, eta, target float64) {
+func (h *hsd) refine(p1, p2, r []float64, target float64) {
 	res, zz, p, q, t := h.cgr, h.cgz, h.cgp, h.cgq, h.cgt
 	h.aMul(p2, res)
 	for i := range res {
-		res[i] = eta*r[i] - res[i]
+		res[i] = r[i] - res[i]
 	}
 	nr := normInf(res)
 	if nr <= target {

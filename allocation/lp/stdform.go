@@ -68,7 +68,36 @@ func newStdForm(ctx context.Context, mod *Model) (*stdForm, error) {
 		}
 	}
 	s.rowOf = make([]int, len(mod.rowLo))
-	cols := make([][]entry, len(s.c))
+	// The columns share one backing array sized by a counting pass, so
+	// that filling them allocates nothing.
+	count := make([]int, len(s.c))
+	slacks := 0
+	for i := range mod.rowLo {
+		lo, up := mod.rowLo[i], mod.rowUp[i]
+		if math.IsInf(lo, -1) && math.IsInf(up, 1) {
+			continue
+		}
+		if lo != up {
+			slacks++
+		}
+		idx, val := mod.Row(i)
+		for k, j := range idx {
+			if val[k] != 0 && first[j] >= 0 {
+				count[first[j]]++
+			}
+		}
+	}
+	total := slacks
+	for _, c := range count {
+		total += c
+	}
+	backing := make([]entry, total)
+	cols := make([][]entry, len(s.c), len(s.c)+slacks)
+	off := 0
+	for j, c := range count {
+		cols[j] = backing[off : off : off+c]
+		off += c
+	}
 	var eqRows []int // std rows without a slack
 	for i := range mod.rowLo {
 		if i&1023 == 0 {
@@ -105,7 +134,9 @@ func newStdForm(ctx context.Context, mod *Model) (*stdForm, error) {
 		}
 		// a x - s = 0 with lo <= s <= up.
 		s.b = append(s.b, 0)
-		cols = append(cols, []entry{{r, -1}})
+		backing[off] = entry{r, -1}
+		cols = append(cols, backing[off:off+1:off+1])
+		off++
 		s.addCol(-1, 1, 0, lo, up)
 	}
 	if err := ctx.Err(); err != nil {
@@ -215,16 +246,21 @@ func (s *stdForm) dropDependentRows(cols [][]entry, eqRows []int) [][]entry {
 	return cols
 }
 
-// Dense columns, such as the level variable of a max-min epigraph that
-// appears in every job's row, would make A Theta A' dense. splitDense
-// replaces each column of more than denseThreshold entries by copies of at
-// most splitChunk entries each, chained by equality rows x_1 - x_2 = 0, ...
-// (R. J. Vanderbei, "Splitting dense columns in sparse linear systems",
-// Linear Algebra Appl. 152, 1991). The first copy keeps the cost and maps
-// back to the model; the others carry no cost. Short chunks measured best
-// on allocation LPs (2 entries: 0.26 s at 10,000 jobs x 3 types; 32: 0.58 s).
+// A column of more than splitThreshold entries, such as the level variable
+// of a max-min epigraph that appears in every job's row, is split: replaced
+// by copies of at most splitChunk entries each, chained by equality rows
+// x_1 - x_2 = 0, ... (R. J. Vanderbei, "Splitting dense columns in sparse
+// linear systems", Linear Algebra Appl. 152, 1991). The first copy keeps
+// the cost and maps back to the model; the others carry no cost. Shorter
+// dense columns (tens to hundreds of entries) are left to the normal
+// equations' Sherman-Morrison-Woodbury treatment (normal.go), which is
+// cheaper but unstable when the column is all that holds its rows
+// together, as the level column is once the bottleneck jobs' rows are
+// tight: splitting is stable whatever the iterate. Short chunks measured
+// best on allocation LPs (2 entries: 0.26 s at 10,000 jobs x 3 types; 32:
+// 0.58 s).
 const (
-	denseThreshold = 64
+	splitThreshold = 1000
 	splitChunk     = 2
 )
 
@@ -232,7 +268,7 @@ func (s *stdForm) splitDense(cols [][]entry) [][]entry {
 	nCols := len(cols)
 	for j := range nCols {
 		es := cols[j]
-		if len(es) <= denseThreshold {
+		if len(es) <= splitThreshold {
 			continue
 		}
 		cols[j] = es[:splitChunk:splitChunk]

@@ -17,6 +17,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"runtime/pprof"
 	"text/tabwriter"
 	"time"
 
@@ -30,9 +31,22 @@ func main() {
 	useCLP := flag.Bool("clp", haveCLP, "also solve with CLP (needs -tags clp)")
 	clpAlg := flag.String("clp-algorithm", "dual", "CLP's method: dual, primal, auto (with CLP's presolve) or barrier")
 	repeat := flag.Int("repeat", 1, "solve each problem this many times and report the fastest")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "netlib:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	opts := options{dir: *dir, pattern: *pattern, clp: *useCLP, clpAlgorithm: *clpAlg, repeat: max(*repeat, 1)}
 	if err := run(os.Stdout, opts); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "netlib:", err)
 		os.Exit(1)
 	}

@@ -1,22 +1,19 @@
 // Package sparse holds a sparse Cholesky factorisation for gpusched's
-// interior-point LP solver: a minimum-degree fill-reducing ordering, the
-// elimination tree, and an up-looking numeric factorisation that can be
-// repeated on new values with the same pattern.
+// interior-point LP solver: an approximate-minimum-degree fill-reducing
+// ordering (amd.go), the elimination tree, and a supernodal left-looking
+// numeric factorisation (supernodal.go) that can be repeated on new values
+// with the same pattern.
 //
-// The algorithms are those of T. A. Davis, "Direct Methods for Sparse Linear
-// Systems", SIAM 2006: elimination tree (section 4.1), row patterns by
-// ereach (4.2), column counts from the row patterns, and the up-looking
-// Cholesky (4.8, cs_chol); the ordering is the classic minimum-degree
-// heuristic (Tinney and Walker 1967; George and Liu 1989) on an explicit
-// elimination graph, which is enough for the block-angular matrices of
-// allocation LPs.
+// The symbolic algorithms are those of T. A. Davis, "Direct Methods for
+// Sparse Linear Systems", SIAM 2006: elimination tree (section 4.1), row
+// patterns by ereach (4.2) and column counts from them; the ordering and
+// the numeric factorisation cite their papers where they are defined.
 package sparse
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 )
 
@@ -33,16 +30,27 @@ type Cholesky struct {
 	parent []int // elimination tree of P A P'
 	// Upper triangle of P A P' in CSC, and where each input entry goes.
 	cp, ci []int
-	cx     []float64
 	dest   []int
-	// L in CSC, diagonal first in each column.
-	lp, li []int
-	lx     []float64
+	// colCount[j] is the number of entries of column j of L.
+	colCount []int
+	// Supernodes (supernodal.go): supernode s holds columns
+	// [snStart[s], snStart[s+1]) and the rows snRows[snRowPtr[s]:
+	// snRowPtr[s+1]] (its own columns first), as a dense column-major block
+	// at blocks[snOff[s]:]; snOf[j] is the supernode of column j.
+	snStart, snOf    []int
+	snRowPtr, snRows []int
+	snOff            []int
+	blocks           []float64
+	destL            []int // block position of each input entry
+	diagPos          []int // block position of each diagonal entry
+	diag0            []float64
+	snPtr, snLink    []int // left-looking update lists
+	snHead, rowPos   []int
+	tmp              []float64
 	// Work space.
 	x          []float64
 	stack, mrk []int
 	next       []int // ereach's path
-	colNext    []int // next free slot of each column of L
 	// Regularize replaces a pivot below Tiny times the largest diagonal
 	// entry by Huge, which in an interior-point method drops the
 	// corresponding direction instead of failing (as LIPSOL and PCx do).
@@ -52,7 +60,12 @@ type Cholesky struct {
 	// fraction of its row's diagonal entry: such a row is numerically a
 	// combination of earlier ones (a dependent row of an LP).
 	RelativePivot float64
-	dropped       []int
+	// PivotFloor, when not nil, holds for each row (original numbering) a
+	// value below which its pivot is raised to it instead of being
+	// dropped (a regularisation of rows the caller knows to be covered
+	// elsewhere). Factor reads it; the caller may change it between calls.
+	PivotFloor []float64
+	dropped    []int
 }
 
 // Tiny and Huge are the thresholds of Cholesky.Regularize.
@@ -94,7 +107,7 @@ func AnalyzeContext(ctx context.Context, n int, colPtr, rowIdx []int) (*Cholesky
 		}
 	}
 	c := &Cholesky{n: n}
-	perm, err := minimumDegree(ctx, n, colPtr, rowIdx)
+	perm, err := approximateMinimumDegree(ctx, n, colPtr, rowIdx)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +122,9 @@ func AnalyzeContext(ctx context.Context, n int, colPtr, rowIdx []int) (*Cholesky
 	c.permuteUpper(colPtr, rowIdx)
 	c.etree()
 	c.symbolic()
+	c.supernodes()
 	c.x = make([]float64, n)
+	c.diag0 = make([]float64, n)
 	return c, nil
 }
 
@@ -129,7 +144,6 @@ func (c *Cholesky) permuteUpper(colPtr, rowIdx []int) {
 	}
 	c.cp = slices.Clone(count)
 	c.ci = make([]int, len(rowIdx))
-	c.cx = make([]float64, len(rowIdx))
 	c.dest = make([]int, len(rowIdx))
 	for j := range n {
 		for p := colPtr[j]; p < colPtr[j+1]; p++ {
@@ -189,24 +203,19 @@ func (c *Cholesky) ereach(k int) int {
 	return top
 }
 
-// symbolic counts the entries of each column of L and lays L out.
+// symbolic counts the entries of each column of L, from the row patterns
+// (ereach).
 func (c *Cholesky) symbolic() {
 	n := c.n
-	c.stack, c.mrk, c.next, c.colNext = make([]int, n), make([]int, n), make([]int, n), make([]int, n)
-	counts := make([]int, n)
+	c.stack, c.mrk, c.next = make([]int, n), make([]int, n), make([]int, n)
+	c.colCount = make([]int, n)
 	for k := range n {
-		counts[k]++ // diagonal
+		c.colCount[k]++ // diagonal
 		for top := c.ereach(k); top < n; top++ {
-			counts[c.stack[top]]++
+			c.colCount[c.stack[top]]++
 		}
 	}
-	c.lp = make([]int, n+1)
-	for j := range n {
-		c.lp[j+1] = c.lp[j] + counts[j]
-	}
-	c.li = make([]int, c.lp[n])
-	c.lx = make([]float64, c.lp[n])
-	clear(c.mrk)
+	c.stack, c.mrk, c.next = nil, nil, nil
 }
 
 // Dropped returns the rows (in the original numbering) whose pivots
@@ -216,92 +225,22 @@ func (c *Cholesky) Dropped() []int { return c.dropped }
 // N returns the order of the matrix.
 func (c *Cholesky) N() int { return c.n }
 
-// NonzerosL returns the number of entries of L.
-func (c *Cholesky) NonzerosL() int { return c.lp[c.n] }
-
-// Factor computes L for the values vals, given in the order of the pattern
-// passed to Analyze. It returns ErrNotPositiveDefinite on a non-positive
-// pivot unless Regularize is set.
-func (c *Cholesky) Factor(vals []float64) error {
-	n := c.n
-	if len(vals) != len(c.dest) {
-		return fmt.Errorf("sparse: %d values for a pattern of %d entries", len(vals), len(c.dest))
+// FactorFlops returns the multiply-adds of a factorisation, sum of the
+// squared column counts of L.
+func (c *Cholesky) FactorFlops() float64 {
+	s := 0.0
+	for _, k := range c.colCount {
+		s += float64(k) * float64(k)
 	}
-	clear(c.cx)
-	maxDiag := 0.0
-	for p, q := range c.dest {
-		c.cx[q] += vals[p]
-	}
-	for k := range n {
-		for p := c.cp[k]; p < c.cp[k+1]; p++ {
-			if c.ci[p] == k {
-				maxDiag = max(maxDiag, math.Abs(c.cx[p]))
-			}
-		}
-	}
-	colNext := c.colNext
-	copy(colNext, c.lp[:n])
-	clear(c.mrk)
-	c.dropped = c.dropped[:0]
-	x := c.x
-	for k := range n {
-		top := c.ereach(k)
-		x[k] = 0
-		for p := c.cp[k]; p < c.cp[k+1]; p++ {
-			x[c.ci[p]] += c.cx[p]
-		}
-		d := x[k]
-		diag := d
-		x[k] = 0
-		for ; top < n; top++ {
-			i := c.stack[top]
-			lki := x[i] / c.lx[c.lp[i]]
-			x[i] = 0
-			for p := c.lp[i] + 1; p < colNext[i]; p++ {
-				x[c.li[p]] -= c.lx[p] * lki
-			}
-			d -= lki * lki
-			p := colNext[i]
-			colNext[i]++
-			c.li[p], c.lx[p] = k, lki
-		}
-		if !(d > Tiny*max(maxDiag, 1)) || d <= c.RelativePivot*diag {
-			if !c.Regularize {
-				return fmt.Errorf("%w: pivot %d is %g", ErrNotPositiveDefinite, k, d)
-			}
-			d = Huge
-			c.dropped = append(c.dropped, c.perm[k])
-		}
-		p := colNext[k]
-		colNext[k]++
-		c.li[p], c.lx[p] = k, math.Sqrt(d)
-	}
-	return nil
+	return s
 }
 
-// Solve overwrites b with the solution of A x = b, using the last Factor.
-func (c *Cholesky) Solve(b []float64) {
-	n := c.n
-	x := c.x
-	for k := range n {
-		x[k] = b[c.perm[k]]
+// NonzerosL returns the number of entries of L (explicit zeros of merged
+// supernodes left out).
+func (c *Cholesky) NonzerosL() int {
+	s := 0
+	for _, k := range c.colCount {
+		s += k
 	}
-	// L y = x, by columns.
-	for j := range n {
-		x[j] /= c.lx[c.lp[j]]
-		for p := c.lp[j] + 1; p < c.lp[j+1]; p++ {
-			x[c.li[p]] -= c.lx[p] * x[j]
-		}
-	}
-	// L' z = y.
-	for j := n - 1; j >= 0; j-- {
-		for p := c.lp[j] + 1; p < c.lp[j+1]; p++ {
-			x[j] -= c.lx[p] * x[c.li[p]]
-		}
-		x[j] /= c.lx[c.lp[j]]
-	}
-	for k := range n {
-		b[c.perm[k]] = x[k]
-	}
-	clear(x)
+	return s
 }

@@ -5,9 +5,10 @@ import (
 	"slices"
 )
 
-// minimumDegree returns a fill-reducing elimination order of the symmetric
-// pattern given by its upper triangle: repeatedly eliminate a node of least
-// degree in the elimination graph and join its neighbours into a clique.
+// minimumDegree is the exact minimum-degree ordering on an explicit
+// elimination graph (repeatedly eliminate a node of least degree and join
+// its neighbours into a clique), slow but simple: the reference the tests
+// compare approximateMinimumDegree's fill with.
 // Nodes wait in degree buckets (doubly linked lists), so each degree change
 // costs O(1); within a bucket the most recently updated node goes first.
 // The order is deterministic.
@@ -59,51 +60,4 @@ func minimumDegree(ctx context.Context, n int, colPtr, rowIdx []int) ([]int, err
 		adj[v] = nil
 	}
 	return order, nil
-}
-
-// buckets holds nodes by degree in doubly linked lists.
-type buckets struct {
-	head, next, prev, deg []int
-	min                   int
-}
-
-func newBuckets(n int) *buckets {
-	b := &buckets{head: make([]int, n+1), next: make([]int, n), prev: make([]int, n), deg: make([]int, n)}
-	for i := range b.head {
-		b.head[i] = -1
-	}
-	return b
-}
-
-func (b *buckets) insert(v, d int) {
-	b.deg[v] = d
-	b.prev[v] = -1
-	b.next[v] = b.head[d]
-	if b.head[d] >= 0 {
-		b.prev[b.head[d]] = v
-	}
-	b.head[d] = v
-	b.min = min(b.min, d)
-}
-
-func (b *buckets) remove(v int) {
-	d := b.deg[v]
-	if b.prev[v] >= 0 {
-		b.next[b.prev[v]] = b.next[v]
-	} else {
-		b.head[d] = b.next[v]
-	}
-	if b.next[v] >= 0 {
-		b.prev[b.next[v]] = b.prev[v]
-	}
-}
-
-// popMin removes and returns a node of least degree; there must be one.
-func (b *buckets) popMin() int {
-	for b.head[b.min] < 0 {
-		b.min++
-	}
-	v := b.head[b.min]
-	b.remove(v)
-	return v
 }
