@@ -467,7 +467,7 @@ func (h *hsd) step() (float64, error) {
 		h.xiGZ[j] = -h.g[j] * h.z[j]
 		h.xiWV[j] = -h.w[j] * h.v[j]
 	}
-	h.direction(1, -h.tau*h.kappa)
+	h.direction(1, -h.tau*h.kappa, false)
 	alpha := h.stepLength()
 	copy(h.ag, h.dg)
 	copy(h.az, h.dz)
@@ -501,7 +501,7 @@ func (h *hsd) step() (float64, error) {
 		}
 	}
 	xiTK := sm - h.tau*h.kappa - h.atau*h.akappa
-	h.direction(1-sigma, xiTK)
+	h.direction(1-sigma, xiTK, true)
 	alpha = h.stepLength()
 	alpha = h.centralityCorrectors(1-sigma, xiTK, sm, alpha)
 	if alpha < 0.1 {
@@ -518,7 +518,7 @@ func (h *hsd) step() (float64, error) {
 				h.xiWV[j] = sm - h.w[j]*h.v[j]
 			}
 		}
-		h.direction(1-sm/mu, sm-h.tau*h.kappa)
+		h.direction(1-sm/mu, sm-h.tau*h.kappa, true)
 		if a := h.stepLength(); a > alpha {
 			alpha = a
 		} else {
@@ -588,7 +588,7 @@ func (h *hsd) centralityCorrectors(eta, xiTK, sm, alpha float64) float64 {
 			}
 		}
 		tk := xiTK + corr((h.tau+target*h.dtau)*(h.kappa+target*h.dkappa))
-		h.direction(eta, tk)
+		h.direction(eta, tk, true)
 		if a := h.stepLength(); a >= alpha+gondzioGain*gondzioDelta {
 			alpha, xiTK = a, tk
 			continue
@@ -636,7 +636,7 @@ func (h *hsd) restoreDirection() {
 // (xiWV - V eta ru), and M dy = eta rp + A Theta rho + (bs + A Theta chat)
 // dtau, so dy = p1 + q1 dtau and dxi = p2 + q2 dtau (q is computed in
 // step); the gap row gives dtau.
-func (h *hsd) direction(eta, xiTK float64) {
+func (h *hsd) direction(eta, xiTK float64, refine bool) {
 	sf := h.sf
 	n := h.n
 	kl, ku := 0.0, 0.0 // (l-sh)'G^-1 (xiGZ + Z eta rl) and (u-sh)'W^-1 (xiWV - V eta ru)
@@ -692,7 +692,9 @@ func (h *hsd) direction(eta, xiTK float64) {
 		rhs[i] = eta*h.rp[i] + h.bs[i]*dt
 	}
 	axpy(dt, h.q2, h.p2)
-	h.refine(h.dy, h.p2, rhs, max(1e-2*eta*normInf(h.rp), 0.1*h.tol*h.tau*(1+h.normB)))
+	if refine {
+		h.refine(h.dy, h.p2, rhs, max(1e-2*eta*normInf(h.rp), 0.1*h.tol*h.tau*(1+h.normB)))
+	}
 	for j := range n {
 		dxi := h.p2[j]
 		h.dx[j] = dxi + h.sh[j]*dt
@@ -778,22 +780,30 @@ const maxRefine = 25
 // and kappa nonnegative.
 func (h *hsd) stepLength() float64 {
 	a := 1.0
-	ratio := func(v, dv float64) {
-		if dv < 0 {
-			a = min(a, -v/dv)
-		}
-	}
-	for j := range h.n {
-		if h.hasL[j] {
-			ratio(h.g[j], h.dg[j])
-			ratio(h.z[j], h.dz[j])
+	// v + a dv >= 0 holds unless dv < 0 and a > -v/dv: divide only then.
+	for j, hl := range h.hasL {
+		if hl {
+			if v, dv := h.g[j], h.dg[j]; v+a*dv < 0 {
+				a = -v / dv
+			}
+			if v, dv := h.z[j], h.dz[j]; v+a*dv < 0 {
+				a = -v / dv
+			}
 		}
 		if h.hasU[j] {
-			ratio(h.w[j], h.dw[j])
-			ratio(h.v[j], h.dv[j])
+			if v, dv := h.w[j], h.dw[j]; v+a*dv < 0 {
+				a = -v / dv
+			}
+			if v, dv := h.v[j], h.dv[j]; v+a*dv < 0 {
+				a = -v / dv
+			}
 		}
 	}
-	ratio(h.tau, h.dtau)
-	ratio(h.kappa, h.dkappa)
-	return a
+	if h.tau+a*h.dtau < 0 {
+		a = -h.tau / h.dtau
+	}
+	if h.kappa+a*h.dkappa < 0 {
+		a = -h.kappa / h.dkappa
+	}
+	return max(a, 0)
 }
