@@ -142,3 +142,29 @@ func TestInteriorPointTimeLimit(t *testing.T) {
 		t.Errorf("%d iterations but no point", sol.Iterations)
 	}
 }
+
+// An InteriorPoint and a Model may be shared by goroutines that solve at
+// the same time (run with -race).
+func TestInteriorPointConcurrent(t *testing.T) {
+	m := lptest.Allocation(4, 300, 3)
+	s := &lp.InteriorPoint{}
+	want, err := s.Solve(context.Background(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			sol, err := s.Solve(context.Background(), m)
+			if err == nil && sol.Objective != want.Objective {
+				err = errors.New("a concurrent solve gave another objective")
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -328,3 +328,23 @@ func randomModel(seed uint64) *Model {
 	}
 	return m
 }
+
+// An MPSReader may be shared by goroutines (run with -race).
+func TestMPSReaderConcurrent(t *testing.T) {
+	rd := &MPSReader{Format: MPSFixed}
+	done := make(chan *Model, 4)
+	for range 4 {
+		go func() {
+			m, err := rd.Read(strings.NewReader(fixedMPS))
+			if err != nil {
+				t.Error(err)
+			}
+			done <- m
+		}()
+	}
+	for range 4 {
+		if m := <-done; m != nil && m.NumRows() != 5 {
+			t.Errorf("%d rows", m.NumRows())
+		}
+	}
+}
