@@ -4,10 +4,12 @@ package allocation
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/gpusched/gpusched/allocation/lp/clp"
+	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -37,4 +39,26 @@ func TestPoliciesAgreeWithCLP(t *testing.T) {
 	a := allocate(t, &MaxMinFairness{SpaceSharing: true}, pp)
 	b := allocate(t, &MaxMinFairness{SpaceSharing: true, Solver: &clp.Solver{}}, pp)
 	assert.InDelta(t, b.Objective, a.Objective, 1e-6*b.Objective)
+}
+
+// MinMakespan over remaining steps from 1 to 1e10 agrees with CLP to 1e-6.
+func TestMakespanWideRangesCLP(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 17))
+	for _, jobs := range []int{163, 1000} {
+		p := &Problem{Types: []topology.GPUType{topology.V100, topology.P100, topology.K80}, Capacity: []int{16, 24, 32}}
+		for m := range jobs {
+			j := Job{ID: m, ScaleFactor: []int{1, 1, 2, 4, 8}[rng.IntN(5)], RemainingSteps: math.Pow(10, 10*rng.Float64())}
+			for k := range 3 {
+				v := math.Pow(10, 3*rng.Float64()-1)
+				if k > 0 && rng.IntN(10) == 0 {
+					v = 0
+				}
+				j.Throughput = append(j.Throughput, v)
+			}
+			p.Jobs = append(p.Jobs, j)
+		}
+		a := allocate(t, &MinMakespan{}, p)
+		b := allocate(t, &MinMakespan{Solver: &clp.Solver{}}, p)
+		assert.InDelta(t, b.Objective, a.Objective, 1e-6*b.Objective, "jobs=%d", jobs)
+	}
 }

@@ -15,7 +15,12 @@ import (
 //
 //	maximise z  subject to  sum_k T_mk X_mk >= R_m z  for every job m
 //
-// over the base constraints; the makespan is 1/z. With Agnostic every type
+// over the base constraints; the makespan is 1/z. The LP is solved in units
+// of a lower bound T0 on the makespan (the longest time any job needs on
+// its fastest type), z' = T0 z, so that z' is near 1 whatever the scale of
+// the work: remaining steps from 1 to 1e10 and makespans up to 1e10 s come
+// out exact to the solver's relative tolerance, where 1/z of 1e-9 would be
+// lost below its absolute floor. With Agnostic every type
 // is taken to run at the job's rate on Reference (V100 by default), as in
 // Gavel. The Allocation's Objective is the makespan in seconds. A job with
 // remaining steps that can run nowhere makes the makespan infinite:
@@ -42,7 +47,8 @@ func (pol *MinMakespan) Allocate(ctx context.Context, p *Problem) (a *Allocation
 		return nil, err
 	}
 	g := newProgram(p, lp.Maximize, actual)
-	z := -1
+	// T0: no allocation finishes job m before R_m / (its best rate).
+	t0 := 0.0
 	for m := range p.Jobs {
 		j := &p.Jobs[m]
 		if j.RemainingSteps == 0 {
@@ -51,11 +57,28 @@ func (pol *MinMakespan) Allocate(ctx context.Context, p *Problem) (a *Allocation
 		if !g.runs(m) {
 			return nil, fmt.Errorf("%w: job %d has %v steps left and can run on no type", ErrNoSolution, j.ID, j.RemainingSteps)
 		}
+		best := 0.0
+		for k, v := range g.x[m] {
+			if v >= 0 {
+				best = max(best, tput[m][k])
+			}
+		}
+		if best <= 0 {
+			return nil, fmt.Errorf("%w: no job can progress", ErrNoSolution)
+		}
+		t0 = max(t0, j.RemainingSteps/best)
+	}
+	z := -1
+	for m := range p.Jobs {
+		j := &p.Jobs[m]
+		if j.RemainingSteps == 0 {
+			continue
+		}
 		if z < 0 {
 			z = g.m.AddVar(0, lp.Inf, 1)
 		}
-		// R_m z - sum_k T_mk X_mk <= 0.
-		g.idx, g.val = append(g.idx[:0], z), append(g.val[:0], j.RemainingSteps)
+		// (R_m / T0) z' - sum_k T_mk X_mk <= 0.
+		g.idx, g.val = append(g.idx[:0], z), append(g.val[:0], j.RemainingSteps/t0)
 		g.rate(m, tput[m], -1)
 		g.m.AddRow(-lp.Inf, 0, g.idx, g.val)
 	}
@@ -69,7 +92,7 @@ func (pol *MinMakespan) Allocate(ctx context.Context, p *Problem) (a *Allocation
 	if sol.X[z] <= 0 {
 		return nil, fmt.Errorf("%w: no job can progress", ErrNoSolution)
 	}
-	a.Objective = 1 / sol.X[z]
+	a.Objective = t0 / sol.X[z]
 	return a, nil
 }
 

@@ -2,6 +2,7 @@ package allocation
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -279,4 +280,85 @@ func TestProportionalAndIsolated(t *testing.T) {
 	// Proportional scaled down: 5 GPUs asked for, 2 exist.
 	a = allocate(t, Proportional{}, p)
 	assertX(t, [][]float64{{0.2, 0.2}, {0.2, 0.2}}, a.X)
+}
+
+// The makespan example of #16: an LM (batch size 20) job with 17,401,100
+// steps left and a Transformer (batch size 256) job with 99,145,600, on one
+// V100, one P100 and one K80, at Gavel's simulated rates
+// (simulation_throughputs.json). The Transformer is the bottleneck: it
+// needs the P100 (its fastest type) for its whole run, 99,145,600 /
+// 1.6776964927127545 = 59,096,267.07 s, while the LM job finishes far
+// earlier on the V100. Weights do not enter the makespan.
+func TestMakespanLongJobsExact(t *testing.T) {
+	p := &Problem{
+		Types:    []topology.GPUType{topology.V100, topology.P100, topology.K80},
+		Capacity: []int{1, 1, 1},
+		Jobs: []Job{
+			{ID: 1, ScaleFactor: 1, Weight: 5, RemainingSteps: 17401100, Throughput: []float64{64.74245099960703, 58.17267240669826, 17.142289692304086}},
+			{ID: 2, ScaleFactor: 1, Weight: 1, RemainingSteps: 99145600, Throughput: []float64{1.5951407072133263, 1.6776964927127545, 0.4583310125271042}},
+		},
+	}
+	a := allocate(t, &MinMakespan{}, p)
+	want := 99145600 / 1.6776964927127545
+	assert.InDelta(t, want, a.Objective, 1e-6*want)
+	assert.InDelta(t, 59096267, a.Objective, 1)
+	assert.InDelta(t, 1.0, a.X[1][1], 1e-6, "the Transformer job holds the P100")
+}
+
+// Remaining steps spanning 1 to 1e10 over 163 and 1,000 jobs, makespans up
+// to 1e10 s: the makespan the LP reports is the one its allocation
+// achieves (to 1e-6), the feasibility LP 1e-6 longer is feasible, and the
+// one 1e-5 shorter infeasible (a smaller infeasibility is within the
+// tolerance of the solver's phase-1 check; the clp tests compare the
+// makespans with CLP's to 1e-6).
+func TestMakespanWideRanges(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 16))
+	for _, jobs := range []int{163, 1000} {
+		if testing.Short() && jobs > 163 {
+			continue
+		}
+		p := &Problem{Types: []topology.GPUType{topology.V100, topology.P100, topology.K80}, Capacity: []int{16, 24, 32}}
+		for m := range jobs {
+			j := Job{ID: m, ScaleFactor: []int{1, 1, 2, 4, 8}[rng.IntN(5)], RemainingSteps: math.Pow(10, 10*rng.Float64())}
+			for k := range 3 {
+				v := math.Pow(10, 3*rng.Float64()-1) // 0.1 to 100 steps/s
+				if k > 0 && rng.IntN(10) == 0 {
+					v = 0
+				}
+				j.Throughput = append(j.Throughput, v)
+			}
+			p.Jobs = append(p.Jobs, j)
+		}
+		p.Jobs[rng.IntN(jobs)].RemainingSteps = 1
+		p.Jobs[rng.IntN(jobs)].RemainingSteps = 1e10
+		a := allocate(t, &MinMakespan{}, p)
+		achieved := 0.0
+		for m, r := range rates(a, p.matrix()) {
+			if p.Jobs[m].RemainingSteps > 0 {
+				achieved = max(achieved, p.Jobs[m].RemainingSteps/r)
+			}
+		}
+		assert.InDelta(t, achieved, a.Objective, 1e-6*achieved, "jobs=%d", jobs)
+		assert.Greater(t, a.Objective, 1e8, "jobs=%d: makespans this long are the point", jobs)
+		assert.False(t, makespanFeasible(t, p, a.Objective*(1-1e-5)), "jobs=%d: a shorter makespan is feasible", jobs)
+		assert.True(t, makespanFeasible(t, p, a.Objective*(1+1e-6)), "jobs=%d", jobs)
+	}
+}
+
+// makespanFeasible reports whether every job can finish within T: the LP
+// sum_k (T T_mk / R_m) X_mk >= 1 over the base constraints (each row in
+// units of its own job's work).
+func makespanFeasible(t *testing.T, p *Problem, T float64) bool {
+	g := newProgram(p, lp.Minimize, p.matrix())
+	for m := range p.Jobs {
+		g.idx, g.val = g.idx[:0], g.val[:0]
+		g.rate(m, p.Jobs[m].Throughput, T/p.Jobs[m].RemainingSteps)
+		g.m.AddRow(1, lp.Inf, g.idx, g.val)
+	}
+	_, _, err := g.solve(context.Background(), nil)
+	if errors.Is(err, lp.ErrInfeasible) {
+		return false
+	}
+	require.NoError(t, err)
+	return true
 }

@@ -54,6 +54,9 @@ type hsd struct {
 	// + v_j).
 	sizeAx, sizeAy float64
 	absAx          []float64
+	// Parts of the optimality measures (see measure).
+	pStrict, pLoose, pEffect float64
+	dStrict, dLoose, dEffect float64
 	// The Newton system is solved with every column shifted by sh, its
 	// bound nearer to being active (0 for a split free variable):
 	// dx = dxi + sh dtau, so that the terms of the bound that is active,
@@ -236,48 +239,75 @@ func (h *hsd) start() error {
 	return nil
 }
 
-// residuals computes rp, rl, ru, rd and rg, and the sizes of their terms.
+// residuals computes rp, rl, ru, rd and rg, the sizes of their terms and
+// the parts of the optimality measures (see measure), row by row and
+// column by column.
 func (h *hsd) residuals() {
 	sf := h.sf
+	t := h.tau
 	clear(h.rp)
 	clear(h.absAx)
 	h.sizeAy = 0
 	h.rg = h.kappa - dot(sf.b, h.y)
+	var pStrict, pLoose, pEffect, dStrict, dLoose, dEffect float64
 	for j := range h.n {
 		xj := h.x[j]
 		ay, aay := 0.0, 0.0
 		for a := sf.colPtr[j]; a < sf.colPtr[j+1]; a++ {
 			i := sf.rowIdx[a]
-			t := sf.vals[a] * xj
-			h.rp[i] += t
-			h.absAx[i] += math.Abs(t)
+			tx := sf.vals[a] * xj
+			h.rp[i] += tx
+			h.absAx[i] += math.Abs(tx)
 			ty := sf.vals[a] * h.y[i]
 			ay += ty
 			aay += math.Abs(ty)
 		}
-		rd := sf.c[j]*h.tau - ay
-		h.rg += sf.c[j] * xj
+		cj := sf.c[j]
+		rd := cj*t - ay
+		h.rg += cj * xj
 		h.rl[j], h.ru[j] = 0, 0
+		ax := math.Abs(xj)
 		if h.hasL[j] {
 			rd -= h.z[j]
 			aay += h.z[j]
-			h.rl[j] = sf.l[j]*h.tau - xj + h.g[j]
+			rl := sf.l[j]*t - xj + h.g[j]
+			h.rl[j] = rl
 			h.rg -= sf.l[j] * h.z[j]
+			r, l := math.Abs(rl), math.Abs(sf.l[j])
+			pStrict = max(pStrict, r/(t*(1+l)))
+			pLoose = max(pLoose, r/(t+max(t*l, ax, h.g[j])))
+			pEffect += h.z[j] * r
 		}
 		if h.hasU[j] {
 			rd += h.v[j]
 			aay += h.v[j]
-			h.ru[j] = sf.u[j]*h.tau - xj - h.w[j]
+			ru := sf.u[j]*t - xj - h.w[j]
+			h.ru[j] = ru
 			h.rg += sf.u[j] * h.v[j]
+			r, u := math.Abs(ru), math.Abs(sf.u[j])
+			pStrict = max(pStrict, r/(t*(1+u)))
+			pLoose = max(pLoose, r/(t+max(t*u, ax, h.w[j])))
+			pEffect += h.v[j] * r
 		}
 		h.rd[j] = rd
 		h.sizeAy = max(h.sizeAy, aay)
+		r := math.Abs(rd)
+		dStrict = max(dStrict, r/(t*(1+math.Abs(cj))))
+		dLoose = max(dLoose, r/(t+max(t*math.Abs(cj), aay)))
+		dEffect += ax * r
 	}
 	h.sizeAx = 0
 	for i := range h.rp {
-		h.rp[i] = sf.b[i]*h.tau - h.rp[i]
+		r := sf.b[i]*t - h.rp[i]
+		h.rp[i] = r
 		h.sizeAx = max(h.sizeAx, h.absAx[i])
+		ar, ab := math.Abs(r), math.Abs(sf.b[i])
+		pStrict = max(pStrict, ar/(t*(1+ab)))
+		pLoose = max(pLoose, ar/(t+max(t*ab, h.absAx[i])))
+		pEffect += math.Abs(h.y[i]) * ar
 	}
+	h.pStrict, h.pLoose, h.pEffect = pStrict, pLoose, pEffect
+	h.dStrict, h.dLoose, h.dEffect = dStrict, dLoose, dEffect
 }
 
 func (h *hsd) mu() float64 {
@@ -317,60 +347,43 @@ type measures struct {
 
 func (mm measures) worst() float64 { return max(mm.primal, mm.dual, mm.gap) }
 
-// measure computes the optimality measures of x/tau, y/tau (residuals
-// current), in the scaled problem. A residual passes if it is small
-// relative to 1 + the norm of its right-hand side; or, when rounding cannot
-// get it that small because the terms are much larger than the right-hand
-// side (rows with zero right-hand sides and solutions of 1e7), if it is
-// small relative to the size of its terms and its effect on the objective,
-// sum |y_i r_i| for the primal rows and sum |x_j r_j| for the dual ones, is
-// small relative to 1 + |c'x|. The gap is relative to 1 + |c'x|.
+// measure computes the optimality measures of x/tau, y/tau, in the scaled
+// problem, from the parts residuals computed. Each row's residual passes if
+// it is small relative to 1 + its right-hand side; or, when rounding cannot
+// get it that small because the row's terms are much larger than its
+// right-hand side (rows with zero right-hand sides and solutions of 1e7), if
+// it is small relative to the size of its terms and the residuals' effect
+// on the objective, sum |y_i r_i|, is small relative to 1 + |c'x|. So the
+// measure is max(loose, min(strict, effect)) with loose and strict the
+// largest of the rows'. The same for the columns (dual residuals, effect
+// sum |x_j r_j|) and the bounds (effect z_j r_j). The gap and the effects
+// are relative to 1 + |c'x| in the model's units.
 func (h *hsd) measure() measures {
 	t := h.tau
 	p, d := h.objectives()
-	obj := t * (t + math.Abs(p))
-	strict := normInf(h.rp) / (t * (1 + h.normB))
-	loose := normInf(h.rp) / (t + max(t*h.normB, h.sizeAx))
-	effect := 0.0
-	for i, r := range h.rp {
-		effect += math.Abs(h.y[i] * r)
-	}
-	// The bounds, one by one: a huge bound elsewhere says nothing about
-	// how exactly x_j sits at its own.
-	for j := range h.n {
-		ax := math.Abs(h.x[j])
-		if h.hasL[j] {
-			r, l := math.Abs(h.rl[j]), math.Abs(h.sf.l[j])
-			strict = max(strict, r/(t*(1+l)))
-			loose = max(loose, r/(t+max(t*l, ax, h.g[j])))
-		}
-		if h.hasU[j] {
-			r, u := math.Abs(h.ru[j]), math.Abs(h.sf.u[j])
-			strict = max(strict, r/(t*(1+u)))
-			loose = max(loose, r/(t+max(t*u, ax, h.w[j])))
-		}
-	}
-	dStrict := normInf(h.rd) / (t * (1 + h.normC))
-	dLoose := normInf(h.rd) / (t + max(t*h.normC, h.sizeAy))
-	dEffect := 0.0
-	for j := range h.n {
-		dEffect += math.Abs(h.x[j] * h.rd[j])
-		if h.hasL[j] {
-			effect += math.Abs(h.z[j] * h.rl[j])
-		}
-		if h.hasU[j] {
-			effect += math.Abs(h.v[j] * h.ru[j])
-		}
-	}
+	// One unit of the model's objective, in the scaled problem's units (the
+	// costs were divided by cScale): the floor of the relative gap, so that
+	// an optimum of 0 is reached to tol in the model's units, and an
+	// optimum of 1e-4 to tol relative whatever the spread of the scaled
+	// costs.
+	unit := t / h.sf.cScale
+	obj := t * (unit + math.Abs(p))
 	var mm measures
-	mm.primal = min(strict, max(loose, effect/obj))
-	mm.dual = min(dStrict, max(dLoose, dEffect/obj))
-	mm.gap = math.Abs(p-d) / (t + math.Abs(p))
+	mm.primal = max(h.pLoose, min(h.pStrict, h.pEffect/obj))
+	mm.dual = max(h.dLoose, min(h.dStrict, h.dEffect/obj))
+	mm.gap = math.Abs(p-d) / (unit + math.Abs(p))
 	return mm
 }
 
 // infeasibility checks the Farkas certificates; it returns Infeasible
 // (primal), Unbounded (a ray: the dual is infeasible) or Optimal for none.
+// The tests are relative, as a backward error: y proves infeasibility if
+// A'y + z - v vanishes to tol relative to the size of its terms and
+// b'y + l'z - u'v is positive by more than tol relative to the size of its
+// terms (so a perturbation of A and b by tol could not undo it); x proves
+// unboundedness if A x and the bound violations vanish to tol relative to
+// the size of their terms and -c'x is larger than tol |c|'|x|. Checked only
+// once kappa has overtaken tau.
 func (h *hsd) infeasibility(tol float64) Status {
 	if h.tau > h.kappa {
 		return Optimal
@@ -378,31 +391,42 @@ func (h *hsd) infeasibility(tol float64) Status {
 	sf := h.sf
 	p, d := h.objectives()
 	if d > 0 {
-		// A'y + z - v = c tau - rd.
-		worst := 0.0
+		// A'y + z - v = c tau - rd; sizeAy holds the size of its terms.
+		worst, scale := 0.0, 0.0
 		for j := range h.n {
 			worst = max(worst, math.Abs(sf.c[j]*h.tau-h.rd[j]))
+			if h.hasL[j] {
+				scale += math.Abs(sf.l[j]) * h.z[j]
+			}
+			if h.hasU[j] {
+				scale += math.Abs(sf.u[j]) * h.v[j]
+			}
 		}
-		if worst <= tol*d {
+		for i, v := range h.y {
+			scale += math.Abs(sf.b[i] * v)
+		}
+		if worst <= tol*h.sizeAy && d > tol*scale {
 			return Infeasible
 		}
 	}
 	if p < 0 {
-		// A x = b tau - rp; for the ray, x - g = l tau - rl must be >= 0
-		// and x + w = u tau - ru <= 0 where the bounds are finite.
-		worst := 0.0
+		// A x = b tau - rp, of terms of size sizeAx; for a ray, x >= 0
+		// where there is a lower bound and x <= 0 where there is an upper.
+		worst, viol, scale, size := 0.0, 0.0, 0.0, 0.0
 		for i := range h.m {
 			worst = max(worst, math.Abs(sf.b[i]*h.tau-h.rp[i]))
 		}
-		for j := range h.n {
+		for j, xj := range h.x {
 			if h.hasL[j] {
-				worst = max(worst, -h.x[j])
+				viol = max(viol, -xj)
 			}
 			if h.hasU[j] {
-				worst = max(worst, h.x[j])
+				viol = max(viol, xj)
 			}
+			scale += math.Abs(sf.c[j] * xj)
+			size = max(size, math.Abs(xj))
 		}
-		if worst <= tol*(-p) {
+		if worst <= tol*h.sizeAx && viol <= tol*size && -p > tol*scale {
 			return Unbounded
 		}
 	}

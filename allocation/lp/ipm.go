@@ -90,12 +90,37 @@ func (s *InteriorPoint) Solve(ctx context.Context, m *Model) (*Solution, error) 
 // sign.
 const auxTolerance = 1e-7
 
-// feasible solves m's phase-1 LP (InfeasibilityModel) and reports whether
-// the least total violation of m's rows is 0 (relative to the rows'
-// bounds).
+// feasible solves m's phase-1 LP and reports whether the least total
+// violation of m's rows, each relative to the size of its row, is 0 (to
+// 1e-6). The phase-1 LP is InfeasibilityModel with each row's violation
+// measured in units of the row's largest coefficient and bound, so that
+// rows of very different scales (steps of 1 and of 1e10) weigh alike.
 func (s *InteriorPoint) feasible(ctx context.Context, m *Model) (bool, int, error) {
 	aux := &InteriorPoint{Tolerance: max(s.tol(), auxTolerance)}
-	res, err := aux.run(ctx, InfeasibilityModel(m), defaultMaxIter)
+	a := NewModel(Minimize)
+	for j := range m.obj {
+		a.AddVar(m.colLo[j], m.colUp[j], 0)
+	}
+	var idx []int
+	var val []float64
+	for i := range m.rowLo {
+		ri, rv := m.Row(i)
+		w := 1.0
+		for _, v := range rv {
+			w = max(w, math.Abs(v))
+		}
+		for _, b := range []float64{m.rowLo[i], m.rowUp[i]} {
+			if !math.IsInf(b, 0) {
+				w = max(w, math.Abs(b))
+			}
+		}
+		p := a.AddVar(0, Inf, 1)
+		n := a.AddVar(0, Inf, 1)
+		idx = append(append(idx[:0], ri...), p, n)
+		val = append(append(val[:0], rv...), w, -w)
+		a.AddRow(m.rowLo[i], m.rowUp[i], idx, val)
+	}
+	res, err := aux.run(ctx, a, defaultMaxIter)
 	iters := 0
 	if res != nil {
 		iters = res.iters
@@ -106,7 +131,7 @@ func (s *InteriorPoint) feasible(ctx context.Context, m *Model) (bool, int, erro
 	if res.status != Optimal {
 		return false, iters, &SolveError{Phase: "phase-1 LP (least total violation of the rows)", Iteration: res.iters, Residuals: res.best, kind: ErrNumerical}
 	}
-	return res.objective() <= 1e-6*(1+rowScale(m)), iters, nil
+	return res.objective() <= 1e-6, iters, nil
 }
 
 // classify decides with the auxiliary LPs whether m is infeasible,
@@ -214,18 +239,6 @@ func (s *InteriorPoint) fail(ctx context.Context, err error, res *ipmResult, m *
 	}
 	sol.Status = Failed
 	return sol, StatusError(Failed, err)
-}
-
-func rowScale(m *Model) float64 {
-	s := 0.0
-	for i := range m.rowLo {
-		for _, v := range []float64{m.rowLo[i], m.rowUp[i]} {
-			if !math.IsInf(v, 0) {
-				s = max(s, math.Abs(v))
-			}
-		}
-	}
-	return s
 }
 
 // InfeasibilityModel returns the LP that minimises the total violation
