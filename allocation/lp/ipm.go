@@ -29,6 +29,13 @@ type InteriorPoint struct {
 	Options Options
 	// Tolerance is the relative accuracy; 0 means 1e-9.
 	Tolerance float64
+	// Crossover asks for a vertex: the interior solution, the analytic
+	// centre of the optimal face, is moved to a basic optimal solution (a
+	// vertex of that face) by crossover (crossover.go), and
+	// Solution.Vertex says so. The duals stay the interior ones, which are
+	// optimal for the vertex too. If the crossover fails numerically, the
+	// centre is returned with Vertex false.
+	Crossover bool
 }
 
 // Solve implements [Solver].
@@ -51,6 +58,24 @@ func (s *InteriorPoint) Solve(ctx context.Context, m *Model) (*Solution, error) 
 		if !res.sf.removedRowsHold(m, sol.X) {
 			// A dependent equality set aside contradicts the others.
 			return &Solution{Status: Infeasible, Iterations: res.iters}, ErrInfeasible
+		}
+		if s.Crossover {
+			xs := make([]float64, len(res.x))
+			for j, v := range res.x {
+				xs[j] = v / res.tau
+			}
+			ys := make([]float64, len(res.y))
+			for i, v := range res.y {
+				ys[i] = v / res.tau
+			}
+			if vx, err := vertex(ctx, res.sf, xs, ys); err == nil {
+				x := res.sf.modelX(res.sf.unscaleX(vx, 1))
+				for j, v := range x {
+					x[j] = min(max(v, m.colLo[j]), m.colUp[j])
+				}
+				sol.X, sol.Vertex = x, true
+				sol.Objective = m.ObjectiveValue(x)
+			}
 		}
 		return sol, nil
 	case Infeasible:

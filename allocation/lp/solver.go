@@ -111,6 +111,10 @@ type Solution struct {
 	// Residuals says how far X and Duals are from optimal, for solvers that
 	// measure it (InteriorPoint does): zero for an exact optimum.
 	Residuals Residuals
+	// Vertex says that X is a basic solution, a vertex of the feasible set
+	// (InteriorPoint with Crossover; the simplex methods of the clp
+	// package).
+	Vertex bool
 }
 
 // Residuals are the relative distances of a point from optimality that an

@@ -38,6 +38,11 @@ type stdForm struct {
 	// S^-1 u (see scale.go).
 	rowScale, colScale []float64
 	cScale             float64
+	// Dense columns split by splitDense: the std form before splitting had
+	// mOrig rows and nOrig columns; the chain rows and copies come after,
+	// and splitFrom[k-nOrig] is the original column of copy k.
+	mOrig, nOrig int
+	splitFrom    []int
 }
 
 // entry is one nonzero of a column.
@@ -266,6 +271,7 @@ const (
 
 func (s *stdForm) splitDense(cols [][]entry) [][]entry {
 	nCols := len(cols)
+	s.mOrig, s.nOrig = s.m, nCols
 	for j := range nCols {
 		es := cols[j]
 		if len(es) <= splitThreshold {
@@ -278,6 +284,7 @@ func (s *stdForm) splitDense(cols [][]entry) [][]entry {
 			k := len(s.c)
 			s.addCol(-1, 1, 0, s.l[j], s.u[j])
 			s.colScale = append(s.colScale, s.colScale[j])
+			s.splitFrom = append(s.splitFrom, j)
 			row := s.m
 			s.m++
 			s.b = append(s.b, 0)

@@ -32,6 +32,7 @@ func main() {
 	clpAlg := flag.String("clp-algorithm", "dual", "CLP's method: dual, primal, auto (with CLP's presolve) or barrier")
 	repeat := flag.Int("repeat", 1, "solve each problem this many times and report the fastest")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	crossover := flag.Bool("crossover", false, "ask InteriorPoint for a vertex (crossover) and count the vertices")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -44,7 +45,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	opts := options{dir: *dir, pattern: *pattern, clp: *useCLP, clpAlgorithm: *clpAlg, repeat: max(*repeat, 1)}
+	opts := options{dir: *dir, pattern: *pattern, clp: *useCLP, clpAlgorithm: *clpAlg, repeat: max(*repeat, 1), crossover: *crossover}
 	if err := run(os.Stdout, opts); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "netlib:", err)
@@ -54,7 +55,7 @@ func main() {
 
 type options struct {
 	dir, pattern, clpAlgorithm string
-	clp                        bool
+	clp, crossover             bool
 	repeat                     int
 }
 
@@ -68,6 +69,7 @@ type outcome struct {
 	iters   int
 	seconds float64
 	err     error
+	vertex  bool
 }
 
 func solve(s lp.Solver, m *lp.Model, repeat int) outcome {
@@ -77,7 +79,7 @@ func solve(s lp.Solver, m *lp.Model, repeat int) outcome {
 		sol, err := s.Solve(context.Background(), m)
 		o := outcome{seconds: time.Since(t0).Seconds(), err: err, status: lp.Failed}
 		if sol != nil {
-			o.status, o.obj, o.iters = sol.Status, sol.Objective, sol.Iterations
+			o.status, o.obj, o.iters, o.vertex = sol.Status, sol.Objective, sol.Iterations, sol.Vertex
 		}
 		if k == 0 || o.seconds < best.seconds {
 			best = o
@@ -119,7 +121,7 @@ func run(out io.Writer, o options) error {
 		head += "CLP status\tCLP rel. error\tCLP time (s)\ttime / CLP\t"
 	}
 	fmt.Fprintln(tw, head)
-	var n, good, clpGood int
+	var n, good, clpGood, vertices int
 	var total, clpTotal float64
 	for _, p := range problems {
 		if !re.MatchString(p.Name) {
@@ -130,8 +132,11 @@ func run(out io.Writer, o options) error {
 			return err
 		}
 		n++
-		ipm := solve(&lp.InteriorPoint{}, m, o.repeat)
+		ipm := solve(&lp.InteriorPoint{Crossover: o.crossover}, m, o.repeat)
 		total += ipm.seconds
+		if ipm.vertex {
+			vertices++
+		}
 		mark := ""
 		if right(p, ipm) {
 			good++
@@ -154,6 +159,9 @@ func run(out io.Writer, o options) error {
 		return err
 	}
 	fmt.Fprintf(out, "\nInteriorPoint: %d of %d right (status, objective to %g relative), %.2f s in all\n", good, n, tolerance, total)
+	if o.crossover {
+		fmt.Fprintf(out, "crossover: a vertex for %d of the optimal problems\n", vertices)
+	}
 	if o.clp {
 		fmt.Fprintf(out, "CLP (%s): %d of %d right, %.2f s in all; InteriorPoint / CLP = %.2f\n", o.clpAlgorithm, clpGood, n, clpTotal, total/math.Max(clpTotal, 1e-9))
 	}
