@@ -28,8 +28,8 @@ type LU struct {
 	RowCount []int
 	n        int
 	rank     int
-	pinv []int // pinv[row] = step that pivoted on row, -1 if none
-	perm []int // perm[k] = row of step k
+	pinv     []int // pinv[row] = step that pivoted on row, -1 if none
+	perm     []int // perm[k] = row of step k
 	// L by steps: strictly lower entries with original row indices (the
 	// unit diagonal is implicit). U by steps: entries (step, value) above
 	// the diagonal, and the diagonal separately.
