@@ -142,3 +142,21 @@ func BenchmarkRoundsSteady(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMaxMinGavel with space sharing, the LP solved for a vertex of
+// its optimal face instead of its centre: fewer pairs in the answer (#16).
+func BenchmarkMaxMinGavelVertex(b *testing.B) {
+	for _, n := range []int{256, 512, 1024, 2048} {
+		p, _ := gavelProblem(b, 1, n)
+		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
+			var a *Allocation
+			for b.Loop() {
+				var err error
+				if a, err = (&MaxMinFairness{SpaceSharing: true, Vertex: true}).Allocate(context.Background(), p); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(a.Pairs)), "pairs")
+		})
+	}
+}

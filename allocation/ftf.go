@@ -42,6 +42,11 @@ type FinishTimeFairness struct {
 	Tolerance float64
 	// Solver solves the LPs; nil means lp.InteriorPoint.
 	Solver lp.Solver
+	// Vertex asks the default solver for a vertex of the optimal face (a
+	// basic solution, by crossover: lp.InteriorPoint.Crossover) instead of
+	// its centre, which spreads jobs evenly over the allocations that tie;
+	// ignored when Solver is set. See the README for what it changes.
+	Vertex bool
 
 	mu    sync.Mutex
 	state map[int]ftfState
@@ -168,7 +173,7 @@ func (pol *FinishTimeFairness) feasible(ctx context.Context, p *Problem, actual,
 		g.rate(m, tput[m], -1)
 		g.m.AddRow(-lp.Inf, 0, g.idx, g.val)
 	}
-	a, sol, err := g.solve(ctx, pol.Solver)
+	a, sol, err := g.solve(ctx, lpSolver(pol.Solver, pol.Vertex))
 	if err != nil {
 		return nil, 0, err
 	}

@@ -159,10 +159,7 @@ func (pol *MaxMinFairness) allocateGrouped(ctx context.Context, p *Problem, tput
 			m.AddRow(-lp.Inf, float64(p.Capacity[k]), capIdx[k], capVal[k])
 		}
 	}
-	s := pol.Solver
-	if s == nil {
-		s = &lp.InteriorPoint{}
-	}
+	s := lpSolver(pol.Solver, pol.Vertex)
 	sol, err := solveLP(ctx, s, m)
 	if err != nil {
 		return nil, solveError(err)

@@ -33,6 +33,11 @@ type MinMakespan struct {
 	Reference topology.GPUType
 	// Solver solves the LP; nil means lp.InteriorPoint.
 	Solver lp.Solver
+	// Vertex asks the default solver for a vertex of the optimal face (a
+	// basic solution, by crossover: lp.InteriorPoint.Crossover) instead of
+	// its centre, which spreads jobs evenly over the allocations that tie;
+	// ignored when Solver is set. See the README for what it changes.
+	Vertex bool
 }
 
 // Allocate implements Policy.
@@ -85,7 +90,7 @@ func (pol *MinMakespan) Allocate(ctx context.Context, p *Problem) (a *Allocation
 	if z < 0 {
 		return newAllocation(p), nil
 	}
-	a, sol, err := g.solve(ctx, pol.Solver)
+	a, sol, err := g.solve(ctx, lpSolver(pol.Solver, pol.Vertex))
 	if err != nil {
 		return nil, solveError(err)
 	}

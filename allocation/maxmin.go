@@ -29,6 +29,11 @@ type MaxMinFairness struct {
 	SpaceSharing bool
 	// Solver solves the LP; nil means lp.InteriorPoint.
 	Solver lp.Solver
+	// Vertex asks the default solver for a vertex of the optimal face (a
+	// basic solution, by crossover: lp.InteriorPoint.Crossover) instead of
+	// its centre, which spreads jobs evenly over the allocations that tie;
+	// ignored when Solver is set. See the README for what it changes.
+	Vertex bool
 }
 
 // Allocate implements Policy.
@@ -80,7 +85,7 @@ func (pol *MaxMinFairness) Allocate(ctx context.Context, p *Problem) (a *Allocat
 	if t < 0 {
 		return newAllocation(p), nil
 	}
-	a, sol, err := g.solve(ctx, pol.Solver)
+	a, sol, err := g.solve(ctx, lpSolver(pol.Solver, pol.Vertex))
 	if err != nil {
 		return nil, solveError(err)
 	}

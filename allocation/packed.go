@@ -59,10 +59,7 @@ const (
 
 func (pol *MaxMinFairness) allocatePacked(ctx context.Context, p *Problem, tput [][]float64) (*Allocation, error) {
 	pp := &packedProgram{p: p, tput: tput, real: p.matrix(), scale: normalisers(p, tput), known: map[[3]int]bool{}}
-	solver := pol.Solver
-	if solver == nil {
-		solver = &lp.InteriorPoint{}
-	}
+	solver := lpSolver(pol.Solver, pol.Vertex)
 	for pp.rounds = 1; ; pp.rounds++ {
 		if err := pp.solve(ctx, solver); err != nil {
 			return nil, err

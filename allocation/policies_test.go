@@ -362,3 +362,42 @@ func makespanFeasible(t *testing.T, p *Problem, T float64) bool {
 	require.NoError(t, err)
 	return true
 }
+
+// With Vertex the LP policies return a vertex of the optimal face: the same
+// objective as the centre, but without the centre's even spread. For LAS,
+// where every type looks alike, the centre gives each job the same share of
+// every type (J*K fractional entries), a vertex at most J + K (a basic
+// solution has at most as many positive variables as the LP has rows).
+func TestVertexOption(t *testing.T) {
+	p := &Problem{Types: []topology.GPUType{topology.V100, topology.P100, topology.K80}, Capacity: []int{4, 4, 4}}
+	for m := range 30 {
+		// Distinct weights, so that no two jobs are interchangeable (the
+		// policy would share one set of variables among those).
+		p.Jobs = append(p.Jobs, Job{ID: m, ScaleFactor: 1, Weight: 1 + float64(m)/100, RemainingSteps: 100 + float64(m), Throughput: []float64{3 + float64(m)/50, 2, 1}})
+	}
+	fractional := func(a *Allocation) int {
+		n := 0
+		for _, row := range a.X {
+			for _, v := range row {
+				if v > 1e-6 && v < 1-1e-6 {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	centre := allocate(t, &MaxMinFairness{Agnostic: true}, p)
+	vertex := allocate(t, &MaxMinFairness{Agnostic: true, Vertex: true}, p)
+	assert.InDelta(t, centre.Objective, vertex.Objective, 1e-7)
+	assert.Equal(t, 30*3, fractional(centre), "the centre spreads every job")
+	assert.LessOrEqual(t, fractional(vertex), 30+3)
+	for _, pair := range [][2]Policy{
+		{&MaxMinFairness{}, &MaxMinFairness{Vertex: true}},
+		{&MinMakespan{}, &MinMakespan{Vertex: true}},
+		{&MaxThroughput{}, &MaxThroughput{Vertex: true}},
+		{&FinishTimeFairness{}, &FinishTimeFairness{Vertex: true}},
+	} {
+		a, b := allocate(t, pair[0], p), allocate(t, pair[1], p)
+		assert.InDelta(t, a.Objective, b.Objective, 1e-6*max(1, a.Objective), "%T", pair[0])
+	}
+}

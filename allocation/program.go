@@ -99,6 +99,15 @@ func (g *program) solve(ctx context.Context, s lp.Solver) (*Allocation, *lp.Solu
 	return a, sol, nil
 }
 
+// lpSolver returns s, or the default solver, the pure-Go interior point,
+// asked for a vertex of the optimal face when vertex is set.
+func lpSolver(s lp.Solver, vertex bool) lp.Solver {
+	if s != nil {
+		return s
+	}
+	return &lp.InteriorPoint{Crossover: vertex}
+}
+
 // matrix returns the jobs' throughputs as a matrix.
 func (p *Problem) matrix() [][]float64 {
 	t := make([][]float64, len(p.Jobs))

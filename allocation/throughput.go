@@ -29,6 +29,11 @@ type MaxThroughput struct {
 	Strict bool
 	// Solver solves the LP; nil means lp.InteriorPoint.
 	Solver lp.Solver
+	// Vertex asks the default solver for a vertex of the optimal face (a
+	// basic solution, by crossover: lp.InteriorPoint.Crossover) instead of
+	// its centre, which spreads jobs evenly over the allocations that tie;
+	// ignored when Solver is set. See the README for what it changes.
+	Vertex bool
 }
 
 // Allocate implements Policy.
@@ -89,7 +94,7 @@ func (pol *MaxThroughput) solve(ctx context.Context, p *Problem, slos bool) (*Al
 		g.rate(m, j.Throughput, 1)
 		g.m.AddRow(j.RemainingSteps/left, lp.Inf, g.idx, g.val)
 	}
-	a, sol, err := g.solve(ctx, pol.Solver)
+	a, sol, err := g.solve(ctx, lpSolver(pol.Solver, pol.Vertex))
 	if err != nil {
 		return nil, solveError(err)
 	}

@@ -52,7 +52,9 @@ type WaterFilling struct {
 	// BottleneckTolerance is the relative slack below which a job counts
 	// as stuck at the level; 0 means 1e-6.
 	BottleneckTolerance float64
-	// Solver solves the LPs; nil means lp.InteriorPoint.
+	// Solver solves the LPs; nil means lp.InteriorPoint. Water-filling
+	// needs the centre of each optimal face (a bottleneck job has a
+	// strictly positive dual there): it has no Vertex option.
 	Solver lp.Solver
 }
 

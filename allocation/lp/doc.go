@@ -23,10 +23,11 @@
 // in advance; the allocation LPs are block-angular (a job's rows touch only
 // its own variables, plus a few capacity rows), so the factor stays sparse
 // once the one dense column, the level t, is split (Vanderbei 1991). It
-// solves 10,000 x 3 in about 0.25 s. Its solution is the analytic centre of
+// solves 10,000 x 3 in about 0.3 s. Its solution is the analytic centre of
 // the optimal face rather than a vertex, which is what water-filling needs:
 // a job whose level cannot rise has a strictly positive dual there, where a
-// vertex may show a zero. The method is the homogeneous self-dual one, so
+// vertex may show a zero. InteriorPoint.Crossover moves it to a vertex when
+// one is wanted. The method is the homogeneous self-dual one, so
 // an infeasible problem ends with a Farkas certificate and an unbounded one
 // with a ray rather than with diverging iterates; two auxiliary LPs
 // ([InfeasibilityModel], [RayModel]) tell unbounded from infeasible when a

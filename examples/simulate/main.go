@@ -52,7 +52,7 @@ type options struct {
 	rate                                                  float64
 	jobs                                                  int
 	seed                                                  uint64
-	multiGPU, quiet                                       bool
+	multiGPU, quiet, vertex                               bool
 	parallel                                              int
 	// windowSet says -window was given: a window beyond the trace is then
 	// an error rather than adapted.
@@ -80,6 +80,7 @@ func command(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.multiGPU, "multi-gpu", false, "generate multi-GPU jobs (Gavel's 70/10/15/5% scale factors)")
 	fs.StringVar(&o.out, "out", "out", "folder for the SVG plots (empty: no plots)")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress on standard error")
+	fs.BoolVar(&o.vertex, "vertex", false, "solve the LP policies for a vertex of the optimal face (crossover) instead of its centre")
 	fs.IntVar(&o.parallel, "parallel", 2, "policies simulated at once, 1 to 64")
 	return cli.Main(fs, args, stderr, func(ctx context.Context) error {
 		fs.Visit(func(f *flag.Flag) { o.windowSet = o.windowSet || f.Name == "window" })
@@ -150,6 +151,20 @@ var policies = map[string]struct {
 // eventPolicies run in the event-driven model: jobs start as GPUs free up.
 var eventPolicies = map[string]sim.EventScheduler{
 	"fifo-events": sim.EventFIFO{},
+}
+
+// setVertex asks an LP policy for vertices (lp.InteriorPoint.Crossover).
+func setVertex(p allocation.Policy) {
+	switch p := p.(type) {
+	case *allocation.MaxMinFairness:
+		p.Vertex = true
+	case *allocation.FinishTimeFairness:
+		p.Vertex = true
+	case *allocation.MinMakespan:
+		p.Vertex = true
+	case *allocation.MaxThroughput:
+		p.Vertex = true
+	}
 }
 
 func policyNames() []string {
@@ -263,8 +278,12 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 				return
 			}
 			spec := policies[name]
+			pol := spec.make(o.seed, compat)
+			if o.vertex {
+				setVertex(pol)
+			}
 			cfg := sim.Config{
-				Types: types, Capacity: capacity, Policy: spec.make(o.seed, compat), Seed: o.seed, Compat: compat,
+				Types: types, Capacity: capacity, Policy: pol, Seed: o.seed, Compat: compat,
 				ShuffleTypes: spec.agnostic, Throughput: model,
 				Progress: func(done, total int) { progress.update(i, done, total) },
 			}
