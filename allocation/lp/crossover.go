@@ -49,7 +49,6 @@ type crossover struct {
 	etas     []eta
 	work     []float64
 	d        []float64
-	col      []float64 // a column scattered by row
 	rowCount []int     // entries per row, for the LU's pivot choice
 	dj       []float64 // reduced costs
 	pushes   int
@@ -114,7 +113,7 @@ func vertex(ctx context.Context, sf *stdForm, x, y []float64) ([]float64, error)
 		m, n = sf.mOrig, sf.nOrig
 	}
 	c := &crossover{sf: sf, m: m, n: n, x: make([]float64, n+m), basis: make([]int, 0, m),
-		inBase: make([]int, n+m), work: make([]float64, m), d: make([]float64, m), col: make([]float64, m)}
+		inBase: make([]int, n+m), work: make([]float64, m), d: make([]float64, m)}
 	if sf.splitFrom != nil {
 		c.merged = map[int][]entry{}
 		add := func(j, k int) {

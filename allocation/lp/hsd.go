@@ -78,8 +78,7 @@ type hsd struct {
 	savedXi                  []float64
 	cgr, cgz, cgp, cgq       []float64
 	cgt                      []float64
-	normB, normC, normL      float64
-	normU                    float64
+	normB                    float64
 	// tol is the stopping tolerance, which sets how exactly the normal
 	// equations are solved.
 	tol float64
@@ -95,11 +94,9 @@ func newHSD(sf *stdForm, ne *normalEq, tol float64) *hsd {
 	for j := range n {
 		if h.hasL[j] {
 			h.pairs++
-			h.normL = max(h.normL, math.Abs(sf.l[j]))
 		}
 		if h.hasU[j] {
 			h.pairs++
-			h.normU = max(h.normU, math.Abs(sf.u[j]))
 		}
 	}
 	h.pairs++ // tau kappa
@@ -115,7 +112,6 @@ func newHSD(sf *stdForm, ne *normalEq, tol float64) *hsd {
 	h.xiGZ, h.xiWV = vec(n), vec(n)
 	h.cgr, h.cgz, h.cgp, h.cgq, h.cgt = vec(m), vec(m), vec(m), vec(m), vec(n)
 	h.normB = normInf(sf.b)
-	h.normC = normInf(sf.c)
 	// A solve costs about two passes over L and four over A (the
 	// products and the refinement check).
 	solve := 2*float64(ne.chol.NonzerosL()) + 4*float64(len(sf.vals)) + 8*float64(n)

@@ -15,12 +15,18 @@ import (
 // preconditioned conjugate gradients.
 //
 // It stops when the relative primal and dual residuals and the relative
-// duality gap of the scaled problem are all below Tolerance, or when a
+// duality gap of the scaled problem are all below Tolerance (see
+// hsd.measure: row by row and column by column, relative to the sizes of
+// the data and of the terms, the gap in the model's units), or when a
 // Farkas certificate proves the problem infeasible, or a ray proves the
-// dual infeasible (then a phase-1 check of the constraints tells
-// unbounded from infeasible). A solve that stops short (iteration limit,
-// time limit, no progress) returns its best point with its residuals and a
-// *[SolveError] that names the phase.
+// dual infeasible (then a phase-1 check of the constraints tells unbounded
+// from infeasible). When the iterates stop making progress, a best point
+// within ten times the tolerance is accepted as optimal (Solution.Residuals
+// says how near it is), and otherwise the phase-1 and ray LPs classify the
+// problem. A solve that stops short (iteration limit, time limit, no
+// progress) returns its best point with its residuals and a *[SolveError]
+// that names the phase. MaxSeconds is checked between iterations and
+// through the analysis that comes before them.
 //
 // The zero value is ready to use. An InteriorPoint holds only settings: it
 // is safe for concurrent use by several goroutines.
