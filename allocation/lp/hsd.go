@@ -386,7 +386,10 @@ func (h *hsd) infeasibility(tol float64) Status {
 	}
 	sf := h.sf
 	p, d := h.objectives()
-	if d > 0 {
+	// kappa = d - p (the gap row): the certificate that carries it is the
+	// one the iterates are converging to; the other side may be vanishing
+	// with tau and pass a relative test by accident.
+	if d > 0 && d >= -p {
 		// A'y + z - v = c tau - rd; sizeAy holds the size of its terms.
 		worst, scale := 0.0, 0.0
 		for j := range h.n {
@@ -405,7 +408,7 @@ func (h *hsd) infeasibility(tol float64) Status {
 			return Infeasible
 		}
 	}
-	if p < 0 {
+	if p < 0 && -p > d {
 		// A x = b tau - rp, of terms of size sizeAx; for a ray, x >= 0
 		// where there is a lower bound and x <= 0 where there is an upper.
 		worst, viol, scale, size := 0.0, 0.0, 0.0, 0.0

@@ -255,7 +255,7 @@ func randomAny(seed uint64) *lp.Model {
 func TestCrossCheckStatus(t *testing.T) {
 	counts := map[lp.Status]int{}
 	clpWrong := 0
-	for seed := range uint64(500) {
+	for seed := range uint64(3000) {
 		m := randomAny(seed)
 		ref, _ := (&Solver{}).Solve(context.Background(), m)
 		got, err := (&lp.InteriorPoint{}).Solve(context.Background(), m)

@@ -140,6 +140,24 @@ func Cases() []Case {
 			Status: lp.Unbounded, Err: lp.ErrUnbounded,
 		},
 		{
+			// min -x0 - 3 x1 - x3 s.t. 2 x0 + 3 x4 <= 0, x1 >= 2, x3 >= 1,
+			// x2 free: x1 grows without limit while the row pins x0 and x4
+			// to 0 (a dual that vanishes with the ray must not pass for a
+			// proof of infeasibility).
+			Name: "unbounded beside a tight row",
+			Build: func() *lp.Model {
+				m := lp.NewModel(lp.Minimize)
+				m.AddVar(0, inf, -1)
+				m.AddVar(2, inf, -3)
+				m.AddVar(-inf, inf, 0)
+				m.AddVar(1, inf, -1)
+				m.AddVar(0, inf, 0)
+				m.AddRow(-inf, 0, []int{0, 4}, []float64{2, 3})
+				return m
+			},
+			Status: lp.Unbounded, Err: lp.ErrUnbounded,
+		},
+		{
 			Name: "unbounded free variable",
 			Build: func() *lp.Model {
 				m := lp.NewModel(lp.Minimize)
