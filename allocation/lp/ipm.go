@@ -400,7 +400,8 @@ const nearTolerance = 10
 func (s *InteriorPoint) run(ctx context.Context, mod *Model, maxIter int) (*ipmResult, error) {
 	sf, err := newStdForm(ctx, mod)
 	if err != nil {
-		return nil, err
+		// Only a context's end stops newStdForm; the result says where.
+		return &ipmResult{status: IterationLimit}, err
 	}
 	res := &ipmResult{sf: sf, status: IterationLimit}
 	ne, err := newNormalEq(ctx, sf)

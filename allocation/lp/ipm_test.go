@@ -85,6 +85,10 @@ func TestInteriorPointLimits(t *testing.T) {
 	if !errors.Is(err, lp.ErrTimeLimit) || sol.Status != lp.TimeLimit {
 		t.Fatalf("got %v, %v", sol, err)
 	}
+	// The limit struck before the first iteration: the error says so.
+	if !errors.As(err, &se) || se.Phase != "analysis (standard form, ordering)" || se.Iteration != 0 || sol.Iterations != 0 {
+		t.Fatalf("error %#v after %d iterations", err, sol.Iterations)
+	}
 	bad := lp.NewModel(lp.Minimize)
 	bad.AddVar(0, 1, math.NaN())
 	if sol, err := (&lp.InteriorPoint{}).Solve(context.Background(), bad); !errors.Is(err, lp.ErrInvalidModel) || sol != nil {
@@ -137,6 +141,10 @@ func TestInteriorPointTimeLimit(t *testing.T) {
 	t.Logf("%.2f s, %d iterations", elapsed, sol.Iterations)
 	if elapsed > 1.1*limit+1 {
 		t.Errorf("returned after %.2f s with a limit of %v s (%d iterations)", elapsed, limit, sol.Iterations)
+	}
+	var se *lp.SolveError
+	if !errors.As(err, &se) || se.Iteration != sol.Iterations || se.Phase == "" {
+		t.Errorf("error %#v after %d iterations", err, sol.Iterations)
 	}
 	if sol.Iterations > 0 && len(sol.X) != m.NumVars() {
 		t.Errorf("%d iterations but no point", sol.Iterations)

@@ -88,7 +88,7 @@ func newNormalEq(ctx context.Context, sf *stdForm) (*normalEq, error) {
 	numPairs := 0
 	bucket := make([]int, m+1)
 	for j := range n {
-		if j&4095 == 0 && ctx.Err() != nil {
+		if j&checkEvery == 0 && ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		if ne.isDense[j] {
@@ -109,6 +109,9 @@ func newNormalEq(ctx context.Context, sf *stdForm) (*normalEq, error) {
 	next := slices.Clone(bucket[:m])
 	q := 0
 	for j := range n {
+		if j&checkEvery == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		if ne.isDense[j] {
 			continue
 		}
@@ -129,6 +132,9 @@ func newNormalEq(ctx context.Context, sf *stdForm) (*normalEq, error) {
 	stamp := make([]int, m)
 	at := make([]int, m)
 	for hi := range m {
+		if hi&checkEvery == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		ne.diagPos[hi] = len(rowIdx)
 		stamp[hi], at[hi] = hi+1, len(rowIdx)
 		rowIdx = append(rowIdx, hi)

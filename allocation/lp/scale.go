@@ -1,6 +1,9 @@
 package lp
 
-import "math"
+import (
+	"context"
+	"math"
+)
 
 // scale scales the std form in place so that the solver works on numbers
 // near 1 whatever the model's units: rows and columns of A by passes of
@@ -15,7 +18,7 @@ import "math"
 //
 // In the scaled problem the columns are x~ = S^-1 x and the duals
 // y~ = R^-1 y / cScale.
-func (s *stdForm) scale(cols [][]entry) {
+func (s *stdForm) scale(ctx context.Context, cols [][]entry) error {
 	const passes = 8
 	m, n := s.m, len(cols)
 	s.rowScale = make([]float64, m)
@@ -45,6 +48,9 @@ func (s *stdForm) scale(cols [][]entry) {
 	}
 	prev := spread()
 	for range passes {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		for i := range m {
 			rowMax[i], rowMin[i] = 0, math.Inf(1)
 		}
@@ -76,6 +82,9 @@ func (s *stdForm) scale(cols [][]entry) {
 			break
 		}
 		prev = cur
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	// Equilibrate the columns.
 	for j, es := range cols {
@@ -109,6 +118,7 @@ func (s *stdForm) scale(cols [][]entry) {
 			s.c[j] /= s.cScale
 		}
 	}
+	return nil
 }
 
 // pow2 returns the power of 2 nearest to v > 0 (in the logarithm).

@@ -51,13 +51,23 @@ type entry struct {
 	val float64
 }
 
-// newStdForm rewrites a valid model. It checks ctx between its passes.
+// checkEvery+1 is the number of rows or columns (a power of 2) a pass over
+// a model handles between two checks of its context, so that MaxSeconds and
+// a cancelled context stop even the analysis of a huge model within a few
+// milliseconds.
+const checkEvery = 1<<12 - 1
+
+// newStdForm rewrites a valid model. It checks ctx between its passes and
+// within the long ones.
 func newStdForm(ctx context.Context, mod *Model) (*stdForm, error) {
 	s := &stdForm{objSign: 1}
 	if mod.sense == Maximize {
 		s.objSign = -1
 	}
 	nv := len(mod.obj)
+	// Room for every variable and a slack per row, so that addCol does not
+	// grow its slices one by one on a large model.
+	s.reserve(nv + len(mod.rowLo))
 	s.fixed = make([]float64, nv)
 	first := make([]int, nv) // first std column of each variable, -1 if fixed
 	for j := range nv {
@@ -78,6 +88,9 @@ func newStdForm(ctx context.Context, mod *Model) (*stdForm, error) {
 	count := make([]int, len(s.c))
 	slacks := 0
 	for i := range mod.rowLo {
+		if i&checkEvery == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		lo, up := mod.rowLo[i], mod.rowUp[i]
 		if math.IsInf(lo, -1) && math.IsInf(up, 1) {
 			continue
@@ -105,10 +118,8 @@ func newStdForm(ctx context.Context, mod *Model) (*stdForm, error) {
 	}
 	var eqRows []int // std rows without a slack
 	for i := range mod.rowLo {
-		if i&1023 == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
+		if i&checkEvery == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
 		idx, val := mod.Row(i)
 		lo, up := mod.rowLo[i], mod.rowUp[i]
@@ -144,12 +155,16 @@ func newStdForm(ctx context.Context, mod *Model) (*stdForm, error) {
 		off++
 		s.addCol(-1, 1, 0, lo, up)
 	}
-	if err := ctx.Err(); err != nil {
+	if err := s.scale(ctx, cols); err != nil {
 		return nil, err
 	}
-	s.scale(cols)
-	cols = s.dropDependentRows(cols, eqRows)
-	cols = s.splitDense(cols)
+	cols, err := s.dropDependentRows(ctx, cols, eqRows)
+	if err != nil {
+		return nil, err
+	}
+	if cols, err = s.splitDense(ctx, cols); err != nil {
+		return nil, err
+	}
 	s.n = len(s.c)
 	s.colPtr = make([]int, s.n+1)
 	for j, es := range cols {
@@ -158,6 +173,9 @@ func newStdForm(ctx context.Context, mod *Model) (*stdForm, error) {
 	s.rowIdx = make([]int, s.colPtr[s.n])
 	s.vals = make([]float64, s.colPtr[s.n])
 	for j, es := range cols {
+		if j&checkEvery == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		for k, e := range es {
 			s.rowIdx[s.colPtr[j]+k] = e.row
 			s.vals[s.colPtr[j]+k] = e.val
@@ -182,9 +200,9 @@ const dependentPivot = 1e-9
 // independent of everything). Such rows would make the normal equations singular. A
 // dropped row is either redundant or contradicts the others; the solver
 // checks the solution against it.
-func (s *stdForm) dropDependentRows(cols [][]entry, eqRows []int) [][]entry {
+func (s *stdForm) dropDependentRows(ctx context.Context, cols [][]entry, eqRows []int) ([][]entry, error) {
 	if len(eqRows) == 0 {
-		return cols
+		return cols, nil
 	}
 	eqIndex := make([]int, s.m)
 	for i := range eqIndex {
@@ -203,9 +221,12 @@ func (s *stdForm) dropDependentRows(cols [][]entry, eqRows []int) [][]entry {
 		}
 		t.colPtr[j+1] = len(t.rowIdx)
 	}
-	ne, err := newNormalEq(context.Background(), t)
+	ne, err := newNormalEq(ctx, t)
 	if err != nil {
-		return cols
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return cols, nil
 	}
 	ne.chol.RelativePivot = dependentPivot
 	ones := make([]float64, t.n)
@@ -213,7 +234,7 @@ func (s *stdForm) dropDependentRows(cols [][]entry, eqRows []int) [][]entry {
 		ones[j] = 1
 	}
 	if err := ne.factor(ones); err != nil || len(ne.chol.Dropped()) == 0 {
-		return cols
+		return cols, ctx.Err()
 	}
 	drop := make([]bool, s.m)
 	for _, e := range ne.chol.Dropped() {
@@ -248,7 +269,7 @@ func (s *stdForm) dropDependentRows(cols [][]entry, eqRows []int) [][]entry {
 			}
 		}
 	}
-	return cols
+	return cols, ctx.Err()
 }
 
 // A column of more than splitThreshold entries, such as the level variable
@@ -269,17 +290,28 @@ const (
 	splitChunk     = 2
 )
 
-func (s *stdForm) splitDense(cols [][]entry) [][]entry {
+func (s *stdForm) splitDense(ctx context.Context, cols [][]entry) ([][]entry, error) {
 	nCols := len(cols)
 	s.mOrig, s.nOrig = s.m, nCols
 	for j := range nCols {
+		if j&checkEvery == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		es := cols[j]
 		if len(es) <= splitThreshold {
 			continue
 		}
 		cols[j] = es[:splitChunk:splitChunk]
 		prev := j
+		// The copies share one backing array: each holds its chunk and
+		// the -1 of its chain row, and its predecessor's +1 goes in the
+		// slot after (cols[prev] is appended to in place).
+		copies := (len(es) - 1) / splitChunk
+		backing := make([]entry, 0, copies*(splitChunk+2))
 		for start := splitChunk; start < len(es); start += splitChunk {
+			if start&checkEvery < splitChunk && ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
 			chunk := es[start:min(start+splitChunk, len(es))]
 			k := len(s.c)
 			s.addCol(-1, 1, 0, s.l[j], s.u[j])
@@ -291,11 +323,23 @@ func (s *stdForm) splitDense(cols [][]entry) [][]entry {
 			s.rowScale = append(s.rowScale, 1)
 			// x_prev - x_k = 0.
 			cols[prev] = append(cols[prev], entry{row, 1})
-			cols = append(cols, append(append([]entry(nil), chunk...), entry{row, -1}))
+			lo := len(backing)
+			backing = append(append(backing, chunk...), entry{row, -1})
+			cols = append(cols, backing[lo:len(backing):len(backing)+1])
+			backing = backing[:len(backing)+1]
 			prev = k
 		}
 	}
-	return cols
+	return cols, nil
+}
+
+// reserve makes room for n columns.
+func (s *stdForm) reserve(n int) {
+	s.colVar = make([]int, 0, n)
+	s.colSign = make([]float64, 0, n)
+	s.c = make([]float64, 0, n)
+	s.l = make([]float64, 0, n)
+	s.u = make([]float64, 0, n)
 }
 
 func (s *stdForm) addCol(v int, sign, c, l, u float64) {

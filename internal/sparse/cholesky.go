@@ -119,10 +119,14 @@ func AnalyzeContext(ctx context.Context, n int, colPtr, rowIdx []int) (*Cholesky
 	for k, i := range c.perm {
 		c.iperm[i] = k
 	}
-	c.permuteUpper(colPtr, rowIdx)
-	c.etree()
-	c.symbolic()
-	c.supernodes()
+	// The passes after the ordering are each linear or near it in the
+	// size of the pattern; ctx is checked between them.
+	for _, pass := range [...]func(){func() { c.permuteUpper(colPtr, rowIdx) }, c.etree, c.symbolic, c.supernodes} {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		pass()
+	}
 	c.x = make([]float64, n)
 	c.diag0 = make([]float64, n)
 	return c, nil

@@ -40,7 +40,7 @@ func (c *Cholesky) supernodes() {
 		}
 	}
 	// Fundamental supernodes.
-	start := []int{}
+	start := make([]int, 0, n+1)
 	for j := range n {
 		if j == 0 || !(c.parent[j-1] == j && c.colCount[j-1] == c.colCount[j]+1 && nchild[j] == 1) {
 			start = append(start, j)
@@ -51,7 +51,7 @@ func (c *Cholesky) supernodes() {
 	// that one's only child in the tree (its last column's parent is the
 	// next supernode's first column), it is narrow, and the explicit zeros
 	// stay few.
-	merged := []int{0}
+	merged := make([]int, 1, len(start))
 	for s := 1; s+1 < len(start); s++ {
 		f0 := merged[len(merged)-1]
 		last := start[s] - 1
@@ -107,9 +107,19 @@ func (c *Cholesky) supernodes() {
 	}
 	// Row structures, children before parents (a supernode's parent has a
 	// larger index).
-	children := make([][]int, ns)
+	// The children of each supernode as linked lists (child, nextChild).
+	child := make([]int, ns)
+	nextChild := make([]int, ns)
+	for s := range child {
+		child[s] = -1
+	}
 	c.snRowPtr = make([]int, ns+1)
-	c.snRows = c.snRows[:0]
+	// A supernode has about as many rows as its first column has entries.
+	est := 0
+	for s := range ns {
+		est += c.colCount[start[s]]
+	}
+	c.snRows = make([]int, 0, est+est/8)
 	mark := make([]int, n)
 	for i := range mark {
 		mark[i] = -1
@@ -134,7 +144,7 @@ func (c *Cholesky) supernodes() {
 				}
 			}
 		}
-		for _, t := range children[s] {
+		for t := child[s]; t >= 0; t = nextChild[t] {
 			for q := c.snRowPtr[t]; q < c.snRowPtr[t+1]; q++ {
 				if r := c.snRows[q]; r >= l {
 					add(r)
@@ -148,7 +158,8 @@ func (c *Cholesky) supernodes() {
 		c.snRows = append(c.snRows, rows...)
 		c.snRowPtr[s+1] = len(c.snRows)
 		if p := c.parent[l-1]; p >= 0 {
-			children[c.snOf[p]] = append(children[c.snOf[p]], s)
+			ps := c.snOf[p]
+			child[ps], nextChild[s] = s, child[ps]
 		}
 	}
 	// Blocks and the map of C's entries into them.
