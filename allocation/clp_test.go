@@ -60,5 +60,6 @@ func TestMakespanWideRangesCLP(t *testing.T) {
 		a := allocate(t, &MinMakespan{}, p)
 		b := allocate(t, &MinMakespan{Solver: &clp.Solver{}}, p)
 		assert.InDelta(t, b.Objective, a.Objective, 1e-6*b.Objective, "jobs=%d", jobs)
+		t.Logf("%d jobs: makespan %.9e s, CLP %.9e s (relative difference %.1e)", jobs, a.Objective, b.Objective, math.Abs(a.Objective-b.Objective)/b.Objective)
 	}
 }
