@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -478,6 +479,17 @@ type entry struct {
 	lag, x      float64
 }
 
+// Quanta of the comparisons in before: a share of 1 is known to about 1e-9
+// (the LP's tolerance), a lag, share times up to 1,920 s, to a few
+// microseconds.
+const (
+	shareQuantum = 1e-9
+	lagQuantum   = 1e-4
+)
+
+// quantize rounds v to a multiple of q.
+func quantize(v, q float64) float64 { return math.Round(v/q) * q }
+
 // before orders entries: per type (unless the queue is global), units that
 // never ran first (by share), then by lag and share, decreasing, then by
 // unit and type rank.
@@ -488,11 +500,14 @@ func (r *Rounds) before(a, b *entry) bool {
 	if a.fresh != b.fresh {
 		return a.fresh
 	}
-	if !a.fresh && a.lag != b.lag {
-		return a.lag > b.lag
+	// Lags and shares are compared at the accuracy of the LP that gave
+	// the shares (1e-9): entries that tie in exact arithmetic tie here too,
+	// whatever the rounding of the solver, and fall to the unit order.
+	if la, lb := quantize(a.lag, lagQuantum), quantize(b.lag, lagQuantum); !a.fresh && la != lb {
+		return la > lb
 	}
-	if a.x != b.x {
-		return a.x > b.x
+	if xa, xb := quantize(a.x, shareQuantum), quantize(b.x, shareQuantum); xa != xb {
+		return xa > xb
 	}
 	if a.u != b.u {
 		return a.u.a < b.u.a || (a.u.a == b.u.a && a.u.b < b.u.b)
