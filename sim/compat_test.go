@@ -17,7 +17,10 @@ import (
 // 36 V100 + 36 P100 + 36 K80, 360 s rounds). FIFO is all Gavel's code on
 // both sides; for max-min fairness Gavel's simulator was given our LP's
 // allocations (its cvxpy/ECOS cannot run here), so what is compared is the
-// mechanism and the simulator loop.
+// mechanism and the simulator loop. The max-min references follow the LP:
+// they were made again when the interior point became the self-dual method
+// of #16, whose point on a tied optimal face differs in the last digits
+// (LAS's job 137: 7,601.9 s before, 7,749.2 s now, on both sides).
 func TestCompatGavelMatchesGavel(t *testing.T) {
 	types := []topology.GPUType{topology.K80, topology.P100, topology.V100}
 	for _, tc := range []struct {
@@ -36,10 +39,10 @@ func TestCompatGavelMatchesGavel(t *testing.T) {
 			map[int]float64{0: 68348.00259290374, 137: 6724.4025242047355, 299: 5170.440742111532}},
 		{"fifo-perf multi-GPU", &allocation.FIFO{Compat: allocation.CompatGavel, Perf: true}, false, true, 2.8, 400, 50046.903352990885,
 			map[int]float64{0: 68344.48898408175, 137: 4028.7371824137226, 299: 52304.62160212407}},
-		{"gavel", &allocation.MaxMinFairness{}, false, false, 4.8, 300, 50908.56203871977,
-			map[int]float64{0: 68347.80137208228, 137: 5472.3601656898245, 299: 5048.806243885047}},
-		{"las", &allocation.MaxMinFairness{Agnostic: true}, true, false, 4.8, 300, 71221.62638725438,
-			map[int]float64{0: 89987.0445355895, 137: 7601.868954426362, 299: 7603.255686195451}},
+		{"gavel", &allocation.MaxMinFairness{}, false, false, 4.8, 300, 50970.95352814743,
+			map[int]float64{0: 68347.80137208228, 137: 5472.3601656898245, 299: 5048.802798124321}},
+		{"las", &allocation.MaxMinFairness{Agnostic: true}, true, false, 4.8, 300, 71236.27716087723,
+			map[int]float64{0: 89987.04954081113, 137: 7749.163579850996, 299: 7603.146283680049}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if testing.Short() && tc.name == "las" {
