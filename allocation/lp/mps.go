@@ -24,21 +24,23 @@ func (m *Model) WriteMPS(w io.Writer) error {
 		return err
 	}
 	b := bufio.NewWriter(w)
+	// A bufio.Writer keeps its first error and Flush returns it.
+	put := func(s string) { _, _ = b.WriteString(s) }
 	name := m.name
 	if name == "" {
 		name = "gpusched"
 	}
 	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	line := func(fields ...string) {
-		b.WriteString("    ")
-		b.WriteString(strings.Join(fields, "  "))
-		b.WriteByte('\n')
+		put("    ")
+		put(strings.Join(fields, "  "))
+		put("\n")
 	}
 	// COIN-OR's reader (CLP, CBC) takes free format only with FREE on the
 	// NAME line; other readers take it as part of the name.
-	b.WriteString("NAME " + mpsName(name) + " FREE\n")
+	put("NAME " + mpsName(name) + " FREE\n")
 	if m.sense == Maximize {
-		b.WriteString("OBJSENSE\n    MAX\n")
+		put("OBJSENSE\n    MAX\n")
 	}
 	taken := make(map[string]bool, len(m.rowLo)+1)
 	objRow := "obj"
@@ -59,7 +61,7 @@ func (m *Model) WriteMPS(w io.Writer) error {
 	for j := range m.obj {
 		cols[j] = uniqueName(mpsName(m.VarName(j)), taken)
 	}
-	b.WriteString("ROWS\n")
+	put("ROWS\n")
 	line("N", objRow)
 	for i := range m.rowLo {
 		lo, up := m.rowLo[i], m.rowUp[i]
@@ -74,7 +76,7 @@ func (m *Model) WriteMPS(w io.Writer) error {
 		}
 		line(t, rows[i])
 	}
-	b.WriteString("COLUMNS\n")
+	put("COLUMNS\n")
 	start, ri, rv := m.Columns()
 	for j := range m.obj {
 		col := cols[j]
@@ -85,7 +87,7 @@ func (m *Model) WriteMPS(w io.Writer) error {
 			line(col, rows[ri[k]], num(rv[k]))
 		}
 	}
-	b.WriteString("RHS\n")
+	put("RHS\n")
 	if m.objConst != 0 {
 		// The RHS of the objective row is minus the constant.
 		line("RHS", objRow, num(-m.objConst))
@@ -105,13 +107,13 @@ func (m *Model) WriteMPS(w io.Writer) error {
 		lo, up := m.rowLo[i], m.rowUp[i]
 		if lo != up && !math.IsInf(lo, 0) && !math.IsInf(up, 0) {
 			if !wroteRanges {
-				b.WriteString("RANGES\n")
+				put("RANGES\n")
 				wroteRanges = true
 			}
 			line("RNG", rows[i], num(up-lo))
 		}
 	}
-	b.WriteString("BOUNDS\n")
+	put("BOUNDS\n")
 	for j := range m.obj {
 		col := cols[j]
 		lo, up := m.colLo[j], m.colUp[j]
@@ -132,7 +134,7 @@ func (m *Model) WriteMPS(w io.Writer) error {
 			}
 		}
 	}
-	b.WriteString("ENDATA\n")
+	put("ENDATA\n")
 	return b.Flush()
 }
 

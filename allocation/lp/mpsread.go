@@ -458,7 +458,7 @@ func (p *mpsParser) number(s string) (float64, error) {
 		}
 	}
 	var ne *strconv.NumError
-	if err != nil && !(errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange)) {
+	if err != nil && (!errors.As(err, &ne) || !errors.Is(ne.Err, strconv.ErrRange)) {
 		return 0, p.errf("%q is not a number", s)
 	}
 	if math.IsNaN(v) {

@@ -74,13 +74,12 @@ func newStdForm(ctx context.Context, mod *Model) (*stdForm, error) {
 		lo, up := mod.colLo[j], mod.colUp[j]
 		c := s.objSign * mod.obj[j]
 		first[j] = len(s.c)
-		switch {
-		case lo == up:
+		if lo == up {
 			s.fixed[j] = lo
 			first[j] = -1
-		default:
-			s.addCol(j, 1, c, lo, up)
+			continue
 		}
+		s.addCol(j, 1, c, lo, up)
 	}
 	s.rowOf = make([]int, len(mod.rowLo))
 	// The columns share one backing array sized by a counting pass, so

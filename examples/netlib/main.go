@@ -116,11 +116,19 @@ func run(out io.Writer, o options) error {
 		}
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	// printf writes to tw, or to out after tw is flushed, and keeps the
+	// first error.
+	var werr error
+	printf := func(w io.Writer, format string, args ...any) {
+		if werr == nil {
+			_, werr = fmt.Fprintf(w, format, args...)
+		}
+	}
 	head := "problem\trows\tcols\tnonzeros\tstatus\tobjective\trel. error\titerations\ttime (s)\t"
 	if o.clp {
 		head += "CLP status\tCLP rel. error\tCLP time (s)\ttime / CLP\t"
 	}
-	fmt.Fprintln(tw, head)
+	printf(tw, "%s\n", head)
 	var n, good, clpGood, vertices int
 	var total, clpTotal float64
 	for _, p := range problems {
@@ -143,7 +151,7 @@ func run(out io.Writer, o options) error {
 		} else {
 			mark = " !"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s%s\t%s\t%s\t%d\t%.3f\t", p.Name, m.NumRows(), m.NumVars(), m.NumNonzeros(),
+		printf(tw, "%s\t%d\t%d\t%d\t%s%s\t%s\t%s\t%d\t%.3f\t", p.Name, m.NumRows(), m.NumVars(), m.NumNonzeros(),
 			ipm.status, mark, objText(ipm), errText(p, ipm), ipm.iters, ipm.seconds)
 		if o.clp {
 			c := solve(clpSolver, m, o.repeat)
@@ -151,21 +159,21 @@ func run(out io.Writer, o options) error {
 			if right(p, c) {
 				clpGood++
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.2f\t", c.status, errText(p, c), c.seconds, ipm.seconds/math.Max(c.seconds, 1e-6))
+			printf(tw, "%s\t%s\t%.3f\t%.2f\t", c.status, errText(p, c), c.seconds, ipm.seconds/math.Max(c.seconds, 1e-6))
 		}
-		fmt.Fprintln(tw)
+		printf(tw, "\n")
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nInteriorPoint: %d of %d right (status, objective to %g relative), %.2f s in all\n", good, n, tolerance, total)
+	printf(out, "\nInteriorPoint: %d of %d right (status, objective to %g relative), %.2f s in all\n", good, n, tolerance, total)
 	if o.crossover {
-		fmt.Fprintf(out, "crossover: a vertex for %d of the optimal problems\n", vertices)
+		printf(out, "crossover: a vertex for %d of the optimal problems\n", vertices)
 	}
 	if o.clp {
-		fmt.Fprintf(out, "CLP (%s): %d of %d right, %.2f s in all; InteriorPoint / CLP = %.2f\n", o.clpAlgorithm, clpGood, n, clpTotal, total/math.Max(clpTotal, 1e-9))
+		printf(out, "CLP (%s): %d of %d right, %.2f s in all; InteriorPoint / CLP = %.2f\n", o.clpAlgorithm, clpGood, n, clpTotal, total/math.Max(clpTotal, 1e-9))
 	}
-	return nil
+	return werr
 }
 
 func objText(o outcome) string {

@@ -42,7 +42,7 @@ func (c *Cholesky) supernodes() {
 	// Fundamental supernodes.
 	start := make([]int, 0, n+1)
 	for j := range n {
-		if j == 0 || !(c.parent[j-1] == j && c.colCount[j-1] == c.colCount[j]+1 && nchild[j] == 1) {
+		if j == 0 || c.parent[j-1] != j || c.colCount[j-1] != c.colCount[j]+1 || nchild[j] != 1 {
 			start = append(start, j)
 		}
 	}

@@ -33,7 +33,7 @@ func Netlib(dir string) ([]NetlibProblem, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: nothing to lose
 	recs, err := csv.NewReader(f).ReadAll()
 	if err != nil {
 		return nil, fmt.Errorf("lptest: optima.csv: %w", err)
@@ -78,7 +78,7 @@ func (p NetlibProblem) Load() (*lp.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: nothing to lose
 	z, err := gzip.NewReader(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p.Path, err)
