@@ -8,7 +8,10 @@
 // (Gavel's "36:36:36" or "v100:36,p100:36,k80:36"), [ParseJSON] or by hand,
 // and check it with [Cluster.Validate]; the builders validate for you.
 // Invalid input yields a [*SpecError] whose Kind is one of the Err values of
-// this package, so callers can test it with errors.Is. A [Discoverer] finds
+// this package, so callers can test it with errors.Is. [ParseProduct] maps
+// GPU product names, as NVML reports them and as GPU feature discovery
+// labels nodes, to well-known types with memory and form factor; NVML
+// discovery uses it. A [Discoverer] finds
 // the cluster: [Static] reads a spec; the subpackage nvml asks the local
 // NVIDIA driver, and returns an error wrapping [ErrNoDriver] without one.
 //

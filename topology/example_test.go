@@ -63,3 +63,31 @@ func ExampleParseJSON() {
 	// t4-1 4 t4 PIX
 	// true
 }
+
+// GPU feature discovery's node label and NVML's name map to the same
+// well-known type, with memory and form factor.
+func ExampleParseProduct() {
+	for _, name := range []string{
+		"nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB",
+		"NVIDIA A100-SXM4-40GB",
+		"NVIDIA H100 NVL",
+		"NVIDIA-A100-SXM4-40GB-MIG-1g.5gb",
+		"NVIDIA GeForce RTX 4090",
+	} {
+		p, err := topology.ParseProduct(name)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("%s: %s %d GiB %q", name, p.Type, p.MemoryMiB>>10, p.Form)
+		if p.MIGProfile != "" {
+			fmt.Printf(" MIG %s", p.MIGProfile)
+		}
+		fmt.Println()
+	}
+	// Output:
+	// nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB: a100 80 GiB "sxm"
+	// NVIDIA A100-SXM4-40GB: a100 40 GiB "sxm"
+	// NVIDIA H100 NVL: h100 94 GiB "nvl"
+	// NVIDIA-A100-SXM4-40GB-MIG-1g.5gb: a100 40 GiB "sxm" MIG 1g.5gb
+	// NVIDIA GeForce RTX 4090: geforce-rtx-4090 0 GiB ""
+}
