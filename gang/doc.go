@@ -14,12 +14,12 @@
 // Distributed Deep Learning", NSDI 2019, section 4); and [Coscheduler], a
 // Permit-style API in the shape of the Kubernetes scheduler framework's
 // coscheduling plugin (allow, wait with a timeout, reject; all members
-// allowed together), safe for concurrent use. [OnServers] adds
+// allowed together; a backoff window after a rejection in which members
+// fail at once), safe for concurrent use. [OnServers] adds
 // server-level all-or-nothing admission on top of any Scheduler and
 // [ServerPlacer] ([Consolidated] by default, optionally strict about
-// keeping a job on one server): a job the placer cannot place whole is
-// rolled back and the jobs behind it are asked again.
-//
-// Not built yet: a timeout after which OnServers gives up on a gang it
-// keeps rolling back.
+// keeping a job on one server) over the live [cluster.State]: a job the
+// placer cannot place whole is rolled back and the jobs behind it are
+// asked again. OnServers does not give up on a gang it keeps rolling back;
+// it waits until GPUs free up.
 package gang

@@ -84,8 +84,8 @@ func TestHostileSettings(t *testing.T) {
 		{Priority{Order: LAS2D{Thresholds: []float64{math.NaN()}}}, "2D-LAS thresholds [NaN]"},
 		{Priority{Order: LAS2D{Starvation: math.Inf(1)}}, "2D-LAS starvation factor +Inf"},
 		{Priority{Order: &Gittins2D{}}, "2D-Gittins quantum 0 GPU-s (build it with NewGittins2D)"},
-		{&OnServers{Inner: FIFO{}}, "OnServers needs Inner and Cluster"},
-		{&OnServers{Cluster: twoServers(t)}, "OnServers needs Inner and Cluster"},
+		{&OnServers{Inner: FIFO{}}, "OnServers needs Inner, and Cluster or State"},
+		{&OnServers{Cluster: twoServers(t)}, "OnServers needs Inner, and Cluster or State"},
 		{&OnServers{Inner: FIFO{}, Cluster: twoServers(t)}, "free GPUs of 2 types, the cluster has 1 ([v100])"},
 	} {
 		free := []int{4}

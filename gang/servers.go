@@ -2,7 +2,9 @@ package gang
 
 import (
 	"fmt"
+	"strconv"
 
+	"github.com/gpusched/gpusched/cluster"
 	"github.com/gpusched/gpusched/placement"
 	"github.com/gpusched/gpusched/topology"
 )
@@ -21,14 +23,18 @@ type ServerPlacer = placement.ServerPlacer
 // for concurrent use).
 type Consolidated = placement.Consolidated
 
-// OnServers adds server-level gang admission to a Scheduler: it keeps the
-// free GPUs of every server, hands the scheduler the free GPUs per type,
-// and places each job the scheduler starts with the Placer (Consolidated
-// by default), all workers at once; a job the placer cannot place is not
-// started (its tentative placement is rolled back and its GPUs stay free),
-// and waits for a later event. Placement tells where each running job is.
-// Inner and Cluster must be set (Decide returns an error wrapping
-// ErrInvalid otherwise), and the engine must use the types of Types.
+// OnServers adds server-level gang admission to a Scheduler: it hands the
+// scheduler the free GPUs per type of a live [cluster.State], and places
+// each job the scheduler starts with the Placer (Consolidated by default),
+// all workers at once, binding them in the state under the job's ID in
+// decimal; a job the placer cannot place is not started (its tentative
+// placement is rolled back and its GPUs stay free), and waits for a later
+// event. Placement tells where each running job is. Set State to share
+// the cluster's live state with the rest of a scheduler (GPUs held or
+// failed there are not free here); otherwise OnServers builds one from
+// Cluster at the first call. Inner and Cluster or State must be set
+// (Decide returns an error wrapping ErrInvalid otherwise), and the engine
+// must use the types of Types.
 //
 // An OnServers keeps the state of the servers between decisions: it is not
 // safe for concurrent use, and must not be copied after first use.
@@ -36,12 +42,16 @@ type OnServers struct {
 	Inner   Scheduler
 	Cluster *topology.Cluster
 	Placer  ServerPlacer
+	State   *cluster.State
 
-	free    [][]bool
-	where   map[int]GPUSet
 	types   []topology.GPUType
-	typeIdx map[topology.GPUType]int
+	running map[int]bool // jobs this OnServers bound
+	refs    []cluster.GPURef
+	free    []int
+	err     error
 }
+
+var _ Scheduler = (*OnServers)(nil)
 
 // Types returns the cluster's GPU types in the order of the free counts
 // Decide expects (the simulator's Types must follow it).
@@ -50,46 +60,72 @@ func (o *OnServers) Types() []topology.GPUType {
 	return o.types
 }
 
-// Capacity returns the GPUs of each type, in the order of Types.
+// Capacity returns the healthy GPUs of each type, in the order of Types.
 func (o *OnServers) Capacity() []int {
 	o.init()
-	capacity := o.Cluster.Capacity()
 	out := make([]int, len(o.types))
 	for k, t := range o.types {
-		out[k] = capacity[t]
+		if o.State != nil {
+			out[k] = o.State.Capacity(t)
+		}
 	}
 	return out
 }
 
-func (o *OnServers) init() {
-	if o.free != nil {
-		return
-	}
-	o.types = o.Cluster.GPUTypes()
-	o.typeIdx = map[topology.GPUType]int{}
-	for k, t := range o.types {
-		o.typeIdx[t] = k
-	}
-	o.free = make([][]bool, len(o.Cluster.Servers))
-	for s := range o.Cluster.Servers {
-		o.free[s] = make([]bool, len(o.Cluster.Servers[s].GPUs))
-		for i := range o.free[s] {
-			o.free[s][i] = true
-		}
-	}
-	o.where = map[int]GPUSet{}
+// Err returns the error met building the state from Cluster, if any (a
+// cluster that does not validate); Decide returns it too.
+func (o *OnServers) Err() error {
+	o.init()
+	return o.err
 }
 
+func (o *OnServers) init() {
+	if o.running != nil {
+		return
+	}
+	o.running = map[int]bool{}
+	if o.State == nil && o.Cluster != nil {
+		o.State, o.err = cluster.New(o.Cluster)
+		if o.err != nil {
+			o.State = nil
+			o.err = fmt.Errorf("%w: OnServers: %w", ErrInvalid, o.err)
+			return
+		}
+	}
+	if o.State != nil {
+		o.types = o.State.Types()
+	}
+}
+
+func holderKey(job int) string { return strconv.Itoa(job) }
+
 // Placement returns where a running job's workers are.
-func (o *OnServers) Placement(job int) GPUSet { return o.where[job] }
+func (o *OnServers) Placement(job int) GPUSet {
+	o.init()
+	if o.State == nil {
+		return nil
+	}
+	held := o.State.Held(holderKey(job))
+	if held == nil {
+		return nil
+	}
+	set := GPUSet{}
+	for _, r := range held {
+		set[r.Server] = append(set[r.Server], r.GPU)
+	}
+	return set
+}
 
 // Decide implements Scheduler. Errors of the inner scheduler and of the
 // placer (a request it finds bad) are returned as they are.
 func (o *OnServers) Decide(now float64, free []int, waiting, running []JobView) (Decision, error) {
-	if o.Inner == nil || o.Cluster == nil {
-		return Decision{}, fmt.Errorf("%w: OnServers needs Inner and Cluster", ErrInvalid)
+	if o.Inner == nil || o.Cluster == nil && o.State == nil {
+		return Decision{}, fmt.Errorf("%w: OnServers needs Inner, and Cluster or State", ErrInvalid)
 	}
 	o.init()
+	if o.err != nil {
+		return Decision{}, o.err
+	}
 	if len(free) != len(o.types) {
 		return Decision{}, fmt.Errorf("%w: free GPUs of %d types, the cluster has %d (%v)", ErrInvalid, len(free), len(o.types), o.types)
 	}
@@ -101,14 +137,14 @@ func (o *OnServers) Decide(now float64, free []int, waiting, running []JobView) 
 		placer = Consolidated{}
 	}
 	// Release the GPUs of jobs that no longer run.
-	still := map[int]bool{}
+	still := make(map[int]bool, len(running))
 	for _, j := range running {
 		still[j.ID] = true
 	}
-	for id, set := range o.where {
+	for id := range o.running {
 		if !still[id] {
-			o.release(set)
-			delete(o.where, id)
+			o.State.Release(holderKey(id))
+			delete(o.running, id)
 		}
 	}
 	d, err := o.Inner.Decide(now, o.freeByType(), waiting, running)
@@ -116,9 +152,9 @@ func (o *OnServers) Decide(now float64, free []int, waiting, running []JobView) 
 		return Decision{}, err
 	}
 	for _, id := range d.Preempt {
-		if set, ok := o.where[id]; ok {
-			o.release(set)
-			delete(o.where, id)
+		if o.running[id] {
+			o.State.Release(holderKey(id))
+			delete(o.running, id)
 		}
 	}
 	byID := map[int]JobView{}
@@ -139,20 +175,15 @@ func (o *OnServers) Decide(now float64, free []int, waiting, running []JobView) 
 				continue
 			}
 			done[s.JobID] = true
-			set, err := placer.Place(o.Cluster, o.free, o.types[s.Type], j.ScaleFactor)
+			set, err := placer.Place(o.State.Topology(), o.State.FreeMasks(), o.types[s.Type], j.ScaleFactor)
 			if err != nil {
 				return Decision{}, fmt.Errorf("gang: placing job %d: %w", j.ID, err)
 			}
-			if !o.valid(set, o.types[s.Type], j.ScaleFactor) {
+			if !o.bind(s.JobID, set, o.types[s.Type], j.ScaleFactor) {
 				rolledBack = true // all workers or none: it waits
 				continue
 			}
-			for srv, gpus := range set {
-				for _, g := range gpus {
-					o.free[srv][g] = false
-				}
-			}
-			o.where[s.JobID] = set
+			o.running[s.JobID] = true
 			started = append(started, s)
 		}
 		if !rolledBack {
@@ -187,42 +218,30 @@ func (o *OnServers) Decide(now float64, free []int, waiting, running []JobView) 
 	return d, nil
 }
 
-// valid checks a placement: n distinct free GPUs of type t.
-func (o *OnServers) valid(set GPUSet, t topology.GPUType, n int) bool {
+// bind checks a placement (n distinct free GPUs of type t) and binds it
+// in the state, or binds nothing.
+func (o *OnServers) bind(job int, set GPUSet, t topology.GPUType, n int) bool {
 	if set == nil || set.Count() != n {
 		return false
 	}
+	o.refs = o.refs[:0]
 	for srv, gpus := range set {
-		if srv < 0 || srv >= len(o.free) {
+		if srv < 0 || srv >= o.State.NumServers() {
 			return false
 		}
-		seen := map[int]bool{}
+		s := o.State.Server(srv)
 		for _, g := range gpus {
-			if g < 0 || g >= len(o.free[srv]) || !o.free[srv][g] || seen[g] || o.Cluster.Servers[srv].GPUs[g].Type != t {
+			if g < 0 || g >= len(s.GPUs) || s.GPUs[g].Type != t {
 				return false
 			}
-			seen[g] = true
+			o.refs = append(o.refs, cluster.GPURef{Server: srv, GPU: g})
 		}
 	}
-	return true
-}
-
-func (o *OnServers) release(set GPUSet) {
-	for srv, gpus := range set {
-		for _, g := range gpus {
-			o.free[srv][g] = true
-		}
-	}
+	// Bind refuses GPUs that are taken, failed or named twice.
+	return o.State.Bind(holderKey(job), o.refs) == nil
 }
 
 func (o *OnServers) freeByType() []int {
-	out := make([]int, len(o.types))
-	for s, srv := range o.Cluster.Servers {
-		for i, g := range srv.GPUs {
-			if o.free[s][i] {
-				out[o.typeIdx[g.Type]]++
-			}
-		}
-	}
-	return out
+	o.free = o.State.FreeCounts(o.types, o.free)
+	return o.free
 }

@@ -3,6 +3,7 @@ package gang
 import (
 	"testing"
 
+	"github.com/gpusched/gpusched/cluster"
 	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -108,4 +109,35 @@ func TestCompetingGangsNoDeadlock(t *testing.T) {
 			assert.Len(t, gpus, 2)
 		}
 	}
+}
+
+// With a shared live state, GPUs that others hold or that failed are not
+// free to OnServers, and its jobs show up in the state under their IDs.
+func TestOnServersSharedState(t *testing.T) {
+	st, err := cluster.New(twoServers(t))
+	require.NoError(t, err)
+	require.NoError(t, st.Bind("pod-x", []cluster.GPURef{{Server: 0, GPU: 0}, {Server: 0, GPU: 1}}))
+	_, err = st.Fail(cluster.GPURef{Server: 1, GPU: 3})
+	require.NoError(t, err)
+	o := &OnServers{Inner: Priority{Order: ByArrival{}, NoPreemption: true, Backfill: Greedy}, State: st, Placer: Consolidated{Strict: true}}
+	assert.Equal(t, []int{7}, o.Capacity())
+	d := decided(t)(o.Decide(0, []int{7}, []JobView{waitingJob(1, 4), waitingJob(2, 3), waitingJob(3, 2)}, nil))
+	// Job 1 (4 GPUs) fits no server whole; job 2 takes server 1's three
+	// healthy GPUs; job 3 takes the two left on server 0.
+	require.Len(t, d.Start, 2)
+	assert.Equal(t, GPUSet{1: {0, 1, 2}}, o.Placement(2))
+	assert.Equal(t, GPUSet{0: {2, 3}}, o.Placement(3))
+	assert.Len(t, st.Held("2"), 3)
+	assert.Equal(t, 0, st.Free(topology.V100))
+	require.NoError(t, st.Check())
+	// Job 2 ends: its GPUs return to the shared state.
+	d = decided(t)(o.Decide(1, []int{3}, nil, []JobView{{ID: 3, ScaleFactor: 2, Type: 0, Throughput: []float64{1}}}))
+	assert.Empty(t, d.Start)
+	assert.Equal(t, 3, st.Free(topology.V100))
+	assert.Nil(t, o.Placement(2))
+
+	bad := &OnServers{Inner: Priority{Order: ByArrival{}}, Cluster: &topology.Cluster{Servers: []topology.Server{{ID: "x"}}}}
+	require.ErrorIs(t, bad.Err(), ErrInvalid)
+	_, err = bad.Decide(0, []int{0}, []JobView{waitingJob(1, 1)}, nil)
+	require.ErrorIs(t, err, ErrInvalid)
 }
