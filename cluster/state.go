@@ -391,6 +391,40 @@ func (st *State) BestFit(t topology.GPUType, n int) (int, bool) {
 	return 0, false
 }
 
+// FitAtLeast yields the servers with at least n free GPUs of type t and
+// their free counts, fewest free first, ties by position: the best fits
+// in order, for a placer that must skip some. The state must not change
+// during the iteration.
+func (st *State) FitAtLeast(t topology.GPUType, n int) iter.Seq2[int, int] {
+	return func(yield func(int, int) bool) {
+		i, ok := st.typeID[t]
+		if !ok {
+			return
+		}
+		ts := &st.types[i]
+		for f := max(n, 1); f <= ts.maxPer; f++ {
+			for w, word := range ts.bucket[f] {
+				for word != 0 {
+					b := bits.TrailingZeros64(word)
+					word &^= 1 << b
+					if !yield(w*64+b, f) {
+						return
+					}
+				}
+			}
+		}
+	}
+}
+
+// LargestServer returns the most GPUs of type t that one server has,
+// failed or not (0 for a type the cluster lacks).
+func (st *State) LargestServer(t topology.GPUType) int {
+	if i, ok := st.typeID[t]; ok {
+		return st.types[i].maxPer
+	}
+	return 0
+}
+
 // ByFree yields the servers with free GPUs of type t and their free
 // counts, most free first, ties by position. Each step is O(1) amortised
 // over a bucket's bitset; the state must not change during the iteration.

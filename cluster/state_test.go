@@ -220,6 +220,8 @@ func TestAddRemoveServer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, p)
 	assert.Equal(t, 19, st.Free(topology.V100))
+	assert.Equal(t, 16, st.LargestServer(topology.V100))
+	assert.Equal(t, 0, st.LargestServer(topology.T4))
 	s, ok := st.BestFit(topology.V100, 12)
 	require.True(t, ok)
 	assert.Equal(t, 3, s)
@@ -346,6 +348,18 @@ func checkIndex(t *testing.T, st *State) {
 		if len(all) > 0 {
 			require.Equal(t, all, got)
 		}
+		var fits []sf
+		for s, f := range st.FitAtLeast(typ, 3) {
+			fits = append(fits, sf{s, f})
+		}
+		var wantFits []sf
+		for _, x := range all {
+			if x.f >= 3 {
+				wantFits = append(wantFits, x)
+			}
+		}
+		slices.SortStableFunc(wantFits, func(a, b sf) int { return cmp.Or(cmp.Compare(a.f, b.f), cmp.Compare(a.s, b.s)) })
+		require.Equal(t, wantFits, fits)
 		for n := 1; n <= 9; n++ {
 			want, found := -1, false
 			for _, x := range all {

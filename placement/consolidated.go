@@ -53,10 +53,14 @@ type ServerPlacer interface {
 // the tightest server that holds it (so a job of 10 with 8, 8, 2 free takes
 // 8 + 2 and leaves the other 8 whole). With Strict, a job that fits in one
 // server's GPUs must run on one server, or wait (locality before speed).
-// GPUs inside a server are taken in index order. It holds no state and is
-// safe for concurrent use.
+// Inside a server the Chooser picks the GPUs (topology-aware) when set;
+// otherwise they are taken in index order. [Consolidated.PlaceOn] does the
+// same on a live [cluster.State] without scanning every server. It holds
+// no state and is safe for concurrent use (the Chooser's settings are only
+// read).
 type Consolidated struct {
-	Strict bool
+	Strict  bool
+	Chooser *GPUChooser
 }
 
 // Place implements ServerPlacer.
@@ -93,6 +97,15 @@ func (c Consolidated) Place(cl *topology.Cluster, free [][]bool, t topology.GPUT
 		return nil, nil
 	}
 	take := func(s, m int) []int {
+		if c.Chooser != nil && m < cands[slices.IndexFunc(cands, func(x srv) bool { return x.s == s })].free {
+			mask := make([]bool, len(free[s]))
+			for i, g := range cl.Servers[s].GPUs {
+				mask[i] = free[s][i] && g.Type == t
+			}
+			if pick, err := c.Chooser.Choose(&cl.Servers[s], mask, m); err == nil {
+				return pick
+			}
+		}
 		var out []int
 		for i, g := range cl.Servers[s].GPUs {
 			if len(out) == m {
