@@ -59,6 +59,7 @@ type State struct {
 	sorted []topology.GPUType // present types by name
 
 	holders map[string]*holding
+	spare   []*holding // released holdings, reused by Bind
 
 	gen, capGen uint64
 }
@@ -525,7 +526,7 @@ func (st *State) Bind(holder string, gpus []GPURef) error {
 	}
 	h := st.holders[holder]
 	if h == nil {
-		h = &holding{gpus: make([]GPURef, 0, len(gpus))}
+		h = st.newHolding()
 		st.holders[holder] = h
 	}
 	for _, r := range gpus {
@@ -548,9 +549,26 @@ func (st *State) Release(holder string) int {
 	for _, r := range h.gpus {
 		st.unhold(r)
 	}
-	delete(st.holders, holder)
+	n := len(h.gpus)
+	st.forget(holder, h)
 	st.gen++
-	return len(h.gpus)
+	return n
+}
+
+func (st *State) newHolding() *holding {
+	if n := len(st.spare); n > 0 {
+		h := st.spare[n-1]
+		st.spare = st.spare[:n-1]
+		return h
+	}
+	return &holding{}
+}
+
+// forget drops a holder and keeps its holding for reuse.
+func (st *State) forget(holder string, h *holding) {
+	delete(st.holders, holder)
+	h.gpus = h.gpus[:0]
+	st.spare = append(st.spare, h)
 }
 
 func (st *State) unhold(r GPURef) {
@@ -590,7 +608,7 @@ func (st *State) ReleaseGPUs(holder string, gpus []GPURef) error {
 	h := st.holders[holder]
 	h.gpus = slices.DeleteFunc(h.gpus, func(r GPURef) bool { return st.servers[r.Server].holder[r.GPU] != holder })
 	if len(h.gpus) == 0 {
-		delete(st.holders, holder)
+		st.forget(holder, h)
 	}
 	st.gen++
 	return nil
@@ -748,7 +766,7 @@ func (st *State) RemoveServer(id string) ([]string, error) {
 		hd := st.holders[h]
 		hd.gpus = slices.DeleteFunc(hd.gpus, func(r GPURef) bool { return r.Server == p })
 		if len(hd.gpus) == 0 {
-			delete(st.holders, h)
+			st.forget(h, hd)
 		}
 	}
 	for _, c := range sv.counts {

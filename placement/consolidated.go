@@ -63,6 +63,8 @@ type Consolidated struct {
 	Chooser *GPUChooser
 }
 
+var _ ServerPlacer = Consolidated{}
+
 // Place implements ServerPlacer.
 func (c Consolidated) Place(cl *topology.Cluster, free [][]bool, t topology.GPUType, n int) (GPUSet, error) {
 	if n <= 0 {

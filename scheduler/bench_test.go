@@ -1,0 +1,113 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/topology"
+)
+
+// benchScheduler: 10,000 jobs on 1,024 GPUs (128 servers of 8: 43 of V100,
+// 43 of A100, 42 of K80), Gavel's mix of scale factors (70% 1 GPU, 10% 2,
+// 15% 4, 5% 8), rates drawn so that A100 > V100 > K80 for most jobs,
+// heterogeneity-aware max-min fairness.
+func benchScheduler(b *testing.B, resetInterval float64) (*Scheduler, *rand.Rand) {
+	c, err := topology.ParseCompact("v100:344:8,a100:344:8,k80:336:8", 8)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := New(Config{Policy: &allocation.MaxMinFairness{}, Cluster: c, MinResetInterval: resetInterval})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(17, 17))
+	for i := range 10000 {
+		if err := s.Submit(fmt.Sprint("job-", i), benchSpec(rng), 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return s, rng
+}
+
+func benchSpec(rng *rand.Rand) JobSpec {
+	gpus := 1
+	switch u := rng.Float64(); {
+	case u > 0.95:
+		gpus = 8
+	case u > 0.8:
+		gpus = 4
+	case u > 0.7:
+		gpus = 2
+	}
+	k80 := 0.5 + rng.Float64()
+	return JobSpec{GPUs: gpus, RemainingSteps: 1e6, Throughput: map[topology.GPUType]float64{
+		topology.K80: k80, topology.V100: k80 * (2 + 2*rng.Float64()), topology.A100: k80 * (3 + 4*rng.Float64()),
+	}}
+}
+
+// report credits every job of the round with the whole round.
+func report(b *testing.B, s *Scheduler, r *Round) {
+	ran := make([]Ran, 0, len(r.Assignments))
+	for _, as := range r.Assignments {
+		for _, k := range as.Jobs {
+			ran = append(ran, Ran{Job: k, Seconds: r.Length, Steps: 100})
+		}
+	}
+	if err := s.Report(RoundReport{Start: r.Start, Ran: ran}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// One round of the composed scheduler, 10,000 jobs on 1,024 GPUs: steady
+// (the allocation stands, as in most rounds) and with a re-solve (a job
+// left and one arrived, and the policy solves again).
+func BenchmarkSchedulerRound(b *testing.B) {
+	b.Run("steady", func(b *testing.B) {
+		s, _ := benchScheduler(b, 0)
+		now := 0.0
+		r, err := s.Round(context.Background(), now)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			report(b, s, r)
+			now += 360
+			if r, err = s.Round(context.Background(), now); err != nil {
+				b.Fatal(err)
+			}
+			if r.Reset {
+				b.Fatal("a steady round re-solved")
+			}
+		}
+		b.ReportMetric(float64(r.Stats.Kept)/float64(max(r.Stats.Placed, 1)), "kept/placed")
+	})
+	b.Run("resolve", func(b *testing.B) {
+		s, rng := benchScheduler(b, -1)
+		now := 0.0
+		r, err := s.Round(context.Background(), now)
+		if err != nil {
+			b.Fatal(err)
+		}
+		next := 10000
+		for b.Loop() {
+			report(b, s, r)
+			if err := s.Remove(fmt.Sprint("job-", next-10000)); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Submit(fmt.Sprint("job-", next), benchSpec(rng), now); err != nil {
+				b.Fatal(err)
+			}
+			next++
+			now += 360
+			if r, err = s.Round(context.Background(), now); err != nil {
+				b.Fatal(err)
+			}
+			if !r.Reset {
+				b.Fatal("no re-solve")
+			}
+		}
+	})
+}

@@ -1,0 +1,45 @@
+// Package scheduler is gpusched's composed scheduling core: the part a
+// production scheduler embeds (a Kubernetes scheduler plugin, a round-based
+// admission controller) and the simulator drives, so that a simulated
+// decision and a production one come from one code path, as Gavel's
+// simulator and its physical mode share one scheduler (Narayanan et al.,
+// OSDI 2020, section 6).
+//
+// Jobs are keyed by strings (pod-group UIDs, trace ids) and described by a
+// [JobSpec]: GPUs, allowed types, rates per type or a performance-model
+// key, weight, tenant, priority, elastic range, gang, remaining work. The
+// cluster is a live [cluster.State] that the scheduler owns: servers are
+// added and removed, GPUs fail and recover through its methods, which
+// evict the jobs that held them.
+//
+// Every [Scheduler.Round] runs these steps:
+//
+//  1. allocate: for each priority tier, highest first, the policy's
+//     allocation over the tier's jobs (allocation.Policy, solved again
+//     when jobs come or go, at most every MinResetInterval, or when
+//     capacity changes) and Gavel's round mechanism (allocation.Rounds)
+//     choose which jobs run on which GPU type; a lower tier sees the GPUs
+//     the tiers above leave;
+//  2. plan: a job chosen again on the same type and size keeps its GPUs
+//     (its lease is extended);
+//  3. release: every other lease is released;
+//  4. place: the other jobs are placed, largest first, by
+//     placement.Consolidated over the state's index of servers by free
+//     GPUs (best fit on one server, else the fewest servers), with
+//     placement.GPUChooser inside a server; a job that asks for one
+//     server waits rather than spread;
+//  5. admit gangs: a gang some of whose jobs found no GPUs does not run;
+//  6. consolidate: a kept job spread over several servers moves to fewer
+//     when the speed gained over the round exceeds the migration cost;
+//  7. grow: GPUs left over go to elastic jobs by Lyra's knapsack;
+//  8. publish: the assignments, with devices by server id and NVML index.
+//
+// [Scheduler.Report] then says what really ran (and what failed to
+// start), and only that is credited to the mechanism; a round without a
+// report is credited in full. [Scheduler.Snapshot] and [Scheduler.Restore]
+// keep the jobs and their leases across a restart; [Scheduler.Bind]
+// rebuilds leases from what the outside world records (pod annotations).
+// Config.Logger and Config.OnRound observe every round ([RoundStats]).
+//
+// A Scheduler is safe for concurrent use.
+package scheduler

@@ -1,0 +1,197 @@
+package scheduler
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/topology"
+)
+
+// Limits on what a job spec may say.
+const (
+	// MaxKeyLen bounds a job key, a tenant and a gang name, in bytes.
+	MaxKeyLen = 512
+	// MaxJobGPUs bounds the GPUs of one job.
+	MaxJobGPUs = 1 << 16
+)
+
+// JobSpec describes a job to the scheduler. Every job is a gang: it runs
+// with all its GPUs at once, of one type, or not at all.
+type JobSpec struct {
+	// GPUs is the number of GPUs the job runs on (its scale factor); for an
+	// elastic job, the fewest it runs on.
+	GPUs int `json:"gpus"`
+	// MaxGPUs, when above GPUs, makes the job elastic: GPUs of its type
+	// left over after a round are shared among the running elastic jobs by
+	// Lyra's knapsack (linear scaling), up to MaxGPUs each. 0 means GPUs.
+	MaxGPUs int `json:"max_gpus,omitempty"`
+	// Types lists the GPU types the job may run on; empty means every type
+	// it has a rate for.
+	Types []topology.GPUType `json:"types,omitempty"`
+	// Throughput gives the job's rate in steps per second on GPUs GPUs of
+	// each type; a type it lacks (or a rate of 0) cannot run it.
+	Throughput map[topology.GPUType]float64 `json:"throughput,omitempty"`
+	// Model, instead of Throughput, looks the rates up in the scheduler's
+	// Config.Throughput (its ScaleFactor is taken from GPUs when 0); with a
+	// Config.Colocation it also gives the job's rates when sharing GPUs.
+	Model *perfmodel.JobKey `json:"model,omitempty"`
+	// Weight is the job's weight for weighted policies; 0 means 1.
+	Weight float64 `json:"weight,omitempty"`
+	// Tenant names the job's owner for hierarchical policies (weighted by
+	// Config.TenantWeights).
+	Tenant string `json:"tenant,omitempty"`
+	// Priority ranks jobs in tiers: the jobs of the highest priority are
+	// allocated the whole cluster; each lower tier shares what the tiers
+	// above leave (their allocated GPUs subtracted, rounded up per type).
+	Priority int `json:"priority,omitempty"`
+	// Gang names a group of jobs that run in the same rounds or not at all
+	// (each job of the group placed whole, or none of them runs).
+	Gang string `json:"gang,omitempty"`
+	// SingleServer keeps the job on one server: it waits rather than spread
+	// (Consolidated's Strict, for one job).
+	SingleServer bool `json:"single_server,omitempty"`
+	// RemainingSteps is the work left, in steps (policies such as
+	// makespan and finish-time fairness use it); reports of steps run
+	// count it down.
+	RemainingSteps float64 `json:"remaining_steps,omitempty"`
+	// Deadline is the time by which the job should finish (same clock as
+	// the rounds); 0 means none.
+	Deadline float64 `json:"deadline,omitempty"`
+}
+
+func (j *JobSpec) maxGPUs() int {
+	if j.MaxGPUs > j.GPUs {
+		return j.MaxGPUs
+	}
+	return j.GPUs
+}
+
+// validate checks a spec; hasModel says whether the scheduler has a
+// throughput model.
+func (j *JobSpec) validate(hasModel bool) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case j.GPUs < 1 || j.GPUs > MaxJobGPUs:
+		return bad("%d GPUs (want 1 to %d)", j.GPUs, MaxJobGPUs)
+	case j.MaxGPUs != 0 && (j.MaxGPUs < j.GPUs || j.MaxGPUs > MaxJobGPUs):
+		return bad("at most %d GPUs with at least %d (want 0, or %d to %d)", j.MaxGPUs, j.GPUs, j.GPUs, MaxJobGPUs)
+	case !finiteNonNeg(j.Weight):
+		return bad("weight %v (want a finite number >= 0)", j.Weight)
+	case !finiteNonNeg(j.RemainingSteps):
+		return bad("remaining steps %v (want a finite number >= 0)", j.RemainingSteps)
+	case !finiteNonNeg(j.Deadline):
+		return bad("deadline %v (want a finite number >= 0)", j.Deadline)
+	case len(j.Tenant) > MaxKeyLen || len(j.Gang) > MaxKeyLen:
+		return bad("tenant or gang name longer than %d bytes", MaxKeyLen)
+	case j.Throughput != nil && j.Model != nil:
+		return bad("both Throughput and Model are set (give one)")
+	case j.Throughput == nil && j.Model == nil:
+		return bad("neither Throughput nor Model is set: the job's rates are unknown")
+	case j.Model != nil && !hasModel:
+		return bad("the job names a model (%s) but the scheduler has no Config.Throughput", j.Model.Name())
+	case j.Model != nil && j.Model.ScaleFactor != 0 && j.Model.ScaleFactor != j.GPUs:
+		return bad("model scale factor %d for a job of %d GPUs", j.Model.ScaleFactor, j.GPUs)
+	case len(j.Types) > 1024 || len(j.Throughput) > 1024:
+		return bad("%d types and %d rates (at most 1024)", len(j.Types), len(j.Throughput))
+	}
+	for _, t := range j.Types {
+		if err := t.Validate(); err != nil {
+			return fmt.Errorf("%w: allowed types: %w", ErrInvalid, err)
+		}
+	}
+	for t, v := range j.Throughput {
+		if err := t.Validate(); err != nil {
+			return fmt.Errorf("%w: throughput: %w", ErrInvalid, err)
+		}
+		if !finiteNonNeg(v) {
+			return bad("throughput %v on %s (want a finite number >= 0)", v, t)
+		}
+	}
+	return nil
+}
+
+func finiteNonNeg(v float64) bool { return v >= 0 && !math.IsInf(v, 0) }
+
+// checkKey validates a job key.
+func checkKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: empty job key", ErrInvalid)
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("%w: job key of %d bytes (at most %d)", ErrInvalid, len(key), MaxKeyLen)
+	case strings.IndexByte(key, 0) >= 0:
+		return fmt.Errorf("%w: job key %q holds a NUL byte", ErrInvalid, key)
+	}
+	return nil
+}
+
+// job is the scheduler's record of a submitted job.
+type job struct {
+	key     string
+	id      int // the int ID the index-based packages see; submission order
+	spec    JobSpec
+	arrival float64
+	tier    *tier
+	pidx    int       // position in the tier's problem; -1 when stale
+	rates   []float64 // per scheduler type, with spec.GPUs GPUs
+	class   int       // co-location class, -1 for none
+
+	// Accounting from reports.
+	attained []float64 // seconds run per scheduler type
+	rounds   int
+	// unit is the unit the job ran in during the last round, nil if none;
+	// lease is the lease that holds its GPUs now, nil if none.
+	unit  *unit
+	lease *lease
+	mark  uint64 // Report's mark
+}
+
+// ratesFor fills the job's rates over the scheduler's types.
+func (s *Scheduler) ratesFor(j *job) error {
+	j.rates = resize(j.rates, len(s.types))
+	allowed := func(t topology.GPUType) bool {
+		if len(j.spec.Types) == 0 {
+			return true
+		}
+		for _, a := range j.spec.Types {
+			if a == t {
+				return true
+			}
+		}
+		return false
+	}
+	for k, t := range s.types {
+		j.rates[k] = 0
+		if !allowed(t) {
+			continue
+		}
+		if j.spec.Model == nil {
+			j.rates[k] = j.spec.Throughput[t]
+			continue
+		}
+		key := *j.spec.Model
+		if key.ScaleFactor == 0 {
+			key.ScaleFactor = j.spec.GPUs
+		}
+		v, err := s.cfg.Throughput.Throughput(key, t)
+		if err != nil {
+			return fmt.Errorf("%w: job %q: %w", ErrInvalid, j.key, err)
+		}
+		if !finiteNonNeg(v) {
+			return fmt.Errorf("%w: job %q: the model gives a rate of %v on %s", ErrInvalid, j.key, v, t)
+		}
+		j.rates[k] = v
+	}
+	return nil
+}
+
+func resize[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
+}

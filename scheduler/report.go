@@ -1,0 +1,171 @@
+package scheduler
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gpusched/gpusched/allocation"
+)
+
+// RoundReport says what really happened in a round: which jobs ran, for
+// how long, how many steps they made, and which could not start. Only
+// what ran is credited to the mechanism's time counters.
+type RoundReport struct {
+	// Start is the Start of the round reported on (the last one).
+	Start float64 `json:"start"`
+	// Ran lists the jobs that ran. A job of the round that is not listed
+	// did not run: it is not credited.
+	Ran []Ran `json:"ran"`
+	// Failed lists jobs of the round that could not start (a pod that
+	// failed, a node that refused); their GPUs are released and they are
+	// placed afresh at the next round.
+	Failed []string `json:"failed,omitempty"`
+}
+
+// Ran is one job's part of a round.
+type Ran struct {
+	Job string `json:"job"`
+	// Seconds is how long it ran, at most the round's length.
+	Seconds float64 `json:"seconds"`
+	// Steps is the work it did; it counts RemainingSteps down.
+	Steps float64 `json:"steps,omitempty"`
+}
+
+// Report records what ran in the last round, before the next Round. A
+// round left without a report is credited in full (every job for the
+// time from its start to the next round's, at most its length).
+func (s *Scheduler) Report(rep RoundReport) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last == nil || rep.Start != s.last.Start {
+		return fmt.Errorf("%w: report for the round at %v", ErrStaleReport, rep.Start)
+	}
+	if s.reported {
+		return fmt.Errorf("%w: the round at %v is already reported", ErrStaleReport, rep.Start)
+	}
+	// Check everything before changing anything. A job of the round has
+	// unit != nil; mark counts it once.
+	inRound := func(key string) *job {
+		if j := s.jobs[key]; j != nil && j.unit != nil {
+			return j
+		}
+		return nil
+	}
+	s.mark++
+	for _, r := range rep.Ran {
+		j := inRound(r.Job)
+		switch {
+		case j == nil:
+			return fmt.Errorf("%w: job %q did not run in the round at %v", ErrStaleReport, r.Job, rep.Start)
+		case j.mark == s.mark:
+			return fmt.Errorf("%w: job %q reported twice", ErrInvalid, r.Job)
+		case !(r.Seconds >= 0) || r.Seconds > s.last.Length*(1+1e-9):
+			return fmt.Errorf("%w: job %q ran %v s in a round of %v s", ErrInvalid, r.Job, r.Seconds, s.last.Length)
+		case !finiteNonNeg(r.Steps):
+			return fmt.Errorf("%w: job %q: %v steps", ErrInvalid, r.Job, r.Steps)
+		}
+		j.mark = s.mark
+	}
+	for _, key := range rep.Failed {
+		if inRound(key) == nil {
+			return fmt.Errorf("%w: failed job %q did not run in the round at %v", ErrStaleReport, key, rep.Start)
+		}
+	}
+	for _, r := range rep.Ran {
+		j := inRound(r.Job)
+		j.attained[j.unit.typ] += r.Seconds
+		j.rounds++
+		if r.Steps > 0 {
+			j.spec.RemainingSteps = math.Max(0, j.spec.RemainingSteps-r.Steps)
+			if t := j.tier; !t.dirty && j.pidx >= 0 && j.pidx < len(t.problem.Jobs) && t.problem.Jobs[j.pidx].ID == j.id {
+				t.problem.Jobs[j.pidx].RemainingSteps = j.spec.RemainingSteps
+			}
+		}
+	}
+	for _, key := range rep.Failed {
+		if j := inRound(key); j.lease != nil {
+			s.evict(j.lease.holder)
+		}
+	}
+	// Credit the mechanisms with what ran: a unit (a job, or a pair) for
+	// the longest time one of its jobs ran.
+	secs := func(j *job) (float64, bool) {
+		for _, r := range rep.Ran {
+			if r.Job == j.key {
+				return r.Seconds, true
+			}
+		}
+		return 0, false
+	}
+	if len(rep.Ran) > 8 {
+		byKey := make(map[string]float64, len(rep.Ran))
+		for _, r := range rep.Ran {
+			byKey[r.Job] = r.Seconds
+		}
+		secs = func(j *job) (float64, bool) {
+			d, ok := byKey[j.key]
+			return d, ok
+		}
+	}
+	if err := s.creditMechanisms(func(u *unit) (float64, bool) {
+		d, ok := secs(u.jobs[0])
+		if u.jobs[1] != nil {
+			d2, ok2 := secs(u.jobs[1])
+			d, ok = max(d, d2), ok || ok2
+		}
+		return d, ok
+	}); err != nil {
+		return err
+	}
+	s.reported = true
+	return nil
+}
+
+// creditMechanisms reports to each tier's mechanism the units of the last
+// round that ran, for the seconds secs gives (units it skips did not run).
+func (s *Scheduler) creditMechanisms(secs func(u *unit) (float64, bool)) error {
+	units := s.scratch.units[s.scratch.cur]
+	for _, t := range s.tiers {
+		if t.last == nil {
+			continue
+		}
+		rep := allocation.RoundReport{Start: t.last.Start}
+		for i := range units {
+			u := &units[i]
+			if u.tier != t || !u.placed {
+				continue
+			}
+			d, ok := secs(u)
+			if !ok {
+				continue
+			}
+			ids := []int{u.jobs[0].id}
+			if u.jobs[1] != nil {
+				ids = append(ids, u.jobs[1].id)
+			}
+			rep.Ran = append(rep.Ran, allocation.UnitRun{JobIDs: ids, Type: u.tname, Seconds: d})
+		}
+		if err := t.mech.Report(rep); err != nil {
+			return fmt.Errorf("scheduler: crediting the round at %v: %w", t.last.Start, err)
+		}
+	}
+	return nil
+}
+
+// creditUnreported credits the last round, if it was not reported, in
+// full: every job that ran gets the time to now, at most a round, in its
+// attained time and in its mechanism.
+func (s *Scheduler) creditUnreported(now float64) error {
+	if s.last == nil || s.reported {
+		return nil
+	}
+	d := math.Min(now-s.last.Start, s.last.Length)
+	for _, j := range s.ranBefore {
+		if j.unit != nil && s.jobs[j.key] == j {
+			j.attained[j.unit.typ] += d
+			j.rounds++
+		}
+	}
+	s.reported = true
+	return s.creditMechanisms(func(*unit) (float64, bool) { return d, true })
+}

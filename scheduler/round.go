@@ -1,0 +1,679 @@
+package scheduler
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/cluster"
+	"github.com/gpusched/gpusched/elastic"
+	"github.com/gpusched/gpusched/topology"
+)
+
+// Round is what runs from Start for Length seconds.
+type Round struct {
+	Start, Length float64
+	// Assignments are the jobs that run, each on its GPUs.
+	Assignments []Assignment
+	// Preempted are the jobs that ran in the last round and do not run in
+	// this one, sorted.
+	Preempted []string
+	// Reset reports that a policy solved its allocation for this round.
+	Reset bool
+	Stats RoundStats
+}
+
+// Assignment is one job (or two sharing GPUs) on its GPUs for a round.
+type Assignment struct {
+	// Jobs is one job's key, or the keys of two jobs sharing the GPUs.
+	Jobs []string
+	Type topology.GPUType
+	// Devices are the GPUs: the job's GPUs, then its Extra elastic ones.
+	Devices []Device
+	Extra   int
+	// Kept reports that the job runs on the same GPUs as in the last round
+	// (its lease is extended; no restart).
+	Kept bool
+}
+
+// RoundStats describe one round, for observers.
+type RoundStats struct {
+	Start float64
+	// Jobs counts the jobs submitted, Tiers their priority tiers.
+	Jobs, Tiers int
+	// Reset reports that a policy solved; Solves counts its solves (one
+	// per tier that re-solved) and SolveTime their wall time.
+	Reset     bool
+	Solves    int
+	SolveTime time.Duration
+	// LPSolves and LPIterations count the linear programs the solves
+	// went through and their iterations; LPRows, LPColumns and LPNonzeros
+	// give the size of the largest (when the policy reports them,
+	// allocation.LPStats).
+	LPSolves, LPIterations        int
+	LPRows, LPColumns, LPNonzeros int
+	// Assigned counts the units (jobs, or pairs of jobs sharing GPUs) the
+	// mechanism chose; Placed those that got GPUs and run; Kept those on
+	// the same GPUs as before; Moves the running jobs that changed GPUs;
+	// Preemptions the jobs that ran last round and do not now; Unplaced
+	// the units that found no GPUs (fragmentation, single-server jobs);
+	// GangsDropped the gangs not admitted whole.
+	Assigned, Placed, Kept, Moves, Preemptions, Unplaced, GangsDropped int
+	// ElasticGPUs counts the extra GPUs given to elastic jobs.
+	ElasticGPUs int
+	// BusyGPUs and HealthyGPUs count the GPUs held after the round and the
+	// healthy ones.
+	BusyGPUs, HealthyGPUs int
+	// Took is the round's wall time, solves included.
+	Took time.Duration
+}
+
+// lease is a holder of GPUs in the state: one job, or a pair.
+type lease struct {
+	holder   string
+	jobs     [2]*job
+	typ      int
+	typeName topology.GPUType
+	extra    []cluster.GPURef
+	epoch    uint64
+	pos      int // in Scheduler.leaseList
+}
+
+// unit is one assignment of the round being built.
+type unit struct {
+	jobs   [2]*job
+	holder string
+	tier   *tier
+	typ    int
+	tname  topology.GPUType
+	gpus   int
+	kept   bool
+	placed bool
+	moved  bool
+	extra  int
+}
+
+type scratch struct {
+	units [2][]unit
+	cur   int
+	refs  []cluster.GPURef
+	old   []cluster.GPURef
+	order []int
+}
+
+// Round computes the round that starts at now (seconds on the clock of
+// Submit; a round starts where the last one ended or later): each tier's
+// policy and round mechanism choose the jobs to run and their GPU types,
+// the jobs are placed on GPUs of the live state, gangs are admitted whole
+// or not at all, and elastic jobs grow into GPUs left over. The last
+// round is credited with its report, or in full without one. It returns
+// the assignments; the GPUs are held in the state until the next round.
+func (s *Scheduler) Round(ctx context.Context, now float64) (*Round, error) {
+	s.mu.Lock()
+	r, err := s.round(ctx, now)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if s.cfg.OnRound != nil {
+		s.cfg.OnRound(r.Stats)
+	}
+	return r, nil
+}
+
+// round is the engine: named steps around one Rounds call per tier.
+func (s *Scheduler) round(ctx context.Context, now float64) (*Round, error) {
+	t0 := time.Now()
+	if !finiteNonNeg(now) {
+		return nil, fmt.Errorf("%w: round at %v", ErrInvalid, now)
+	}
+	if s.last != nil && now < s.last.Start {
+		return nil, fmt.Errorf("%w: round at %v before the last one (%v)", ErrInvalid, now, s.last.Start)
+	}
+	if err := s.creditUnreported(now); err != nil {
+		return nil, err
+	}
+	s.stats = RoundStats{Start: now, Jobs: len(s.jobs)}
+	if err := s.allocate(ctx, now); err != nil {
+		return nil, err
+	}
+	s.epoch++
+	units := s.plan()
+	s.releaseStale()
+	s.place(units)
+	s.admitGangs(units)
+	s.consolidate(units)
+	s.grow(units)
+	r := s.publish(units, now)
+	s.stats.Took = time.Since(t0)
+	r.Stats = s.stats
+	s.last = r
+	s.reported = false
+	s.roundsRun++
+	s.log.Debug("round", "start", now, "jobs", s.stats.Jobs, "reset", s.stats.Reset, "placed", s.stats.Placed,
+		"kept", s.stats.Kept, "moves", s.stats.Moves, "preemptions", s.stats.Preemptions, "unplaced", s.stats.Unplaced, "took", s.stats.Took)
+	return r, nil
+}
+
+// allocate runs each tier's mechanism, highest priority first; a lower
+// tier sees the capacity the tiers above leave.
+func (s *Scheduler) allocate(ctx context.Context, now float64) error {
+	s.refreshTypes()
+	reserved := make([]int, len(s.types))
+	for i, t := range s.tiers {
+		if len(t.jobs) == 0 {
+			t.last = nil
+			continue
+		}
+		s.stats.Tiers++
+		s.buildProblem(t)
+		for k, typ := range s.types {
+			t.problem.Capacity[k] = max(0, s.st.Capacity(typ)-reserved[k])
+		}
+		t.problem.Now = now
+		rd, err := t.mech.Next(ctx, &t.problem, now)
+		if err != nil {
+			return fmt.Errorf("scheduler: round at %v, priority %d: %w", now, t.priority, err)
+		}
+		t.last = rd
+		if rd.Reset {
+			s.stats.Reset = true
+			s.stats.Solves++
+			s.stats.SolveTime += rd.Stats.SolveTime
+			if lp := rd.Stats.LP; lp != nil {
+				s.stats.LPSolves += lp.Solves
+				s.stats.LPIterations += lp.Iterations
+				if lp.Nonzeros > s.stats.LPNonzeros {
+					s.stats.LPRows, s.stats.LPColumns, s.stats.LPNonzeros = lp.Rows, lp.Columns, lp.Nonzeros
+				}
+			}
+		}
+		if s.lowerTierWaits(i) {
+			t.reserved = s.reservedBy(rd.Allocation, t.reserved)
+			for k := range reserved {
+				reserved[k] += t.reserved[k]
+			}
+		}
+	}
+	return nil
+}
+
+// lowerTierWaits reports whether a tier after the i-th has jobs.
+func (s *Scheduler) lowerTierWaits(i int) bool {
+	for _, t := range s.tiers[i+1:] {
+		if len(t.jobs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// reservedBy returns the GPUs per type an allocation uses on average
+// over the jobs still present, rounded up.
+func (s *Scheduler) reservedBy(a *allocation.Allocation, out []int) []int {
+	out = resize(out, len(s.types))
+	use := make([]float64, len(s.types))
+	if a != nil && len(a.Types) == len(s.types) {
+		sf := func(i int) float64 {
+			if j := s.byID[a.JobIDs[i]]; j != nil && j.spec.GPUs > 0 {
+				return float64(j.spec.GPUs)
+			}
+			return 0 // gone since the allocation
+		}
+		for m, row := range a.X {
+			f := sf(m)
+			for k, x := range row {
+				use[k] += x * f
+			}
+		}
+		for _, pr := range a.Pairs {
+			f := min(sf(pr.A), sf(pr.B))
+			for k, x := range pr.X {
+				use[k] += x * f
+			}
+		}
+	}
+	for k, u := range use {
+		out[k] = int(math.Ceil(u - 1e-6))
+	}
+	return out
+}
+
+// buildProblem refreshes a tier's problem: the job list when it changed,
+// the capacities and the clock every round.
+func (s *Scheduler) buildProblem(t *tier) {
+	p := &t.problem
+	p.Types = s.types
+	p.Capacity = resize(p.Capacity, len(s.types))
+	p.EntityWeights = s.cfg.TenantWeights
+	if !t.dirty && len(p.Jobs) == len(t.jobs) {
+		return
+	}
+	p.Jobs = resize(p.Jobs, len(t.jobs))
+	for m, j := range t.jobs {
+		j.pidx = m
+		p.Jobs[m] = allocation.Job{
+			ID: j.id, Weight: j.spec.Weight, ScaleFactor: j.spec.GPUs, RemainingSteps: j.spec.RemainingSteps,
+			Throughput: j.rates, Deadline: j.spec.Deadline, Arrival: j.arrival, Entity: j.spec.Tenant,
+		}
+	}
+	p.Pairs = nil
+	if s.classes != nil {
+		t.pairs = s.classes.view(t.jobs, t.pairs)
+		p.Pairs = t.pairs
+	}
+	t.dirty = false
+}
+
+// pairHolder is the holder key of two jobs sharing GPUs.
+func pairHolder(a, b *job) string {
+	if a.id > b.id {
+		a, b = b, a
+	}
+	return a.key + "\x00" + b.key
+}
+
+// plan turns the mechanism's assignments into units and extends the
+// leases of units that run again as they ran: same holder, type and size.
+func (s *Scheduler) plan() []unit {
+	sc := &s.scratch
+	sc.cur ^= 1
+	units := sc.units[sc.cur][:0]
+	// Elastic extras are decided afresh every round.
+	for _, l := range s.leaseList {
+		if len(l.extra) > 0 {
+			_ = s.st.ReleaseGPUs(l.holder, l.extra)
+			l.extra = l.extra[:0]
+		}
+	}
+	for _, t := range s.tiers {
+		if t.last == nil {
+			continue
+		}
+		for _, as := range t.last.Assignments {
+			u := unit{tier: t, typ: as.TypeIndex, tname: as.Type}
+			u.jobs[0] = s.byID[as.JobIDs[0]]
+			u.holder = u.jobs[0].key
+			if len(as.JobIDs) == 2 {
+				u.jobs[1] = s.byID[as.JobIDs[1]]
+				u.holder = pairHolder(u.jobs[0], u.jobs[1])
+			}
+			u.gpus = u.jobs[0].spec.GPUs
+			if l := s.leases[u.holder]; l != nil && l.typ == u.typ && len(s.st.Held(u.holder)) == u.gpus {
+				u.kept, u.placed = true, true
+				l.epoch = s.epoch
+			}
+			units = append(units, u)
+		}
+	}
+	s.stats.Assigned = len(units)
+	sc.units[sc.cur] = units
+	return units
+}
+
+// releaseStale releases the leases no unit of this round extends.
+func (s *Scheduler) releaseStale() {
+	for i := 0; i < len(s.leaseList); {
+		if l := s.leaseList[i]; l.epoch != s.epoch {
+			s.releaseLease(l.holder) // moves the last lease to i
+			continue
+		}
+		i++
+	}
+}
+
+// addLease records a lease whose GPUs are bound in the state.
+func (s *Scheduler) addLease(l *lease) {
+	s.leases[l.holder] = l
+	l.pos = len(s.leaseList)
+	s.leaseList = append(s.leaseList, l)
+	for _, j := range l.jobs {
+		if j != nil {
+			j.lease = l
+		}
+	}
+}
+
+// releaseLease releases a holder's GPUs and forgets its lease.
+func (s *Scheduler) releaseLease(holder string) {
+	s.st.Release(holder)
+	l := s.leases[holder]
+	if l == nil {
+		return
+	}
+	delete(s.leases, holder)
+	last := s.leaseList[len(s.leaseList)-1]
+	s.leaseList[l.pos] = last
+	last.pos = l.pos
+	s.leaseList = s.leaseList[:len(s.leaseList)-1]
+	for _, j := range l.jobs {
+		if j != nil && j.lease == l {
+			j.lease = nil
+		}
+	}
+	*l = lease{extra: l.extra[:0]}
+	s.freeLeases = append(s.freeLeases, l)
+}
+
+// newLease returns a lease from the pool.
+func (s *Scheduler) newLease() *lease {
+	if n := len(s.freeLeases); n > 0 {
+		l := s.freeLeases[n-1]
+		s.freeLeases = s.freeLeases[:n-1]
+		return l
+	}
+	return &lease{}
+}
+
+// place gives GPUs to the units not kept, largest first (then in the
+// mechanism's order), with the consolidated placer.
+func (s *Scheduler) place(units []unit) {
+	sc := &s.scratch
+	sc.order = sc.order[:0]
+	for i := range units {
+		if !units[i].kept {
+			sc.order = append(sc.order, i)
+		}
+	}
+	slices.SortStableFunc(sc.order, func(a, b int) int { return cmp.Compare(units[b].gpus, units[a].gpus) })
+	for _, i := range sc.order {
+		u := &units[i]
+		typ := s.types[u.typ]
+		p := &s.placer
+		if u.jobs[0].spec.SingleServer || u.jobs[1] != nil && u.jobs[1].spec.SingleServer {
+			p = &s.single
+		}
+		sc.refs = p.PlaceOn(s.st, typ, u.gpus, sc.refs)
+		if sc.refs == nil {
+			continue
+		}
+		if err := s.st.Bind(u.holder, sc.refs); err != nil {
+			s.log.Warn("bind", "holder", u.holder, "err", err) // a bug: the placer offered GPUs not free
+			continue
+		}
+		l := s.newLease()
+		l.holder, l.jobs, l.typ, l.typeName, l.epoch = u.holder, u.jobs, u.typ, typ, s.epoch
+		s.addLease(l)
+		u.placed = true
+		u.moved = u.jobs[0].unit != nil || u.jobs[1] != nil && u.jobs[1].unit != nil // it ran last round elsewhere
+	}
+}
+
+// admitGangs drops every gang some of whose jobs do not run this round.
+func (s *Scheduler) admitGangs(units []unit) {
+	var running map[string]int
+	for i := range units {
+		for _, j := range units[i].jobs {
+			if j != nil && j.spec.Gang != "" && units[i].placed {
+				if running == nil {
+					running = map[string]int{}
+				}
+				running[j.spec.Gang]++
+			}
+		}
+	}
+	if running == nil {
+		return
+	}
+	members := map[string]int{}
+	for _, j := range s.jobs {
+		if j.spec.Gang != "" {
+			members[j.spec.Gang]++
+		}
+	}
+	dropped := map[string]bool{}
+	for g, n := range running {
+		if n < members[g] {
+			dropped[g] = true
+		}
+	}
+	for i := range units {
+		u := &units[i]
+		if !u.placed {
+			continue
+		}
+		for _, j := range u.jobs {
+			if j != nil && dropped[j.spec.Gang] {
+				s.releaseLease(u.holder)
+				u.placed, u.kept, u.moved = false, false, false
+				break
+			}
+		}
+	}
+	s.stats.GangsDropped = len(dropped)
+}
+
+// consolidate moves kept multi-server units to fewer servers when that
+// gains more than the migration cost.
+func (s *Scheduler) consolidate(units []unit) {
+	cost := s.migrationCost()
+	if cost < 0 {
+		return
+	}
+	sc := &s.scratch
+	for i := range units {
+		u := &units[i]
+		if !u.kept || u.gpus < 2 {
+			continue
+		}
+		held := s.st.Held(u.holder)
+		span := servers(held)
+		if span < 2 {
+			continue
+		}
+		gain := s.spreadPenalty() * s.horizon(u)
+		if float64(span-1)*gain <= cost {
+			continue // even one server would not pay
+		}
+		sc.old = append(sc.old[:0], held...)
+		s.st.Release(u.holder)
+		p := &s.placer
+		if u.jobs[0].spec.SingleServer {
+			p = &s.single
+		}
+		sc.refs = p.PlaceOn(s.st, s.types[u.typ], u.gpus, sc.refs)
+		refs := sc.old
+		if sc.refs != nil && float64(span-servers(sc.refs))*gain > cost {
+			refs = sc.refs
+			u.kept, u.moved = false, true
+		}
+		if err := s.st.Bind(u.holder, refs); err != nil {
+			s.log.Warn("rebind", "holder", u.holder, "err", err)
+		}
+	}
+}
+
+// horizon is the time over which a move pays: the shorter of a round and
+// the unit's remaining time at its rate.
+func (s *Scheduler) horizon(u *unit) float64 {
+	h := s.roundLength()
+	j := u.jobs[0]
+	if r := j.rates[u.typ]; r > 0 && j.spec.RemainingSteps > 0 {
+		h = min(h, j.spec.RemainingSteps/r)
+	}
+	return h
+}
+
+// servers counts the distinct servers of a set of GPUs.
+func servers(refs []cluster.GPURef) int {
+	n := 0
+	for i, r := range refs {
+		seen := false
+		for _, q := range refs[:i] {
+			if q.Server == r.Server {
+				seen = true
+				break
+			}
+		}
+		if !seen {
+			n++
+		}
+	}
+	return n
+}
+
+// grow shares the GPUs left after the round among the running elastic
+// jobs of each type, by Lyra's multiple-choice knapsack over linear
+// scaling (elastic.ScalingItems): each extra GPU is worth the running time
+// it saves.
+func (s *Scheduler) grow(units []unit) {
+	var byType map[int][]int
+	for i := range units {
+		u := &units[i]
+		if u.placed && u.jobs[1] == nil && u.jobs[0].spec.maxGPUs() > u.gpus {
+			if byType == nil {
+				byType = map[int][]int{}
+			}
+			byType[u.typ] = append(byType[u.typ], i)
+		}
+	}
+	for k, idx := range byType {
+		typ := s.types[k]
+		free := s.st.Free(typ)
+		if free == 0 {
+			continue
+		}
+		groups := make([][]elastic.Item, len(idx))
+		for g, i := range idx {
+			u := &units[i]
+			j := u.jobs[0]
+			wMax := min(j.spec.maxGPUs(), u.gpus+free)
+			base := s.roundLength() // unknown work: value GPUs alike
+			if r := j.rates[k]; r > 0 && j.spec.RemainingSteps > 0 {
+				base = j.spec.RemainingSteps / r
+			}
+			items, err := elastic.ScalingItems(u.gpus, wMax, 1, base*float64(u.gpus)/float64(wMax))
+			if err == nil {
+				groups[g] = items
+			}
+		}
+		choice, _, err := elastic.MultipleChoiceKnapsack(groups, free)
+		if err != nil {
+			s.log.Warn("elastic knapsack", "type", typ, "err", err)
+			continue
+		}
+		for g, c := range choice {
+			if c < 0 {
+				continue
+			}
+			u := &units[idx[g]]
+			u.extra = s.growUnit(u, typ, groups[g][c].Weight)
+			s.stats.ElasticGPUs += u.extra
+		}
+	}
+}
+
+// growUnit binds up to n extra GPUs of type typ to a unit, on its own
+// servers first, and returns how many it bound.
+func (s *Scheduler) growUnit(u *unit, typ topology.GPUType, n int) int {
+	l := s.leases[u.holder]
+	sc := &s.scratch
+	sc.refs = sc.refs[:0]
+	for _, r := range s.st.Held(u.holder) {
+		if len(sc.refs) == n {
+			break
+		}
+		if containsServer(sc.refs, r.Server) {
+			continue
+		}
+		srv := s.st.Server(r.Server)
+		for i, free := range s.st.FreeMask(r.Server) {
+			if free && srv.GPUs[i].Type == typ && len(sc.refs) < n {
+				sc.refs = append(sc.refs, cluster.GPURef{Server: r.Server, GPU: i})
+			}
+		}
+	}
+	if len(sc.refs) < n {
+		local := len(sc.refs)
+		if err := s.st.Bind(u.holder, sc.refs); err != nil {
+			return 0
+		}
+		l.extra = append(l.extra[:0], sc.refs...)
+		more := s.placer.PlaceOn(s.st, typ, n-local, nil)
+		if more != nil && s.st.Bind(u.holder, more) == nil {
+			l.extra = append(l.extra, more...)
+		}
+		return len(l.extra)
+	}
+	if err := s.st.Bind(u.holder, sc.refs); err != nil {
+		return 0
+	}
+	l.extra = append(l.extra[:0], sc.refs...)
+	return n
+}
+
+func containsServer(refs []cluster.GPURef, s int) bool {
+	for _, r := range refs {
+		if r.Server == s {
+			return true
+		}
+	}
+	return false
+}
+
+// publish builds the round's answer and moves the jobs' pointers to this
+// round's units.
+func (s *Scheduler) publish(units []unit, now float64) *Round {
+	r := &Round{Start: now, Length: s.roundLength(), Reset: s.stats.Reset}
+	placed, gpus, njobs := 0, 0, 0
+	for i := range units {
+		if units[i].placed {
+			placed++
+			gpus += units[i].gpus + units[i].extra
+			njobs += 2
+		}
+	}
+	r.Assignments = make([]Assignment, 0, placed)
+	devs := make([]Device, 0, gpus)
+	keys := make([]string, 0, njobs)
+	prev := s.ranBefore
+	for _, j := range prev {
+		j.unit = nil
+	}
+	s.ranBefore = make([]*job, 0, njobs)
+	for i := range units {
+		u := &units[i]
+		if !u.placed {
+			s.stats.Unplaced++
+			continue
+		}
+		s.stats.Placed++
+		if u.kept {
+			s.stats.Kept++
+		}
+		as := Assignment{Type: s.types[u.typ], Kept: u.kept, Extra: u.extra}
+		start := len(keys)
+		for _, j := range u.jobs {
+			if j == nil {
+				continue
+			}
+			if u.moved {
+				s.stats.Moves++
+			}
+			j.unit = u
+			keys = append(keys, j.key)
+			s.ranBefore = append(s.ranBefore, j)
+		}
+		as.Jobs = keys[start:len(keys):len(keys)]
+		d0 := len(devs)
+		devs = s.devices(s.st.Held(u.holder), devs)
+		as.Devices = devs[d0:len(devs):len(devs)]
+		r.Assignments = append(r.Assignments, as)
+	}
+	for _, j := range prev {
+		if j.unit == nil && s.jobs[j.key] == j {
+			r.Preempted = append(r.Preempted, j.key)
+		}
+	}
+	slices.Sort(r.Preempted)
+	s.stats.Preemptions = len(r.Preempted)
+	for _, t := range s.types {
+		s.stats.BusyGPUs += s.st.Capacity(t) - s.st.Free(t)
+		s.stats.HealthyGPUs += s.st.Capacity(t)
+	}
+	return r
+}

@@ -1,0 +1,676 @@
+package scheduler
+
+import (
+	"cmp"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/cluster"
+	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/topology"
+)
+
+// Config configures a Scheduler. Only Policy and Cluster are required.
+type Config struct {
+	// Policy allocates each tier's jobs (allocation.MaxMinFairness for
+	// Gavel's heterogeneity-aware max-min fairness, or any other).
+	Policy allocation.Policy
+	// Cluster is the cluster at start; nil or empty for one whose servers
+	// are all added later (AddServer).
+	Cluster *topology.Cluster
+	// Throughput gives the rates of jobs given by a model key (JobSpec.Model).
+	Throughput perfmodel.ThroughputModel
+	// Colocation, when set, gives the rates of two model-keyed jobs
+	// sharing GPUs, and lets space-sharing policies pair them.
+	Colocation perfmodel.ColocationModel
+	// Types orders the GPU types in the problems the policies see (the
+	// order of their allocations, and of the mechanism's ties); the
+	// cluster's types it does not list follow by name. Default: by name.
+	Types []topology.GPUType
+
+	// RoundLength (default 360 s), MinResetInterval (default 1920 s; a
+	// negative value re-solves at every change), GlobalQueue, TypeOrder
+	// (default fastest first), ShuffleTypes, Seed, LeaveIdle (default
+	// work-conserving) and Compat configure each tier's round mechanism,
+	// as in allocation.Rounds.
+	RoundLength      float64
+	MinResetInterval float64
+	GlobalQueue      bool
+	TypeOrder        []topology.GPUType
+	ShuffleTypes     bool
+	Seed             uint64
+	LeaveIdle        bool
+	Compat           allocation.Compat
+
+	// Placer places jobs on servers; the default is Consolidated with a
+	// GPUChooser inside servers (fewest servers, best links).
+	Placer *placement.Consolidated
+	// MigrationCost is what moving a running job to other GPUs costs it, in
+	// seconds of lost work (checkpoint, restart, warm-up); 0 means 60 s and
+	// a negative value forbids moves that are not forced. A job keeps its
+	// GPUs from round to round unless it must move (its type or size
+	// changed, a GPU failed or left) or a placement on fewer servers gains
+	// more than this: SpreadPenalty of its speed per server saved, over the
+	// shorter of a round and its remaining time.
+	MigrationCost float64
+	// SpreadPenalty is the share of a job's speed lost per extra server it
+	// spans; 0 means 0.1.
+	SpreadPenalty float64
+
+	// TenantWeights weights tenants for hierarchical policies.
+	TenantWeights map[string]float64
+
+	// Logger receives a debug record per round, and records of capacity
+	// changes and evictions; nil logs nothing.
+	Logger *slog.Logger
+	// OnRound, if set, is called after every round with its statistics,
+	// outside the scheduler's lock (it may call the scheduler).
+	OnRound func(RoundStats)
+}
+
+// Scheduler is gpusched's composed scheduling core, the part a real
+// scheduler embeds: jobs keyed by strings (pod-group UIDs, trace ids), and
+// every round the policy's allocation, Gavel's round mechanism, placement
+// on the GPUs of a live cluster.State (consolidated across servers,
+// topology-aware inside them, sticky from round to round), gang admission
+// and elastic growth. See the package documentation for the round's steps.
+//
+// It is safe for concurrent use: one mutex serialises every method (a
+// round holds it while the policy solves). OnRound runs outside it.
+type Scheduler struct {
+	mu  sync.Mutex
+	cfg Config
+	st  *cluster.State
+	log *slog.Logger
+
+	placer placement.Consolidated
+	single placement.Consolidated // the placer, strict
+
+	types   []topology.GPUType
+	typeIdx map[topology.GPUType]int
+
+	jobs   map[string]*job
+	byID   map[int]*job
+	nextID int
+	tiers  []*tier // by priority, highest first
+
+	classes *classTable
+
+	leases     map[string]*lease
+	leaseList  []*lease // the same leases, for iteration
+	freeLeases []*lease
+	epoch      uint64
+	mark       uint64 // Report's
+
+	last      *Round // the last round, for Report
+	reported  bool
+	ranBefore []*job // the jobs of the last round's units
+	stats     RoundStats
+	scratch   scratch
+	roundsRun int
+}
+
+// tier holds the jobs of one priority and their round mechanism.
+type tier struct {
+	priority int
+	mech     *allocation.Rounds
+	jobs     []*job // in ID order
+	dirty    bool   // jobs added or removed since the problem was built
+	problem  allocation.Problem
+	pairs    *pairView
+	last     *allocation.Round
+	reserved []int // GPUs per type its allocation uses, for lower tiers
+}
+
+// New returns a scheduler for cfg.
+func New(cfg Config) (*Scheduler, error) {
+	if cfg.Policy == nil {
+		return nil, fmt.Errorf("%w: no policy", ErrInvalid)
+	}
+	for _, v := range []float64{cfg.RoundLength, cfg.MinResetInterval, cfg.MigrationCost, cfg.SpreadPenalty} {
+		if v != v || v > 1e15 || v < -1e15 {
+			return nil, fmt.Errorf("%w: setting %v out of range", ErrInvalid, v)
+		}
+	}
+	if cfg.RoundLength < 0 || cfg.SpreadPenalty < 0 || cfg.SpreadPenalty > 1 {
+		return nil, fmt.Errorf("%w: round length %v, spread penalty %v", ErrInvalid, cfg.RoundLength, cfg.SpreadPenalty)
+	}
+	for tenant, w := range cfg.TenantWeights {
+		if !(w > 0) || w > 1e15 {
+			return nil, fmt.Errorf("%w: tenant %q weight %v (want a finite number > 0)", ErrInvalid, tenant, w)
+		}
+	}
+	st, err := cluster.New(cfg.Cluster)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	s := &Scheduler{
+		cfg: cfg, st: st, log: cfg.Logger,
+		jobs: map[string]*job{}, byID: map[int]*job{}, leases: map[string]*lease{},
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.placer = placement.Consolidated{Chooser: &placement.GPUChooser{}}
+	if cfg.Placer != nil {
+		s.placer = *cfg.Placer
+	}
+	s.single = s.placer
+	s.single.Strict = true
+	if cfg.Colocation != nil {
+		s.classes = newClassTable(cfg.Colocation)
+	}
+	s.refreshTypes()
+	return s, nil
+}
+
+func (s *Scheduler) roundLength() float64 {
+	if s.cfg.RoundLength > 0 {
+		return s.cfg.RoundLength
+	}
+	return 360
+}
+
+func (s *Scheduler) migrationCost() float64 {
+	if s.cfg.MigrationCost == 0 {
+		return 60
+	}
+	return s.cfg.MigrationCost
+}
+
+func (s *Scheduler) spreadPenalty() float64 {
+	if s.cfg.SpreadPenalty > 0 {
+		return s.cfg.SpreadPenalty
+	}
+	return 0.1
+}
+
+// refreshTypes follows the state's types; when they change, every job's
+// rates and every problem are rebuilt.
+func (s *Scheduler) refreshTypes() {
+	present := s.st.Types()
+	if len(present) == len(s.types) && s.sameTypes(present) {
+		return
+	}
+	types := make([]topology.GPUType, 0, len(present))
+	for _, t := range s.cfg.Types {
+		if _, ok := slices.BinarySearch(present, t); ok && !slices.Contains(types, t) {
+			types = append(types, t)
+		}
+	}
+	for _, t := range present {
+		if !slices.Contains(types, t) {
+			types = append(types, t)
+		}
+	}
+	oldTypes := s.types
+	s.types = types
+	s.typeIdx = make(map[topology.GPUType]int, len(types))
+	for k, t := range s.types {
+		s.typeIdx[t] = k
+	}
+	for _, j := range s.jobs {
+		// The rates were valid for the old types; a model that cannot rate
+		// a new type leaves the job off it.
+		if err := s.ratesFor(j); err != nil {
+			s.log.Warn("job rates", "job", j.key, "err", err)
+		}
+		att := make([]float64, len(s.types))
+		for k, t := range oldTypes {
+			if n, ok := s.typeIdx[t]; ok && k < len(j.attained) {
+				att[n] = j.attained[k]
+			}
+		}
+		j.attained = att
+	}
+	for _, t := range s.tiers {
+		t.dirty = true
+	}
+	if s.classes != nil {
+		s.classes.setTypes(s.types)
+	}
+	// Leases remember their type by index.
+	for _, l := range s.leaseList {
+		l.typ = s.typeIdx[l.typeName]
+	}
+}
+
+// sameTypes reports whether the scheduler's types are those present.
+func (s *Scheduler) sameTypes(present []topology.GPUType) bool {
+	for _, t := range present {
+		if _, ok := s.typeIdx[t]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// tierOf returns the tier of a priority, creating it.
+func (s *Scheduler) tierOf(priority int) *tier {
+	i, found := slices.BinarySearchFunc(s.tiers, priority, func(t *tier, p int) int { return cmp.Compare(p, t.priority) })
+	if found {
+		return s.tiers[i]
+	}
+	t := &tier{priority: priority, dirty: true}
+	t.mech = s.newMechanism()
+	s.tiers = slices.Insert(s.tiers, i, t)
+	return t
+}
+
+// newMechanism returns a round mechanism configured by s.cfg.
+func (s *Scheduler) newMechanism() *allocation.Rounds {
+	return &allocation.Rounds{
+		Policy: s.cfg.Policy, RoundLength: s.cfg.RoundLength, MinResetInterval: s.cfg.MinResetInterval,
+		GlobalQueue: s.cfg.GlobalQueue, TypeOrder: s.cfg.TypeOrder, ShuffleTypes: s.cfg.ShuffleTypes, Seed: s.cfg.Seed,
+		LeaveIdle: s.cfg.LeaveIdle, Compat: s.cfg.Compat,
+	}
+}
+
+// ForceReset makes every tier's policy solve again at the next round.
+func (s *Scheduler) ForceReset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.tiers {
+		t.mech.ForceReset()
+	}
+}
+
+// Submit adds a job that arrived at now (seconds, on the clock of the
+// rounds). Its key must be new; the spec must validate. O(types) plus the
+// model's lookups.
+func (s *Scheduler) Submit(key string, spec JobSpec, now float64) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if !finiteNonNeg(now) {
+		return fmt.Errorf("%w: job %q: arrival %v", ErrInvalid, key, now)
+	}
+	if err := spec.validate(s.cfg.Throughput != nil); err != nil {
+		return fmt.Errorf("job %q: %w", key, err)
+	}
+	spec = cloneSpec(spec)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.jobs[key]; dup {
+		return fmt.Errorf("%w: %q", ErrDuplicateJob, key)
+	}
+	j := &job{key: key, id: s.nextID, spec: spec, arrival: now, pidx: -1, class: -1}
+	if err := s.ratesFor(j); err != nil {
+		return err
+	}
+	if s.classes != nil && spec.Model != nil {
+		c, err := s.classes.classOf(s.modelKey(j))
+		if err != nil {
+			return fmt.Errorf("%w: job %q: %w", ErrInvalid, key, err)
+		}
+		j.class = c
+	}
+	j.attained = make([]float64, len(s.types))
+	s.nextID++
+	s.jobs[key] = j
+	s.byID[j.id] = j
+	t := s.tierOf(spec.Priority)
+	j.tier = t
+	t.jobs = append(t.jobs, j)
+	t.dirty = true
+	return nil
+}
+
+func (s *Scheduler) modelKey(j *job) perfmodel.JobKey {
+	k := *j.spec.Model
+	if k.ScaleFactor == 0 {
+		k.ScaleFactor = j.spec.GPUs
+	}
+	return k
+}
+
+func cloneSpec(spec JobSpec) JobSpec {
+	spec.Types = slices.Clone(spec.Types)
+	if spec.Throughput != nil {
+		m := make(map[topology.GPUType]float64, len(spec.Throughput))
+		for t, v := range spec.Throughput {
+			m[t] = v
+		}
+		spec.Throughput = m
+	}
+	if spec.Model != nil {
+		k := *spec.Model
+		spec.Model = &k
+	}
+	return spec
+}
+
+// Update changes a job's spec (its rates as they are measured, its
+// remaining steps, its weight). The job keeps its arrival and its place in
+// the rounds; a change of GPUs, types, rates, priority or gang takes
+// effect at the next round, which re-solves when the policy sees a change
+// of jobs. Its model key cannot change.
+func (s *Scheduler) Update(key string, spec JobSpec) error {
+	if err := spec.validate(s.cfg.Throughput != nil); err != nil {
+		return fmt.Errorf("job %q: %w", key, err)
+	}
+	spec = cloneSpec(spec)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[key]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownJob, key)
+	}
+	if (spec.Model == nil) != (j.spec.Model == nil) || spec.Model != nil && s.modelKeyOf(spec) != s.modelKey(j) {
+		return fmt.Errorf("%w: job %q: the model key cannot change", ErrInvalid, key)
+	}
+	old := j.spec
+	j.spec = spec
+	if err := s.ratesFor(j); err != nil {
+		j.spec = old
+		_ = s.ratesFor(j)
+		return err
+	}
+	if spec.Priority != old.Priority {
+		s.detach(j)
+		t := s.tierOf(spec.Priority)
+		j.tier = t
+		t.jobs = append(t.jobs, j)
+		slices.SortFunc(t.jobs, func(a, b *job) int { return cmp.Compare(a.id, b.id) })
+	}
+	j.tier.dirty = true
+	return nil
+}
+
+func (s *Scheduler) modelKeyOf(spec JobSpec) perfmodel.JobKey {
+	k := *spec.Model
+	if k.ScaleFactor == 0 {
+		k.ScaleFactor = spec.GPUs
+	}
+	return k
+}
+
+// detach takes a job out of its tier.
+func (s *Scheduler) detach(j *job) {
+	t := j.tier
+	if i := slices.Index(t.jobs, j); i >= 0 {
+		t.jobs = slices.Delete(t.jobs, i, i+1)
+	}
+	t.dirty = true
+	if len(t.jobs) == 0 {
+		// An empty tier keeps its mechanism: the next job of its priority
+		// resumes it.
+		t.last = nil
+	}
+}
+
+// Remove forgets a job (finished or cancelled) and releases its GPUs; a
+// partner it shared GPUs with loses them too and is placed afresh next
+// round. O(jobs of its tier).
+func (s *Scheduler) Remove(key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[key]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownJob, key)
+	}
+	if j.lease != nil {
+		s.releaseLease(j.lease.holder)
+	}
+	s.detach(j)
+	delete(s.jobs, key)
+	delete(s.byID, j.id)
+	return nil
+}
+
+// ---- Capacity: the live state's changes go through the scheduler so
+// that holders are evicted cleanly. ----
+
+// AddServer adds a server (a node joined); the next round re-solves.
+func (s *Scheduler) AddServer(srv topology.Server) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.st.AddServer(srv); err != nil {
+		return err
+	}
+	s.refreshTypes()
+	s.log.Info("server added", "server", srv.ID, "gpus", len(srv.GPUs))
+	return nil
+}
+
+// RemoveServer removes a server (a node left) and evicts the jobs that
+// held its GPUs (they lose all their GPUs and wait for the next round);
+// it returns their keys, sorted.
+func (s *Scheduler) RemoveServer(id string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.st.ServerIndex(id)
+	if !ok {
+		return nil, &cluster.Error{Op: "remove server", Server: id, GPU: -1, Msg: "no such server", Kind: cluster.ErrUnknownServer}
+	}
+	evicted := s.evictOn(p, nil)
+	if _, err := s.st.RemoveServer(id); err != nil {
+		return nil, err
+	}
+	s.refreshTypes()
+	s.log.Info("server removed", "server", id, "evicted", evicted)
+	return evicted, nil
+}
+
+// FailGPUs marks GPUs of a server (by NVML index) failed and evicts the
+// jobs that held them; it returns their keys, sorted. With no index, every
+// GPU of the server fails (a node that went unhealthy).
+func (s *Scheduler) FailGPUs(server string, indices ...int) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	refs, err := s.refsOf(server, indices)
+	if err != nil {
+		return nil, err
+	}
+	holders, err := s.st.Fail(refs...)
+	if err != nil {
+		return nil, err
+	}
+	var evicted []string
+	for _, h := range holders {
+		evicted = append(evicted, s.evict(h)...)
+	}
+	slices.Sort(evicted)
+	evicted = slices.Compact(evicted)
+	s.log.Info("GPUs failed", "server", server, "gpus", len(refs), "evicted", evicted)
+	return evicted, nil
+}
+
+// RecoverGPUs marks GPUs of a server (by NVML index; all with none)
+// healthy again.
+func (s *Scheduler) RecoverGPUs(server string, indices ...int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	refs, err := s.refsOf(server, indices)
+	if err != nil {
+		return err
+	}
+	if err := s.st.Recover(refs...); err != nil {
+		return err
+	}
+	s.log.Info("GPUs recovered", "server", server, "gpus", len(refs))
+	return nil
+}
+
+// refsOf resolves NVML indices of a server to positions; all GPUs when
+// indices is empty.
+func (s *Scheduler) refsOf(server string, indices []int) ([]cluster.GPURef, error) {
+	p, ok := s.st.ServerIndex(server)
+	if !ok {
+		return nil, &cluster.Error{Op: "lookup", Server: server, GPU: -1, Msg: "no such server", Kind: cluster.ErrUnknownServer}
+	}
+	if len(indices) == 0 {
+		refs := make([]cluster.GPURef, len(s.st.Server(p).GPUs))
+		for i := range refs {
+			refs[i] = cluster.GPURef{Server: p, GPU: i}
+		}
+		return refs, nil
+	}
+	refs := make([]cluster.GPURef, 0, len(indices))
+	for _, idx := range indices {
+		r, err := s.st.Lookup(server, idx)
+		if err != nil {
+			return nil, err
+		}
+		refs = append(refs, r)
+	}
+	return refs, nil
+}
+
+// evictOn evicts every lease holding a GPU of server p.
+func (s *Scheduler) evictOn(p int, evicted []string) []string {
+	var on []string
+	for _, l := range s.leaseList {
+		for _, r := range s.st.Held(l.holder) {
+			if r.Server == p {
+				on = append(on, l.holder)
+				break
+			}
+		}
+	}
+	for _, h := range on {
+		evicted = append(evicted, s.evict(h)...)
+	}
+	slices.Sort(evicted)
+	return slices.Compact(evicted)
+}
+
+// evict releases a lease and returns its jobs' keys.
+func (s *Scheduler) evict(holder string) []string {
+	l := s.leases[holder]
+	if l == nil {
+		s.st.Release(holder)
+		return nil
+	}
+	keys := []string{l.jobs[0].key}
+	if l.jobs[1] != nil {
+		keys = append(keys, l.jobs[1].key)
+	}
+	s.releaseLease(holder)
+	return keys
+}
+
+// Bind records GPUs a job already holds, by server id and NVML index (a
+// scheduler that restarts rebuilds its state from the annotations of the
+// pods it placed): they become the job's lease, which the next round keeps
+// if the job runs again on as many GPUs of that type. All or nothing: GPUs
+// that are unknown, failed or held, or of several types, are an error and
+// bind nothing. A job binds once; Remove or a round releases it.
+func (s *Scheduler) Bind(key string, devices []Device) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[key]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownJob, key)
+	}
+	if j.lease != nil {
+		return fmt.Errorf("%w: job %q already holds GPUs", ErrInvalid, key)
+	}
+	if len(devices) == 0 {
+		return fmt.Errorf("%w: job %q: no devices to bind", ErrInvalid, key)
+	}
+	refs := make([]cluster.GPURef, 0, len(devices))
+	var typ topology.GPUType
+	for i, d := range devices {
+		r, err := s.st.Lookup(d.Server, d.Index)
+		if err != nil {
+			return err
+		}
+		t := s.st.Server(r.Server).GPUs[r.GPU].Type
+		if i > 0 && t != typ {
+			return fmt.Errorf("%w: job %q: devices of types %s and %s", ErrInvalid, key, typ, t)
+		}
+		typ = t
+		refs = append(refs, r)
+	}
+	if err := s.st.Bind(key, refs); err != nil {
+		return err
+	}
+	l := s.newLease()
+	l.holder, l.jobs, l.typ, l.typeName = key, [2]*job{j, nil}, s.typeIdx[typ], typ
+	s.addLease(l)
+	return nil
+}
+
+// View calls fn with the live cluster state under the scheduler's lock,
+// for readers such as a Kubernetes plugin's Filter and Score. fn must not
+// change the state nor keep it after it returns.
+func (s *Scheduler) View(fn func(st *cluster.State)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn(s.st)
+}
+
+// JobStatus is what the scheduler knows of a job.
+type JobStatus struct {
+	Spec    JobSpec
+	Arrival float64
+	// Devices are the GPUs the job holds now (after the last round), and
+	// Type their type; none while it waits.
+	Devices []Device
+	Type    topology.GPUType
+	// Attained is the time it has run on each type, in seconds, from the
+	// reports (or the rounds, for rounds not reported).
+	Attained map[topology.GPUType]float64
+	// Rounds counts the rounds it ran in.
+	Rounds int
+}
+
+// Status returns a job's status.
+func (s *Scheduler) Status(key string) (JobStatus, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[key]
+	if !ok {
+		return JobStatus{}, fmt.Errorf("%w: %q", ErrUnknownJob, key)
+	}
+	out := JobStatus{Spec: cloneSpec(j.spec), Arrival: j.arrival, Rounds: j.rounds, Attained: map[topology.GPUType]float64{}}
+	for k, v := range j.attained {
+		if v > 0 {
+			out.Attained[s.types[k]] = v
+		}
+	}
+	if l := j.lease; l != nil {
+		out.Type = l.typeName
+		out.Devices = s.devices(s.st.Held(l.holder), nil)
+	}
+	return out, nil
+}
+
+// Jobs returns the keys of the jobs submitted and not removed, in order of
+// submission.
+func (s *Scheduler) Jobs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	all := make([]*job, 0, len(s.jobs))
+	for _, j := range s.jobs {
+		all = append(all, j)
+	}
+	slices.SortFunc(all, func(a, b *job) int { return cmp.Compare(a.id, b.id) })
+	out := make([]string, len(all))
+	for i, j := range all {
+		out[i] = j.key
+	}
+	return out
+}
+
+// Device names one GPU as the outside world does: its server's id and its
+// NVML index, with its position in the live state at the time it was
+// handed out.
+type Device struct {
+	Server string         `json:"server"`
+	Index  int            `json:"index"`
+	Ref    cluster.GPURef `json:"-"`
+}
+
+func (s *Scheduler) devices(refs []cluster.GPURef, dst []Device) []Device {
+	for _, r := range refs {
+		srv := s.st.Server(r.Server)
+		dst = append(dst, Device{Server: srv.ID, Index: srv.GPUs[r.GPU].Index, Ref: r})
+	}
+	return dst
+}
