@@ -33,7 +33,9 @@ type Ran struct {
 
 // Report records what ran in the last round, before the next Round. A
 // round left without a report is credited in full (every job for the
-// time from its start to the next round's, at most its length).
+// time from its start to the next round's, at most its length). With
+// Config.Compat set to allocation.CompatGavel a job may be credited more
+// than a round (Gavel credits from the end of the last busy round).
 func (s *Scheduler) Report(rep RoundReport) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -59,7 +61,7 @@ func (s *Scheduler) Report(rep RoundReport) error {
 			return fmt.Errorf("%w: job %q did not run in the round at %v", ErrStaleReport, r.Job, rep.Start)
 		case j.mark == s.mark:
 			return fmt.Errorf("%w: job %q reported twice", ErrInvalid, r.Job)
-		case !(r.Seconds >= 0) || r.Seconds > s.last.Length*(1+1e-9):
+		case !(r.Seconds >= 0) || r.Seconds > s.last.Length*(1+1e-9) && s.cfg.Compat != allocation.CompatGavel || math.IsInf(r.Seconds, 0):
 			return fmt.Errorf("%w: job %q ran %v s in a round of %v s", ErrInvalid, r.Job, r.Seconds, s.last.Length)
 		case !finiteNonNeg(r.Steps):
 			return fmt.Errorf("%w: job %q: %v steps", ErrInvalid, r.Job, r.Steps)

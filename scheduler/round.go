@@ -165,7 +165,7 @@ func (s *Scheduler) allocate(ctx context.Context, now float64) error {
 	s.refreshTypes()
 	reserved := make([]int, len(s.types))
 	for i, t := range s.tiers {
-		if len(t.jobs) == 0 {
+		if len(t.jobs) == 0 && s.cfg.Compat != allocation.CompatGavel {
 			t.last = nil
 			continue
 		}

@@ -1,6 +1,14 @@
-// Package sim is gpusched's trace-driven simulator: it composes an
-// allocation policy with the round mechanism over a job trace and a
-// throughput model, and reports per-job records and cluster metrics.
+// Package sim is gpusched's trace-driven simulator: a clock and a trace
+// around the scheduling core, over a throughput model, reporting per-job
+// records and cluster metrics.
+//
+// [Run] drives a scheduler.Scheduler, the same core a production scheduler
+// embeds: each round the scheduler's policy, round mechanism and placement
+// on the simulated cluster's servers decide, the simulator runs the jobs
+// at their rates and reports what ran, as Gavel's simulator and its
+// physical mode share one scheduler (Narayanan et al., OSDI 2020, section
+// 6). The event-driven engines ([RunEvents] with gang's schedulers,
+// [RunElastic] with elastic's) keep their own loops.
 //
 // The model is Gavel's simulator (Narayanan et al., OSDI 2020, section 7;
 // scheduler.py: simulate): 360 s rounds, arrivals admitted at round
@@ -8,7 +16,6 @@
 // steps. [GavelWorkload] generates Gavel's synthetic traces with its exact
 // distributions (and, with Python, its exact draws); [ReadGavelTrace] reads
 // Gavel's .trace files; Config.Compat runs Gavel's mechanism and simulator
-// loop, quirks included, so that per-job results match Gavel's. It is the only
-// package that composes the policy packages: allocation, placement, gang
-// and elastic never import it.
+// loop, quirks included, so that per-job results match Gavel's. The policy
+// packages and the scheduler never import it.
 package sim

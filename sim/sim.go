@@ -6,19 +6,23 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
+	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/scheduler"
 	"github.com/gpusched/gpusched/topology"
 )
 
 // Config describes a simulation in Gavel's model (Narayanan et al., OSDI
 // 2020, section 7; scheduler.py: simulate): time advances in rounds; jobs
-// that arrived by the start of a round are admitted; the policy's
-// allocation is turned into the round's assignments by the round mechanism
-// (allocation.Rounds); each assigned job runs min(floor(T x round), R)
+// that arrived by the start of a round are admitted; the scheduler
+// (scheduler.Scheduler) turns the policy's allocation into the round's
+// assignments by the round mechanism (allocation.Rounds) and places them
+// on the servers; each assigned job runs min(floor(T x round), R)
 // steps at its rate T (or its co-located rate when paired) and may finish
 // before the round ends; the mechanism is told what ran (Rounds.Report);
 // the next round starts when the last assigned job of this one stops, or a
@@ -36,7 +40,7 @@ type Config struct {
 	Types    []topology.GPUType
 	Capacity []int
 	// GPUsPerServer gives each type's server size (default 1, as Gavel's
-	// simulations), used by the mechanism to consolidate jobs.
+	// simulations), where the scheduler consolidates jobs.
 	GPUsPerServer []int
 	// Throughput gives job rates; nil means gavel.Simulation().
 	Throughput perfmodel.ThroughputModel
@@ -147,10 +151,12 @@ type Result struct {
 type Sample struct{ Time, Value float64 }
 
 type running struct {
+	key       string
 	rec       *Record
 	remaining float64
 	tput      []float64
 	ranLast   bool
+	ranNow    bool
 	// crowd integrates the number of jobs present over the job's life.
 	crowd float64
 	// failures counts Gavel's failed micro-tasks in a row (Config.Compat).
@@ -160,13 +166,81 @@ type running struct {
 // gavelMaxFailures is scheduler.py's MAX_FAILED_ATTEMPTS.
 const gavelMaxFailures = 5
 
-// Run simulates jobs (in any order) to completion. Configurations and jobs
-// out of range give an error wrapping ErrInvalid (rates, steps, weights,
-// times and capacities in package allocation's ranges; RoundLength 0 or
-// in [MinPeriod, MaxPeriod]). A job that would need more than MaxRounds
-// rounds even at its best rate is refused up front, and a run that
-// reaches MaxRounds stops, both with ErrNoProgress.
+// Run simulates jobs (in any order) to completion: a clock and a trace
+// around a scheduler.Scheduler, which makes every decision (the policy,
+// the round mechanism, placement on the cluster's servers), so that a
+// simulated decision is the one the scheduler makes in production.
+// Configurations and jobs out of range give an error wrapping ErrInvalid
+// (rates, steps, weights, times and capacities in package allocation's
+// ranges; RoundLength 0 or in [MinPeriod, MaxPeriod]). A job that would
+// need more than MaxRounds rounds even at its best rate is refused up
+// front, and a run that reaches MaxRounds stops, both with ErrNoProgress.
 func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
+	e, err := newRoundEngine(cfg, jobs)
+	if err != nil {
+		return nil, err
+	}
+	for !e.finished() {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if e.res.Rounds >= e.limit {
+			return nil, fmt.Errorf("%w: %d rounds (to %.0f s) with %d of %d jobs left, MaxRounds reached", ErrNoProgress, e.res.Rounds, e.t, len(e.all)-e.done, len(e.all))
+		}
+		present, err := e.admit(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !present {
+			continue // nobody present: the clock jumped to the next arrival
+		}
+		r, err := e.sched.Round(ctx, e.t)
+		if err != nil {
+			return nil, fmt.Errorf("sim: round at %.0f s: %w", e.t, err)
+		}
+		end, err := e.execute(r)
+		if err != nil {
+			return nil, err
+		}
+		if err := e.advance(end); err != nil {
+			return nil, err
+		}
+	}
+	return e.result(), nil
+}
+
+// roundEngine is Run's state: the trace, the clock, the jobs present and
+// the scheduler that decides.
+type roundEngine struct {
+	cfg    Config
+	res    *Result
+	sched  *scheduler.Scheduler
+	model  perfmodel.ThroughputModel
+	gavel  bool
+	length float64
+	limit  int // MaxRounds
+	gpus   int
+	typeOf map[topology.GPUType]int // scheduler type -> index in cfg.Types
+
+	all     []*running // by arrival, then ID
+	byKey   map[string]*running
+	active  []*running
+	next    int
+	done    int
+	t       float64
+	idle    int
+	emptied bool
+	waiting map[int]bool // JobsToComplete not finished yet
+	// Gavel credits a round from the end of the last round in which
+	// anything ran (0 before the first).
+	gavelStart, gavelEnd float64
+	report               scheduler.RoundReport
+	unitEnd              []float64 // per entry of report.Ran, its unit's longest run
+}
+
+// newRoundEngine is the preparation step: rates looked up once, jobs that
+// can run nowhere set aside, the cluster and the scheduler built.
+func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 	if err := checkCluster(cfg.Types, cfg.Capacity); err != nil {
 		return nil, err
 	}
@@ -191,19 +265,17 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	model := cfg.Throughput
-	if model == nil {
-		model = gavel.Simulation()
+	e := &roundEngine{cfg: cfg, model: cfg.Throughput, byKey: map[string]*running{}, length: cfg.RoundLength, limit: limit,
+		gavel: cfg.Compat == allocation.CompatGavel, waiting: map[int]bool{}, gavelEnd: -1}
+	if e.model == nil {
+		e.model = gavel.Simulation()
 	}
-	length := cfg.RoundLength
-	if length <= 0 {
-		length = 360
+	if e.length <= 0 {
+		e.length = 360
 	}
-	res := &Result{Types: cfg.Types, Capacity: cfg.Capacity, prices: prices(cfg)}
+	e.res = &Result{Types: cfg.Types, Capacity: cfg.Capacity, prices: prices(cfg)}
 	order := slices.Clone(jobs)
 	slices.SortStableFunc(order, func(a, b Job) int { return cmp.Or(cmp.Compare(a.Arrival, b.Arrival), cmp.Compare(a.ID, b.ID)) })
-	// Look up every job's rates once, and drop the ones that cannot run.
-	var all []*running
 	ids := map[int]bool{}
 	for _, j := range order {
 		if ids[j.ID] {
@@ -213,259 +285,305 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 		if err := checkJob(&j); err != nil {
 			return nil, err
 		}
-		tput, best, err := jobRates(model, cfg.Types, cfg.Capacity, &j)
+		tput, best, err := jobRates(e.model, cfg.Types, cfg.Capacity, &j)
 		if err != nil {
 			return nil, err
 		}
 		if best == 0 {
-			res.Unschedulable = append(res.Unschedulable, j)
+			e.res.Unschedulable = append(e.res.Unschedulable, j)
 			continue
 		}
 		// A job makes at most rate x length steps a round: it needs at
 		// least steps / (rate x length) rounds.
-		if need := j.Steps / (best * length); need > float64(limit) {
+		if need := j.Steps / (best * e.length); need > float64(limit) {
 			return nil, fmt.Errorf("%w: job %d needs at least %.3g rounds of %g s (%g steps at %g steps/s), more than MaxRounds (%d)",
-				ErrNoProgress, j.ID, need, length, j.Steps, best, limit)
+				ErrNoProgress, j.ID, need, e.length, j.Steps, best, limit)
 		}
-		all = append(all, &running{rec: &Record{Job: j, Start: -1, Finish: -1, GPUSeconds: make([]float64, len(cfg.Types))}, remaining: j.Steps, tput: tput})
+		e.all = append(e.all, &running{key: strconv.Itoa(j.ID), rec: &Record{Job: j, Start: -1, Finish: -1, GPUSeconds: make([]float64, len(cfg.Types))}, remaining: j.Steps, tput: tput})
 	}
-	pairs, err := newPairCache(cfg, all)
-	if err != nil {
-		return nil, err
-	}
-	mech := &allocation.Rounds{
-		Policy: cfg.Policy, RoundLength: cfg.RoundLength, MinResetInterval: cfg.MinResetInterval,
-		GPUsPerServer: cfg.GPUsPerServer, GlobalQueue: cfg.GlobalQueue, TypeOrder: cfg.TypeOrder, ShuffleTypes: cfg.ShuffleTypes,
-		Seed: cfg.Seed, LeaveIdle: cfg.LeaveIdle, Compat: cfg.Compat,
-	}
-	gavel := cfg.Compat == allocation.CompatGavel
-	waiting := map[int]bool{} // JobsToComplete not finished yet
 	for _, id := range cfg.JobsToComplete {
 		if !ids[id] {
 			return nil, invalid("job %d to complete is not in the trace", id)
 		}
-		waiting[id] = true
+		e.waiting[id] = true
 	}
-	for _, j := range res.Unschedulable {
-		delete(waiting, j.ID)
+	for _, j := range e.res.Unschedulable {
+		delete(e.waiting, j.ID)
 	}
-	// Gavel credits a round from the end of the last round in which
-	// anything ran (0 before the first).
-	gavelStart, gavelEnd := 0.0, -1.0
-	totalGPUs := 0
-	for _, c := range cfg.Capacity {
-		totalGPUs += c
+	c, err := clusterOf(cfg)
+	if err != nil {
+		return nil, err
 	}
-	var active []*running
-	byID := map[int]*running{}
-	next, done := 0, 0
-	t := 0.0
-	if len(all) > 0 {
-		t = all[0].rec.Arrival
+	e.typeOf = map[topology.GPUType]int{}
+	for k, t := range cfg.Types {
+		e.typeOf[t] = k
+		e.gpus += cfg.Capacity[k]
 	}
-	idle := 0
-	emptied := false
-	for done < len(all) && (len(cfg.JobsToComplete) == 0 || len(waiting) > 0) {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if res.Rounds >= limit {
-			return nil, fmt.Errorf("%w: %d rounds (to %.0f s) with %d of %d jobs left, MaxRounds reached", ErrNoProgress, res.Rounds, t, len(all)-done, len(all))
-		}
-		for next < len(all) && all[next].rec.Arrival <= t {
-			active = append(active, all[next])
-			byID[all[next].rec.ID] = all[next]
-			next++
-		}
-		if len(active) == 0 {
-			if gavel && emptied {
-				// Gavel's loop schedules once more on the empty cluster
-				// (a reset, a shuffle) before it jumps to the next arrival.
-				empty := &allocation.Problem{Types: cfg.Types, Capacity: cfg.Capacity, Now: t}
-				if pairs != nil {
-					empty.Pairs = pairs.view(nil)
-				}
-				if _, err := mech.Next(ctx, empty, t); err != nil {
-					return nil, fmt.Errorf("sim: round at %.0f s: %w", t, err)
-				}
-			}
-			emptied = false
-			t = all[next].rec.Arrival
-			continue
-		}
-		p := &allocation.Problem{Types: cfg.Types, Capacity: cfg.Capacity, Now: t}
-		p.Jobs = make([]allocation.Job, len(active))
-		for m, r := range active {
-			p.Jobs[m] = allocation.Job{ID: r.rec.ID, Weight: r.rec.Weight, ScaleFactor: r.rec.Key.ScaleFactor, RemainingSteps: r.remaining,
-				Throughput: r.tput, Arrival: r.rec.Arrival}
-			if r.rec.SLO > 0 {
-				p.Jobs[m].Deadline = r.rec.Arrival + r.rec.SLO
-			}
-		}
-		if pairs != nil {
-			p.Pairs = pairs.view(active)
-		}
-		rd, err := mech.Next(ctx, p, t)
-		if err != nil {
-			return nil, fmt.Errorf("sim: round at %.0f s: %w", t, err)
-		}
-		res.Rounds++
-		if rd.Reset {
-			res.Allocations++
-			res.SolveTime += rd.Stats.SolveTime
-			if rd.Stats.LP != nil {
-				res.LPIterations += rd.Stats.LP.Iterations
-			}
-		}
-		end := t
-		busy := 0.0
-		ran := map[int]bool{}
-		report := allocation.RoundReport{Start: rd.Start}
-		for _, as := range rd.Assignments {
-			var rates []float64
-			if len(as.JobIDs) == 1 {
-				rates = []float64{byID[as.JobIDs[0]].tput[as.TypeIndex]}
-			} else {
-				a, b := indexOf(active, as.JobIDs[0]), indexOf(active, as.JobIDs[1])
-				ta, tb := p.Pairs.Rates(a, b, as.TypeIndex)
-				rates = []float64{ta, tb}
-			}
-			longest := 0.0
-			failed := false
-			for i, id := range as.JobIDs {
-				r := byID[id]
-				rate := rates[i]
-				if rate <= 0 {
-					continue
-				}
-				steps := math.Min(math.Floor(rate*length), r.remaining)
-				if steps <= 0 {
-					steps = math.Min(rate*length, r.remaining)
-				}
-				d := steps / rate
-				longest = math.Max(longest, d)
-				if sf := r.rec.Key.ScaleFactor; gavel && sf > 1 && steps < float64(sf) {
-					// Each of the job's workers but the last gets
-					// floor(steps / sf) = 0 steps: the micro-task fails.
-					r.failures++
-					failed = true
-					continue
-				}
-				r.failures = 0
-				if r.remaining-steps == r.remaining {
-					return nil, fmt.Errorf("%w: job %d's %g remaining steps do not change by %g", ErrNoProgress, id, r.remaining, steps)
-				}
-				r.remaining -= steps
-				if r.remaining <= 1e-9*r.rec.Steps {
-					r.remaining = 0
-				}
-				ran[id] = true
-				if r.rec.Start < 0 {
-					r.rec.Start = t
-				}
-				r.rec.Rounds++
-				r.rec.GPUSeconds[as.TypeIndex] += float64(r.rec.Key.ScaleFactor) * d
-				if r.remaining == 0 {
-					r.rec.Finish = t + d
-				}
-			}
-			if gavel && len(as.JobIDs) == 2 {
-				// Gavel stamps both jobs of a pair with the pair's end.
-				for _, id := range as.JobIDs {
-					if r := byID[id]; r.remaining == 0 {
-						r.rec.Finish = t + longest
-					}
-				}
-			}
-			busy += float64(len(as.Workers)) * longest
-			end = math.Max(end, t+longest)
-			if !failed {
-				report.Ran = append(report.Ran, allocation.UnitRun{JobIDs: as.JobIDs, Type: as.Type, Seconds: longest})
-			}
-		}
-		if gavel && end > t {
-			if gavelEnd >= 0 {
-				gavelStart = gavelEnd
-			}
-			gavelEnd = end
-			for i := range report.Ran {
-				// finish - round start, rounded as Gavel does.
-				report.Ran[i].Seconds = (t + report.Ran[i].Seconds) - gavelStart
-			}
-		}
-		if err := mech.Report(report); err != nil {
-			return nil, fmt.Errorf("sim: round at %.0f s: %w", t, err)
-		}
-		if end == t {
-			// Nothing ran: wait a round for arrivals or the next reset
-			// (Gavel: jump to the next arrival, or force a reset if none).
-			idle++
-			if idle > 100000 {
-				return nil, fmt.Errorf("%w at %.0f s with %d jobs waiting", ErrStalled, t, len(active))
-			}
-			end = t + length
-			if end == t {
-				return nil, fmt.Errorf("%w: time %g s does not advance by a round of %g s", ErrNoProgress, t, length)
-			}
-			if gavel {
-				if next < len(all) {
-					end = all[next].rec.Arrival
-				} else if idle == 1 {
-					mech.ForceReset()
-					end = t
-				}
-			}
-		} else {
-			idle = 0
-		}
-		if end > t {
-			res.Utilisation = append(res.Utilisation, Sample{t, busy / (float64(totalGPUs) * (end - t))})
-		}
-		for _, r := range active {
-			r.crowd += float64(len(active)) * (end - t)
-		}
-		kept := active[:0]
-		for _, r := range active {
-			if r.ranLast && !ran[r.rec.ID] && r.remaining > 0 {
-				r.rec.Preemptions++
-			}
-			r.ranLast = ran[r.rec.ID]
-			if r.failures >= gavelMaxFailures {
-				done++
-				delete(byID, r.rec.ID)
-				delete(waiting, r.rec.ID)
-				res.Dropped = append(res.Dropped, *r.rec)
-				continue
-			}
-			if r.remaining == 0 {
-				done++
-				delete(byID, r.rec.ID)
-				delete(waiting, r.rec.ID)
-				r.rec.Isolated = isolatedTime(r, cfg.Capacity)
-				res.Records = append(res.Records, *r.rec)
-				res.End = math.Max(res.End, r.rec.Finish)
-				continue
-			}
-			kept = append(kept, r)
-		}
-		emptied = len(kept) == 0
-		active = kept
-		t = end
-		if cfg.Progress != nil {
-			cfg.Progress(done, len(all))
-		}
+	e.sched, err = scheduler.New(scheduler.Config{
+		Policy: cfg.Policy, Cluster: c, Throughput: e.model, Colocation: cfg.Colocation, Types: cfg.Types,
+		RoundLength: cfg.RoundLength, MinResetInterval: cfg.MinResetInterval, GlobalQueue: cfg.GlobalQueue,
+		TypeOrder: cfg.TypeOrder, ShuffleTypes: cfg.ShuffleTypes, Seed: cfg.Seed, LeaveIdle: cfg.LeaveIdle, Compat: cfg.Compat,
+		// Gavel's model: placement does not change rates, so jobs never
+		// move for locality, and GPUs are taken in index order.
+		Placer: &placement.Consolidated{}, MigrationCost: -1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	slices.SortFunc(res.Records, func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
-	return res, nil
+	if len(e.all) > 0 {
+		e.t = e.all[0].rec.Arrival
+	}
+	return e, nil
 }
 
-func indexOf(active []*running, id int) int {
-	for m, r := range active {
-		if r.rec.ID == id {
-			return m
+// clusterOf builds the simulated cluster: per type, servers of
+// GPUsPerServer GPUs (1 by default, as in Gavel's simulations), the last
+// one smaller if the count does not divide.
+func clusterOf(cfg Config) (*topology.Cluster, error) {
+	c := &topology.Cluster{}
+	for k, t := range cfg.Types {
+		if cfg.Capacity[k] < 0 {
+			return nil, invalid("capacity %d of %s", cfg.Capacity[k], t)
+		}
+		g := 1
+		if k < len(cfg.GPUsPerServer) && cfg.GPUsPerServer[k] > 0 {
+			g = cfg.GPUsPerServer[k]
+		}
+		for i, left := 0, cfg.Capacity[k]; left > 0; i++ {
+			n := min(g, left)
+			left -= n
+			s := topology.Server{ID: fmt.Sprintf("%s-%d", t, i), GPUs: make([]topology.GPU, n)}
+			for j := range s.GPUs {
+				s.GPUs[j] = topology.GPU{Index: j, Type: t, MemoryMiB: 16 << 10, NUMANode: -1}
+			}
+			c.Servers = append(c.Servers, s)
 		}
 	}
-	return -1
+	if len(c.Servers) == 0 {
+		return nil, nil
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: the cluster of GPUsPerServer: %w", ErrInvalid, err)
+	}
+	return c, nil
+}
+
+func (e *roundEngine) finished() bool {
+	return e.done == len(e.all) || len(e.cfg.JobsToComplete) > 0 && len(e.waiting) == 0
+}
+
+// admit submits the jobs that arrived by now. With nobody present it moves
+// the clock to the next arrival and returns false (Gavel's loop first
+// schedules once more on the cluster that just emptied).
+func (e *roundEngine) admit(ctx context.Context) (bool, error) {
+	for e.next < len(e.all) && e.all[e.next].rec.Arrival <= e.t {
+		r := e.all[e.next]
+		spec := scheduler.JobSpec{GPUs: r.rec.Key.ScaleFactor, Model: &r.rec.Key, Weight: r.rec.Weight, RemainingSteps: r.remaining}
+		if r.rec.SLO > 0 {
+			spec.Deadline = r.rec.Arrival + r.rec.SLO
+		}
+		if err := e.sched.Submit(r.key, spec, r.rec.Arrival); err != nil {
+			return false, fmt.Errorf("sim: job %d: %w", r.rec.ID, err)
+		}
+		e.active = append(e.active, r)
+		e.byKey[r.key] = r
+		e.next++
+	}
+	if len(e.active) > 0 {
+		return true, nil
+	}
+	if e.gavel && e.emptied {
+		// A reset and a shuffle on the empty cluster, as scheduler.py.
+		if _, err := e.sched.Round(ctx, e.t); err != nil {
+			return false, fmt.Errorf("sim: round at %.0f s: %w", e.t, err)
+		}
+	}
+	e.emptied = false
+	e.t = e.all[e.next].rec.Arrival
+	return false, nil
+}
+
+// execute runs the round's assignments: each job runs min(floor(T x
+// round), R) steps at its rate (its co-located rate when paired) and
+// stops early when it finishes; the scheduler is told what ran. It
+// returns when the last job of the round stops.
+func (e *roundEngine) execute(r *scheduler.Round) (float64, error) {
+	e.res.Rounds++
+	if r.Reset {
+		e.res.Allocations += r.Stats.Solves
+		e.res.SolveTime += r.Stats.SolveTime
+		e.res.LPIterations += r.Stats.LPIterations
+	}
+	end, busy := e.t, 0.0
+	e.report = scheduler.RoundReport{Start: r.Start, Ran: e.report.Ran[:0]}
+	e.unitEnd = e.unitEnd[:0]
+	for _, as := range r.Assignments {
+		k := e.typeOf[as.Type]
+		var rates [2]float64
+		jobs := [2]*running{e.byKey[as.Jobs[0]]}
+		if len(as.Jobs) == 1 {
+			rates[0] = jobs[0].tput[k]
+		} else {
+			jobs[1] = e.byKey[as.Jobs[1]]
+			ta, tb, err := e.cfg.Colocation.Colocated(jobs[0].rec.Key, jobs[1].rec.Key, as.Type)
+			if err != nil {
+				return 0, fmt.Errorf("sim: round at %.0f s: %w", e.t, err)
+			}
+			rates = [2]float64{ta, tb}
+		}
+		longest, failed := 0.0, false
+		first := len(e.report.Ran)
+		for i, rj := range jobs[:len(as.Jobs)] {
+			rate := rates[i]
+			if rate <= 0 {
+				e.report.Ran = append(e.report.Ran, scheduler.Ran{Job: rj.key})
+				continue
+			}
+			steps := math.Min(math.Floor(rate*e.length), rj.remaining)
+			if steps <= 0 {
+				steps = math.Min(rate*e.length, rj.remaining)
+			}
+			d := steps / rate
+			longest = math.Max(longest, d)
+			if sf := rj.rec.Key.ScaleFactor; e.gavel && sf > 1 && steps < float64(sf) {
+				// Each of the job's workers but the last gets floor(steps
+				// / sf) = 0 steps: the micro-task fails.
+				rj.failures++
+				failed = true
+				continue
+			}
+			rj.failures = 0
+			if rj.remaining-steps == rj.remaining {
+				return 0, fmt.Errorf("%w: job %d's %g remaining steps do not change by %g", ErrNoProgress, rj.rec.ID, rj.remaining, steps)
+			}
+			rj.remaining -= steps
+			if rj.remaining <= 1e-9*rj.rec.Steps {
+				rj.remaining = 0
+			}
+			rj.ranNow = true
+			if rj.rec.Start < 0 {
+				rj.rec.Start = e.t
+			}
+			rj.rec.Rounds++
+			rj.rec.GPUSeconds[k] += float64(rj.rec.Key.ScaleFactor) * d
+			if rj.remaining == 0 {
+				rj.rec.Finish = e.t + d
+			}
+			e.report.Ran = append(e.report.Ran, scheduler.Ran{Job: rj.key, Seconds: d, Steps: steps})
+		}
+		if e.gavel && len(as.Jobs) == 2 {
+			// Gavel stamps both jobs of a pair with the pair's end.
+			for _, rj := range jobs {
+				if rj.remaining == 0 {
+					rj.rec.Finish = e.t + longest
+				}
+			}
+		}
+		busy += float64(len(as.Devices)) * longest
+		end = math.Max(end, e.t+longest)
+		if failed {
+			e.report.Ran = e.report.Ran[:first] // a failed unit is not credited
+		}
+		for range e.report.Ran[len(e.unitEnd):] {
+			e.unitEnd = append(e.unitEnd, longest)
+		}
+	}
+	if e.gavel && end > e.t {
+		if e.gavelEnd >= 0 {
+			e.gavelStart = e.gavelEnd
+		}
+		e.gavelEnd = end
+	}
+	if err := e.credit(); err != nil {
+		return 0, err
+	}
+	if end == e.t {
+		// Nothing ran: wait a round for arrivals or the next reset
+		// (Gavel: jump to the next arrival, or force a reset if none).
+		e.idle++
+		if e.idle > 100000 {
+			return 0, fmt.Errorf("%w at %.0f s with %d jobs waiting", ErrStalled, e.t, len(e.active))
+		}
+		end = e.t + e.length
+		if end == e.t {
+			return 0, fmt.Errorf("%w: time %g s does not advance by a round of %g s", ErrNoProgress, e.t, e.length)
+		}
+		if e.gavel {
+			if e.next < len(e.all) {
+				end = e.all[e.next].rec.Arrival
+			} else if e.idle == 1 {
+				e.sched.ForceReset()
+				end = e.t
+			}
+		}
+	} else {
+		e.idle = 0
+	}
+	if end > e.t {
+		e.res.Utilisation = append(e.res.Utilisation, Sample{e.t, busy / (float64(e.gpus) * (end - e.t))})
+	}
+	return end, nil
+}
+
+// credit reports what ran. Gavel credits every unit of a round from the
+// end of the last busy round to its finish.
+func (e *roundEngine) credit() error {
+	if e.gavel {
+		// From the last busy round's end to the unit's (its longest job's)
+		// end, rounded as Gavel does.
+		for i := range e.report.Ran {
+			e.report.Ran[i].Seconds = (e.t + e.unitEnd[i]) - e.gavelStart
+		}
+	}
+	if err := e.sched.Report(e.report); err != nil {
+		return fmt.Errorf("sim: round at %.0f s: %w", e.t, err)
+	}
+	return nil
+}
+
+// advance closes the round at end: preemptions counted, finished (and, in
+// Gavel's mode, dropped) jobs recorded and removed from the scheduler, the
+// clock moved.
+func (e *roundEngine) advance(end float64) error {
+	for _, r := range e.active {
+		r.crowd += float64(len(e.active)) * (end - e.t)
+	}
+	kept := e.active[:0]
+	for _, r := range e.active {
+		if r.ranLast && !r.ranNow && r.remaining > 0 {
+			r.rec.Preemptions++
+		}
+		r.ranLast, r.ranNow = r.ranNow, false
+		if r.failures >= gavelMaxFailures || r.remaining == 0 {
+			e.done++
+			delete(e.byKey, r.key)
+			delete(e.waiting, r.rec.ID)
+			if err := e.sched.Remove(r.key); err != nil {
+				return fmt.Errorf("sim: %w", err)
+			}
+			if r.remaining > 0 {
+				e.res.Dropped = append(e.res.Dropped, *r.rec)
+				continue
+			}
+			r.rec.Isolated = isolatedTime(r, e.cfg.Capacity)
+			e.res.Records = append(e.res.Records, *r.rec)
+			e.res.End = math.Max(e.res.End, r.rec.Finish)
+			continue
+		}
+		kept = append(kept, r)
+	}
+	e.emptied = len(kept) == 0
+	e.active = kept
+	e.t = end
+	if e.cfg.Progress != nil {
+		e.cfg.Progress(e.done, len(e.all))
+	}
+	return nil
+}
+
+func (e *roundEngine) result() *Result {
+	slices.SortFunc(e.res.Records, func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
+	return e.res
 }
 
 func prices(cfg Config) []float64 {

@@ -3,7 +3,6 @@ package sim
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -245,24 +244,6 @@ func FuzzReadGavelTrace(f *testing.F) {
 			}
 		}
 	})
-}
-
-func ExampleRun() {
-	jobs, err := (&GavelWorkload{Rate: 10, Seed: 1}).Generate(50)
-	if err != nil {
-		panic(err)
-	}
-	cfg := Config{
-		Types:    []topology.GPUType{topology.K80, topology.P100, topology.V100},
-		Capacity: []int{4, 4, 4},
-		Policy:   &allocation.MaxMinFairness{},
-	}
-	res, err := Run(context.Background(), cfg, jobs)
-	if err != nil {
-		panic(err)
-	}
-	s := res.Summarise(0, 0)
-	fmt.Printf("%d jobs, mean JCT %.1f h\n", s.Jobs, s.MeanJCT/3600)
 }
 
 // Gavel's own traces load, and every job runs on Gavel's throughput table.
