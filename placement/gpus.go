@@ -90,7 +90,7 @@ func (c GPUChooser) Choose(s *topology.Server, free []bool, k int) ([]int, error
 	if c.ExactLimit < 0 || c.ExactLimit > MaxExactLimit {
 		return nil, fmt.Errorf("%w: exact limit %d, want 0 to %d", ErrBadRequest, c.ExactLimit, MaxExactLimit)
 	}
-	var cand []int
+	cand := make([]int, 0, len(free))
 	for i, f := range free {
 		if f {
 			cand = append(cand, i)
@@ -132,12 +132,20 @@ func Score(s *topology.Server, gpus []int) int {
 
 // scoreMatrix returns the pair scores among the candidates.
 func scoreMatrix(s *topology.Server, cand []int) [][]int {
-	w := make([][]int, len(cand))
+	n := len(cand)
+	w := make([][]int, n)
+	flat := make([]int, n*n)
 	for a := range cand {
-		w[a] = make([]int, len(cand))
-		for b := range cand {
-			if a != b {
-				w[a][b] = LinkScore(s.Link(cand[a], cand[b]), s.GPUs[cand[a]].Type)
+		w[a] = flat[a*n : (a+1)*n : (a+1)*n]
+	}
+	for a := range cand {
+		for b := a + 1; b < n; b++ {
+			l := s.Link(cand[a], cand[b])
+			ta, tb := s.GPUs[cand[a]].Type, s.GPUs[cand[b]].Type
+			w[a][b] = LinkScore(l, ta)
+			w[b][a] = w[a][b]
+			if tb != ta {
+				w[b][a] = LinkScore(l, tb)
 			}
 		}
 	}
