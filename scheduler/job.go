@@ -145,9 +145,10 @@ type job struct {
 	rounds   int
 	// unit is the unit the job ran in during the last round, nil if none;
 	// lease is the lease that holds its GPUs now, nil if none.
-	unit  *unit
-	lease *lease
-	mark  uint64 // Report's mark
+	unit   *unit
+	lease  *lease
+	mark   uint64  // Report's mark
+	ranFor float64 // seconds reported with the mark
 }
 
 // ratesFor fills the job's rates over the scheduler's types.

@@ -66,7 +66,7 @@ func (s *Scheduler) Report(rep RoundReport) error {
 		case !finiteNonNeg(r.Steps):
 			return fmt.Errorf("%w: job %q: %v steps", ErrInvalid, r.Job, r.Steps)
 		}
-		j.mark = s.mark
+		j.mark, j.ranFor = s.mark, r.Seconds
 	}
 	for _, key := range rep.Failed {
 		if inRound(key) == nil {
@@ -91,24 +91,7 @@ func (s *Scheduler) Report(rep RoundReport) error {
 	}
 	// Credit the mechanisms with what ran: a unit (a job, or a pair) for
 	// the longest time one of its jobs ran.
-	secs := func(j *job) (float64, bool) {
-		for _, r := range rep.Ran {
-			if r.Job == j.key {
-				return r.Seconds, true
-			}
-		}
-		return 0, false
-	}
-	if len(rep.Ran) > 8 {
-		byKey := make(map[string]float64, len(rep.Ran))
-		for _, r := range rep.Ran {
-			byKey[r.Job] = r.Seconds
-		}
-		secs = func(j *job) (float64, bool) {
-			d, ok := byKey[j.key]
-			return d, ok
-		}
-	}
+	secs := func(j *job) (float64, bool) { return j.ranFor, j.mark == s.mark }
 	if err := s.creditMechanisms(func(u *unit) (float64, bool) {
 		d, ok := secs(u.jobs[0])
 		if u.jobs[1] != nil {
@@ -127,11 +110,12 @@ func (s *Scheduler) Report(rep RoundReport) error {
 // round that ran, for the seconds secs gives (units it skips did not run).
 func (s *Scheduler) creditMechanisms(secs func(u *unit) (float64, bool)) error {
 	units := s.scratch.units[s.scratch.cur]
+	ids := make([]int, 0, 2*len(units))
 	for _, t := range s.tiers {
 		if t.last == nil {
 			continue
 		}
-		rep := allocation.RoundReport{Start: t.last.Start}
+		rep := allocation.RoundReport{Start: t.last.Start, Ran: s.scratch.ran[:0]}
 		for i := range units {
 			u := &units[i]
 			if u.tier != t || !u.placed {
@@ -141,12 +125,14 @@ func (s *Scheduler) creditMechanisms(secs func(u *unit) (float64, bool)) error {
 			if !ok {
 				continue
 			}
-			ids := []int{u.jobs[0].id}
+			start := len(ids)
+			ids = append(ids, u.jobs[0].id)
 			if u.jobs[1] != nil {
 				ids = append(ids, u.jobs[1].id)
 			}
-			rep.Ran = append(rep.Ran, allocation.UnitRun{JobIDs: ids, Type: u.tname, Seconds: d})
+			rep.Ran = append(rep.Ran, allocation.UnitRun{JobIDs: ids[start:len(ids):len(ids)], Type: u.tname, Seconds: d})
 		}
+		s.scratch.ran = rep.Ran
 		if err := t.mech.Report(rep); err != nil {
 			return fmt.Errorf("scheduler: crediting the round at %v: %w", t.last.Start, err)
 		}

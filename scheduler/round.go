@@ -98,6 +98,7 @@ type unit struct {
 }
 
 type scratch struct {
+	ran   []allocation.UnitRun
 	units [2][]unit
 	cur   int
 	refs  []cluster.GPURef
