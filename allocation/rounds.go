@@ -557,7 +557,6 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 			h.s = append(h.s, entry{u: u, k: k, rank: rank[k], sf: p.Jobs[ma].ScaleFactor, ma: ma, mb: mb, fresh: !st.ran, lag: lag, x: x})
 		}
 	}
-	h.init()
 	r.scratch.entries = h.s[:0]
 	busy := slices.Grow(r.scratch.busy[:0], len(p.Jobs))[:len(p.Jobs)]
 	clear(busy)
@@ -568,26 +567,70 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 		left += f
 	}
 	chosen := make([][]chosenUnit, len(p.Types))
-	for left > 0 {
-		e, ok := h.pop()
-		if !ok {
-			break
+	take := func(h *heapOf[entry], more func() bool) {
+		h.init()
+		for more() {
+			e, ok := h.pop()
+			if !ok {
+				return
+			}
+			if e.sf > free[e.k] || busy[e.ma] || (e.mb >= 0 && busy[e.mb]) {
+				continue
+			}
+			busy[e.ma] = true
+			if e.mb >= 0 {
+				busy[e.mb] = true
+			}
+			free[e.k] -= e.sf
+			left -= e.sf
+			chosen[e.k] = append(chosen[e.k], chosenUnit{e.u, e.u.ids(), e.sf})
 		}
-		if e.sf > free[e.k] || busy[e.ma] || (e.mb >= 0 && busy[e.mb]) {
-			continue
+	}
+	if r.GlobalQueue {
+		take(h, func() bool { return left > 0 })
+	} else {
+		// A queue per type, visited in order: the order of the full sort,
+		// and a type's queue is left as soon as its GPUs are taken.
+		byRank := groupByRank(h.s, len(order))
+		for i, k := range order {
+			take(&heapOf[entry]{s: byRank[i], before: r.before}, func() bool { return free[k] > 0 })
 		}
-		busy[e.ma] = true
-		if e.mb >= 0 {
-			busy[e.mb] = true
-		}
-		free[e.k] -= e.sf
-		left -= e.sf
-		chosen[e.k] = append(chosen[e.k], chosenUnit{e.u, e.u.ids(), e.sf})
 	}
 	if !r.LeaveIdle && left > 0 {
 		r.fillIdle(p, order, busy, free, chosen)
 	}
 	return chosen
+}
+
+// groupByRank sorts entries by type rank in place (a counting sort) and
+// returns the entries of each rank.
+func groupByRank(es []entry, ranks int) [][]entry {
+	start := make([]int, ranks+1)
+	for i := range es {
+		start[es[i].rank+1]++
+	}
+	for i := range ranks {
+		start[i+1] += start[i]
+	}
+	out := make([][]entry, ranks)
+	for i := range out {
+		out[i] = es[start[i]:start[i]:start[i+1]]
+	}
+	// Cycle each entry to its group's next free slot.
+	for g := range ranks {
+		for len(out[g]) < cap(out[g]) {
+			e := es[start[g]+len(out[g])]
+			for e.rank != g {
+				dst := &out[e.rank]
+				slot := start[e.rank] + len(*dst)
+				*dst = (*dst)[:len(*dst)+1]
+				es[slot], e = e, es[slot]
+			}
+			out[g] = out[g][:len(out[g])+1]
+			es[start[g]+len(out[g])-1] = e
+		}
+	}
+	return out
 }
 
 // heapOf is a binary heap under before: pop returns the elements in the
@@ -727,10 +770,34 @@ func (r *Rounds) place(p *Problem, round *Round, chosen [][]chosenUnit) {
 		if k < len(r.GPUsPerServer) && r.GPUsPerServer[k] > 0 {
 			g = r.GPUsPerServer[k]
 		}
+		next := 0 // with one GPU per server: no free worker below next
 		for _, c := range rest {
-			round.Assignments = append(round.Assignments, Assignment{JobIDs: c.ids, Type: p.Types[k], TypeIndex: k, Workers: takeWorkers(used, c.sf, g)})
+			var ws []int
+			if g == 1 {
+				ws, next = takeFirst(used, c.sf, next)
+			} else {
+				ws = takeWorkers(used, c.sf, g)
+			}
+			round.Assignments = append(round.Assignments, Assignment{JobIDs: c.ids, Type: p.Types[k], TypeIndex: k, Workers: ws})
 		}
 	}
+}
+
+// takeFirst takes the n lowest free workers at or above from, which is
+// what takeWorkers does with one GPU per server (no server holds more
+// than one worker, so the best fit is the first free one), in time
+// proportional to the workers passed over; it returns them and where the
+// next search may start.
+func takeFirst(used []bool, n, from int) ([]int, int) {
+	out := make([]int, 0, n)
+	w := from
+	for ; w < len(used) && len(out) < n; w++ {
+		if !used[w] {
+			used[w] = true
+			out = append(out, w)
+		}
+	}
+	return out, w
 }
 
 func fits(used []bool, ws []int) bool {
