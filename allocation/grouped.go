@@ -2,9 +2,8 @@ package allocation
 
 import (
 	"context"
-	"fmt"
+	"encoding/binary"
 	"math"
-	"strings"
 
 	"github.com/gpusched/gpusched/allocation/lp"
 )
@@ -46,23 +45,27 @@ type group struct {
 func groupJobs(p *Problem, cp ClassPairRates, tput [][]float64, scale []float64) []group {
 	index := map[string]int{}
 	var groups []group
-	var b strings.Builder
+	var b []byte
 	for m := range p.Jobs {
 		j := &p.Jobs[m]
-		b.Reset()
 		class := 0
 		if cp != nil {
 			class = cp.Class(m)
 		}
-		fmt.Fprintf(&b, "%d/%d/%x/%x", class, j.ScaleFactor, math.Float64bits(j.weight()), math.Float64bits(scale[m]))
+		// The key: class, scale factor, weight, scale and both rates per
+		// type, as fixed-width binary (bit patterns, so equal means equal).
+		b = binary.LittleEndian.AppendUint64(b[:0], uint64(class))
+		b = binary.LittleEndian.AppendUint64(b, uint64(j.ScaleFactor))
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(j.weight()))
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(scale[m]))
 		for k := range p.Types {
-			fmt.Fprintf(&b, "/%x/%x", math.Float64bits(tput[m][k]), math.Float64bits(j.Throughput[k]))
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(tput[m][k]))
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(j.Throughput[k]))
 		}
-		key := b.String()
-		g, ok := index[key]
+		g, ok := index[string(b)]
 		if !ok {
 			g = len(groups)
-			index[key] = g
+			index[string(b)] = g
 			groups = append(groups, group{class: class, sf: j.ScaleFactor})
 		}
 		groups[g].jobs = append(groups[g].jobs, m)
