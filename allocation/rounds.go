@@ -101,6 +101,10 @@ type Rounds struct {
 		index   map[int]int
 		entries []entry
 		busy    []bool
+		// spare is the present set before last, cleared and reused; prev
+		// maps the last round's units to their assignments.
+		spare map[int]bool
+		prev  map[unit]Assignment
 	}
 }
 
@@ -235,7 +239,11 @@ func (r *Rounds) Next(ctx context.Context, p *Problem, now float64) (*Round, err
 	if !r.st.reported {
 		r.creditFull(now)
 	}
-	present := make(map[int]bool, len(p.Jobs))
+	present := r.scratch.spare
+	if present == nil {
+		present = make(map[int]bool, len(p.Jobs))
+	}
+	clear(present)
 	for m := range p.Jobs {
 		present[p.Jobs[m].ID] = true
 	}
@@ -284,6 +292,7 @@ func (r *Rounds) Next(ctx context.Context, p *Problem, now float64) (*Round, err
 		chosen = r.selectUnits(p, order, now)
 	}
 	r.place(p, round, chosen)
+	r.scratch.spare = r.st.present
 	r.st.present = present
 	r.st.lastRound = round
 	r.st.reported = false
@@ -745,7 +754,12 @@ func (r *Rounds) fillIdle(p *Problem, order []int, busy []bool, free []int, chos
 // place gives workers to the chosen units: per type, lease extensions
 // first, then by decreasing scale factor into the emptiest-used servers.
 func (r *Rounds) place(p *Problem, round *Round, chosen [][]chosenUnit) {
-	prev := map[unit]Assignment{}
+	prev := r.scratch.prev
+	if prev == nil {
+		prev = map[unit]Assignment{}
+		r.scratch.prev = prev
+	}
+	clear(prev)
 	if r.st.lastRound != nil {
 		for _, as := range r.st.lastRound.Assignments {
 			prev[unitOf(as.JobIDs)] = as
