@@ -54,6 +54,7 @@ func (s *Scheduler) Report(rep RoundReport) error {
 		return nil
 	}
 	s.mark++
+	ran := s.scratch.reported[:0]
 	for _, r := range rep.Ran {
 		j := inRound(r.Job)
 		switch {
@@ -67,14 +68,16 @@ func (s *Scheduler) Report(rep RoundReport) error {
 			return fmt.Errorf("%w: job %q: %v steps", ErrInvalid, r.Job, r.Steps)
 		}
 		j.mark, j.ranFor = s.mark, r.Seconds
+		ran = append(ran, j)
 	}
+	s.scratch.reported = ran
 	for _, key := range rep.Failed {
 		if inRound(key) == nil {
 			return fmt.Errorf("%w: failed job %q did not run in the round at %v", ErrStaleReport, key, rep.Start)
 		}
 	}
-	for _, r := range rep.Ran {
-		j := inRound(r.Job)
+	for i, r := range rep.Ran {
+		j := ran[i]
 		j.attained[j.unit.typ] += r.Seconds
 		j.rounds++
 		if r.Steps > 0 {

@@ -98,12 +98,13 @@ type unit struct {
 }
 
 type scratch struct {
-	ran   []allocation.UnitRun
-	units [2][]unit
-	cur   int
-	refs  []cluster.GPURef
-	old   []cluster.GPURef
-	order []int
+	ran      []allocation.UnitRun
+	reported []*job
+	units    [2][]unit
+	cur      int
+	refs     []cluster.GPURef
+	old      []cluster.GPURef
+	order    []int
 }
 
 // Round computes the round that starts at now (seconds on the clock of
