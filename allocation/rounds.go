@@ -124,6 +124,10 @@ type roundsState struct {
 	jobs    map[int]bool
 	present map[int]bool
 	units   map[unit]*unitState
+	// list holds the units in the order of their job IDs, with the
+	// positions their jobs had in the last problem (derived from units,
+	// rebuilt when nil or stale; not saved).
+	list []unitRef
 	// worker is Gavel's time run on each type since the reset, seeds
 	// included (CompatGavel).
 	worker    []float64
@@ -132,6 +136,29 @@ type roundsState struct {
 	pcg       *rand.PCG
 	rng       *rand.Rand
 	py        *pyrand.Rand
+}
+
+// unitRef is a unit of roundsState.list; ma and mb are the positions of
+// its jobs in the last problem that held them (checked before use).
+type unitRef struct {
+	u      unit
+	st     *unitState
+	ma, mb int
+}
+
+// unitList returns r.st.units in a slice, in the order of their job IDs,
+// built again when the units changed.
+func (r *Rounds) unitList() []unitRef {
+	if r.st.list != nil && len(r.st.list) == len(r.st.units) {
+		return r.st.list
+	}
+	list := make([]unitRef, 0, len(r.st.units))
+	for u, st := range r.st.units {
+		list = append(list, unitRef{u: u, st: st, ma: -1, mb: -1})
+	}
+	slices.SortFunc(list, func(a, b unitRef) int { return cmp.Or(cmp.Compare(a.u.a, b.u.a), cmp.Compare(a.u.b, b.u.b)) })
+	r.st.list = list
+	return list
 }
 
 // unit is a job (b = -1) or a pair of job IDs a < b.
@@ -249,6 +276,7 @@ func (r *Rounds) Next(ctx context.Context, p *Problem, now float64) (*Round, err
 	}
 	if r.Compat == CompatGavel {
 		r.gavelAdmit(p, present)
+		r.st.list = nil // Gavel's mode edits the units in place
 	}
 	changed := !r.st.started || len(present) != len(r.st.jobs)
 	for id := range present {
@@ -372,9 +400,22 @@ func (r *Rounds) remember(p *Problem, a *Allocation, now float64) {
 func (r *Rounds) reset(p *Problem, a *Allocation, now float64) {
 	elapsed := now - r.st.lastReset
 	oldIndex := typeIndex(r.st.types)
-	next := map[unit]*unitState{}
+	n := len(a.X) + len(a.Pairs)
+	next := make(map[unit]*unitState, n)
+	// The units' state in one block, their counters in another (a round
+	// reads them all).
+	states := make([]unitState, 0, n)
+	arena := make([]float64, 0, 2*n*len(p.Types))
+	counters := func(k int) []float64 {
+		if len(arena)+k > cap(arena) {
+			return make([]float64, k)
+		}
+		arena = arena[:len(arena)+k]
+		return arena[len(arena)-k : len(arena) : len(arena)]
+	}
 	install := func(u unit, x []float64) {
-		st := &unitState{x: x, received: make([]float64, len(x)), deficit: make([]float64, len(x)), inAlloc: true}
+		states = append(states, unitState{x: x, received: counters(len(x)), deficit: counters(len(x)), inAlloc: true})
+		st := &states[len(states)-1]
 		if old := r.st.units[u]; old != nil && r.st.started {
 			st.ran = old.ran
 			for k, t := range p.Types {
@@ -392,6 +433,7 @@ func (r *Rounds) reset(p *Problem, a *Allocation, now float64) {
 		install(unitOf([]int{p.Jobs[pr.A].ID, p.Jobs[pr.B].ID}), pr.X)
 	}
 	r.st.units = next
+	r.st.list = nil
 	r.remember(p, a, now)
 }
 
@@ -528,13 +570,25 @@ func (r *Rounds) before(a, b *entry) bool {
 // entries are taken in the order of a full sort, but through a heap: a
 // round looks at the top entries only, about as many as there are GPUs.
 func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUnit {
-	if r.scratch.index == nil {
-		r.scratch.index = make(map[int]int, len(p.Jobs))
-	}
-	index := r.scratch.index
-	clear(index)
-	for m := range p.Jobs {
-		index[p.Jobs[m].ID] = m
+	// Jobs are found by their position in the last problem, through the
+	// index (built on the first miss) when they moved.
+	var index map[int]int
+	find := func(id, hint int) (int, bool) {
+		if hint >= 0 && hint < len(p.Jobs) && p.Jobs[hint].ID == id {
+			return hint, true
+		}
+		if index == nil {
+			if r.scratch.index == nil {
+				r.scratch.index = make(map[int]int, len(p.Jobs))
+			}
+			index = r.scratch.index
+			clear(index)
+			for m := range p.Jobs {
+				index[p.Jobs[m].ID] = m
+			}
+		}
+		m, ok := index[id]
+		return m, ok
 	}
 	rank := make([]int, len(p.Types))
 	for i, k := range order {
@@ -543,27 +597,33 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 	// Entitlement to the middle of the coming round.
 	elapsed := now - r.st.lastReset + r.roundLength()/2
 	h := &heapOf[entry]{s: r.scratch.entries[:0], before: r.before}
-	if need := len(r.st.units) * len(order); cap(h.s) < need {
+	list := r.unitList()
+	if need := len(list) * len(order); cap(h.s) < need {
 		h.s = make([]entry, 0, need)
 	}
-	for u, st := range r.st.units {
-		ma, ok := index[u.a]
+	for i := range list {
+		ref := &list[i]
+		u, st := ref.u, ref.st
+		ma, ok := find(u.a, ref.ma)
 		if !ok {
 			continue
 		}
+		ref.ma = ma
 		mb := -1
 		if u.b >= 0 {
-			if mb, ok = index[u.b]; !ok {
+			if mb, ok = find(u.b, ref.mb); !ok {
 				continue
 			}
+			ref.mb = mb
 		}
+		ja := &p.Jobs[ma]
 		for _, k := range order {
-			if k >= len(st.x) || st.x[k] <= minShare || p.Jobs[ma].Throughput[k] <= 0 || (mb >= 0 && p.Jobs[mb].Throughput[k] <= 0) {
+			if k >= len(st.x) || st.x[k] <= minShare || ja.Throughput[k] <= 0 || (mb >= 0 && p.Jobs[mb].Throughput[k] <= 0) {
 				continue
 			}
 			x := st.x[k]
 			lag := st.deficit[k] + x*elapsed - st.received[k]
-			h.s = append(h.s, entry{u: u, k: k, rank: rank[k], sf: p.Jobs[ma].ScaleFactor, ma: ma, mb: mb, fresh: !st.ran, lag: lag, x: x})
+			h.s = append(h.s, entry{u: u, k: k, rank: rank[k], sf: ja.ScaleFactor, ma: ma, mb: mb, fresh: !st.ran, lag: lag, x: x})
 		}
 	}
 	r.scratch.entries = h.s[:0]
