@@ -99,6 +99,9 @@ func (c GPUChooser) Choose(s *topology.Server, free []bool, k int) ([]int, error
 	if len(cand) < k {
 		return nil, fmt.Errorf("%w: %d asked for, %d free on server %q", ErrNotEnoughGPUs, k, len(cand), s.ID)
 	}
+	if len(cand) == k {
+		return cand, nil // no choice to make (cand is sorted)
+	}
 	w := scoreMatrix(s, cand)
 	limit := c.ExactLimit
 	if limit <= 0 {
