@@ -521,18 +521,18 @@ type chosenUnit struct {
 // entry is a (unit, type) entry of the priority queues; ma and mb are the
 // jobs' positions in the problem (mb = -1 for a single job). fresh marks a
 // unit that has never run; lag is how far it is behind its share on the
-// type, in seconds.
+// type, in seconds. (64 bytes: a cache line.)
 type entry struct {
 	u           unit
-	k, rank, sf int
 	ma, mb      int
+	k, rank, sf int32
 	fresh       bool
 	lag, x      float64
 }
 
-// Quanta of the comparisons in before: a share of 1 is known to about 1e-9
-// (the LP's tolerance), a lag, share times up to 1,920 s, to a few
-// microseconds.
+// Quanta of the comparisons in entryBefore: a share of 1 is known to about
+// 1e-9 (the LP's tolerance), a lag, share times up to 1,920 s, to a few
+// microseconds. selectUnits stores lags and shares quantized.
 const (
 	shareQuantum = 1e-9
 	lagQuantum   = 1e-4
@@ -541,29 +541,71 @@ const (
 // quantize rounds v to a multiple of q.
 func quantize(v, q float64) float64 { return math.Round(v/q) * q }
 
-// before orders entries: per type (unless the queue is global), units that
-// never ran first (by share), then by lag and share, decreasing, then by
-// unit and type rank.
-func (r *Rounds) before(a, b *entry) bool {
-	if !r.GlobalQueue && a.rank != b.rank {
+// entryBefore orders entries: per type (unless the queue is global),
+// units that never ran first (by share), then by lag and share,
+// decreasing, then by unit and type rank. Lags and shares are compared at
+// the accuracy of the LP that gave the shares (entries hold them
+// quantized): entries that tie in exact arithmetic tie here too, whatever
+// the rounding of the solver, and fall to the unit order.
+func entryBefore(a, b *entry, global bool) bool {
+	if !global && a.rank != b.rank {
 		return a.rank < b.rank
 	}
 	if a.fresh != b.fresh {
 		return a.fresh
 	}
-	// Lags and shares are compared at the accuracy of the LP that gave
-	// the shares (1e-9): entries that tie in exact arithmetic tie here too,
-	// whatever the rounding of the solver, and fall to the unit order.
-	if la, lb := quantize(a.lag, lagQuantum), quantize(b.lag, lagQuantum); !a.fresh && la != lb {
-		return la > lb
+	if !a.fresh && a.lag != b.lag {
+		return a.lag > b.lag
 	}
-	if xa, xb := quantize(a.x, shareQuantum), quantize(b.x, shareQuantum); xa != xb {
-		return xa > xb
+	if a.x != b.x {
+		return a.x > b.x
 	}
 	if a.u != b.u {
 		return a.u.a < b.u.a || (a.u.a == b.u.a && a.u.b < b.u.b)
 	}
 	return a.rank < b.rank
+}
+
+// entryHeap is a binary heap of entries under entryBefore (heapOf with the
+// comparison called directly).
+type entryHeap struct {
+	s      []entry
+	global bool
+}
+
+func (h *entryHeap) init() {
+	for i := len(h.s)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+func (h *entryHeap) down(i int) {
+	s := h.s
+	n := len(s)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		c := l
+		if r := l + 1; r < n && entryBefore(&s[r], &s[l], h.global) {
+			c = r
+		}
+		if !entryBefore(&s[c], &s[i], h.global) {
+			return
+		}
+		s[i], s[c] = s[c], s[i]
+		i = c
+	}
+}
+
+func (h *entryHeap) pop() entry {
+	n := len(h.s)
+	top := h.s[0]
+	h.s[0] = h.s[n-1]
+	h.s = h.s[:n-1]
+	h.down(0)
+	return top
 }
 
 // selectUnits is the priority pass, then the work-conserving pass. The
@@ -596,7 +638,7 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 	}
 	// Entitlement to the middle of the coming round.
 	elapsed := now - r.st.lastReset + r.roundLength()/2
-	h := &heapOf[entry]{s: r.scratch.entries[:0], before: r.before}
+	h := &entryHeap{s: r.scratch.entries[:0], global: r.GlobalQueue}
 	list := r.unitList()
 	if need := len(list) * len(order); cap(h.s) < need {
 		h.s = make([]entry, 0, need)
@@ -623,7 +665,8 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 			}
 			x := st.x[k]
 			lag := st.deficit[k] + x*elapsed - st.received[k]
-			h.s = append(h.s, entry{u: u, k: k, rank: rank[k], sf: ja.ScaleFactor, ma: ma, mb: mb, fresh: !st.ran, lag: lag, x: x})
+			h.s = append(h.s, entry{u: u, k: int32(k), rank: int32(rank[k]), sf: int32(ja.ScaleFactor), ma: ma, mb: mb, fresh: !st.ran,
+				lag: quantize(lag, lagQuantum), x: quantize(x, shareQuantum)})
 		}
 	}
 	r.scratch.entries = h.s[:0]
@@ -636,33 +679,60 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 		left += f
 	}
 	chosen := make([][]chosenUnit, len(p.Types))
-	take := func(h *heapOf[entry], more func() bool) {
+	pick := func(e *entry) {
+		if int(e.sf) > free[e.k] || busy[e.ma] || (e.mb >= 0 && busy[e.mb]) {
+			return
+		}
+		busy[e.ma] = true
+		if e.mb >= 0 {
+			busy[e.mb] = true
+		}
+		free[e.k] -= int(e.sf)
+		left -= int(e.sf)
+		chosen[e.k] = append(chosen[e.k], chosenUnit{e.u, e.u.ids(), int(e.sf)})
+	}
+	// take walks a queue in order while GPUs remain (*gpus > 0): by heap
+	// while it may stop early, by a sort of the rest once all that is left
+	// fits (the walk then reaches the end: the same order, at less cost).
+	take := func(h *entryHeap, gpus *int) {
+		demand := 0
+		for i := range h.s {
+			demand += int(h.s[i].sf)
+		}
 		h.init()
-		for more() {
-			e, ok := h.pop()
-			if !ok {
+		for *gpus > 0 && len(h.s) > 0 {
+			if demand <= *gpus {
+				rest := h.s
+				slices.SortFunc(rest, func(a, b entry) int {
+					switch {
+					case entryBefore(&a, &b, h.global):
+						return -1
+					case entryBefore(&b, &a, h.global):
+						return 1
+					}
+					return 0
+				})
+				for i := range rest {
+					if *gpus <= 0 {
+						break
+					}
+					pick(&rest[i])
+				}
 				return
 			}
-			if e.sf > free[e.k] || busy[e.ma] || (e.mb >= 0 && busy[e.mb]) {
-				continue
-			}
-			busy[e.ma] = true
-			if e.mb >= 0 {
-				busy[e.mb] = true
-			}
-			free[e.k] -= e.sf
-			left -= e.sf
-			chosen[e.k] = append(chosen[e.k], chosenUnit{e.u, e.u.ids(), e.sf})
+			e := h.pop()
+			demand -= int(e.sf)
+			pick(&e)
 		}
 	}
 	if r.GlobalQueue {
-		take(h, func() bool { return left > 0 })
+		take(h, &left)
 	} else {
 		// A queue per type, visited in order: the order of the full sort,
 		// and a type's queue is left as soon as its GPUs are taken.
 		byRank := groupByRank(h.s, len(order))
 		for i, k := range order {
-			take(&heapOf[entry]{s: byRank[i], before: r.before}, func() bool { return free[k] > 0 })
+			take(&entryHeap{s: byRank[i]}, &free[k])
 		}
 	}
 	if !r.LeaveIdle && left > 0 {
@@ -689,7 +759,7 @@ func groupByRank(es []entry, ranks int) [][]entry {
 	for g := range ranks {
 		for len(out[g]) < cap(out[g]) {
 			e := es[start[g]+len(out[g])]
-			for e.rank != g {
+			for int(e.rank) != g {
 				dst := &out[e.rank]
 				slot := start[e.rank] + len(*dst)
 				*dst = (*dst)[:len(*dst)+1]

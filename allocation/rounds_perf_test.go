@@ -1,6 +1,7 @@
 package allocation
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -14,14 +15,14 @@ func TestGroupByRank(t *testing.T) {
 		ranks := 1 + rng.IntN(5)
 		es := make([]entry, rng.IntN(60))
 		for i := range es {
-			es[i] = entry{rank: rng.IntN(ranks), u: unit{i, -1}}
+			es[i] = entry{rank: int32(rng.IntN(ranks)), u: unit{i, -1}}
 		}
 		want := slices.Clone(es)
 		groups := groupByRank(es, ranks)
 		var got []entry
 		for g, grp := range groups {
 			for _, e := range grp {
-				if e.rank != g {
+				if int(e.rank) != g {
 					t.Fatalf("trial %d: rank %d in group %d", trial, e.rank, g)
 				}
 			}
@@ -32,6 +33,43 @@ func TestGroupByRank(t *testing.T) {
 		slices.SortFunc(want, key)
 		if !slices.Equal(got, want) {
 			t.Fatalf("trial %d: entries lost or duplicated", trial)
+		}
+	}
+}
+
+// entryHeap pops entries in the order of a sort by entryBefore (ties in
+// lag and share broken by unit and rank), per type or globally.
+func TestEntryHeapOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for trial := range 200 {
+		global := trial%2 == 0
+		es := make([]entry, rng.IntN(80))
+		for i := range es {
+			es[i] = entry{u: unit{rng.IntN(20), -1 + rng.IntN(2)*(20+rng.IntN(5))}, rank: int32(rng.IntN(3)), fresh: rng.IntN(4) == 0,
+				lag: float64(rng.IntN(4)), x: float64(rng.IntN(3)) / 2}
+		}
+		// Units are unique per rank.
+		slices.SortFunc(es, func(a, b entry) int {
+			return cmp.Or(cmp.Compare(a.u.a, b.u.a), cmp.Compare(a.u.b, b.u.b), cmp.Compare(a.rank, b.rank))
+		})
+		es = slices.CompactFunc(es, func(a, b entry) bool { return a.u == b.u && a.rank == b.rank })
+		want := slices.Clone(es)
+		slices.SortFunc(want, func(a, b entry) int {
+			switch {
+			case entryBefore(&a, &b, global):
+				return -1
+			case entryBefore(&b, &a, global):
+				return 1
+			}
+			t.Fatalf("trial %d: entries %+v and %+v tie", trial, a, b)
+			return 0
+		})
+		h := &entryHeap{s: es, global: global}
+		h.init()
+		for i := range want {
+			if got := h.pop(); got != want[i] {
+				t.Fatalf("trial %d: pop %d is %+v, want %+v", trial, i, got, want[i])
+			}
 		}
 	}
 }
