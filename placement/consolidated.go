@@ -70,6 +70,9 @@ func (c Consolidated) Place(cl *topology.Cluster, free [][]bool, t topology.GPUT
 	if n <= 0 {
 		return nil, fmt.Errorf("%w: %d GPUs asked for", ErrBadRequest, n)
 	}
+	if c.Chooser != nil && (c.Chooser.ExactLimit < 0 || c.Chooser.ExactLimit > MaxExactLimit) {
+		return nil, fmt.Errorf("%w: exact limit %d, want 0 to %d", ErrBadRequest, c.Chooser.ExactLimit, MaxExactLimit)
+	}
 	if len(free) != len(cl.Servers) {
 		return nil, fmt.Errorf("%w: free GPUs given for %d servers, the cluster has %d", ErrBadRequest, len(free), len(cl.Servers))
 	}

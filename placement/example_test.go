@@ -72,7 +72,10 @@ func ExampleConsolidated_PlaceOn() {
 		panic(err)
 	}
 	p := placement.Consolidated{Chooser: &placement.GPUChooser{}}
-	gpus := p.PlaceOn(st, topology.V100, 2, nil)
+	gpus, err := p.PlaceOn(st, topology.V100, 2, nil)
+	if err != nil {
+		panic(err)
+	}
 	fmt.Println(gpus, st.Server(1).Link(gpus[0].GPU, gpus[1].GPU))
 	if err := st.Bind("job", gpus); err != nil {
 		panic(err)

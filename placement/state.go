@@ -1,6 +1,8 @@
 package placement
 
 import (
+	"fmt"
+
 	"github.com/gpusched/gpusched/cluster"
 	"github.com/gpusched/gpusched/topology"
 )
@@ -10,22 +12,29 @@ import (
 // servers with the remainder on the tightest; with Strict, one server or
 // nothing), and inside each server with the Chooser when set. It appends
 // the GPUs to dst[:0] and returns them, grouped by server with ascending
-// positions inside each, or nil when it cannot place all n. It binds
-// nothing.
+// positions inside each, or nil (and no error) when it cannot place all
+// n. It binds nothing. A request that makes no sense (n < 1, a Chooser
+// whose ExactLimit is out of range) gives an error wrapping ErrBadRequest.
 //
 // It reads the state's index of servers by free GPUs, so a job that fits
 // one server costs O(G + S/64) for servers of at most G GPUs, S servers,
 // plus the choice inside the server; it never scans every server.
-func (c Consolidated) PlaceOn(st *cluster.State, t topology.GPUType, n int, dst []cluster.GPURef) []cluster.GPURef {
+func (c Consolidated) PlaceOn(st *cluster.State, t topology.GPUType, n int, dst []cluster.GPURef) ([]cluster.GPURef, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("%w: %d GPUs asked for", ErrBadRequest, n)
+	}
+	if c.Chooser != nil && (c.Chooser.ExactLimit < 0 || c.Chooser.ExactLimit > MaxExactLimit) {
+		return nil, fmt.Errorf("%w: exact limit %d, want 0 to %d", ErrBadRequest, c.Chooser.ExactLimit, MaxExactLimit)
+	}
 	dst = dst[:0]
-	if n <= 0 || st.Free(t) < n {
-		return nil
+	if st.Free(t) < n {
+		return nil, nil
 	}
 	if s, ok := st.BestFit(t, n); ok {
 		return c.takeOn(st, s, t, n, dst)
 	}
 	if c.Strict && n <= st.LargestServer(t) {
-		return nil // fits a server, but none is free enough
+		return nil, nil // fits a server, but none is free enough
 	}
 	// Fewest servers: whole servers, most free first, until the rest fits
 	// one of the servers not yet used; that one is the tightest.
@@ -43,11 +52,14 @@ func (c Consolidated) PlaceOn(st *cluster.State, t topology.GPUType, n int, dst 
 		if fit >= 0 {
 			return c.takeOn(st, fit, t, left, dst)
 		}
-		dst = c.takeOn(st, s, t, f, dst)
+		var err error
+		if dst, err = c.takeOn(st, s, t, f, dst); err != nil {
+			return nil, err
+		}
 		taken = append(taken, s)
 		left -= f
 	}
-	return nil // unreachable while Free(t) >= n
+	return nil, nil // unreachable while Free(t) >= n
 }
 
 func contains(xs []int, x int) bool {
@@ -60,7 +72,7 @@ func contains(xs []int, x int) bool {
 }
 
 // takeOn appends m free GPUs of type t of server s to dst.
-func (c Consolidated) takeOn(st *cluster.State, s int, t topology.GPUType, m int, dst []cluster.GPURef) []cluster.GPURef {
+func (c Consolidated) takeOn(st *cluster.State, s int, t topology.GPUType, m int, dst []cluster.GPURef) ([]cluster.GPURef, error) {
 	srv := st.Server(s)
 	mask := st.FreeMask(s)
 	if c.Chooser != nil && m < st.ServerFreeOf(s, t) {
@@ -72,12 +84,14 @@ func (c Consolidated) takeOn(st *cluster.State, s int, t topology.GPUType, m int
 			}
 			mask = own
 		}
-		if pick, err := c.Chooser.Choose(srv, mask, m); err == nil {
-			for _, i := range pick {
-				dst = append(dst, cluster.GPURef{Server: s, GPU: i})
-			}
-			return dst
+		pick, err := c.Chooser.Choose(srv, mask, m)
+		if err != nil {
+			return nil, err // the state's counts disagree with its masks
 		}
+		for _, i := range pick {
+			dst = append(dst, cluster.GPURef{Server: s, GPU: i})
+		}
+		return dst, nil
 	}
 	for i, g := range srv.GPUs {
 		if m == 0 {
@@ -88,5 +102,5 @@ func (c Consolidated) takeOn(st *cluster.State, s int, t topology.GPUType, m int
 			m--
 		}
 	}
-	return dst
+	return dst, nil
 }

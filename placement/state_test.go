@@ -54,7 +54,9 @@ func TestPlaceOnMatchesPlace(t *testing.T) {
 			for n := 1; n <= 20; n++ {
 				want, err := p.Place(st.Topology(), st.FreeMasks(), topology.V100, n)
 				require.NoError(t, err)
-				got := setOf(p.PlaceOn(st, topology.V100, n, nil))
+				refs, err := p.PlaceOn(st, topology.V100, n, nil)
+				require.NoError(t, err)
+				got := setOf(refs)
 				require.Equal(t, want, got, "trial %d strict %v n %d", trial, strict, n)
 			}
 		}
@@ -69,15 +71,31 @@ func TestPlaceOnChooser(t *testing.T) {
 	st, err := cluster.New(c)
 	require.NoError(t, err)
 	require.NoError(t, st.Bind("x", []cluster.GPURef{{Server: 0, GPU: 0}}))
-	plain := Consolidated{}.PlaceOn(st, topology.V100, 2, nil)
+	plain, err := Consolidated{}.PlaceOn(st, topology.V100, 2, nil)
+	require.NoError(t, err)
 	assert.Equal(t, []cluster.GPURef{{Server: 0, GPU: 1}, {Server: 0, GPU: 2}}, plain)
-	chosen := Consolidated{Chooser: &GPUChooser{}}.PlaceOn(st, topology.V100, 2, nil)
+	chosen, err := Consolidated{Chooser: &GPUChooser{}}.PlaceOn(st, topology.V100, 2, nil)
+	require.NoError(t, err)
 	require.Len(t, chosen, 2)
 	link := st.Server(0).Link(chosen[0].GPU, chosen[1].GPU)
 	assert.Equal(t, topology.LinkNVLink, link.Class)
 	assert.Equal(t, 2, link.NVLinks)
-	// Nothing to place, too many, unknown type.
-	assert.Nil(t, Consolidated{}.PlaceOn(st, topology.V100, 0, nil))
-	assert.Nil(t, Consolidated{}.PlaceOn(st, topology.V100, 8, nil))
-	assert.Nil(t, Consolidated{}.PlaceOn(st, topology.A100, 1, nil))
+	// Requests that make no sense are errors; too many GPUs or an unknown
+	// type place nothing.
+	for _, bad := range []struct {
+		c Consolidated
+		n int
+	}{{Consolidated{}, 0}, {Consolidated{}, -1}, {Consolidated{Chooser: &GPUChooser{ExactLimit: -1}}, 1}, {Consolidated{Chooser: &GPUChooser{ExactLimit: MaxExactLimit + 1}}, 1}} {
+		refs, err := bad.c.PlaceOn(st, topology.V100, bad.n, nil)
+		assert.ErrorIs(t, err, ErrBadRequest, "n %d", bad.n)
+		assert.Nil(t, refs)
+	}
+	for _, none := range []struct {
+		t topology.GPUType
+		n int
+	}{{topology.V100, 8}, {topology.A100, 1}} {
+		refs, err := Consolidated{}.PlaceOn(st, none.t, none.n, nil)
+		assert.NoError(t, err)
+		assert.Nil(t, refs, "%d %s", none.n, none.t)
+	}
 }

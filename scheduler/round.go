@@ -389,8 +389,11 @@ func (s *Scheduler) place(units []unit) {
 		if u.jobs[0].spec.SingleServer || u.jobs[1] != nil && u.jobs[1].spec.SingleServer {
 			p = &s.single
 		}
-		sc.refs = p.PlaceOn(s.st, typ, u.gpus, sc.refs)
-		if sc.refs == nil {
+		var err error
+		if sc.refs, err = p.PlaceOn(s.st, typ, u.gpus, sc.refs); err != nil || sc.refs == nil {
+			if err != nil {
+				s.log.Warn("place", "holder", u.holder, "err", err) // a bug: New checks the placer, units ask for GPUs
+			}
 			continue
 		}
 		if err := s.st.Bind(u.holder, sc.refs); err != nil {
@@ -477,7 +480,11 @@ func (s *Scheduler) consolidate(units []unit) {
 		if u.jobs[0].spec.SingleServer {
 			p = &s.single
 		}
-		sc.refs = p.PlaceOn(s.st, s.types[u.typ], u.gpus, sc.refs)
+		var err error
+		if sc.refs, err = p.PlaceOn(s.st, s.types[u.typ], u.gpus, sc.refs); err != nil {
+			s.log.Warn("place", "holder", u.holder, "err", err) // a bug, as above: the job stays
+			sc.refs = nil
+		}
 		refs := sc.old
 		if sc.refs != nil && float64(span-servers(sc.refs))*gain > cost {
 			refs = sc.refs
@@ -595,8 +602,8 @@ func (s *Scheduler) growUnit(u *unit, typ topology.GPUType, n int) int {
 			return 0
 		}
 		l.extra = append(l.extra[:0], sc.refs...)
-		more := s.placer.PlaceOn(s.st, typ, n-local, nil)
-		if more != nil && s.st.Bind(u.holder, more) == nil {
+		more, err := s.placer.PlaceOn(s.st, typ, n-local, nil)
+		if err == nil && more != nil && s.st.Bind(u.holder, more) == nil {
 			l.extra = append(l.extra, more...)
 		}
 		return len(l.extra)

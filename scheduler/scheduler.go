@@ -47,7 +47,8 @@ type Config struct {
 	Compat           allocation.Compat
 
 	// Placer places jobs on servers; the default is Consolidated with a
-	// GPUChooser inside servers (fewest servers, best links).
+	// GPUChooser inside servers (fewest servers, best links). A Chooser's
+	// ExactLimit must be in [0, placement.MaxExactLimit].
 	Placer *placement.Consolidated
 	// MigrationCost is what moving a running job to other GPUs costs it, in
 	// seconds of lost work (checkpoint, restart, warm-up); 0 means 60 s and
@@ -157,6 +158,9 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	s.placer = placement.Consolidated{Chooser: &placement.GPUChooser{}}
 	if cfg.Placer != nil {
+		if ch := cfg.Placer.Chooser; ch != nil && (ch.ExactLimit < 0 || ch.ExactLimit > placement.MaxExactLimit) {
+			return nil, fmt.Errorf("%w: placer's exact limit %d, want 0 to %d", ErrInvalid, ch.ExactLimit, placement.MaxExactLimit)
+		}
 		s.placer = *cfg.Placer
 	}
 	s.single = s.placer

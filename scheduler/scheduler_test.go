@@ -15,6 +15,7 @@ import (
 	"github.com/gpusched/gpusched/cluster"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
+	"github.com/gpusched/gpusched/placement"
 	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -500,6 +501,8 @@ func TestSubmitErrors(t *testing.T) {
 	_, err = New(Config{})
 	assert.ErrorIs(t, err, ErrInvalid)
 	_, err = New(Config{Policy: &allocation.MaxMinFairness{}, TenantWeights: map[string]float64{"a": 0}})
+	assert.ErrorIs(t, err, ErrInvalid)
+	_, err = New(Config{Policy: &allocation.MaxMinFairness{}, Placer: &placement.Consolidated{Chooser: &placement.GPUChooser{ExactLimit: placement.MaxExactLimit + 1}}})
 	assert.ErrorIs(t, err, ErrInvalid)
 }
 
