@@ -229,7 +229,7 @@ func run(ctx context.Context, w, stderr io.Writer, o options) error {
 				if atLeast {
 					bound = ">="
 				}
-				row = append(row, fmt.Sprintf("%s%.2f", bound, v), fmt.Sprintf("%s%.2f", bound, v/pub))
+				row = append(row, bound+cli.Fixed(v, 2), bound+cli.Fixed(v/pub, 2))
 			}
 			out(append(row, time.Since(start).Round(100*time.Millisecond).String())...)
 		}
