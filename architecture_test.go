@@ -36,6 +36,9 @@ var allowed = map[string][]string{
 	"internal":  {"internal"},
 	"examples":  {"sim", "scheduler", "allocation", "placement", "gang", "elastic", "cluster", "perfmodel", "topology", "internal"},
 	".":         {},
+	// kube is a module of its own (the only one with Kubernetes
+	// dependencies): the scheduler plugin builds on the core, never on sim.
+	"kube": {"kube", "scheduler", "allocation", "placement", "gang", "elastic", "cluster", "perfmodel", "topology"},
 }
 
 // cgoAllowed are the only packages that may use cgo or import a cgo binding.
