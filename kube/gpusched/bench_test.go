@@ -1,0 +1,76 @@
+package gpusched
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/gpusched/gpusched/kube/model"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// BenchmarkSchedulingCycle measures the plugin's share of one scheduling
+// cycle through the framework over 100 nodes of 16 GPUs (half NVSwitch
+// V100s, half dual-socket PCIe A100s), a quarter of their GPUs held: PreFilter,
+// Filter and Score on every node, PreScore, Reserve and Permit (then
+// Unreserve, so every iteration sees the same state). It is the plugin
+// latency per pod of the README without the API server.
+func BenchmarkSchedulingCycle(b *testing.B) {
+	for _, gpus := range []int{1, 2, 8} {
+		b.Run(fmt.Sprintf("gpus=%d", gpus), func(b *testing.B) {
+			var objs []runtime.Object
+			var nodes []*corev1.Node
+			for i := range 100 {
+				links := `{"interconnect":"nvswitch"}`
+				product := kubeV100
+				if i%2 == 1 {
+					links, product = `{"interconnect":"pcie-dual-socket"}`, "NVIDIA-A100-SXM4-80GB"
+				}
+				n := node(fmt.Sprint("n", i), product, 16, true, map[string]string{model.AnnotationLinks: links}, nil)
+				nodes = append(nodes, n)
+				objs = append(objs, n)
+				for k := range 4 {
+					objs = append(objs, gpuPod(fmt.Sprintf("busy-%d-%d", i, k), 1, onNode(n.Name, fmt.Sprint(3*k+i%3))))
+				}
+			}
+			e := newEnv(&testing.T{}, nil, objs...)
+			var infos []fwk.NodeInfo
+			for _, n := range nodes {
+				ni := framework.NewNodeInfo()
+				ni.SetNode(n)
+				infos = append(infos, ni)
+			}
+			p := gpuPod("p", gpus)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				state := framework.NewCycleState()
+				_, st := e.pl.PreFilter(ctx, state, p, infos)
+				if !st.IsSuccess() {
+					b.Fatal(st.Message())
+				}
+				for _, ni := range infos {
+					if st := e.pl.Filter(ctx, state, p, ni); !st.IsSuccess() {
+						b.Fatal(st.Message())
+					}
+				}
+				e.pl.PreScore(ctx, state, p, infos)
+				best, host := int64(-1), ""
+				for _, ni := range infos {
+					s, _ := e.pl.Score(ctx, state, p, ni)
+					if s > best {
+						best, host = s, ni.Node().Name
+					}
+				}
+				if st := e.pl.Reserve(ctx, state, p, host); !st.IsSuccess() {
+					b.Fatal(st.Message())
+				}
+				e.pl.Permit(ctx, state, p, host)
+				e.pl.Unreserve(ctx, state, p, host)
+			}
+		})
+	}
+}

@@ -1,0 +1,53 @@
+// Package gpusched is gpusched's Kubernetes scheduler plugin: one plugin,
+// named GPUSched, for the scheduler framework's extension points, built into
+// a scheduler binary with app.NewSchedulerCommand(app.WithPlugin(Name, New))
+// (see cmd/gpusched-scheduler) and enabled by a KubeSchedulerConfiguration
+// profile (see deploy/).
+//
+// The plugin keeps a device-level ledger: a cluster.State over the GPU nodes
+// (servers from model.ParseNode: type, count, memory, links, health), whose
+// holders are pod UIDs. What each extension point does, and which part of
+// gpusched it calls:
+//
+//   - QueueSort orders pending pods by priority, then by one of gang's
+//     orders on the job the pod belongs to: FIFO (gang.ByArrival), SRTF
+//     (gang.ShortestRemaining, from the remaining-seconds annotation),
+//     Tiresias's 2D-LAS (gang.LAS2D) or 2D-Gittins (gang.Gittins2D) on the
+//     attained GPU-seconds annotation; then by the job's arrival, keeping
+//     the members of a pod group next to each other.
+//   - PreFilter reads the pod's request (model.ParseRequest) and rejects bad
+//     input with a message naming the label or annotation at fault, a pod
+//     larger than every node of its allowed types, a pod group whose members
+//     disagree on its size or that has fewer members than it needs, and a
+//     group that cannot fit in the free GPUs.
+//   - Filter keeps the nodes that are Ready, have GPUs of an allowed type and
+//     enough free healthy ones (cluster.State free counts).
+//   - PreScore and Score rank nodes by the placement.GPUChooser score of the
+//     best set of free GPUs on the node relative to the best set on an empty
+//     node (NVLink pairs on a DGX-1), by best fit (fewest GPUs left free,
+//     Tiresias's consolidation), and, for a pod group, by closeness to the
+//     members already placed: same node, same NVLink domain
+//     (nvidia.com/gpu.clique), same rack.
+//   - Reserve books the best GPU set on the chosen node in the ledger;
+//     Unreserve releases it (and rejects the pod's group, as coscheduling
+//     does when a member fails).
+//   - Permit admits pod groups all or nothing through gang.Coscheduler, with
+//     a timeout and a backoff after a rejection.
+//   - Bind posts the Binding with the booked GPUs as an annotation
+//     (model.AnnotationGPUs): the API server copies a Binding's annotations
+//     onto the pod as it sets spec.nodeName, so a pod is never bound without
+//     its GPUs recorded, nor recorded without being bound. A device plugin's
+//     GetPreferredAllocation or a DRA driver can read them there.
+//   - PostBind marks the booking as bound.
+//
+// The ledger follows the node and pod informers: nodes added, changed
+// (health, GPUs, links) and deleted; pods bound (their annotation is the
+// source of truth, so a restarted scheduler books exactly what its
+// predecessor bound), finished or deleted. A GPU pod bound without the
+// annotation (by another scheduler) is booked on free GPUs of its node as a
+// stand-in, so the count stays right.
+//
+// The plugin never panics on input: bad labels, annotations and arguments
+// become framework statuses (and so FailedScheduling events on the pod) or
+// Warning events on the node.
+package gpusched

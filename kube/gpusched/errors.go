@@ -1,0 +1,14 @@
+package gpusched
+
+import "errors"
+
+// Errors of this package; test them with errors.Is.
+var (
+	// ErrArgs: plugin arguments that cannot be used.
+	ErrArgs = errors.New("gpusched: invalid plugin args")
+	// ErrNoRoom: the node has not enough free healthy GPUs of an allowed
+	// type for the pod (at Reserve, after the state moved).
+	ErrNoRoom = errors.New("gpusched: not enough free GPUs on the node")
+	// ErrUnknownNode: the node is not a GPU node the ledger knows.
+	ErrUnknownNode = errors.New("gpusched: unknown GPU node")
+)

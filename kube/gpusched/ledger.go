@@ -1,0 +1,557 @@
+package gpusched
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+
+	"github.com/gpusched/gpusched/cluster"
+	"github.com/gpusched/gpusched/kube/model"
+	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/topology"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Ledger is the device-level book of which pod holds which GPUs: a
+// cluster.State over the GPU nodes whose holders are pod UIDs, kept in step
+// with the node and pod objects (OnNode, OnNodeDelete, OnPod, OnPodDelete)
+// and with the scheduler's own bookings (Reserve, Release). Bound pods'
+// annotations are the source of truth, so a ledger fed the API objects at
+// start books exactly what was bound before.
+//
+// It is safe for concurrent use: Filter and Score read it from many
+// goroutines while the informers and the binding cycles change it.
+type Ledger struct {
+	mu      sync.RWMutex
+	st      *cluster.State
+	opts    model.NodeOptions
+	res     corev1.ResourceName
+	chooser placement.GPUChooser
+	nodes   map[string]*nodeEntry
+	pods    map[types.UID]*podEntry
+	byNode  map[string]map[types.UID]bool
+	// warn reports a problem with an object (a Warning event).
+	warn func(obj any, reason, msg string)
+}
+
+type nodeEntry struct {
+	node   model.Node
+	warned string // the warnings last reported, to report each once
+	// gen counts the changes of the node's GPUs (bookings, health); it
+	// moves under the ledger's write lock.
+	gen uint64
+
+	cacheMu sync.Mutex
+	ideal   []int // best GPUChooser score of k GPUs on the empty node; -1 unknown
+	choices map[int]cachedChoice
+}
+
+// cachedChoice is a Choice computed at a generation of the node.
+type cachedChoice struct {
+	gen uint64
+	c   Choice
+	err error
+}
+
+// touchLocked records that a node's GPUs changed.
+func (l *Ledger) touchLocked(node string) {
+	if e := l.nodes[node]; e != nil {
+		e.gen++
+	}
+}
+
+type podEntry struct {
+	ns, name, node string
+	// devices are NVML indices; nil while a pod bound without the
+	// annotation waits for its node, to be given stand-ins.
+	devices []int
+	gpus    int
+	// bound: the API shows the pod bound (versus booked at Reserve).
+	bound bool
+}
+
+// NewLedger returns an empty ledger. warn, if not nil, is told of bad node
+// labels and annotations and of conflicting bookings.
+func NewLedger(opts model.NodeOptions, warn func(obj any, reason, msg string)) *Ledger {
+	st, err := cluster.New(nil)
+	if err != nil { // cannot happen for an empty cluster
+		panic(err)
+	}
+	if warn == nil {
+		warn = func(any, string, string) {}
+	}
+	res := opts.Resource
+	if res == "" {
+		res = model.ResourceGPU
+	}
+	return &Ledger{st: st, opts: opts, res: res, nodes: map[string]*nodeEntry{},
+		pods: map[types.UID]*podEntry{}, byNode: map[string]map[types.UID]bool{}, warn: warn}
+}
+
+// OnNode follows a node added or updated.
+func (l *Ledger) OnNode(n *corev1.Node) {
+	nd, err := model.ParseNode(n, l.opts)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := l.nodes[n.Name]
+	if err != nil {
+		if old != nil {
+			l.removeNodeLocked(n.Name)
+		}
+		if !errors.Is(err, model.ErrNoGPUs) {
+			l.warn(n, "InvalidGPUNode", fmt.Sprintf("gpusched does not use this node's GPUs: %v", err))
+		}
+		return
+	}
+	if msg := joinErrs(nd.Warnings); msg != "" && (old == nil || old.warned != msg) {
+		l.warn(n, "InvalidGPUAnnotation", "gpusched ignores: "+msg)
+	}
+	if old != nil && reflect.DeepEqual(old.node.Server, nd.Server) {
+		old.node.Ready, old.node.Unhealthy, old.warned = nd.Ready, nd.Unhealthy, joinErrs(nd.Warnings)
+		l.applyHealthLocked(n.Name)
+		return
+	}
+	if old != nil {
+		l.removeNodeLocked(n.Name) // its GPUs or links changed: build it again
+	}
+	if _, err := l.st.AddServer(nd.Server); err != nil {
+		l.warn(n, "InvalidGPUNode", fmt.Sprintf("gpusched does not use this node's GPUs: %v", err))
+		return
+	}
+	l.nodes[n.Name] = &nodeEntry{node: nd, warned: joinErrs(nd.Warnings)}
+	for uid := range l.byNode[n.Name] {
+		l.bookLocked(uid, l.pods[uid])
+	}
+	l.applyHealthLocked(n.Name)
+}
+
+// OnNodeDelete follows a node deleted.
+func (l *Ledger) OnNodeDelete(name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.removeNodeLocked(name)
+}
+
+func (l *Ledger) removeNodeLocked(name string) {
+	if l.nodes[name] == nil {
+		return
+	}
+	delete(l.nodes, name)
+	_, _ = l.st.RemoveServer(name) // the pods keep their entries, should the node return
+}
+
+// applyHealthLocked marks failed the GPUs of a node that is not Ready and
+// those its annotation lists, and recovers the others.
+func (l *Ledger) applyHealthLocked(name string) {
+	e := l.nodes[name]
+	s, ok := l.st.ServerIndex(name)
+	if e == nil || !ok {
+		return
+	}
+	var fail, recover []cluster.GPURef
+	for i := range l.st.Server(s).GPUs {
+		r := cluster.GPURef{Server: s, GPU: i}
+		want := !e.node.Ready || slices.Contains(e.node.Unhealthy, i)
+		switch got := l.st.Failed(r); {
+		case want && !got:
+			fail = append(fail, r)
+		case !want && got:
+			recover = append(recover, r)
+		}
+	}
+	if len(fail) > 0 {
+		_, _ = l.st.Fail(fail...)
+	}
+	if len(recover) > 0 {
+		_ = l.st.Recover(recover...)
+	}
+	e.gen++
+}
+
+// OnPod follows a pod added or updated. Pods that are not bound are the
+// scheduler's business (Reserve); bound pods are booked as their
+// annotation says.
+func (l *Ledger) OnPod(p *corev1.Pod) {
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil && p.Spec.NodeName == "" {
+		l.OnPodDelete(p.UID)
+		return
+	}
+	if p.Spec.NodeName == "" {
+		return
+	}
+	gpus, err := model.PodGPUs(p, l.res)
+	if err != nil || gpus == 0 {
+		l.OnPodDelete(p.UID)
+		return
+	}
+	var devices []int
+	if v, ok := p.Annotations[model.AnnotationGPUs]; ok {
+		d, err := model.ParseIndices(model.AnnotationGPUs, v)
+		if err == nil && len(d) == gpus {
+			devices = d
+		} else {
+			l.warn(p, "InvalidGPUAnnotation", fmt.Sprintf("annotation %s %q does not name the pod's %d GPUs; gpusched books stand-ins", model.AnnotationGPUs, v, gpus))
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.pods[p.UID]; e != nil && e.node == p.Spec.NodeName && (devices == nil || slices.Equal(e.devices, devices)) && e.devices != nil {
+		e.bound = true
+		return
+	}
+	l.dropLocked(p.UID)
+	e := &podEntry{ns: p.Namespace, name: p.Name, node: p.Spec.NodeName, devices: devices, gpus: gpus, bound: true}
+	l.addLocked(p.UID, e)
+	l.bookLocked(p.UID, e)
+}
+
+// OnPodDelete follows a pod deleted or finished: its GPUs are free.
+func (l *Ledger) OnPodDelete(uid types.UID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dropLocked(uid)
+}
+
+func (l *Ledger) addLocked(uid types.UID, e *podEntry) {
+	l.pods[uid] = e
+	if l.byNode[e.node] == nil {
+		l.byNode[e.node] = map[types.UID]bool{}
+	}
+	l.byNode[e.node][uid] = true
+}
+
+func (l *Ledger) dropLocked(uid types.UID) {
+	e := l.pods[uid]
+	if e == nil {
+		return
+	}
+	l.st.Release(string(uid))
+	l.touchLocked(e.node)
+	delete(l.pods, uid)
+	delete(l.byNode[e.node], uid)
+	if len(l.byNode[e.node]) == 0 {
+		delete(l.byNode, e.node)
+	}
+}
+
+// bookLocked binds a pod's GPUs in the state, if its node is there. A pod
+// without devices gets stand-ins (the lowest free GPUs); devices that
+// another pod holds are reported and left to it.
+func (l *Ledger) bookLocked(uid types.UID, e *podEntry) {
+	s, ok := l.st.ServerIndex(e.node)
+	if !ok || len(l.st.Held(string(uid))) > 0 {
+		return
+	}
+	srv := l.st.Server(s)
+	if e.devices == nil {
+		for i := range srv.GPUs {
+			if len(e.devices) < e.gpus && l.st.Holder(cluster.GPURef{Server: s, GPU: i}) == "" {
+				e.devices = append(e.devices, srv.GPUs[i].Index)
+			}
+		}
+		slices.Sort(e.devices)
+	}
+	var refs []cluster.GPURef
+	var missing, taken []int
+	for _, d := range e.devices {
+		r, err := l.st.Lookup(e.node, d)
+		switch {
+		case err != nil:
+			missing = append(missing, d)
+		case l.st.Holder(r) != "":
+			taken = append(taken, d)
+		default:
+			refs = append(refs, r)
+		}
+	}
+	if len(missing)+len(taken) > 0 {
+		l.warn(podRef(e), "GPUConflict", fmt.Sprintf("GPUs %v of node %s are missing and %v are booked by another pod; gpusched books the others", missing, e.node, taken))
+	}
+	l.bindLocked(string(uid), refs)
+}
+
+// bindLocked binds refs, healthy or not (a bound pod may sit on GPUs that
+// failed since): failed GPUs are recovered for the bind and failed again.
+func (l *Ledger) bindLocked(holder string, refs []cluster.GPURef) {
+	var failed []cluster.GPURef
+	for _, r := range refs {
+		if l.st.Failed(r) {
+			failed = append(failed, r)
+		}
+	}
+	if len(failed) > 0 {
+		_ = l.st.Recover(failed...)
+	}
+	_ = l.st.Bind(holder, refs) // every ref is free and named once
+	if len(refs) > 0 {
+		l.touchLocked(l.st.Server(refs[0].Server).ID)
+	}
+	if len(failed) > 0 {
+		_, _ = l.st.Fail(failed...)
+	}
+}
+
+// Fit says whether node has n free healthy GPUs of an allowed type, and
+// why not.
+func (l *Ledger) Fit(node string, n int, allows func(topology.GPUType) bool) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	e, s, err := l.nodeLocked(node)
+	if err != nil {
+		return err
+	}
+	t := l.st.Server(s).GPUs[0].Type
+	if !allows(t) {
+		return fmt.Errorf("%w: GPU type %s is not allowed", errTypeNotAllowed, t)
+	}
+	if !e.node.Ready {
+		return fmt.Errorf("%w: node is not Ready", ErrNoRoom)
+	}
+	if free := l.st.ServerFreeOf(s, t); free < n {
+		return fmt.Errorf("%w: %d free healthy GPUs, the pod needs %d", ErrNoRoom, free, n)
+	}
+	return nil
+}
+
+var errTypeNotAllowed = errors.New("gpusched: GPU type not allowed")
+
+func (l *Ledger) nodeLocked(node string) (*nodeEntry, int, error) {
+	e := l.nodes[node]
+	s, ok := l.st.ServerIndex(node)
+	if e == nil || !ok {
+		return nil, 0, fmt.Errorf("%w: %s", ErrUnknownNode, node)
+	}
+	return e, s, nil
+}
+
+// Choice is the best set of n free GPUs on a node: their NVML indices,
+// their GPUChooser score and that of the best set on the empty node, and
+// the node's free and total GPUs.
+type Choice struct {
+	Devices     []int
+	Score, Best int
+	Free, Total int
+}
+
+// Choose returns the best set of n free GPUs on node, changing nothing.
+// Answers are cached until the node's GPUs change, so that scoring a node
+// that did not change since the last pod costs a lookup.
+func (l *Ledger) Choose(node string, n int) (Choice, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	e := l.nodes[node]
+	if e == nil {
+		return Choice{}, fmt.Errorf("%w: %s", ErrUnknownNode, node)
+	}
+	e.cacheMu.Lock()
+	if cc, ok := e.choices[n]; ok && cc.gen == e.gen {
+		e.cacheMu.Unlock()
+		return cc.c, cc.err
+	}
+	e.cacheMu.Unlock()
+	c, err := l.chooseLocked(node, n)
+	e.cacheMu.Lock()
+	if e.choices == nil {
+		e.choices = map[int]cachedChoice{}
+	}
+	e.choices[n] = cachedChoice{gen: e.gen, c: c, err: err}
+	e.cacheMu.Unlock()
+	return c, err
+}
+
+// Room returns the free GPUs and the GPUs of a node, without choosing.
+func (l *Ledger) Room(node string) (free, total int, err error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	_, s, err := l.nodeLocked(node)
+	if err != nil {
+		return 0, 0, err
+	}
+	return l.st.ServerFree(s), len(l.st.Server(s).GPUs), nil
+}
+
+func (l *Ledger) chooseLocked(node string, n int) (Choice, error) {
+	e, s, err := l.nodeLocked(node)
+	if err != nil {
+		return Choice{}, err
+	}
+	srv := l.st.Server(s)
+	c := Choice{Free: l.st.ServerFree(s), Total: len(srv.GPUs)}
+	if n <= 0 || n > c.Free || !e.node.Ready {
+		return c, fmt.Errorf("%w: %d free, %d asked", ErrNoRoom, c.Free, n)
+	}
+	pos, err := l.chooser.Choose(srv, l.st.FreeMask(s), n)
+	if err != nil {
+		return c, fmt.Errorf("%w: %w", ErrNoRoom, err)
+	}
+	c.Score = placement.Score(srv, pos)
+	c.Best = e.best(srv, n, l.chooser)
+	c.Devices = make([]int, len(pos))
+	for k, p := range pos {
+		c.Devices[k] = srv.GPUs[p].Index
+	}
+	slices.Sort(c.Devices)
+	return c, nil
+}
+
+// best returns the best score of n GPUs on the empty server, cached.
+func (e *nodeEntry) best(srv *topology.Server, n int, ch placement.GPUChooser) int {
+	e.cacheMu.Lock()
+	defer e.cacheMu.Unlock()
+	if e.ideal == nil {
+		e.ideal = make([]int, len(srv.GPUs)+1)
+		for k := range e.ideal {
+			e.ideal[k] = -1
+		}
+	}
+	if e.ideal[n] < 0 {
+		all := make([]bool, len(srv.GPUs))
+		for i := range all {
+			all[i] = true
+		}
+		e.ideal[n] = 0
+		if pos, err := ch.Choose(srv, all, n); err == nil {
+			e.ideal[n] = placement.Score(srv, pos)
+		}
+	}
+	return e.ideal[n]
+}
+
+// Reserve books the best n free GPUs on node for the pod and returns
+// their NVML indices. A pod that held GPUs already gives them back first.
+func (l *Ledger) Reserve(p *corev1.Pod, node string, n int) ([]int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.pods[p.UID]; e != nil {
+		if e.bound {
+			return nil, fmt.Errorf("gpusched: pod %s/%s is bound already", p.Namespace, p.Name)
+		}
+		l.dropLocked(p.UID)
+	}
+	c, err := l.chooseLocked(node, n)
+	if err != nil {
+		return nil, err
+	}
+	e := &podEntry{ns: p.Namespace, name: p.Name, node: node, devices: c.Devices, gpus: n}
+	l.addLocked(p.UID, e)
+	l.bookLocked(p.UID, e)
+	return c.Devices, nil
+}
+
+// Release gives back the GPUs booked for a pod that was not bound (at
+// Unreserve); a bound pod keeps its GPUs until it is deleted or finishes.
+func (l *Ledger) Release(uid types.UID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.pods[uid]; e != nil && !e.bound {
+		l.dropLocked(uid)
+	}
+}
+
+// MarkBound records that the pod was bound with its booking.
+func (l *Ledger) MarkBound(uid types.UID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.pods[uid]; e != nil {
+		e.bound = true
+	}
+}
+
+// Booking returns the node and NVML indices booked for a pod.
+func (l *Ledger) Booking(uid types.UID) (node string, devices []int, ok bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	e := l.pods[uid]
+	if e == nil {
+		return "", nil, false
+	}
+	return e.node, slices.Clone(e.devices), true
+}
+
+// Bound reports whether the pod is booked and bound.
+func (l *Ledger) Bound(uid types.UID) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	e := l.pods[uid]
+	return e != nil && e.bound
+}
+
+// Place describes where a node is: its rack and NVLink domain.
+type Place struct{ Node, Rack, Domain string }
+
+// PlaceOf returns the rack and domain of a node.
+func (l *Ledger) PlaceOf(node string) (Place, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	e := l.nodes[node]
+	if e == nil {
+		return Place{}, false
+	}
+	return Place{Node: node, Rack: e.node.Server.Rack, Domain: e.node.Server.Domain}, true
+}
+
+// Largest returns the most GPUs one node has of a type that allows says
+// yes to.
+func (l *Ledger) Largest(allows func(topology.GPUType) bool) int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	m := 0
+	for _, t := range l.st.Types() {
+		if allows(t) {
+			m = max(m, l.st.LargestServer(t))
+		}
+	}
+	return m
+}
+
+// Free returns the free GPUs of the types allows says yes to.
+func (l *Ledger) Free(allows func(topology.GPUType) bool) int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	n := 0
+	for _, t := range l.st.Types() {
+		if allows(t) {
+			n += l.st.Free(t)
+		}
+	}
+	return n
+}
+
+// Check verifies the ledger: the state's invariants, and that every pod
+// entry on a known node holds exactly its devices.
+func (l *Ledger) Check() error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if err := l.st.Check(); err != nil {
+		return err
+	}
+	for uid, e := range l.pods {
+		if _, ok := l.st.ServerIndex(e.node); !ok {
+			continue
+		}
+		held := l.st.Held(string(uid))
+		if len(held) > len(e.devices) {
+			return fmt.Errorf("gpusched: pod %s/%s holds %d GPUs, booked %d", e.ns, e.name, len(held), len(e.devices))
+		}
+	}
+	return nil
+}
+
+func joinErrs(errs []error) string {
+	s := ""
+	for i, e := range errs {
+		if i > 0 {
+			s += "; "
+		}
+		s += e.Error()
+	}
+	return s
+}
+
+// podRef is a minimal object to report an event about a pod entry.
+func podRef(e *podEntry) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Pod", Namespace: e.ns, Name: e.name}
+}

@@ -1,0 +1,225 @@
+package gpusched
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/gpusched/gpusched/kube/model"
+	"github.com/gpusched/gpusched/topology"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+)
+
+func anyType(topology.GPUType) bool { return true }
+
+type warnings struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (w *warnings) warn(_ any, reason, msg string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.got = append(w.got, reason+": "+msg)
+}
+
+func TestLedgerDGX1PairIsNVLinked(t *testing.T) {
+	l := NewLedger(model.NodeOptions{}, nil)
+	l.OnNode(node("dgx", kubeV100, 8, true, map[string]string{model.AnnotationLinks: dgx1Links}, nil))
+	devs, err := l.Reserve(gpuPod("a", 2), "dgx", 2)
+	require.NoError(t, err)
+	// The best pairs of a DGX-1 are its NV2 links (score 200).
+	c8, err := topology.Homogeneous(1, topology.ServerTemplate{Type: topology.V100, GPUs: 8, Interconnect: topology.HybridCubeMesh})
+	require.NoError(t, err)
+	require.Len(t, devs, 2)
+	assert.Equal(t, topology.Link{Class: topology.LinkNVLink, NVLinks: 2}, c8.Servers[0].Link(devs[0], devs[1]))
+	c, err := l.Choose("dgx", 2)
+	require.NoError(t, err)
+	assert.Equal(t, 200, c.Score, "the next pair is an NV2 pair too")
+	assert.Equal(t, 200, c.Best)
+	require.NoError(t, l.Check())
+}
+
+const kubeV100 = "Tesla-V100-SXM2-16GB"
+
+func TestLedgerRebuildFromAnnotations(t *testing.T) {
+	// A first ledger books pods; a second one, fed the same objects in
+	// another order (pods before nodes, as informers may deliver them),
+	// books the same GPUs, and so never hands them out twice.
+	n1 := node("n1", kubeV100, 8, true, map[string]string{model.AnnotationLinks: dgx1Links}, nil)
+	n2 := node("n2", kubeV100, 8, true, nil, nil)
+	first := NewLedger(model.NodeOptions{}, nil)
+	first.OnNode(n1)
+	first.OnNode(n2)
+	var bound []*corev1.Pod
+	for i, n := range []int{2, 4, 1, 8} {
+		p := gpuPod(fmt.Sprint("p", i), n)
+		nodeName := "n1"
+		if i == 3 {
+			nodeName = "n2"
+		}
+		devs, err := first.Reserve(p, nodeName, n)
+		require.NoError(t, err)
+		onNode(nodeName, model.FormatIndices(devs))(p)
+		bound = append(bound, p)
+	}
+	second := NewLedger(model.NodeOptions{}, nil)
+	for _, p := range bound {
+		second.OnPod(p)
+	}
+	second.OnNode(n2)
+	second.OnNode(n1)
+	for _, p := range bound {
+		n1, d1, ok1 := first.Booking(p.UID)
+		n2, d2, ok2 := second.Booking(p.UID)
+		require.True(t, ok1 && ok2)
+		assert.Equal(t, n1, n2)
+		assert.Equal(t, d1, d2)
+	}
+	c, err := second.Choose("n1", 1)
+	require.NoError(t, err)
+	assert.Equal(t, 1, c.Free, "7 of n1's GPUs are booked")
+	assert.ErrorIs(t, second.Fit("n2", 1, anyType), ErrNoRoom)
+	require.NoError(t, second.Check())
+}
+
+func TestLedgerHealth(t *testing.T) {
+	l := NewLedger(model.NodeOptions{}, nil)
+	n := node("n", kubeV100, 8, true, nil, nil)
+	l.OnNode(n)
+	p := gpuPod("p", 2, onNode("n", "0,1"))
+	l.OnPod(p)
+	require.NoError(t, l.Fit("n", 6, anyType))
+
+	// Not Ready: nothing fits, the bound pod keeps its GPUs.
+	n.Status.Conditions[0].Status = corev1.ConditionFalse
+	l.OnNode(n)
+	assert.ErrorIs(t, l.Fit("n", 1, anyType), ErrNoRoom)
+	_, devs, _ := l.Booking(p.UID)
+	assert.Equal(t, []int{0, 1}, devs)
+	// A pod bound meanwhile (before a restart, say) books failed GPUs too.
+	q := gpuPod("q", 1, onNode("n", "2"))
+	l.OnPod(q)
+	require.NoError(t, l.Check())
+
+	// Ready again, two GPUs marked unhealthy by annotation.
+	n.Status.Conditions[0].Status = corev1.ConditionTrue
+	n.Annotations = map[string]string{model.AnnotationUnhealthy: "6,7"}
+	l.OnNode(n)
+	assert.NoError(t, l.Fit("n", 3, anyType))
+	assert.ErrorIs(t, l.Fit("n", 4, anyType), ErrNoRoom, "8 - 3 booked - 2 failed")
+	devs, err := l.Reserve(gpuPod("r", 3), "n", 3)
+	require.NoError(t, err)
+	assert.Equal(t, []int{3, 4, 5}, devs)
+
+	// Deleted: unknown; the pods free their GPUs when they go.
+	l.OnNodeDelete("n")
+	assert.ErrorIs(t, l.Fit("n", 1, anyType), ErrUnknownNode)
+	l.OnPodDelete(p.UID)
+	require.NoError(t, l.Check())
+}
+
+func TestLedgerStandInsAndConflicts(t *testing.T) {
+	w := &warnings{}
+	l := NewLedger(model.NodeOptions{}, w.warn)
+	l.OnNode(node("n", kubeV100, 4, true, nil, nil))
+	// Bound by another scheduler, without the annotation: stand-ins.
+	l.OnPod(gpuPod("other", 2, onNode("n", "")))
+	_, devs, _ := l.Booking("uid-other")
+	assert.Equal(t, []int{0, 1}, devs)
+	// An annotation naming GPUs another pod holds: reported, the rest booked.
+	l.OnPod(gpuPod("clash", 2, onNode("n", "1,2")))
+	require.NotEmpty(t, w.got)
+	assert.Contains(t, w.got[len(w.got)-1], "GPUConflict")
+	c, err := l.Choose("n", 1)
+	require.NoError(t, err)
+	assert.Equal(t, []int{3}, c.Devices)
+	// A malformed annotation is reported and treated as absent.
+	l.OnPodDelete("uid-clash")
+	l.OnPod(gpuPod("bad", 1, onNode("n", "x")))
+	assert.Contains(t, w.got[len(w.got)-1], "InvalidGPUAnnotation")
+	require.NoError(t, l.Check())
+}
+
+func TestLedgerReserveRelease(t *testing.T) {
+	l := NewLedger(model.NodeOptions{}, nil)
+	l.OnNode(node("n", kubeV100, 8, true, nil, nil))
+	p := gpuPod("p", 4)
+	_, err := l.Reserve(p, "n", 4)
+	require.NoError(t, err)
+	_, err = l.Reserve(gpuPod("q", 5), "n", 5)
+	require.ErrorIs(t, err, ErrNoRoom)
+	l.Release(p.UID)
+	_, err = l.Reserve(gpuPod("q", 5), "n", 5)
+	require.NoError(t, err)
+	// A bound pod is not released by Unreserve.
+	l.MarkBound("uid-q")
+	l.Release("uid-q")
+	_, _, ok := l.Booking("uid-q")
+	assert.True(t, ok)
+	_, err = l.Reserve(gpuPod("r", 1), "nowhere", 1)
+	assert.True(t, errors.Is(err, ErrUnknownNode))
+}
+
+func TestLedgerNodeChanges(t *testing.T) {
+	w := &warnings{}
+	l := NewLedger(model.NodeOptions{}, w.warn)
+	n := node("n", kubeV100, 8, true, map[string]string{model.AnnotationLinks: "not a matrix"}, nil)
+	l.OnNode(n)
+	require.Len(t, w.got, 1)
+	assert.Contains(t, w.got[0], model.AnnotationLinks)
+	l.OnNode(n) // the same problem is reported once
+	assert.Len(t, w.got, 1)
+	l.OnPod(gpuPod("p", 2, onNode("n", "6,7")))
+	// Links fixed: the node is rebuilt, its pods booked again.
+	n.Annotations[model.AnnotationLinks] = dgx1Links
+	l.OnNode(n)
+	_, devs, _ := l.Booking("uid-p")
+	assert.Equal(t, []int{6, 7}, devs)
+	c, err := l.Choose("n", 6)
+	require.NoError(t, err)
+	assert.Equal(t, []int{0, 1, 2, 3, 4, 5}, c.Devices)
+	// A node that loses its GPU labels and capacity leaves the ledger.
+	n.Labels = nil
+	n.Status.Capacity = nil
+	l.OnNode(n)
+	assert.ErrorIs(t, l.Fit("n", 1, anyType), ErrUnknownNode)
+	require.NoError(t, l.Check())
+}
+
+func TestLedgerConcurrent(t *testing.T) {
+	l := NewLedger(model.NodeOptions{}, nil)
+	for i := range 4 {
+		l.OnNode(node(fmt.Sprint("n", i), kubeV100, 8, true, map[string]string{model.AnnotationLinks: dgx1Links}, nil))
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				p := gpuPod(fmt.Sprintf("p%d-%d", g, i), 1+i%3)
+				nn := fmt.Sprint("n", (g+i)%4)
+				_ = l.Fit(nn, 2, anyType)
+				_, _ = l.Choose(nn, 2)
+				if devs, err := l.Reserve(p, nn, 1+i%3); err == nil {
+					if i%2 == 0 {
+						l.Release(p.UID)
+					} else {
+						onNode(nn, model.FormatIndices(devs))(p)
+						l.OnPod(p)
+						l.OnPodDelete(p.UID)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, l.Check())
+	for i := range 4 {
+		c, err := l.Choose(fmt.Sprint("n", i), 8)
+		require.NoError(t, err)
+		assert.Equal(t, 8, c.Free)
+	}
+}

@@ -1,0 +1,569 @@
+package gpusched
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpusched/gpusched/gang"
+	"github.com/gpusched/gpusched/kube/model"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// Name is the plugin's name in the scheduler's registry and profiles.
+const Name = "GPUSched"
+
+// Plugin is gpusched's scheduler plugin (see the package documentation).
+// The framework calls it from its scheduling and binding goroutines; it is
+// safe for that concurrent use.
+type Plugin struct {
+	h       fwk.Handle
+	args    Args
+	order   gang.Order
+	res     corev1.ResourceName
+	ledger  *Ledger
+	groups  *groups
+	cosched *gang.Coscheduler
+	stats   *stats
+	logger  klog.Logger
+
+	linkW, packW, gangW float64
+
+	synced   []cache.InformerSynced
+	isSynced atomic.Bool
+	attempt  atomic.Uint64
+
+	backoffMu sync.Mutex
+	backoff   map[string]*time.Timer // groups whose members are activated when their backoff ends
+
+	stop context.CancelFunc
+}
+
+var (
+	_ fwk.QueueSortPlugin   = (*Plugin)(nil)
+	_ fwk.PreFilterPlugin   = (*Plugin)(nil)
+	_ fwk.FilterPlugin      = (*Plugin)(nil)
+	_ fwk.PreScorePlugin    = (*Plugin)(nil)
+	_ fwk.ScorePlugin       = (*Plugin)(nil)
+	_ fwk.ReservePlugin     = (*Plugin)(nil)
+	_ fwk.PermitPlugin      = (*Plugin)(nil)
+	_ fwk.BindPlugin        = (*Plugin)(nil)
+	_ fwk.PostBindPlugin    = (*Plugin)(nil)
+	_ fwk.EnqueueExtensions = (*Plugin)(nil)
+	_ io.Closer             = (*Plugin)(nil)
+)
+
+// New builds the plugin (a framework PluginFactory): it decodes its args,
+// and follows the nodes and pods of the handle's informers into its ledger.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args, err := decodeArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	order, err := args.order()
+	if err != nil {
+		return nil, err
+	}
+	pl := &Plugin{h: h, args: args, order: order, res: args.resource(),
+		logger: klog.FromContext(ctx).WithName(Name), backoff: map[string]*time.Timer{}}
+	pl.linkW, pl.packW, pl.gangW = args.weights()
+	pl.cosched = &gang.Coscheduler{Timeout: args.permitTimeout(), Backoff: args.backoff()}
+	pl.groups = newGroups(pl.cosched.Delete)
+	pl.ledger = NewLedger(model.NodeOptions{Resource: pl.res, RackLabel: args.RackLabel, DomainLabel: args.DomainLabel}, pl.warn)
+	ctx, pl.stop = context.WithCancel(ctx)
+	pl.stats = newStats(args.StatsFile)
+	if args.StatsFile != "" {
+		go pl.stats.run(ctx, pl.logger)
+	}
+	if h == nil || h.SharedInformerFactory() == nil {
+		return nil, errors.New("gpusched: the framework handle has no informer factory")
+	}
+	nodes := h.SharedInformerFactory().Core().V1().Nodes().Informer()
+	reg, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { pl.onNode(o) },
+		UpdateFunc: func(_, o any) { pl.onNode(o) },
+		DeleteFunc: func(o any) { pl.onNodeDelete(o) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gpusched: node informer: %w", err)
+	}
+	pl.synced = append(pl.synced, reg.HasSynced)
+	pods := h.SharedInformerFactory().Core().V1().Pods().Informer()
+	reg, err = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { pl.onPod(o) },
+		UpdateFunc: func(_, o any) { pl.onPod(o) },
+		DeleteFunc: func(o any) { pl.onPodDelete(o) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gpusched: pod informer: %w", err)
+	}
+	pl.synced = append(pl.synced, reg.HasSynced)
+	return pl, nil
+}
+
+// Name implements fwk.Plugin.
+func (pl *Plugin) Name() string { return Name }
+
+// Close stops the plugin's goroutines and writes its statistics.
+func (pl *Plugin) Close() error {
+	pl.stop()
+	pl.backoffMu.Lock()
+	for _, t := range pl.backoff {
+		t.Stop()
+	}
+	pl.backoffMu.Unlock()
+	return pl.stats.write()
+}
+
+// Ledger returns the plugin's device ledger (for tests and embedders).
+func (pl *Plugin) Ledger() *Ledger { return pl.ledger }
+
+func (pl *Plugin) warn(obj any, reason, msg string) {
+	pl.logger.Info("bad input", "reason", reason, "message", msg)
+	ro, ok := obj.(runtime.Object)
+	if !ok || pl.h == nil || pl.h.EventRecorder() == nil {
+		return
+	}
+	pl.h.EventRecorder().Eventf(ro, nil, corev1.EventTypeWarning, reason, "Scheduling", "%s", msg)
+}
+
+func (pl *Plugin) onNode(o any) {
+	if n, ok := o.(*corev1.Node); ok {
+		pl.ledger.OnNode(n)
+	}
+}
+
+func (pl *Plugin) onNodeDelete(o any) {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	if n, ok := o.(*corev1.Node); ok {
+		pl.ledger.OnNodeDelete(n.Name)
+	}
+}
+
+func (pl *Plugin) onPod(o any) {
+	p, ok := o.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	pl.groups.onPod(p, pl.res)
+	pl.ledger.OnPod(p)
+}
+
+func (pl *Plugin) onPodDelete(o any) {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	if p, ok := o.(*corev1.Pod); ok {
+		pl.groups.onPodDelete(p)
+		pl.ledger.OnPodDelete(p.UID)
+	}
+}
+
+// waitSynced waits, the first time, until the informers have handed the
+// plugin every node and pod, so that the ledger holds what is bound.
+func (pl *Plugin) waitSynced(ctx context.Context) *fwk.Status {
+	if pl.isSynced.Load() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if !cache.WaitForCacheSync(ctx.Done(), pl.synced...) {
+		return fwk.NewStatus(fwk.Error, "gpusched: the node and pod informers have not synced yet")
+	}
+	pl.isSynced.Store(true)
+	return nil
+}
+
+// cycleData is what the plugin keeps about a pod during one scheduling
+// cycle.
+type cycleData struct {
+	req   model.Request
+	nanos atomic.Int64 // time spent in the plugin for this pod
+	// places of the pod group's members already booked (PreScore).
+	places []Place
+	// permitRejected: Permit rejected the pod (its group is backing off).
+	permitRejected bool
+}
+
+// Clone implements fwk.StateData; the data is shared by design (the time
+// spent is summed over every copy).
+func (d *cycleData) Clone() fwk.StateData { return d }
+
+const stateKey fwk.StateKey = Name
+
+func cycle(state fwk.CycleState) *cycleData {
+	if state == nil {
+		return nil
+	}
+	v, err := state.Read(stateKey)
+	if err != nil {
+		return nil
+	}
+	d, _ := v.(*cycleData)
+	return d
+}
+
+func (d *cycleData) since(t time.Time) {
+	if d != nil {
+		d.nanos.Add(int64(time.Since(t)))
+	}
+}
+
+// PreFilter implements fwk.PreFilterPlugin.
+func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, p *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	start := time.Now()
+	d := &cycleData{}
+	defer d.since(start)
+	if st := pl.waitSynced(ctx); st != nil {
+		return nil, st
+	}
+	req, err := model.ParseRequest(p, pl.res)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "gpusched: "+err.Error())
+	}
+	d.req = req
+	state.Write(stateKey, d)
+	if req.GPUs > 0 {
+		if largest := pl.ledger.Largest(req.Allows); req.GPUs > largest {
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
+				fmt.Sprintf("gpusched: the pod asks for %d GPUs but the largest node%s has %d", req.GPUs, typesSuffix(req), largest))
+		}
+	}
+	if req.Group != "" {
+		if msg, unresolvable := pl.groups.check(req.Group, req.MinMember); msg != "" {
+			code := fwk.Unschedulable
+			if unresolvable {
+				code = fwk.UnschedulableAndUnresolvable
+			}
+			return nil, fwk.NewStatus(code, "gpusched: "+msg)
+		}
+		if err := pl.cosched.SetGroup(req.Group, req.MinMember); err != nil {
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "gpusched: "+err.Error())
+		}
+		if req.GPUs > 0 {
+			if need, free := pl.groupNeed(req), pl.ledger.Free(req.Allows); need > free {
+				return nil, fwk.NewStatus(fwk.Unschedulable,
+					fmt.Sprintf("gpusched: pod group %s needs %d more GPUs%s, %d are free", req.Group, need, typesSuffix(req), free))
+			}
+		}
+	}
+	if req.GPUs == 0 {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	return nil, nil
+}
+
+func typesSuffix(r model.Request) string {
+	if r.Types == nil {
+		return ""
+	}
+	s := " of type"
+	for i, t := range r.Types {
+		if i > 0 {
+			s += ","
+		}
+		s += " " + string(t)
+	}
+	return s
+}
+
+// groupNeed returns the GPUs the group's members without a booking still
+// need before it reaches its minimum.
+func (pl *Plugin) groupNeed(req model.Request) int {
+	members := pl.groups.members(req.Group)
+	booked := 0
+	for uid := range members {
+		if _, _, ok := pl.ledger.Booking(uid); ok {
+			booked++
+		}
+	}
+	if booked >= req.MinMember {
+		return req.GPUs
+	}
+	return (req.MinMember - booked) * req.GPUs
+}
+
+// PreFilterExtensions implements fwk.PreFilterPlugin: none (the ledger, not
+// the node's pods, says what is free).
+func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Filter implements fwk.FilterPlugin.
+func (pl *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	start := time.Now()
+	d := cycle(state)
+	defer d.since(start)
+	if d == nil {
+		return fwk.NewStatus(fwk.Error, "gpusched: no PreFilter state")
+	}
+	err := pl.ledger.Fit(ni.Node().Name, d.req.GPUs, d.req.Allows)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrUnknownNode):
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "gpusched: node has no GPUs gpusched manages")
+	case errors.Is(err, errTypeNotAllowed):
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	return fwk.NewStatus(fwk.Unschedulable, err.Error())
+}
+
+// PreScore implements fwk.PreScorePlugin: it finds where the pod's group
+// members are booked.
+func (pl *Plugin) PreScore(_ context.Context, state fwk.CycleState, p *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	start := time.Now()
+	d := cycle(state)
+	defer d.since(start)
+	if d == nil || d.req.GPUs == 0 {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	d.places = d.places[:0]
+	if d.req.Group != "" {
+		for uid := range pl.groups.members(d.req.Group) {
+			if uid == p.UID {
+				continue
+			}
+			if node, _, ok := pl.ledger.Booking(uid); ok {
+				if pc, ok := pl.ledger.PlaceOf(node); ok {
+					d.places = append(d.places, pc)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Score implements fwk.ScorePlugin: 0 to 100, from the links of the best
+// GPU set on the node, best fit, and closeness to the group's members.
+func (pl *Plugin) Score(_ context.Context, state fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+	start := time.Now()
+	d := cycle(state)
+	defer d.since(start)
+	if d == nil {
+		return 0, fwk.NewStatus(fwk.Error, "gpusched: no PreFilter state")
+	}
+	node := ni.Node().Name
+	var c Choice
+	var err error
+	if d.req.GPUs == 1 {
+		// One GPU has no links to score: only the room matters.
+		c.Free, c.Total, err = pl.ledger.Room(node)
+	} else {
+		c, err = pl.ledger.Choose(node, d.req.GPUs)
+	}
+	if err != nil {
+		return 0, nil // Filter let it through and the state moved since: no preference
+	}
+	return pl.score(c, d, node), nil
+}
+
+func (pl *Plugin) score(c Choice, d *cycleData, node string) int64 {
+	link := 1.0
+	if c.Best > 0 {
+		link = float64(c.Score) / float64(c.Best)
+	}
+	pack := float64(c.Total-c.Free+d.req.GPUs) / float64(c.Total)
+	near, gw := 0.0, 0.0
+	if len(d.places) > 0 {
+		gw = pl.gangW
+		here, _ := pl.ledger.PlaceOf(node)
+		for _, pc := range d.places {
+			switch {
+			case pc.Node == here.Node:
+				near += 1
+			case pc.Domain != "" && pc.Domain == here.Domain:
+				near += 0.75
+			case pc.Rack != "" && pc.Rack == here.Rack:
+				near += 0.5
+			}
+		}
+		near /= float64(len(d.places))
+	}
+	sum := pl.linkW + pl.packW + gw
+	if sum == 0 {
+		return 0
+	}
+	s := (pl.linkW*link + pl.packW*pack + gw*near) / sum
+	return int64(s*float64(fwk.MaxScore) + 0.5)
+}
+
+// ScoreExtensions implements fwk.ScorePlugin: scores are already in
+// [0, MaxNodeScore].
+func (pl *Plugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// Reserve implements fwk.ReservePlugin: it books the best GPU set.
+func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, p *corev1.Pod, node string) *fwk.Status {
+	start := time.Now()
+	d := cycle(state)
+	defer d.since(start)
+	if d == nil || d.req.GPUs == 0 {
+		return nil
+	}
+	if _, err := pl.ledger.Reserve(p, node, d.req.GPUs); err != nil {
+		return fwk.NewStatus(fwk.Unschedulable, err.Error())
+	}
+	return nil
+}
+
+// Unreserve implements fwk.ReservePlugin: it releases the booking and,
+// for a pod group, rejects the members waiting (all or nothing).
+func (pl *Plugin) Unreserve(_ context.Context, state fwk.CycleState, p *corev1.Pod, _ string) {
+	pl.ledger.Release(p.UID)
+	grp := model.PodGroup(p)
+	if grp == "" {
+		return
+	}
+	if d := cycle(state); d != nil && d.permitRejected {
+		return // rejected by its group's backoff: nothing waits
+	}
+	pl.cosched.Reject(grp)
+	pl.h.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+		if wp.GetPod().UID != p.UID && model.PodGroup(wp.GetPod()) == grp {
+			wp.Reject(Name, fmt.Sprintf("gpusched: a member of pod group %s failed", grp))
+		}
+	})
+	pl.activateAfterBackoff(grp)
+}
+
+// Permit implements fwk.PermitPlugin: pod groups are admitted all
+// together by gang.Coscheduler.
+func (pl *Plugin) Permit(_ context.Context, state fwk.CycleState, p *corev1.Pod, _ string) (*fwk.Status, time.Duration) {
+	start := time.Now()
+	d := cycle(state)
+	defer func() {
+		d.since(start)
+		if d != nil && d.req.GPUs > 0 {
+			pl.stats.add(time.Duration(d.nanos.Load()))
+		}
+	}()
+	if d == nil || d.req.Group == "" {
+		return nil, 0
+	}
+	grp := d.req.Group
+	if err := pl.cosched.SetGroup(grp, d.req.MinMember); err != nil {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "gpusched: "+err.Error()), 0
+	}
+	allow := func() (*fwk.Status, time.Duration) {
+		pl.h.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+			if model.PodGroup(wp.GetPod()) == grp {
+				wp.Allow(Name)
+			}
+		})
+		return nil, 0
+	}
+	// A member of a group some of whose pods are bound joins them: the
+	// group was admitted whole before (by this process, or by one that
+	// stopped while binding it).
+	for uid := range pl.groups.members(grp) {
+		if uid != p.UID && pl.ledger.Bound(uid) {
+			return allow()
+		}
+	}
+	member := string(p.UID) + "#" + strconv.FormatUint(pl.attempt.Add(1), 10)
+	switch st, wait := pl.cosched.Permit(grp, member); st {
+	case gang.Allow:
+		return allow()
+	case gang.Wait:
+		return fwk.NewStatus(fwk.Wait, "gpusched: waiting for the other members of pod group "+grp), wait
+	default:
+		d.permitRejected = true
+		return fwk.NewStatus(fwk.Unschedulable,
+			fmt.Sprintf("gpusched: pod group %s was rejected (a member failed or it timed out) and backs off for %s", grp, wait.Round(time.Second))), 0
+	}
+}
+
+// activateAfterBackoff moves the group's pending pods back to the active
+// queue when its backoff ends, so a quiet cluster tries the group again.
+func (pl *Plugin) activateAfterBackoff(grp string) {
+	b := pl.args.backoff()
+	if b < 0 {
+		b = 0
+	}
+	pl.backoffMu.Lock()
+	defer pl.backoffMu.Unlock()
+	if t := pl.backoff[grp]; t != nil {
+		t.Stop()
+	}
+	pl.backoff[grp] = time.AfterFunc(b+100*time.Millisecond, func() {
+		pl.backoffMu.Lock()
+		delete(pl.backoff, grp)
+		pl.backoffMu.Unlock()
+		pl.activate(grp)
+	})
+}
+
+func (pl *Plugin) activate(grp string) {
+	lister := pl.h.SharedInformerFactory().Core().V1().Pods().Lister()
+	pods := map[string]*corev1.Pod{}
+	ns, name, ok := strings.Cut(grp, "/")
+	if !ok {
+		return
+	}
+	for _, key := range []string{model.LabelPodGroup, model.LabelPodGroupX} {
+		list, err := lister.Pods(ns).List(labels.SelectorFromSet(labels.Set{key: name}))
+		if err != nil {
+			continue
+		}
+		for _, p := range list {
+			if p.Spec.NodeName == "" && model.PodGroup(p) == grp {
+				pods[p.Namespace+"/"+p.Name] = p
+			}
+		}
+	}
+	if len(pods) > 0 {
+		pl.h.Activate(pl.logger, pods)
+	}
+}
+
+// Bind implements fwk.BindPlugin: it binds a pod with GPUs and records
+// them on the pod in the same request (the API server copies the
+// Binding's annotations onto the pod). Pods without GPUs are left to the
+// next binder.
+func (pl *Plugin) Bind(ctx context.Context, _ fwk.CycleState, p *corev1.Pod, node string) *fwk.Status {
+	start := time.Now()
+	booked, devices, ok := pl.ledger.Booking(p.UID)
+	if !ok {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	if booked != node {
+		return fwk.AsStatus(fmt.Errorf("gpusched: pod %s/%s is booked on node %s, not %s", p.Namespace, p.Name, booked, node))
+	}
+	b := &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID,
+			Annotations: map[string]string{model.AnnotationGPUs: model.FormatIndices(devices)}},
+		Target: corev1.ObjectReference{Kind: "Node", Name: node},
+	}
+	if err := pl.h.ClientSet().CoreV1().Pods(p.Namespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil {
+		return fwk.AsStatus(fmt.Errorf("gpusched: bind %s/%s to %s: %w", p.Namespace, p.Name, node, err))
+	}
+	pl.ledger.MarkBound(p.UID)
+	pl.stats.addBind(time.Since(start))
+	return nil
+}
+
+// PostBind implements fwk.PostBindPlugin.
+func (pl *Plugin) PostBind(_ context.Context, _ fwk.CycleState, p *corev1.Pod, _ string) {
+	pl.ledger.MarkBound(p.UID)
+}
+
+// EventsToRegister implements fwk.EnqueueExtensions: pods come and go
+// (GPUs freed, group members created), nodes change (GPUs, health).
+func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.All}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.All}},
+	}, nil
+}

@@ -1,0 +1,313 @@
+package gpusched
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/kube/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/events"
+	fwk "k8s.io/kube-scheduler/framework"
+	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
+)
+
+// env is a scheduler framework with the plugin at every extension point,
+// over a fake clientset.
+type env struct {
+	fw       framework.Framework
+	pl       *Plugin
+	cs       *fake.Clientset
+	recorder *events.FakeRecorder
+
+	mu       sync.Mutex
+	bindings []*corev1.Binding
+}
+
+func newEnv(t *testing.T, args runtime.Object, objs ...runtime.Object) *env {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	e := &env{cs: fake.NewClientset(objs...), recorder: events.NewFakeRecorder(1000)}
+	e.cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "binding" {
+			return false, nil, nil
+		}
+		b := a.(k8stesting.CreateAction).GetObject().(*corev1.Binding)
+		e.mu.Lock()
+		e.bindings = append(e.bindings, b)
+		e.mu.Unlock()
+		return true, b, nil
+	})
+	inf := informers.NewSharedInformerFactory(e.cs, 0)
+	var nodes []*corev1.Node
+	for _, o := range objs {
+		if n, ok := o.(*corev1.Node); ok {
+			nodes = append(nodes, n)
+		}
+	}
+	factory := func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		p, err := New(ctx, args, h)
+		if err == nil {
+			e.pl = p.(*Plugin)
+		}
+		return p, err
+	}
+	fw, err := tf.NewFramework(ctx, []tf.RegisterPluginFunc{
+		tf.RegisterPluginAsExtensionsWithWeight(Name, 1, factory,
+			"QueueSort", "PreFilter", "Filter", "PreScore", "Score", "Reserve", "Permit", "Bind", "PostBind"),
+	}, "gpusched",
+		frameworkruntime.WithClientSet(e.cs),
+		frameworkruntime.WithInformerFactory(inf),
+		frameworkruntime.WithEventRecorder(e.recorder),
+		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
+		frameworkruntime.WithSnapshotSharedLister(internalcache.NewSnapshot(nil, nodes)),
+	)
+	require.NoError(t, err)
+	e.fw = fw
+	inf.Start(ctx.Done())
+	inf.WaitForCacheSync(ctx.Done())
+	require.Nil(t, e.pl.waitSynced(ctx))
+	return e
+}
+
+// schedule runs one scheduling cycle for p over the nodes, as the
+// scheduler does up to Permit, and returns the node chosen.
+func (e *env) schedule(t *testing.T, p *corev1.Pod, nodes ...*corev1.Node) (string, *fwk.Status, fwk.CycleState) {
+	t.Helper()
+	ctx := context.Background()
+	state := framework.NewCycleState()
+	var infos []fwk.NodeInfo
+	for _, n := range nodes {
+		ni := framework.NewNodeInfo()
+		ni.SetNode(n)
+		infos = append(infos, ni)
+	}
+	_, st, _ := e.fw.RunPreFilterPlugins(ctx, state, p)
+	if !st.IsSuccess() && !st.IsSkip() {
+		return "", st, state
+	}
+	var feasible []fwk.NodeInfo
+	for _, ni := range infos {
+		if st := e.fw.RunFilterPlugins(ctx, state, p, ni); st.IsSuccess() {
+			feasible = append(feasible, ni)
+		}
+	}
+	if len(feasible) == 0 {
+		return "", fwk.NewStatus(fwk.Unschedulable, "no node fits"), state
+	}
+	if st := e.fw.RunPreScorePlugins(ctx, state, p, feasible); !st.IsSuccess() {
+		return "", st, state
+	}
+	scores, st := e.fw.RunScorePlugins(ctx, state, p, feasible)
+	if !st.IsSuccess() {
+		return "", st, state
+	}
+	best := scores[0]
+	for _, s := range scores[1:] {
+		if s.TotalScore > best.TotalScore {
+			best = s
+		}
+	}
+	if st := e.fw.RunReservePluginsReserve(ctx, state, p, best.Name); !st.IsSuccess() {
+		e.fw.RunReservePluginsUnreserve(ctx, state, p, best.Name)
+		return "", st, state
+	}
+	wait, st := e.fw.RunPermitPlugins(ctx, state, p, best.Name)
+	switch {
+	case st.IsWait():
+		e.fw.AddWaitingPod(p, wait)
+	case !st.IsSuccess():
+		e.fw.RunReservePluginsUnreserve(ctx, state, p, best.Name)
+	}
+	return best.Name, st, state
+}
+
+func (e *env) events() []string {
+	var out []string
+	for {
+		select {
+		case ev := <-e.recorder.Events:
+			out = append(out, ev)
+		default:
+			return out
+		}
+	}
+}
+
+func TestPluginPlacesOnNVLinkPair(t *testing.T) {
+	dgx := node("dgx", kubeV100, 8, true, map[string]string{model.AnnotationLinks: dgx1Links}, nil)
+	pcie := node("pcie", kubeV100, 8, true, nil, nil)
+	a100 := node("a100", "NVIDIA-A100-SXM4-80GB", 8, true, map[string]string{model.AnnotationLinks: `{"interconnect":"nvswitch"}`}, nil)
+	e := newEnv(t, nil, dgx, pcie, a100)
+	p := gpuPod("p", 2, ann(model.AnnotationGPUTypes, "v100"))
+	host, st, state := e.schedule(t, p, dgx, pcie, a100)
+	require.True(t, st.IsSuccess(), st.Message())
+	assert.Equal(t, "dgx", host, "the NVLink pair beats an unknown PCIe layout")
+	require.True(t, e.fw.RunBindPlugins(context.Background(), state, p, host).IsSuccess())
+	require.Len(t, e.bindings, 1)
+	b := e.bindings[0]
+	assert.Equal(t, "dgx", b.Target.Name)
+	devs, err := model.ParseIndices("", b.Annotations[model.AnnotationGPUs])
+	require.NoError(t, err)
+	require.Len(t, devs, 2)
+	_, booked, _ := e.pl.Ledger().Booking(p.UID)
+	assert.Equal(t, devs, booked)
+	// A pod without GPUs is left to the next binder.
+	assert.True(t, e.fw.RunBindPlugins(context.Background(), framework.NewCycleState(), gpuPod("cpu", 0), "pcie").IsSkip())
+}
+
+func TestPluginBadInput(t *testing.T) {
+	n := node("n", kubeV100, 8, true, nil, nil)
+	bad := node("bad", kubeV100, 8, true, map[string]string{model.AnnotationLinks: "GPU0 GPU1\nGPU0 X"}, nil)
+	g1 := gpuPod("g1", 1, inGroup("job", 2))
+	g2 := gpuPod("g2", 1, inGroup("job", 3))
+	short := gpuPod("s", 1, inGroup("short", 4))
+	e := newEnv(t, nil, n, bad, g1, g2, short)
+	evs := e.events()
+	require.Len(t, evs, 1)
+	assert.Contains(t, evs[0], "Warning InvalidGPUAnnotation")
+	assert.Contains(t, evs[0], model.AnnotationLinks)
+
+	for name, tc := range map[string]struct {
+		pod  *corev1.Pod
+		want string
+		code fwk.Code
+	}{
+		"too large":     {gpuPod("big", 16), "asks for 16 GPUs but the largest node has 8", fwk.UnschedulableAndUnresolvable},
+		"no such type":  {gpuPod("t", 1, ann(model.AnnotationGPUTypes, "a100")), "largest node of type a100 has 0", fwk.UnschedulableAndUnresolvable},
+		"bad type":      {gpuPod("bt", 1, ann(model.AnnotationGPUTypes, "%%")), model.AnnotationGPUTypes, fwk.UnschedulableAndUnresolvable},
+		"disagree":      {g1, `disagree on its size: gpusched.io/min-member "2" by g1; gpusched.io/min-member "3" by g2`, fwk.UnschedulableAndUnresolvable},
+		"members short": {short, "has 1 of the 4 pods it needs", fwk.Unschedulable},
+		"fractional": {gpuPod("f", 0, func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{model.ResourceGPU: resourceMust("1500m")}
+		}), "whole GPUs", fwk.UnschedulableAndUnresolvable},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, st, _ := e.schedule(t, tc.pod, n, bad)
+			require.Equal(t, tc.code, st.Code(), st.Message())
+			assert.Contains(t, st.Message(), tc.want)
+		})
+	}
+	// The node with the bad annotation still takes pods.
+	host, st, _ := e.schedule(t, gpuPod("ok", 8), bad)
+	require.True(t, st.IsSuccess(), st.Message())
+	assert.Equal(t, "bad", host)
+}
+
+func TestPluginFilter(t *testing.T) {
+	ready := node("ready", kubeV100, 4, true, nil, nil)
+	down := node("down", kubeV100, 8, false, nil, nil)
+	sick := node("sick", kubeV100, 8, true, map[string]string{model.AnnotationUnhealthy: "0,1,2,3,4"}, nil)
+	cpu := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cpu"}}
+	e := newEnv(t, nil, ready, down, sick, cpu)
+	host, st, _ := e.schedule(t, gpuPod("p", 4), ready, down, sick, cpu)
+	require.True(t, st.IsSuccess(), st.Message())
+	assert.Equal(t, "ready", host)
+	_, st, _ = e.schedule(t, gpuPod("q", 4), ready, down, sick, cpu)
+	assert.False(t, st.IsSuccess(), "no node has 4 free healthy GPUs now")
+	host, st, _ = e.schedule(t, gpuPod("r", 3), ready, down, sick, cpu)
+	require.True(t, st.IsSuccess(), st.Message())
+	assert.Equal(t, "sick", host)
+}
+
+func TestPluginGangPermit(t *testing.T) {
+	var nodes []*corev1.Node
+	var objs []runtime.Object
+	for i := range 4 {
+		n := node(fmt.Sprint("n", i), kubeV100, 8, true, nil, map[string]string{model.LabelRack: fmt.Sprint("r", i/2)})
+		nodes = append(nodes, n)
+		objs = append(objs, n)
+	}
+	var members []*corev1.Pod
+	for i := range 3 {
+		p := gpuPod(fmt.Sprint("m", i), 8, inGroup("job", 3))
+		members = append(members, p)
+		objs = append(objs, p)
+	}
+	e := newEnv(t, &Args{PermitTimeoutSeconds: 30, BackoffSeconds: -1}, objs...)
+	var hosts []string
+	for i, p := range members {
+		host, st, _ := e.schedule(t, p, nodes...)
+		hosts = append(hosts, host)
+		if i < 2 {
+			require.True(t, st.IsWait(), st.Message())
+			require.NotNil(t, e.fw.GetWaitingPod(p.UID))
+		} else {
+			require.True(t, st.IsSuccess(), st.Message())
+		}
+	}
+	for _, p := range members[:2] {
+		require.True(t, e.fw.WaitOnPermit(context.Background(), p).IsSuccess())
+	}
+	// The second and third members went next to the first: same rack first.
+	place0, _ := e.pl.Ledger().PlaceOf(hosts[0])
+	place1, _ := e.pl.Ledger().PlaceOf(hosts[1])
+	assert.Equal(t, place0.Rack, place1.Rack, "hosts %v", hosts)
+}
+
+func TestPluginGangRejectReleases(t *testing.T) {
+	n0, n1 := node("n0", kubeV100, 8, true, nil, nil), node("n1", kubeV100, 8, true, nil, nil)
+	a, b := gpuPod("a", 4, inGroup("job", 3)), gpuPod("b", 4, inGroup("job", 3))
+	c := gpuPod("c", 4, inGroup("job", 3))
+	e := newEnv(t, &Args{PermitTimeoutSeconds: 30, BackoffSeconds: 60}, n0, n1, a, b, c)
+	hostA, st, _ := e.schedule(t, a, n0, n1)
+	require.True(t, st.IsWait(), st.Message())
+	hostB, st, _ := e.schedule(t, b, n0, n1)
+	require.True(t, st.IsWait(), st.Message())
+	assert.Equal(t, hostA, hostB, "best fit: the second member joins the first")
+	// A member fails (its binding cycle's Unreserve): the one waiting is
+	// rejected, and every booking is released.
+	e.fw.RunReservePluginsUnreserve(context.Background(), framework.NewCycleState(), a, hostA)
+	stB := e.fw.WaitOnPermit(context.Background(), b)
+	require.True(t, stB.IsRejected(), stB.Message())
+	assert.Contains(t, stB.Message(), "a member of pod group ns/job failed")
+	e.fw.RunReservePluginsUnreserve(context.Background(), framework.NewCycleState(), b, hostB)
+	require.NoError(t, e.pl.Ledger().Fit(hostA, 8, anyType), "every booking released")
+	// In the backoff window a member is turned away at Permit at once, and
+	// its booking released.
+	_, st, _ = e.schedule(t, c, n0, n1)
+	require.True(t, st.IsRejected(), st.Message())
+	assert.Contains(t, st.Message(), "backs off")
+	require.NoError(t, e.pl.Ledger().Fit("n0", 8, anyType))
+	require.NoError(t, e.pl.Ledger().Fit("n1", 8, anyType))
+}
+
+func TestPluginStatsFile(t *testing.T) {
+	path := t.TempDir() + "/stats.json"
+	n := node("n", kubeV100, 8, true, nil, nil)
+	e := newEnv(t, &Args{StatsFile: path}, n)
+	for i := range 5 {
+		_, st, _ := e.schedule(t, gpuPod(fmt.Sprint("p", i), 1), n)
+		require.True(t, st.IsSuccess())
+	}
+	require.NoError(t, e.pl.Close())
+	s := e.pl.stats.Snapshot()
+	assert.Equal(t, 5, s.Pods)
+	assert.Greater(t, s.PluginP50Micros, 0.0)
+	assert.LessOrEqual(t, s.PluginP50Micros, s.PluginP99Micros)
+	b, err := readFile(path)
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(b, `"pods": 5`), b)
+}
+
+func TestEventsToRegister(t *testing.T) {
+	e := newEnv(t, nil)
+	evs, err := e.pl.EventsToRegister(context.Background())
+	require.NoError(t, err)
+	assert.Len(t, evs, 2)
+	_ = time.Second
+}
