@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,6 +63,7 @@ var (
 	_ fwk.BindPlugin        = (*Plugin)(nil)
 	_ fwk.PostBindPlugin    = (*Plugin)(nil)
 	_ fwk.EnqueueExtensions = (*Plugin)(nil)
+	_ fwk.SignPlugin        = (*Plugin)(nil)
 	_ io.Closer             = (*Plugin)(nil)
 )
 
@@ -221,6 +223,38 @@ func (d *cycleData) since(t time.Time) {
 	if d != nil {
 		d.nanos.Add(int64(time.Since(t)))
 	}
+}
+
+// signKey names the plugin's part of a pod's signature.
+const signKey = "gpusched.io/Request()"
+
+// signature is what the plugin's filtering and scoring of a single pod
+// depend on besides the nodes.
+type signature struct {
+	GPUs  int      `json:"gpus"`
+	Types []string `json:"types,omitempty"`
+}
+
+// SignPod implements fwk.SignPlugin, so that the scheduler may reuse the
+// ranking of nodes between consecutive pods that ask for the same
+// (opportunistic batching, KEP-5598): a pod's Filter and Score depend on
+// its GPUs and allowed types, and on nothing else but the node. Members of
+// a pod group are not signed: their scores move with where the other
+// members go. Neither is bad input, which PreFilter reports.
+func (pl *Plugin) SignPod(_ context.Context, p *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	req, err := model.ParseRequest(p, pl.res)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "gpusched: bad input")
+	}
+	if req.Group != "" {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "gpusched: a pod group member's scores depend on its group")
+	}
+	sig := signature{GPUs: req.GPUs}
+	for _, t := range req.Types {
+		sig.Types = append(sig.Types, string(t))
+	}
+	slices.Sort(sig.Types)
+	return []fwk.SignFragment{{Key: signKey, Value: sig}}, nil
 }
 
 // PreFilter implements fwk.PreFilterPlugin.

@@ -311,3 +311,18 @@ func TestEventsToRegister(t *testing.T) {
 	assert.Len(t, evs, 2)
 	_ = time.Second
 }
+
+func TestSignPod(t *testing.T) {
+	pl := plugin(t, Args{})
+	sign := func(p *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) { return pl.SignPod(context.Background(), p) }
+	a, st := sign(gpuPod("a", 2, ann(model.AnnotationGPUTypes, "a100,v100")))
+	require.True(t, st.IsSuccess())
+	b, _ := sign(gpuPod("b", 2, ann(model.AnnotationGPUTypes, "v100, a100")))
+	c, _ := sign(gpuPod("c", 1, ann(model.AnnotationGPUTypes, "v100,a100")))
+	assert.Equal(t, a, b, "same request, same signature")
+	assert.NotEqual(t, a, c)
+	_, st = sign(gpuPod("g", 1, inGroup("g", 2)))
+	assert.Equal(t, fwk.Unschedulable, st.Code(), "pod group members are not batched")
+	_, st = sign(gpuPod("bad", 1, ann(model.AnnotationGPUTypes, "!")))
+	assert.Equal(t, fwk.Unschedulable, st.Code())
+}
