@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -120,3 +121,33 @@ func FreePorts(n int) ([]int, error) {
 var errExited = errors.New("process exited")
 
 func hostPort(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
+
+// CPUTime returns the CPU time (user and system) the process has used so
+// far, read from /proc (Linux); 0 and an error elsewhere or once it ended.
+func (p *Process) CPUTime() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, in parentheses, may hold spaces: fields count
+	// from the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("kubetest: unexpected /proc stat %q", s)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("kubetest: unexpected /proc stat %q", s)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("kubetest: unexpected /proc stat %q", s)
+	}
+	const ticks = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticks, nil
+}
+
+// APIServerCPU returns the CPU time the API server has used so far.
+func (cp *ControlPlane) APIServerCPU() (time.Duration, error) { return cp.apiserver.CPUTime() }

@@ -1,0 +1,107 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/kube/internal/kubetest"
+	"sigs.k8s.io/yaml"
+)
+
+// schedulerConfig returns the profile of deploy/scheduler-config.yaml for
+// a test: the control plane's kubeconfig, no leader election, a client fast
+// enough not to be the bottleneck, and args merged into GPUSched's.
+func schedulerConfig(t *testing.T, c *kubetest.ControlPlane, args map[string]any) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "deploy", "scheduler-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["leaderElection"] = map[string]any{"leaderElect": false}
+	cfg["clientConnection"] = map[string]any{"kubeconfig": c.Kubeconfig, "qps": 1000, "burst": 1000}
+	prof := cfg["profiles"].([]any)[0].(map[string]any)
+	for _, pc := range prof["pluginConfig"].([]any) {
+		pc := pc.(map[string]any)
+		if pc["name"] == "GPUSched" {
+			a := pc["args"].(map[string]any)
+			for k, v := range args {
+				a[k] = v
+			}
+		}
+	}
+	return cfg
+}
+
+// stockConfig is kube-scheduler's default profile with the same client.
+func stockConfig(c *kubetest.ControlPlane) map[string]any {
+	return map[string]any{
+		"apiVersion":       "kubescheduler.config.k8s.io/v1",
+		"kind":             "KubeSchedulerConfiguration",
+		"leaderElection":   map[string]any{"leaderElect": false},
+		"clientConnection": map[string]any{"kubeconfig": c.Kubeconfig, "qps": 1000, "burst": 1000},
+	}
+}
+
+// startScheduler writes cfg and starts bin with it; the process is stopped
+// when the test ends (if the test has not stopped it).
+func startScheduler(t *testing.T, dir, name, bin string, cfg map[string]any) *kubetest.Process {
+	t.Helper()
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name+"-config.yaml")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := kubetest.StartProcess(dir, name, bin, "--config", path, "--secure-port", "0", "--v", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Stop(10 * time.Second)
+		if t.Failed() {
+			t.Logf("%s log tail:\n%s", name, p.LogTail(4000))
+		}
+	})
+	return p
+}
+
+// waitFor polls cond every 100 ms until it holds, ctx ends (a failure,
+// with what last) or the process dies.
+func waitFor(ctx context.Context, t *testing.T, what string, p *kubetest.Process, cond func() (bool, string)) {
+	t.Helper()
+	last := ""
+	for {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		last = msg
+		if p != nil {
+			if done, err := p.Exited(); done {
+				t.Fatalf("waiting for %s: %s exited (%v):\n%s", what, p.Name, err, p.LogTail(4000))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v (%s)", what, ctx.Err(), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func must(t *testing.T, err error, format string, args ...any) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", fmt.Sprintf(format, args...), err)
+	}
+}

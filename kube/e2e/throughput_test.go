@@ -1,0 +1,199 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/kube/gpusched"
+	"github.com/gpusched/gpusched/kube/internal/kubetest"
+	"github.com/gpusched/gpusched/kube/model"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// EnvResults names a file where TestE2EThroughput writes its results as
+// JSON.
+const EnvResults = "GPUSCHED_E2E_RESULTS"
+
+// throughputRun is one measured run.
+type throughputRun struct {
+	Phase     string  `json:"phase"`
+	Round     int     `json:"round"`
+	Scheduler string  `json:"scheduler"`
+	Pods      int     `json:"pods"`
+	Seconds   float64 `json:"seconds"`
+	PodsPerS  float64 `json:"pods_per_second"`
+	// SchedulerCPU and APIServerCPU are the CPU seconds the scheduler
+	// process used in all and the API server used while it ran.
+	SchedulerCPU float64 `json:"scheduler_cpu_s"`
+	APIServerCPU float64 `json:"apiserver_cpu_s"`
+	// Plugin statistics (gpusched only).
+	Stats *gpusched.Stats `json:"stats,omitempty"`
+}
+
+// TestE2EThroughput measures scheduling throughput, the stock kube-scheduler
+// against gpusched-scheduler on the same control plane in the same run:
+// 1,000 single-GPU pods on 100 nodes of 16 GPUs, then 1,000 pods of which
+// 200 in 50 pod groups of 4, each measured twice per scheduler. The pods
+// are created first, then the scheduler is started; throughput is the pods
+// bound after the first over the time from the first binding to the last. It reports, and asserts nothing about
+// wall-clock time: the README records the figures.
+func TestE2EThroughput(t *testing.T) {
+	c, bin := controlPlane(t)
+	bins := kubetest.RequireBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	defer cancel()
+	cs := c.Client
+	var nodes []kubetest.GPUNode
+	for i := range 100 {
+		n := kubetest.GPUNode{Name: fmt.Sprintf("perf-%d", i), GPUs: 16,
+			Labels: map[string]string{model.LabelRack: fmt.Sprintf("r%d", i/10)}}
+		if i%2 == 0 {
+			n.Product, n.Links = kubetest.ProductV100, `{"interconnect":"nvswitch"}` // DGX-2
+		} else {
+			n.Product, n.Links = kubetest.ProductA100, `{"interconnect":"pcie-dual-socket"}`
+		}
+		nodes = append(nodes, n)
+	}
+	createNodes(ctx, t, cs, nodes)
+	dir := testDir(t)
+
+	// Two rounds per phase in the order stock, gpusched, gpusched, stock
+	// (ABBA), so that a drift in the machine's load weighs on both alike.
+	var runs []throughputRun
+	ratios := map[string]float64{}
+	for _, phase := range []string{"single", "gangs"} {
+		rate := map[string]float64{}
+		for i, sched := range []string{"stock", "gpusched", "gpusched", "stock"} {
+			r := measure(ctx, t, c, cs, dir, phase, sched, i/2, bin, bins.Scheduler)
+			t.Logf("%-7s %-9s %4d pods in %6.2f s: %6.1f pods/s; CPU: scheduler %.1f s, API server %.1f s",
+				r.Phase, r.Scheduler, r.Pods, r.Seconds, r.PodsPerS, r.SchedulerCPU, r.APIServerCPU)
+			if r.Stats != nil {
+				t.Logf("        plugin time per pod p50 %.0f us, p99 %.0f us; bind call p50 %.1f ms, p99 %.1f ms",
+					r.Stats.PluginP50Micros, r.Stats.PluginP99Micros, r.Stats.BindP50Micros/1e3, r.Stats.BindP99Micros/1e3)
+			}
+			runs = append(runs, r)
+			rate[sched] += r.PodsPerS / 2
+		}
+		ratios[phase] = rate["gpusched"] / rate["stock"]
+		t.Logf("%s: mean pods/s stock %.1f, gpusched %.1f: gpusched / stock = %.2f", phase, rate["stock"], rate["gpusched"], rate["gpusched"]/rate["stock"])
+	}
+	if path := os.Getenv(EnvResults); path != "" {
+		b, err := json.MarshalIndent(map[string]any{"runs": runs, "ratios": ratios}, "", "  ")
+		must(t, err, "results")
+		must(t, os.WriteFile(path, b, 0o644), "write %s", path)
+	}
+}
+
+func measure(ctx context.Context, t *testing.T, c *kubetest.ControlPlane, cs kubernetes.Interface, dir, phase, sched string, round int, ours, stock string) throughputRun {
+	t.Helper()
+	ns := fmt.Sprintf("perf-%s-%s-%d", phase, sched, round)
+	must(t, kubetest.EnsureNamespace(ctx, cs, ns), "namespace")
+	w, err := watch(ctx, cs, ns, 0, sched == "gpusched")
+	must(t, err, "watcher")
+	defer w.stop()
+	schedName := "default-scheduler"
+	if sched == "gpusched" {
+		schedName = "gpusched"
+	}
+	const total = 1000
+	pods := make([]*corev1.Pod, 0, total)
+	for i := range total {
+		var labels, ann map[string]string
+		if phase == "gangs" && i < 200 {
+			labels = map[string]string{model.LabelPodGroup: fmt.Sprint("g", i/4)}
+			ann = map[string]string{model.AnnotationMinMember: "4"}
+		}
+		p := gpuPodSpec(ns, "p"+strconv.Itoa(i), 1, "", labels, ann)
+		p.Spec.SchedulerName = schedName
+		pods = append(pods, p)
+	}
+	createAll(ctx, t, cs, pods)
+
+	stats := filepath.Join(dir, ns+"-stats.json")
+	apiBefore, err := c.APIServerCPU()
+	must(t, err, "API server CPU")
+	var p *kubetest.Process
+	if sched == "gpusched" {
+		p = startScheduler(t, dir, ns, ours, schedulerConfig(t, c, map[string]any{"statsFile": stats}))
+	} else {
+		p = startScheduler(t, dir, ns, stock, stockConfig(c))
+	}
+	waitFor(ctx, t, ns+": every pod bound", p, func() (bool, string) {
+		all, _, _ := w.snapshot()
+		return len(all) >= total, fmt.Sprintf("%d of %d bound", len(all), total)
+	})
+	schedCPU, err := p.CPUTime()
+	must(t, err, "scheduler CPU")
+	apiAfter, err := c.APIServerCPU()
+	must(t, err, "API server CPU")
+	p.Stop(30 * time.Second)
+	all, _, violations := w.snapshot()
+	for _, v := range violations {
+		t.Errorf("%s: %s", ns, v)
+	}
+	first, last := all[0].at, all[0].at
+	for _, b := range all {
+		first, last = minTime(first, b.at), maxTime(last, b.at)
+	}
+	r := throughputRun{Phase: phase, Round: round, Scheduler: sched, Pods: len(all), Seconds: last.Sub(first).Seconds()}
+	r.PodsPerS = float64(len(all)-1) / r.Seconds
+	r.SchedulerCPU, r.APIServerCPU = schedCPU.Seconds(), (apiAfter - apiBefore).Seconds()
+	if sched == "gpusched" {
+		var s gpusched.Stats
+		b, err := os.ReadFile(stats)
+		must(t, err, "stats")
+		must(t, json.Unmarshal(b, &s), "stats")
+		r.Stats = &s
+	}
+	// Empty the cluster for the next run (bound pods go at once: nothing
+	// runs them).
+	zero := int64(0)
+	must(t, cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}), "delete pods")
+	waitFor(ctx, t, ns+": pods gone", nil, func() (bool, string) {
+		l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(l.Items) == 0, fmt.Sprintf("%d pods left", len(l.Items))
+	})
+	return r
+}
+
+// createAll creates the pods, 8 at a time.
+func createAll(ctx context.Context, t *testing.T, cs kubernetes.Interface, pods []*corev1.Pod) {
+	t.Helper()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		next = make(chan *corev1.Pod)
+	)
+	for range 8 {
+		wg.Go(func() {
+			for p := range next {
+				if _, err := cs.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("create %s: %w", p.Name, err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, p := range pods {
+		next <- p
+	}
+	close(next)
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatal(errs[0])
+	}
+}
