@@ -340,8 +340,8 @@ func (pl *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod,
 	start := time.Now()
 	d := cycle(state)
 	defer d.since(start)
-	if d == nil {
-		return fwk.NewStatus(fwk.Error, "gpusched: no PreFilter state")
+	if d == nil || ni == nil || ni.Node() == nil {
+		return fwk.NewStatus(fwk.Error, "gpusched: no PreFilter state or no node")
 	}
 	err := pl.ledger.Fit(ni.Node().Name, d.req.GPUs, d.req.Allows)
 	switch {
@@ -386,8 +386,8 @@ func (pl *Plugin) Score(_ context.Context, state fwk.CycleState, _ *corev1.Pod, 
 	start := time.Now()
 	d := cycle(state)
 	defer d.since(start)
-	if d == nil {
-		return 0, fwk.NewStatus(fwk.Error, "gpusched: no PreFilter state")
+	if d == nil || ni == nil || ni.Node() == nil {
+		return 0, fwk.NewStatus(fwk.Error, "gpusched: no PreFilter state or no node")
 	}
 	node := ni.Node().Name
 	var c Choice

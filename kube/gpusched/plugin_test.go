@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	fwk "k8s.io/kube-scheduler/framework"
 	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
@@ -325,4 +326,33 @@ func TestSignPod(t *testing.T) {
 	assert.Equal(t, fwk.Unschedulable, st.Code(), "pod group members are not batched")
 	_, st = sign(gpuPod("bad", 1, ann(model.AnnotationGPUTypes, "!")))
 	assert.Equal(t, fwk.Unschedulable, st.Code())
+}
+
+func TestPluginHooksWithoutState(t *testing.T) {
+	// Hooks called out of order (or by a framework that skipped PreFilter)
+	// answer with a status, never a panic.
+	n := node("n", kubeV100, 8, true, nil, nil)
+	e := newEnv(t, nil, n)
+	ctx := context.Background()
+	state := framework.NewCycleState()
+	p := gpuPod("p", 2)
+	ni := framework.NewNodeInfo()
+	assert.Equal(t, fwk.Error, e.pl.Filter(ctx, state, p, ni).Code())
+	ni.SetNode(n)
+	assert.Equal(t, fwk.Error, e.pl.Filter(ctx, state, p, ni).Code())
+	_, st := e.pl.Score(ctx, state, p, ni)
+	assert.Equal(t, fwk.Error, st.Code())
+	assert.True(t, e.pl.PreScore(ctx, state, p, nil).IsSkip())
+	assert.True(t, e.pl.Reserve(ctx, state, p, "n").IsSuccess())
+	st, _ = e.pl.Permit(ctx, state, p, "n")
+	assert.True(t, st.IsSuccess())
+	e.pl.Unreserve(ctx, state, p, "n")
+	assert.True(t, e.pl.Bind(ctx, state, p, "n").IsSkip())
+	e.pl.PostBind(ctx, state, p, "n")
+	// Informer objects of the wrong type are ignored.
+	e.pl.onPod("not a pod")
+	e.pl.onNode(42)
+	e.pl.onPodDelete(nil)
+	e.pl.onNodeDelete(cache.DeletedFinalStateUnknown{Key: "x", Obj: "y"})
+	require.NoError(t, e.pl.Ledger().Check())
 }
