@@ -109,7 +109,7 @@ func (cp *ControlPlane) start(ctx context.Context, b Binaries) error {
 	}
 	url := "https://" + hostPort(secure)
 	cp.Kubeconfig = filepath.Join(cp.Dir, "kubeconfig")
-	if err := os.WriteFile(cp.Kubeconfig, []byte(kubeconfig(url)), 0o600); err != nil {
+	if err := os.WriteFile(cp.Kubeconfig, []byte(kubeconfig(url, adminToken)), 0o600); err != nil {
 		return err
 	}
 	cp.Config = &rest.Config{
@@ -144,7 +144,13 @@ func (cp *ControlPlane) Stop() {
 // APIServerLog returns the tail of the API server's log.
 func (cp *ControlPlane) APIServerLog(n int) string { return cp.apiserver.LogTail(n) }
 
-func kubeconfig(url string) string {
+// WriteKubeconfig writes a kubeconfig that reaches the API server with a
+// bearer token (a ServiceAccount's, say).
+func (cp *ControlPlane) WriteKubeconfig(path, token string) error {
+	return os.WriteFile(path, []byte(kubeconfig(cp.Config.Host, token)), 0o600)
+}
+
+func kubeconfig(url, token string) string {
 	return strings.Join([]string{
 		"apiVersion: v1",
 		"kind: Config",
@@ -156,7 +162,7 @@ func kubeconfig(url string) string {
 		"users:",
 		"- name: admin",
 		"  user:",
-		"    token: " + adminToken,
+		"    token: " + token,
 		"contexts:",
 		"- name: e2e",
 		"  context:",

@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/kube/internal/kubetest"
+	"github.com/gpusched/gpusched/kube/model"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+// TestE2EDeployManifests applies deploy/rbac.yaml and deploy/deployment.yaml
+// (as objects: nothing runs the Deployment here), then runs the scheduler
+// as deploy/ would, with the ServiceAccount's token, the profile as
+// shipped and leader election on, and checks that those rights suffice: it
+// takes its lease, binds a pod with its GPUs and records an event.
+func TestE2EDeployManifests(t *testing.T) {
+	c, bin := controlPlane(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cs := c.Client
+	must(t, kubetest.EnsureNamespace(ctx, cs, "kube-system"), "kube-system")
+	for _, f := range []string{"rbac.yaml", "deployment.yaml"} {
+		must(t, applyFile(ctx, cs, filepath.Join("..", "deploy", f)), "apply %s", f)
+	}
+	tok, err := cs.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, "gpusched-scheduler",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(3600))}}, metav1.CreateOptions{})
+	must(t, err, "token")
+	dir := testDir(t)
+	kc := filepath.Join(dir, "sa-kubeconfig")
+	must(t, c.WriteKubeconfig(kc, tok.Status.Token), "kubeconfig")
+
+	cfg := schedulerConfig(t, c, nil)
+	cfg["leaderElection"] = map[string]any{"leaderElect": true, "resourceNamespace": "kube-system", "resourceName": "gpusched-scheduler",
+		"leaseDuration": "15s", "renewDeadline": "10s", "retryPeriod": "2s"}
+	cfg["clientConnection"].(map[string]any)["kubeconfig"] = kc
+	sched := startScheduler(t, dir, "gpusched-sa", bin, cfg)
+
+	const ns = "e2e-deploy"
+	must(t, kubetest.EnsureNamespace(ctx, cs, ns), "namespace")
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	createNodes(ctx, t, cs, []kubetest.GPUNode{{Name: "deploy-0", Product: kubetest.ProductA100, GPUs: 8,
+		Links: `{"interconnect":"nvswitch"}`, Labels: map[string]string{"gpusched.io/e2e": "deploy"}}})
+	w, err := watch(ctx, cs, ns, 0, true)
+	must(t, err, "watcher")
+	defer w.stop()
+	ok := gpuPodSpec(ns, "ok", 4, "", nil, nil)
+	bad := gpuPodSpec(ns, "bad", 1, "v100,%%", nil, nil)
+	for _, p := range []*corev1.Pod{ok, bad} {
+		p.Spec.NodeSelector = map[string]string{"gpusched.io/e2e": "deploy"}
+		_, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		must(t, err, "create %s", p.Name)
+	}
+	waitFor(ctx, t, "the lease", sched, func() (bool, string) {
+		l, err := cs.CoordinationV1().Leases("kube-system").Get(ctx, "gpusched-scheduler", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", "no holder"
+	})
+	waitFor(ctx, t, "pod ok bound", sched, func() (bool, string) {
+		all, _, _ := w.snapshot()
+		return len(all) == 1 && all[0].name == "ok" && len(all[0].devices) == 4, fmt.Sprintf("%d bound", len(all))
+	})
+	waitFor(ctx, t, "an event on pod bad", sched, func() (bool, string) {
+		evs, err := cs.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == "bad" && strings.Contains(e.Note, model.AnnotationGPUTypes) {
+				return true, ""
+			}
+		}
+		return false, "none yet"
+	})
+	if strings.Contains(sched.LogTail(1<<20), "forbidden") {
+		t.Errorf("the scheduler was refused something:\n%s", grepLines(sched.LogTail(1<<20), "forbidden", 10))
+	}
+	_, _, violations := w.snapshot()
+	for _, v := range violations {
+		t.Error(v)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func grepLines(s, word string, n int) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, word) && len(out) < n {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// applyFile creates the objects of a multi-document YAML file (the kinds
+// deploy/ uses), leaving those that exist.
+func applyFile(ctx context.Context, cs kubernetes.Interface, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	for {
+		var raw runtime.RawExtension
+		if err := dec.Decode(&raw); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if len(bytes.TrimSpace(raw.Raw)) == 0 {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(raw.Raw, nil, nil)
+		if err != nil {
+			return err
+		}
+		switch o := obj.(type) {
+		case *corev1.ServiceAccount:
+			_, err = cs.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRoleBinding:
+			_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			_, err = cs.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.Role:
+			_, err = cs.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *appsv1.Deployment:
+			_, err = cs.AppsV1().Deployments(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		default:
+			return fmt.Errorf("%s: unexpected kind %T", path, obj)
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+}
