@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -22,6 +23,9 @@ import (
 // EnvResults names a file where TestE2EThroughput writes its results as
 // JSON.
 const EnvResults = "GPUSCHED_E2E_RESULTS"
+
+// EnvRounds sets the rounds of TestE2EThroughput (four runs each).
+const EnvRounds = "GPUSCHED_E2E_ROUNDS"
 
 // throughputRun is one measured run.
 type throughputRun struct {
@@ -42,14 +46,24 @@ type throughputRun struct {
 // TestE2EThroughput measures scheduling throughput, the stock kube-scheduler
 // against gpusched-scheduler on the same control plane in the same run:
 // 1,000 single-GPU pods on 100 nodes of 16 GPUs, then 1,000 pods of which
-// 200 in 50 pod groups of 4, each measured twice per scheduler. The pods
-// are created first, then the scheduler is started; throughput is the pods
-// bound after the first over the time from the first binding to the last. It reports, and asserts nothing about
-// wall-clock time: the README records the figures.
+// 200 in 50 pod groups of 4, each measured twice per scheduler and round
+// (GPUSCHED_E2E_ROUNDS). The pods are created first, then the scheduler is
+// started; throughput is the pods bound after the first over the time from
+// the first binding to the last. It reports, and asserts nothing about
+// wall-clock time: the README records the figures (GPUSCHED_E2E_RESULTS
+// names a file for them as JSON).
 func TestE2EThroughput(t *testing.T) {
 	c, bin := controlPlane(t)
 	bins := kubetest.RequireBinaries(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	rounds := 1
+	if v := os.Getenv(EnvRounds); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 10 {
+			t.Fatalf("%s=%q: want 1 to 10", EnvRounds, v)
+		}
+		rounds = n
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rounds)*8*time.Minute)
 	defer cancel()
 	cs := c.Client
 	var nodes []kubetest.GPUNode
@@ -66,13 +80,17 @@ func TestE2EThroughput(t *testing.T) {
 	createNodes(ctx, t, cs, nodes)
 	dir := testDir(t)
 
-	// Two rounds per phase in the order stock, gpusched, gpusched, stock
-	// (ABBA), so that a drift in the machine's load weighs on both alike.
+	// Rounds of four runs per phase in the order stock, gpusched,
+	// gpusched, stock (ABBA), so that a drift in the machine's load weighs
+	// on both alike; GPUSCHED_E2E_ROUNDS sets how many (1 by default). The
+	// ratio is that of the medians, steadier than the means on a shared
+	// machine.
 	var runs []throughputRun
 	ratios := map[string]float64{}
 	for _, phase := range []string{"single", "gangs"} {
-		rate := map[string]float64{}
-		for i, sched := range []string{"stock", "gpusched", "gpusched", "stock"} {
+		rate := map[string][]float64{}
+		for i := range 4 * rounds {
+			sched := []string{"stock", "gpusched", "gpusched", "stock"}[i%4]
 			r := measure(ctx, t, c, cs, dir, phase, sched, i/2, bin, bins.Scheduler)
 			t.Logf("%-7s %-9s %4d pods in %6.2f s: %6.1f pods/s; CPU: scheduler %.1f s, API server %.1f s",
 				r.Phase, r.Scheduler, r.Pods, r.Seconds, r.PodsPerS, r.SchedulerCPU, r.APIServerCPU)
@@ -81,10 +99,11 @@ func TestE2EThroughput(t *testing.T) {
 					r.Stats.PluginP50Micros, r.Stats.PluginP99Micros, r.Stats.BindP50Micros/1e3, r.Stats.BindP99Micros/1e3)
 			}
 			runs = append(runs, r)
-			rate[sched] += r.PodsPerS / 2
+			rate[sched] = append(rate[sched], r.PodsPerS)
 		}
-		ratios[phase] = rate["gpusched"] / rate["stock"]
-		t.Logf("%s: mean pods/s stock %.1f, gpusched %.1f: gpusched / stock = %.2f", phase, rate["stock"], rate["gpusched"], rate["gpusched"]/rate["stock"])
+		stock, ours := median(rate["stock"]), median(rate["gpusched"])
+		ratios[phase] = ours / stock
+		t.Logf("%s: median pods/s stock %.1f, gpusched %.1f: gpusched / stock = %.2f", phase, stock, ours, ours/stock)
 	}
 	if path := os.Getenv(EnvResults); path != "" {
 		b, err := json.MarshalIndent(map[string]any{"runs": runs, "ratios": ratios}, "", "  ")
@@ -196,4 +215,18 @@ func createAll(ctx context.Context, t *testing.T, cs kubernetes.Interface, pods 
 	if len(errs) > 0 {
 		t.Fatal(errs[0])
 	}
+}
+
+// median of v (the mean of the middle two for an even count).
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
