@@ -25,7 +25,8 @@ const (
 )
 
 // Args configure the plugin (pluginConfig args in the
-// KubeSchedulerConfiguration). The zero value takes every default.
+// KubeSchedulerConfiguration). The zero value takes every default. Args
+// is a plain value: safe for concurrent reads, not for concurrent writes.
 type Args struct {
 	// Order of the queue: "fifo" (default), "srtf", "las" (Tiresias's
 	// 2D-LAS) or "gittins" (Tiresias's 2D-Gittins).

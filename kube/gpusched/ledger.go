@@ -329,7 +329,8 @@ func (l *Ledger) nodeLocked(node string) (*nodeEntry, int, error) {
 
 // Choice is the best set of n free GPUs on a node: their NVML indices,
 // their GPUChooser score and that of the best set on the empty node, and
-// the node's free and total GPUs.
+// the node's free and total GPUs. A Choice is a value the ledger hands
+// out; it shares nothing with the ledger and is safe for concurrent reads.
 type Choice struct {
 	Devices     []int
 	Score, Best int
@@ -479,7 +480,8 @@ func (l *Ledger) Bound(uid types.UID) bool {
 	return e != nil && e.bound
 }
 
-// Place describes where a node is: its rack and NVLink domain.
+// Place describes where a node is: its rack and NVLink domain. It is a
+// value, safe for concurrent use.
 type Place struct{ Node, Rack, Domain string }
 
 // PlaceOf returns the rack and domain of a node.

@@ -26,7 +26,7 @@ type stats struct {
 	dirty bool
 }
 
-// Stats is what the stats file holds.
+// Stats is what the stats file holds: a value, safe for concurrent reads.
 type Stats struct {
 	// Pods is the number of pods scheduled (with GPUs) by this process.
 	Pods int `json:"pods"`

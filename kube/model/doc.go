@@ -8,7 +8,9 @@
 // writes the device ledger annotation that the scheduler plugin puts on a
 // pod when it binds it, which a device plugin's GetPreferredAllocation or a
 // DRA driver can honour and from which the ledger is rebuilt after a
-// restart.
+// restart. Request.JobSpec turns a pod into a job of the scheduling core
+// (scheduler.JobSpec), for embedders that drive scheduler.Scheduler from
+// pods.
 //
 // Every parser here reads untrusted input (labels and annotations anyone
 // with write access to a node or pod may set): sizes are capped, and bad

@@ -20,7 +20,8 @@ const maxShown = 64
 
 // FieldError is bad input in one label, annotation or resource of an
 // object. It wraps ErrInvalid and, when there is one, the underlying error
-// (a topology.SpecError for a link matrix that does not validate).
+// (a topology.SpecError for a link matrix that does not validate). It is
+// not changed after it is returned, so it is safe for concurrent use.
 type FieldError struct {
 	// Field names the label, annotation or resource.
 	Field string

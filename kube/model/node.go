@@ -30,7 +30,8 @@ const (
 )
 
 // NodeOptions says where ParseNode finds what has no standard place. The
-// zero value takes the defaults.
+// zero value takes the defaults. It is a value: safe for concurrent reads,
+// not for concurrent writes.
 type NodeOptions struct {
 	// Resource is the extended resource of whole GPUs; "" means
 	// ResourceGPU.
@@ -49,7 +50,8 @@ func (o NodeOptions) resource() corev1.ResourceName {
 	return o.Resource
 }
 
-// Node is what a Kubernetes node tells gpusched.
+// Node is what a Kubernetes node tells gpusched. ParseNode returns a new
+// one each time; it is safe for concurrent reads, not for concurrent writes.
 type Node struct {
 	// Server is the node as a server of the cluster model, named after the
 	// node, GPU positions in the order of their NVML indices (0, 1, ...).

@@ -41,7 +41,8 @@ const (
 	maxSeconds      = 1e12
 )
 
-// Request is what a pod asks of the scheduler.
+// Request is what a pod asks of the scheduler. ParseRequest returns a new
+// one each time; it is safe for concurrent reads, not for concurrent writes.
 type Request struct {
 	// GPUs is the number of whole GPUs (0: the pod needs none).
 	GPUs int

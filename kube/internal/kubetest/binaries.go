@@ -17,7 +17,8 @@ import (
 // used instead of the module's .cache/bin.
 const EnvBin = "GPUSCHED_KUBE_BIN"
 
-// Binaries are the paths of the control plane's programs.
+// Binaries are the paths of the control plane's programs (a value, safe
+// for concurrent use).
 type Binaries struct {
 	Etcd, APIServer, Scheduler string
 }

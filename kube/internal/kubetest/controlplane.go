@@ -21,7 +21,9 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// ControlPlane is etcd and kube-apiserver on loopback.
+// ControlPlane is etcd and kube-apiserver on loopback. Its methods and its
+// Client are safe for concurrent use (the e2e tests share one); Stop ends
+// it for all of them.
 type ControlPlane struct {
 	// Dir holds the data, certificates, logs and the kubeconfig.
 	Dir string

@@ -19,7 +19,7 @@ const (
 	ProductA100 = "NVIDIA-A100-SXM4-80GB"
 )
 
-// GPUNode describes a fake GPU node.
+// GPUNode describes a fake GPU node (a value, safe for concurrent reads).
 type GPUNode struct {
 	Name string
 	// Product is the nvidia.com/gpu.product label; GPUs the count label

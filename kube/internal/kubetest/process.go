@@ -13,7 +13,9 @@ import (
 	"time"
 )
 
-// Process is a program the test started; Stop ends it by its pid.
+// Process is a program the test started; Stop ends it by its pid. Its
+// methods are safe for concurrent use (a stop signals the pid and waits for
+// the goroutine that reaps it).
 type Process struct {
 	Name string
 	// Log is the file holding its standard output and error.
