@@ -110,7 +110,7 @@ func (l *Ledger) OnNode(n *corev1.Node) {
 		l.warn(n, "InvalidGPUAnnotation", "gpusched ignores: "+msg)
 	}
 	if old != nil && reflect.DeepEqual(old.node.Server, nd.Server) {
-		old.node.Ready, old.node.Unhealthy, old.warned = nd.Ready, nd.Unhealthy, joinErrs(nd.Warnings)
+		old.node.Ready, old.node.Unhealthy, old.node.Allocatable, old.warned = nd.Ready, nd.Unhealthy, nd.Allocatable, joinErrs(nd.Warnings)
 		l.applyHealthLocked(n.Name)
 		return
 	}
@@ -313,7 +313,22 @@ func (l *Ledger) Fit(node string, n int, allows func(topology.GPUType) bool) err
 	if free := l.st.ServerFreeOf(s, t); free < n {
 		return fmt.Errorf("%w: %d free healthy GPUs, the pod needs %d", ErrNoRoom, free, n)
 	}
+	if a := e.node.Allocatable; a >= 0 {
+		if used := l.usedLocked(node); a-used < n {
+			return fmt.Errorf("%w: allocatable %s is %d with %d in use, the pod needs %d", ErrNoRoom, l.res, a, used, n)
+		}
+	}
 	return nil
+}
+
+// usedLocked returns the GPUs booked on a node by pods, bound or reserved
+// (what kube-scheduler's resource accounting counts against allocatable).
+func (l *Ledger) usedLocked(node string) int {
+	n := 0
+	for uid := range l.byNode[node] {
+		n += l.pods[uid].gpus
+	}
+	return n
 }
 
 var errTypeNotAllowed = errors.New("gpusched: GPU type not allowed")

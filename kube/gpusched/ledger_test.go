@@ -223,3 +223,28 @@ func TestLedgerConcurrent(t *testing.T) {
 		assert.Equal(t, 8, c.Free)
 	}
 }
+
+// A node whose device plugin lowered its allocatable GPUs (devices it
+// found unhealthy, without saying which) takes no more pods' GPUs than
+// that, bound or reserved, and gets them back when it raises it again.
+func TestLedgerAllocatable(t *testing.T) {
+	l := NewLedger(model.NodeOptions{}, nil)
+	n := node("n", kubeV100, 8, true, map[string]string{model.AnnotationLinks: dgx1Links}, nil)
+	n.Status.Allocatable[model.ResourceGPU] = resourceMust("3")
+	l.OnNode(n)
+	require.NoError(t, l.Fit("n", 3, anyType))
+	err := l.Fit("n", 4, anyType)
+	require.ErrorIs(t, err, ErrNoRoom)
+	assert.Contains(t, err.Error(), "allocatable nvidia.com/gpu is 3 with 0 in use")
+	l.OnPod(gpuPod("bound", 2, onNode("n", "0,1")))
+	_, err = l.Reserve(gpuPod("reserved", 1), "n", 1)
+	require.NoError(t, err)
+	err = l.Fit("n", 1, anyType)
+	require.ErrorIs(t, err, ErrNoRoom)
+	assert.Contains(t, err.Error(), "with 3 in use")
+	n.Status.Allocatable[model.ResourceGPU] = resourceMust("8")
+	l.OnNode(n)
+	require.NoError(t, l.Fit("n", 5, anyType))
+	assert.ErrorIs(t, l.Fit("n", 6, anyType), ErrNoRoom)
+	require.NoError(t, l.Check())
+}

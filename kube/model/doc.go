@@ -24,6 +24,8 @@
 //
 //	nvidia.com/gpu.product       the GPU product, e.g. Tesla-V100-SXM2-16GB
 //	nvidia.com/gpu.count         GPUs on the node (else capacity nvidia.com/gpu)
+//	allocatable nvidia.com/gpu   GPUs the pods may take (the device plugin lowers
+//	                             it for devices it finds unhealthy)
 //	nvidia.com/gpu.memory        MiB per GPU (else the product's nominal memory)
 //	nvidia.com/gpu.clique        multi-node NVLink domain (Server.Domain)
 //	gpusched.io/rack             rack (Server.Rack; the label is configurable)

@@ -223,3 +223,37 @@ func TestParseLinksCap(t *testing.T) {
 	_, err := ParseLinks(string(big))
 	require.ErrorIs(t, err, ErrInvalid)
 }
+
+func TestParseNodeAllocatable(t *testing.T) {
+	tests := []struct {
+		name  string
+		alloc string // "" for none
+		want  int
+		warn  bool
+	}{
+		{"absent", "", -1, false},
+		{"all", "8", 8, false},
+		{"two unhealthy", "6", 6, false},
+		{"more than the count", "12", 8, false},
+		{"fractional", "1500m", -1, true},
+		{"negative", "-1", -1, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n := gpuNode("n", map[string]string{LabelProduct: "Tesla-V100-SXM2-16GB", LabelCount: "8"}, nil, true)
+			if tc.alloc != "" {
+				n.Status.Allocatable = corev1.ResourceList{ResourceGPU: resource.MustParse(tc.alloc)}
+			}
+			nd, err := ParseNode(n, NodeOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, nd.Allocatable)
+			if tc.warn {
+				require.Len(t, nd.Warnings, 1)
+				assert.ErrorIs(t, nd.Warnings[0], ErrInvalid)
+				assert.Contains(t, nd.Warnings[0].Error(), "allocatable nvidia.com/gpu")
+			} else {
+				assert.Empty(t, nd.Warnings)
+			}
+		})
+	}
+}

@@ -62,6 +62,11 @@ type Node struct {
 	// Unhealthy holds the positions of GPUs that AnnotationUnhealthy marks
 	// failed, ascending.
 	Unhealthy []int
+	// Allocatable is the node's allocatable GPUs (status.allocatable of the
+	// GPU resource, at most the GPU count), which the device plugin lowers
+	// for the devices it finds unhealthy without saying which; -1 when the
+	// node does not say.
+	Allocatable int
 	// Warnings are problems in the node's labels or annotations that
 	// ParseNode worked around (a link annotation that does not parse or
 	// validate is ignored, so the links are unknown; a bad memory label
@@ -133,6 +138,14 @@ func ParseNode(n *corev1.Node, o NodeOptions) (Node, error) {
 	}
 	nd.Server = s
 	nd.Ready = nodeReady(n)
+	nd.Allocatable = -1
+	if q, ok := n.Status.Allocatable[o.resource()]; ok {
+		if v := q.Value(); v < 0 || q.MilliValue()%1000 != 0 {
+			nd.Warnings = append(nd.Warnings, fieldErr("allocatable "+string(o.resource()), q.String(), nil, "want whole GPUs; ignored"))
+		} else {
+			nd.Allocatable = int(min(v, int64(count)))
+		}
+	}
 	if v, ok := n.Annotations[AnnotationUnhealthy]; ok {
 		idx, err := ParseIndices(AnnotationUnhealthy, v)
 		if err == nil {
