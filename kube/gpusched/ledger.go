@@ -33,6 +33,7 @@ type Ledger struct {
 	nodes   map[string]*nodeEntry
 	pods    map[types.UID]*podEntry
 	byNode  map[string]map[types.UID]bool
+	used    map[string]int // GPUs of the pods in byNode, per node
 	// warn reports a problem with an object (a Warning event).
 	warn func(obj any, reason, msg string)
 }
@@ -88,7 +89,7 @@ func NewLedger(opts model.NodeOptions, warn func(obj any, reason, msg string)) *
 		res = model.ResourceGPU
 	}
 	return &Ledger{st: st, opts: opts, res: res, nodes: map[string]*nodeEntry{},
-		pods: map[types.UID]*podEntry{}, byNode: map[string]map[types.UID]bool{}, warn: warn}
+		pods: map[types.UID]*podEntry{}, byNode: map[string]map[types.UID]bool{}, used: map[string]int{}, warn: warn}
 }
 
 // OnNode follows a node added or updated.
@@ -221,6 +222,7 @@ func (l *Ledger) addLocked(uid types.UID, e *podEntry) {
 		l.byNode[e.node] = map[types.UID]bool{}
 	}
 	l.byNode[e.node][uid] = true
+	l.used[e.node] += e.gpus
 }
 
 func (l *Ledger) dropLocked(uid types.UID) {
@@ -232,8 +234,10 @@ func (l *Ledger) dropLocked(uid types.UID) {
 	l.touchLocked(e.node)
 	delete(l.pods, uid)
 	delete(l.byNode[e.node], uid)
+	l.used[e.node] -= e.gpus
 	if len(l.byNode[e.node]) == 0 {
 		delete(l.byNode, e.node)
+		delete(l.used, e.node)
 	}
 }
 
@@ -313,22 +317,15 @@ func (l *Ledger) Fit(node string, n int, allows func(topology.GPUType) bool) err
 	if free := l.st.ServerFreeOf(s, t); free < n {
 		return fmt.Errorf("%w: %d free healthy GPUs, the pod needs %d", ErrNoRoom, free, n)
 	}
-	if a := e.node.Allocatable; a >= 0 {
-		if used := l.usedLocked(node); a-used < n {
+	// Allocatable below the GPU count: GPUs the device plugin withholds.
+	// The pods' GPUs, bound or reserved, count against it, as in
+	// kube-scheduler's resource accounting.
+	if a := e.node.Allocatable; a >= 0 && a < len(l.st.Server(s).GPUs) {
+		if used := l.used[node]; a-used < n {
 			return fmt.Errorf("%w: allocatable %s is %d with %d in use, the pod needs %d", ErrNoRoom, l.res, a, used, n)
 		}
 	}
 	return nil
-}
-
-// usedLocked returns the GPUs booked on a node by pods, bound or reserved
-// (what kube-scheduler's resource accounting counts against allocatable).
-func (l *Ledger) usedLocked(node string) int {
-	n := 0
-	for uid := range l.byNode[node] {
-		n += l.pods[uid].gpus
-	}
-	return n
 }
 
 var errTypeNotAllowed = errors.New("gpusched: GPU type not allowed")
@@ -544,6 +541,15 @@ func (l *Ledger) Check() error {
 	defer l.mu.RUnlock()
 	if err := l.st.Check(); err != nil {
 		return err
+	}
+	for node, uids := range l.byNode {
+		n := 0
+		for uid := range uids {
+			n += l.pods[uid].gpus
+		}
+		if n != l.used[node] {
+			return fmt.Errorf("gpusched: pods on node %s hold %d GPUs, counted %d", node, n, l.used[node])
+		}
 	}
 	for uid, e := range l.pods {
 		if _, ok := l.st.ServerIndex(e.node); !ok {
