@@ -1,0 +1,235 @@
+package admission
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Names the controller reads and writes.
+const (
+	// GateName is the scheduling gate that holds a workload until it is
+	// admitted.
+	GateName = "gpusched.io/admission"
+	// AnnotationThroughput gives a job's rates per GPU type, in steps per
+	// second on all its GPUs: "v100=3.2,k80=1" (type or product names).
+	AnnotationThroughput = "gpusched.io/throughput"
+	// AnnotationJobKind names the job's model for the performance model
+	// ("ResNet-18"); AnnotationBatchSize its batch size (0 or absent for
+	// models of one batch size).
+	AnnotationJobKind   = "gpusched.io/job-kind"
+	AnnotationBatchSize = "gpusched.io/batch-size"
+	// AnnotationSteps is the job's work in steps (finish-time fairness and
+	// makespan need it).
+	AnnotationSteps = "gpusched.io/steps"
+	// AnnotationWeight is the job's weight for weighted policies.
+	AnnotationWeight = "gpusched.io/weight"
+	// LabelQueue is the default label naming a job's tenant (its queue)
+	// when Config.TenantLabel is "queue"; see Config.TenantLabel.
+	LabelQueue = "gpusched.io/queue"
+
+	// AnnotationAdmittedType is written at admission: the GPU type the job
+	// runs on.
+	AnnotationAdmittedType = "gpusched.io/admitted-type"
+	// AnnotationAdmittedAt is the controller clock's time of the admission.
+	AnnotationAdmittedAt = "gpusched.io/admitted-at"
+	// AnnotationPreempted says why a pod or Job was preempted (its lease
+	// ended and the round gave its GPUs to others).
+	AnnotationPreempted = "gpusched.io/preempted"
+	// AnnotationDeleteAfter is the RFC 3339 time after which a preempted
+	// bare pod is deleted (Config.Grace after the preemption).
+	AnnotationDeleteAfter = "gpusched.io/delete-after"
+	// AnnotationPreemptions counts a workload's preemptions.
+	AnnotationPreemptions = "gpusched.io/preemptions"
+
+	// DefaultStateName is the default name of the state ConfigMap.
+	DefaultStateName = "gpusched-admission-state"
+)
+
+// Event reasons.
+const (
+	ReasonMalformed = "GPUSchedMalformed"
+	ReasonAdmitted  = "GPUSchedAdmitted"
+	ReasonPreempted = "GPUSchedPreempted"
+	ReasonDefault   = "GPUSchedDefaultThroughput"
+)
+
+// Config configures a Controller. Client and Policy are required.
+type Config struct {
+	// Client talks to the API server.
+	Client kubernetes.Interface
+	// Namespace limits the workloads to one namespace; "" watches all.
+	Namespace string
+	// NodeSelector selects the nodes whose GPUs the controller hands out
+	// (label key = value, all must match); it is added to every admitted
+	// workload's node affinity. Empty: every node with GPUs.
+	NodeSelector map[string]string
+	// Resource is the extended resource of whole GPUs; "" means
+	// nvidia.com/gpu.
+	Resource corev1.ResourceName
+
+	// Policy allocates GPU time (PolicyByName gives the usual ones).
+	Policy allocation.Policy
+	// RoundSeconds is the round length on the controller's clock; 0 means
+	// 360 s (Gavel's).
+	RoundSeconds float64
+	// MinResetInterval is the least time between two solves of the policy
+	// when jobs come and go (scheduler.Config.MinResetInterval); 0 means
+	// the core's default, negative solves at every change.
+	MinResetInterval float64
+	// Clock returns the controller's time in seconds (the scheduler's
+	// clock: arrivals, rounds); nil means Unix time. Tests scale it.
+	Clock func() float64
+	// Interval is Run's wall time between two rounds; 0 means
+	// RoundSeconds seconds.
+	Interval time.Duration
+	// Now gives wall time for preemption graces; nil means time.Now.
+	Now func() time.Time
+
+	// NoPreemption admits only: a job once admitted runs to its end and
+	// new jobs are admitted into the GPUs left free.
+	NoPreemption bool
+	// Grace is how long a preempted bare pod keeps running, annotated with
+	// AnnotationPreempted, before it is deleted (and created again, gated);
+	// 0 deletes it at once.
+	Grace time.Duration
+	// PodDeletionGrace, when set, is the grace period in seconds of the
+	// deletion of a preempted pod (DeleteOptions.GracePeriodSeconds); nil
+	// takes the pod's terminationGracePeriodSeconds. 0 removes the pod from
+	// the API at once, so that it comes back gated in the same round (use
+	// it only where the kubelet's grace is not needed, as in tests).
+	PodDeletionGrace *int64
+
+	// TenantLabel names the label whose value is a job's tenant for
+	// hierarchical policies; "" takes the namespace as the tenant, and a
+	// workload without the label falls back to its namespace.
+	TenantLabel string
+	// TenantWeights weights tenants (default 1).
+	TenantWeights map[string]float64
+
+	// Throughput rates jobs by kind (AnnotationJobKind); nil means Gavel's
+	// table (perfmodel/gavel.Simulation).
+	Throughput perfmodel.ThroughputModel
+	// DefaultThroughput is the rate, on every type, of a job whose rates
+	// are unknown (no annotation, a kind the model does not know); 0
+	// means 1 step/s.
+	DefaultThroughput float64
+
+	// StateNamespace and StateName locate the ConfigMap that keeps the
+	// state across restarts; StateName "" means DefaultStateName and
+	// StateNamespace "" means Namespace, or "default".
+	StateNamespace, StateName string
+	// NoState keeps no state (tests).
+	NoState bool
+
+	// Logger receives what the controller does; nil logs nothing.
+	Logger *slog.Logger
+}
+
+func (c *Config) check() error {
+	switch {
+	case c.Client == nil:
+		return fmt.Errorf("%w: no client", ErrConfig)
+	case c.Policy == nil:
+		return fmt.Errorf("%w: no policy", ErrConfig)
+	case !(c.RoundSeconds >= 0) || c.RoundSeconds > 1e9:
+		return fmt.Errorf("%w: round of %v s (want 0 to 1e9)", ErrConfig, c.RoundSeconds)
+	case !(c.DefaultThroughput >= 0) || math.IsInf(c.DefaultThroughput, 0):
+		return fmt.Errorf("%w: default throughput %v (want a finite number >= 0)", ErrConfig, c.DefaultThroughput)
+	case c.Grace < 0 || c.Interval < 0:
+		return fmt.Errorf("%w: grace %v, interval %v (want >= 0)", ErrConfig, c.Grace, c.Interval)
+	case math.IsNaN(c.MinResetInterval):
+		return fmt.Errorf("%w: min reset interval NaN", ErrConfig)
+	}
+	for k, v := range c.TenantWeights {
+		if !(v > 0) || math.IsInf(v, 0) {
+			return fmt.Errorf("%w: tenant %q weight %v (want a finite number > 0)", ErrConfig, k, v)
+		}
+	}
+	return nil
+}
+
+func (c *Config) roundSeconds() float64 {
+	if c.RoundSeconds > 0 {
+		return c.RoundSeconds
+	}
+	return 360
+}
+
+func (c *Config) defaultRate() float64 {
+	if c.DefaultThroughput > 0 {
+		return c.DefaultThroughput
+	}
+	return 1
+}
+
+func (c *Config) model() perfmodel.ThroughputModel {
+	if c.Throughput != nil {
+		return c.Throughput
+	}
+	return gavel.Simulation()
+}
+
+func (c *Config) stateLocation() (ns, name string) {
+	ns, name = c.StateNamespace, c.StateName
+	if name == "" {
+		name = DefaultStateName
+	}
+	if ns == "" {
+		ns = c.Namespace
+	}
+	if ns == "" {
+		ns = "default"
+	}
+	return ns, name
+}
+
+// Policies lists the names PolicyByName knows.
+func Policies() []string {
+	names := make([]string, 0, len(policies))
+	for n := range policies {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+var policies = map[string]func() allocation.Policy{
+	// Gavel's heterogeneity-aware max-min fairness (section 4.1).
+	"max-min-fairness": func() allocation.Policy { return &allocation.MaxMinFairness{} },
+	// Its heterogeneity-agnostic version (LAS).
+	"las": func() allocation.Policy { return &allocation.MaxMinFairness{Agnostic: true} },
+	// Weighted water-filling (section 4.1, hierarchical policies), jobs
+	// weighted by AnnotationWeight.
+	"water-filling": func() allocation.Policy { return &allocation.WaterFilling{} },
+	// Hierarchical water-filling over tenants (Config.TenantLabel).
+	"hierarchical": func() allocation.Policy { return &allocation.WaterFilling{Hierarchical: true} },
+	// Finish-time fairness (Themis; section 4.1).
+	"finish-time-fairness": func() allocation.Policy { return &allocation.FinishTimeFairness{} },
+	// Minimal makespan (section 4.2).
+	"makespan": func() allocation.Policy { return &allocation.MinMakespan{} },
+	// Total throughput, and throughput per dollar (section 4.2).
+	"max-throughput": func() allocation.Policy { return &allocation.MaxThroughput{} },
+	"cost":           func() allocation.Policy { return &allocation.MaxThroughput{Cost: true} },
+	// First come, first served, heterogeneity-aware (section 4.2).
+	"fifo": func() allocation.Policy { return &allocation.FIFO{Perf: true} },
+}
+
+// PolicyByName returns a new policy by name (Policies lists them); an
+// unknown name is an error wrapping ErrConfig.
+func PolicyByName(name string) (allocation.Policy, error) {
+	f, ok := policies[strings.ToLower(strings.TrimSpace(name))]
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown policy %q (want one of %s)", ErrConfig, name, strings.Join(Policies(), ", "))
+	}
+	return f(), nil
+}
