@@ -73,6 +73,14 @@ type Config struct {
 	// (label key = value, all must match); it is added to every admitted
 	// workload's node affinity. Empty: every node with GPUs.
 	NodeSelector map[string]string
+	// TypeOnly steers an admitted workload to its GPU type only, leaving
+	// the choice of nodes to the kube-scheduler. By default it is also
+	// pinned to the nodes where the core placed it (a node affinity on
+	// metadata.name), so that the core's placement, which keeps a
+	// single-pod job on one node and packs jobs to avoid fragmentation,
+	// is the one the kube-scheduler binds; with TypeOnly a job may find
+	// its type's free GPUs split over nodes and wait.
+	TypeOnly bool
 	// Resource is the extended resource of whole GPUs; "" means
 	// nvidia.com/gpu.
 	Resource corev1.ResourceName

@@ -253,7 +253,7 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 				res.Held = append(res.Held, key)
 				continue
 			default:
-				if err := c.admit(ctx, w, as.Type, now); err != nil {
+				if err := c.admit(ctx, w, as.Type, nodesOf(as), now); err != nil {
 					c.log.Warn("admit", "job", key, "err", err)
 					res.Held = append(res.Held, key)
 					continue
@@ -282,6 +282,18 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// nodesOf lists the nodes of an assignment's devices, sorted.
+func nodesOf(as scheduler.Assignment) []string {
+	var out []string
+	for _, d := range as.Devices {
+		if !slices.Contains(out, d.Server) {
+			out = append(out, d.Server)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // preemptedOn is the type a preempted pod ran on.
@@ -377,7 +389,7 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 }
 
 // admit lets a workload run on type t.
-func (c *Controller) admit(ctx context.Context, w *workload, t topology.GPUType, now float64) error {
+func (c *Controller) admit(ctx context.Context, w *workload, t topology.GPUType, nodes []string, now float64) error {
 	at := strconv.FormatFloat(now, 'f', 3, 64)
 	mark := func(m *metav1.ObjectMeta) {
 		if m.Annotations == nil {
@@ -392,7 +404,7 @@ func (c *Controller) admit(ctx context.Context, w *workload, t topology.GPUType,
 		err := c.updateJob(ctx, w.job, func(j *batchv1.Job) {
 			mark(&j.ObjectMeta)
 			j.Spec.Template.Spec.SchedulingGates = dropGate(j.Spec.Template.Spec.SchedulingGates)
-			c.affinity(&j.Spec.Template.Spec, t)
+			c.affinity(&j.Spec.Template.Spec, t, nodes)
 			j.Spec.Suspend = new(bool)
 		})
 		if err != nil {
@@ -407,7 +419,7 @@ func (c *Controller) admit(ctx context.Context, w *workload, t topology.GPUType,
 				mark(&p.ObjectMeta)
 				if hasGate(p.Spec.SchedulingGates) {
 					p.Spec.SchedulingGates = dropGate(p.Spec.SchedulingGates)
-					c.affinity(&p.Spec, t)
+					c.affinity(&p.Spec, t, nodes)
 				}
 			})
 			if err != nil {

@@ -65,6 +65,9 @@ func TestRoundAdmitsRotatesAndPreempts(t *testing.T) {
 			}
 			require.Equal(t, want, affinityProducts(&p.Spec), k)
 			require.Equal(t, []string{"test"}, selectorValues(&p.Spec, "pool"), k)
+			// Pinned to the node the core placed it on.
+			node := map[topology.GPUType]string{topology.V100: "v1", topology.K80: "k1"}[typ]
+			require.Equal(t, []string{node}, p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values, k)
 		}
 		preemptions += len(res.Preempted)
 		for _, k := range res.Preempted {

@@ -140,12 +140,17 @@ func (c *Controller) types() []topology.GPUType {
 }
 
 // affinity sets the pod spec's required node affinity to the products of
-// type t and the node selector, replacing what an earlier admission set.
-func (c *Controller) affinity(spec *corev1.PodSpec, t topology.GPUType) {
+// type t, the node selector and (unless Config.TypeOnly) the nodes the
+// core placed the job on, replacing what an earlier admission set.
+func (c *Controller) affinity(spec *corev1.PodSpec, t topology.GPUType, nodes []string) {
 	stripAffinity(spec, c.cfg.NodeSelector)
 	reqs := []corev1.NodeSelectorRequirement{{Key: model.LabelProduct, Operator: corev1.NodeSelectorOpIn, Values: slices.Clone(c.products[t])}}
 	for _, k := range slices.Sorted(maps.Keys(c.cfg.NodeSelector)) {
 		reqs = append(reqs, corev1.NodeSelectorRequirement{Key: k, Operator: corev1.NodeSelectorOpIn, Values: []string{c.cfg.NodeSelector[k]}})
+	}
+	var fields []corev1.NodeSelectorRequirement
+	if len(nodes) > 0 && !c.cfg.TypeOnly {
+		fields = []corev1.NodeSelectorRequirement{{Key: nodeNameField, Operator: corev1.NodeSelectorOpIn, Values: nodes}}
 	}
 	if spec.Affinity == nil {
 		spec.Affinity = &corev1.Affinity{}
@@ -160,11 +165,16 @@ func (c *Controller) affinity(spec *corev1.PodSpec, t topology.GPUType) {
 	terms := na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 	for i := range terms {
 		terms[i].MatchExpressions = append(terms[i].MatchExpressions, reqs...)
+		terms[i].MatchFields = append(terms[i].MatchFields, fields...)
 	}
 }
 
+// nodeNameField is the node field that pins a pod to nodes by name.
+const nodeNameField = "metadata.name"
+
 // stripAffinity takes away the requirements an admission added (on the
-// product label, and on the node selector's keys, operator In).
+// product label, on the node selector's keys and on node names, operator
+// In).
 func stripAffinity(spec *corev1.PodSpec, selector map[string]string) {
 	a := spec.Affinity
 	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
@@ -181,6 +191,9 @@ func stripAffinity(spec *corev1.PodSpec, selector map[string]string) {
 	var terms []corev1.NodeSelectorTerm
 	for _, t := range ns.NodeSelectorTerms {
 		t.MatchExpressions = slices.DeleteFunc(slices.Clone(t.MatchExpressions), ours)
+		t.MatchFields = slices.DeleteFunc(slices.Clone(t.MatchFields), func(r corev1.NodeSelectorRequirement) bool {
+			return r.Key == nodeNameField && r.Operator == corev1.NodeSelectorOpIn
+		})
 		if len(t.MatchExpressions) > 0 || len(t.MatchFields) > 0 {
 			terms = append(terms, t)
 		}

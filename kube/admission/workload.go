@@ -215,6 +215,8 @@ func (w *workload) spec(cfg *Config, known []topology.GPUType) (spec scheduler.J
 		return fmt.Errorf("%w: %s %s/%s: %s", ErrMalformed, w.kind, w.ns, w.name, fmt.Sprintf(format, args...))
 	}
 	spec.GPUs = w.gpus
+	// A pod runs on one node; so does a Job of one pod.
+	spec.SingleServer = w.kind == kindPod || w.kind == kindJob && (w.job.Spec.Parallelism == nil || *w.job.Spec.Parallelism == 1)
 	ann := w.ann
 	if w.kind == kindJob {
 		ann = mergedAnnotations(w.job)
