@@ -51,7 +51,7 @@ func (c *Controller) listNodes(ctx context.Context) (map[string]nodeInfo, error)
 			c.log.Warn("node left out: no product label to steer pods to it", "node", n.Name)
 			continue
 		}
-		out[n.Name] = nodeInfo{server: nd.Server, product: product, ready: nd.Ready && n.Spec.Unschedulable == false, unhealthy: nd.Unhealthy}
+		out[n.Name] = nodeInfo{server: nd.Server, product: product, ready: nd.Ready && !n.Spec.Unschedulable, unhealthy: nd.Unhealthy}
 	}
 	return out, nil
 }
