@@ -68,6 +68,7 @@ func TestE2EAdmissionDeploy(t *testing.T) {
 	}
 	const ns = "adm-deploy"
 	must(t, kubetest.EnsureNamespace(ctx, cs, ns), "namespace")
+	t.Cleanup(func() { admDeletePods(cs, ns) })
 	createNodes(ctx, t, cs, []kubetest.GPUNode{
 		{Name: "adm-deploy-v100", Product: kubetest.ProductV100, GPUs: 4, Labels: map[string]string{admPoolLabel: "deploy"}},
 		{Name: "adm-deploy-k80", Product: productK80, GPUs: 4, Labels: map[string]string{admPoolLabel: "deploy"}},

@@ -43,11 +43,13 @@ var admTypes = []struct {
 	product string
 }{{topology.K80, productK80}, {topology.P100, productP100}, {topology.V100, kubetest.ProductV100}}
 
-func admNodes() []kubetest.GPUNode {
+// admNodes makes the six nodes, their names prefixed so that each test
+// has its own.
+func admNodes(prefix string) []kubetest.GPUNode {
 	var nodes []kubetest.GPUNode
 	for _, t := range admTypes {
 		for i := range 2 {
-			nodes = append(nodes, kubetest.GPUNode{Name: fmt.Sprintf("adm-%s-%d", t.typ, i), Product: t.product, GPUs: 4,
+			nodes = append(nodes, kubetest.GPUNode{Name: fmt.Sprintf("%s-%s-%d", prefix, t.typ, i), Product: t.product, GPUs: 4,
 				Labels: map[string]string{admPoolLabel: admPool}})
 		}
 	}
@@ -150,6 +152,7 @@ type admRun struct {
 
 type admOptions struct {
 	ns        string
+	nodes     string // the nodes' prefix
 	policy    allocation.Policy
 	restartAt int // round at which a new controller takes over from the state ConfigMap; -1 never
 	maxRounds int
@@ -178,6 +181,7 @@ func runAdmission(ctx context.Context, t *testing.T, cs kubernetes.Interface, jo
 	}
 	ctl, err := admission.New(ctx, cfg)
 	must(t, err, "controller")
+	t.Cleanup(func() { admDeletePods(cs, o.ns) })
 	run := &admRun{finish: map[string]float64{}, ran: map[string]map[topology.GPUType]int{}}
 	remaining := map[string]float64{}
 	byName := map[string]*admJob{}
@@ -186,7 +190,7 @@ func runAdmission(ctx context.Context, t *testing.T, cs kubernetes.Interface, jo
 		remaining[jobs[i].name] = jobs[i].steps
 	}
 	nodeType := map[string]topology.GPUType{}
-	for _, n := range admNodes() {
+	for _, n := range admNodes(o.nodes) {
 		for _, at := range admTypes {
 			if at.product == n.Product {
 				nodeType[n.Name] = at.typ
@@ -305,6 +309,16 @@ func runAdmission(ctx context.Context, t *testing.T, cs kubernetes.Interface, jo
 	return run
 }
 
+// admDeletePods deletes a namespace's pods at once: no namespace controller
+// runs here, and pods left bound would hold GPUs of nodes of the same name
+// in later tests.
+func admDeletePods(cs kubernetes.Interface, ns string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	zero := int64(0)
+	_ = cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+}
+
 func admSetup(ctx context.Context, t *testing.T, ns string) kubernetes.Interface {
 	t.Helper()
 	c, _ := controlPlane(t)
@@ -348,7 +362,7 @@ func TestE2EAdmissionShares(t *testing.T) {
 	defer cancel()
 	const ns = "adm-shares"
 	cs := admSetup(ctx, t, ns)
-	createNodes(ctx, t, cs, admNodes())
+	createNodes(ctx, t, cs, admNodes("adm-shares"))
 	startStock(t)
 
 	jobs := admWorkload(50, 0, 1)
@@ -368,7 +382,7 @@ func TestE2EAdmissionShares(t *testing.T) {
 	jobs = append(jobs, admJob{name: "bad-00", key: perfmodel.JobKey{Model: "ResNet-18", BatchSize: 32, ScaleFactor: 1}, steps: 1,
 		ann: map[string]string{admission.AnnotationThroughput: "v100=fast"}})
 	rec := &admRecorder{inner: &allocation.MaxMinFairness{}}
-	run := runAdmission(ctx, t, cs, jobs, []string{"bad-00"}, admOptions{ns: ns, policy: rec, restartAt: -1, maxRounds: 20, rates: rates})
+	run := runAdmission(ctx, t, cs, jobs, []string{"bad-00"}, admOptions{ns: ns, nodes: "adm-shares", policy: rec, restartAt: -1, maxRounds: 20, rates: rates})
 	if run.rounds != 20 {
 		t.Fatalf("%d rounds", run.rounds)
 	}
@@ -425,7 +439,7 @@ func TestE2EAdmissionTrace(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
 	cs := c.Client
-	createNodes(ctx, t, cs, admNodes())
+	createNodes(ctx, t, cs, admNodes("adm-trace"))
 	startStock(t)
 	jobs := admWorkload(50, 4, 7)
 	// A malformed job arrives with the others.
@@ -437,7 +451,7 @@ func TestE2EAdmissionTrace(t *testing.T) {
 		restart int
 	}{{"adm-trace", -1}, {"adm-trace-restart", 15}} {
 		must(t, kubetest.EnsureNamespace(ctx, cs, v.ns), "namespace")
-		runs[v.ns] = runAdmission(ctx, t, cs, jobs, []string{"bad-00"}, admOptions{ns: v.ns, policy: &allocation.MaxMinFairness{}, restartAt: v.restart, maxRounds: 600})
+		runs[v.ns] = runAdmission(ctx, t, cs, jobs, []string{"bad-00"}, admOptions{ns: v.ns, nodes: "adm-trace", policy: &allocation.MaxMinFairness{}, restartAt: v.restart, maxRounds: 600})
 		if msg := malformedEvent(ctx, t, cs, v.ns, "bad-00"); msg == "" {
 			t.Errorf("%s: no event on the malformed pod", v.ns)
 		}
