@@ -431,7 +431,7 @@ func (c *Controller) admit(ctx context.Context, w *workload, t topology.GPUType,
 	return nil
 }
 
-// preempt takes a workload's GPUs back: a Job is suspended and gated; a
+// preempt takes a workload's GPUs back: a Job is suspended; a
 // pod is marked with the reason and deleted after the grace (then
 // requeued).
 func (c *Controller) preempt(ctx context.Context, w *workload, reason string) error {
@@ -441,12 +441,12 @@ func (c *Controller) preempt(ctx context.Context, w *workload, reason string) er
 				j.Annotations = map[string]string{}
 			}
 			j.Annotations[AnnotationPreempted] = reason
-			delete(j.Annotations, AnnotationAdmittedType)
 			j.Annotations[AnnotationPreemptions] = strconv.Itoa(atoi(j.Annotations[AnnotationPreemptions]) + 1)
+			// Only spec.suspend: the API server takes no change to the
+			// template of a Job that is not suspended. The job controller
+			// deletes its pods; AnnotationAdmittedType (the last type)
+			// keeps the Job managed.
 			j.Spec.Suspend = ptrTo(true)
-			if !hasGate(j.Spec.Template.Spec.SchedulingGates) {
-				j.Spec.Template.Spec.SchedulingGates = append(j.Spec.Template.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: GateName})
-			}
 		})
 		if err == nil {
 			c.event(ctx, w, corev1.EventTypeNormal, ReasonPreempted, "suspended: "+reason)

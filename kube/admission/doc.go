@@ -22,8 +22,10 @@
 //     (nvidia.com/gpu.product In [...], plus Config.NodeSelector), the
 //     gate removed (for a Job: the gate removed from the template and
 //     spec.suspend cleared);
-//  4. preempts the jobs that lost their lease: a Job is suspended (its
-//     gate put back); a bare pod is annotated with the reason
+//  4. preempts the jobs that lost their lease: a Job is suspended (the
+//     job controller deletes its pods; the API server allows the template
+//     to change again, for the next admission, once the Job is suspended
+//     with no active pod); a bare pod is annotated with the reason
 //     ([AnnotationPreempted]) and deleted after Config.Grace, then created
 //     again, gated, under the same name, so it waits for a later round.
 //     With Config.NoPreemption a job once admitted runs to its end

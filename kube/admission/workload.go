@@ -133,6 +133,8 @@ func (w *workload) inspect(res corev1.ResourceName) {
 	if w.kind == kindJob {
 		j := w.job
 		w.done = jobFinished(j)
+		// Admitted: running (not suspended), its gate gone. A suspended
+		// Job waits, gated or (after a preemption) not.
 		if !hasGate(j.Spec.Template.Spec.SchedulingGates) && (j.Spec.Suspend == nil || !*j.Spec.Suspend) {
 			w.admitted = topology.GPUType(j.Annotations[AnnotationAdmittedType])
 		}
