@@ -63,7 +63,11 @@ const (
 	ReasonDefault   = "GPUSchedDefaultThroughput"
 )
 
-// Config configures a Controller. Client and Policy are required.
+// Config configures a Controller. Client and Policy are required. New
+// copies it, but its maps, Policy and functions are shared with the
+// controller: do not change them while it runs. Reading a Config from
+// several goroutines at once is safe; it is not safe for concurrent
+// writes.
 type Config struct {
 	// Client talks to the API server.
 	Client kubernetes.Interface

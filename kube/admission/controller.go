@@ -57,7 +57,9 @@ type requeued struct {
 
 const stateVersion = 1
 
-// RoundResult says what a round decided and did.
+// RoundResult says what a round decided and did. It belongs to the
+// caller (the controller keeps no reference): safe for concurrent reads,
+// not for concurrent writes.
 type RoundResult struct {
 	// Round numbers the round from 1; Now is its start on the clock.
 	Round int
