@@ -105,6 +105,11 @@ type Rounds struct {
 		// maps the last round's units to their assignments.
 		spare map[int]bool
 		prev  map[unit]Assignment
+		// used and rest are place's per-type workspaces.
+		used []bool
+		rest []chosenUnit
+		// pos is selectUnits' sort order of a queue.
+		pos []int32
 	}
 }
 
@@ -513,9 +518,8 @@ func (r *Rounds) visitOrder(p *Problem) []int {
 
 // chosenUnit is a unit picked to run on a type; place gives it workers.
 type chosenUnit struct {
-	u   unit
-	ids []int
-	sf  int
+	u  unit
+	sf int
 }
 
 // entry is a (unit, type) entry of the priority queues; ma and mb are the
@@ -564,6 +568,44 @@ func entryBefore(a, b *entry, global bool) bool {
 		return a.u.a < b.u.a || (a.u.a == b.u.a && a.u.b < b.u.b)
 	}
 	return a.rank < b.rank
+}
+
+// entryCompare is entryBefore as a three-way comparison (one pass).
+func entryCompare(a, b *entry, global bool) int {
+	if !global && a.rank != b.rank {
+		return cmp.Compare(a.rank, b.rank)
+	}
+	if a.fresh != b.fresh {
+		if a.fresh {
+			return -1
+		}
+		return 1
+	}
+	if !a.fresh && a.lag != b.lag {
+		if a.lag > b.lag {
+			return -1
+		}
+		if b.lag > a.lag {
+			return 1
+		}
+		return 0
+	}
+	if a.x != b.x {
+		if a.x > b.x {
+			return -1
+		}
+		if b.x > a.x {
+			return 1
+		}
+		return 0
+	}
+	if a.u != b.u {
+		if a.u.a != b.u.a {
+			return cmp.Compare(a.u.a, b.u.a)
+		}
+		return cmp.Compare(a.u.b, b.u.b)
+	}
+	return cmp.Compare(a.rank, b.rank)
 }
 
 // entryHeap is a binary heap of entries under entryBefore (heapOf with the
@@ -689,7 +731,7 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 		}
 		free[e.k] -= int(e.sf)
 		left -= int(e.sf)
-		chosen[e.k] = append(chosen[e.k], chosenUnit{e.u, e.u.ids(), int(e.sf)})
+		chosen[e.k] = append(chosen[e.k], chosenUnit{e.u, int(e.sf)})
 	}
 	// take walks a queue in order while GPUs remain (*gpus > 0): by heap
 	// while it may stop early, by a sort of the rest once all that is left
@@ -699,20 +741,22 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 		for i := range h.s {
 			demand += int(h.s[i].sf)
 		}
-		h.init()
+		if demand > *gpus {
+			h.init()
+		}
 		for *gpus > 0 && len(h.s) > 0 {
 			if demand <= *gpus {
-				rest := h.s
-				slices.SortFunc(rest, func(a, b entry) int {
-					switch {
-					case entryBefore(&a, &b, h.global):
-						return -1
-					case entryBefore(&b, &a, h.global):
-						return 1
-					}
-					return 0
-				})
+				// entryBefore is a total order: the sort's result does not
+				// depend on the order it starts from.
+				// Sorted by position (4 bytes moved, not 64).
+				rest, global := h.s, h.global
+				pos := slices.Grow(r.scratch.pos[:0], len(rest))
 				for i := range rest {
+					pos = append(pos, int32(i))
+				}
+				r.scratch.pos = pos
+				slices.SortFunc(pos, func(i, j int32) int { return entryCompare(&rest[i], &rest[j], global) })
+				for _, i := range pos {
 					if *gpus <= 0 {
 						break
 					}
@@ -876,7 +920,7 @@ func (r *Rounds) fillIdle(p *Problem, order []int, busy []bool, free []int, chos
 			}
 			busy[sorted[i].m] = true
 			free[k] -= j.ScaleFactor
-			chosen[k] = append(chosen[k], chosenUnit{unit{j.ID, -1}, []int{j.ID}, j.ScaleFactor})
+			chosen[k] = append(chosen[k], chosenUnit{unit{j.ID, -1}, j.ScaleFactor})
 		}
 	}
 }
@@ -895,20 +939,44 @@ func (r *Rounds) place(p *Problem, round *Round, chosen [][]chosenUnit) {
 			prev[unitOf(as.JobIDs)] = as
 		}
 	}
+	// The round's assignments and their job IDs in one block each.
+	units, nids := 0, 0
+	for _, cs := range chosen {
+		units += len(cs)
+		for _, c := range cs {
+			nids++
+			if c.u.b >= 0 {
+				nids++
+			}
+		}
+	}
+	round.Assignments = slices.Grow(round.Assignments, units)
+	ids := make([]int, 0, nids)
+	idsOf := func(u unit) []int {
+		start := len(ids)
+		ids = append(ids, u.a)
+		if u.b >= 0 {
+			ids = append(ids, u.b)
+		}
+		return ids[start:len(ids):len(ids)]
+	}
 	for k := range p.Types {
-		used := make([]bool, p.Capacity[k])
-		var rest []chosenUnit
+		used := slices.Grow(r.scratch.used[:0], p.Capacity[k])[:p.Capacity[k]]
+		clear(used)
+		r.scratch.used = used
+		rest := r.scratch.rest[:0]
 		for _, c := range chosen[k] {
 			old, ok := prev[c.u]
 			if ok && old.Type == p.Types[k] && len(old.Workers) == c.sf && fits(used, old.Workers) {
 				for _, w := range old.Workers {
 					used[w] = true
 				}
-				round.Assignments = append(round.Assignments, Assignment{JobIDs: c.ids, Type: p.Types[k], TypeIndex: k, Workers: old.Workers, Extended: true})
+				round.Assignments = append(round.Assignments, Assignment{JobIDs: idsOf(c.u), Type: p.Types[k], TypeIndex: k, Workers: old.Workers, Extended: true})
 				continue
 			}
 			rest = append(rest, c)
 		}
+		r.scratch.rest = rest
 		slices.SortStableFunc(rest, func(a, b chosenUnit) int { return cmp.Compare(b.sf, a.sf) })
 		g := 1
 		if k < len(r.GPUsPerServer) && r.GPUsPerServer[k] > 0 {
@@ -922,7 +990,7 @@ func (r *Rounds) place(p *Problem, round *Round, chosen [][]chosenUnit) {
 			} else {
 				ws = takeWorkers(used, c.sf, g)
 			}
-			round.Assignments = append(round.Assignments, Assignment{JobIDs: c.ids, Type: p.Types[k], TypeIndex: k, Workers: ws})
+			round.Assignments = append(round.Assignments, Assignment{JobIDs: idsOf(c.u), Type: p.Types[k], TypeIndex: k, Workers: ws})
 		}
 	}
 }

@@ -336,7 +336,7 @@ func (r *Rounds) gavelSelect(p *Problem, order []int) [][]chosenUnit {
 			busy[u.b] = true
 		}
 		if e.place {
-			chosen[k] = append(chosen[k], chosenUnit{u, u.ids(), sf})
+			chosen[k] = append(chosen[k], chosenUnit{u, sf})
 		}
 	}
 	var lazy *lazyPairs

@@ -96,3 +96,27 @@ func TestTakeFirstMatchesTakeWorkers(t *testing.T) {
 		}
 	}
 }
+
+// entryCompare is entryBefore as a three-way comparison, on random pairs
+// with many ties in every field, per type and globally.
+func TestEntryCompare(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	draw := func() entry {
+		return entry{u: unit{rng.IntN(4), -1 + rng.IntN(2)*(4+rng.IntN(2))}, rank: int32(rng.IntN(3)), fresh: rng.IntN(3) == 0,
+			lag: float64(rng.IntN(3)), x: float64(rng.IntN(3)) / 2}
+	}
+	for trial := range 20000 {
+		global := trial%2 == 0
+		a, b := draw(), draw()
+		want := 0
+		switch {
+		case entryBefore(&a, &b, global):
+			want = -1
+		case entryBefore(&b, &a, global):
+			want = 1
+		}
+		if got := entryCompare(&a, &b, global); got != want {
+			t.Fatalf("trial %d: entryCompare(%+v, %+v, %v) = %d, want %d", trial, a, b, global, got, want)
+		}
+	}
+}
