@@ -737,6 +737,9 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 	// while it may stop early, by a sort of the rest once all that is left
 	// fits (the walk then reaches the end: the same order, at less cost).
 	take := func(h *entryHeap, gpus *int) {
+		// Entries whose jobs run already (on a type visited before) would
+		// be passed over wherever they stood: drop them first.
+		h.s = slices.DeleteFunc(h.s, func(e entry) bool { return busy[e.ma] || (e.mb >= 0 && busy[e.mb]) })
 		demand := 0
 		for i := range h.s {
 			demand += int(h.s[i].sf)
