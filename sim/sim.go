@@ -276,7 +276,8 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 	e.res = &Result{Types: cfg.Types, Capacity: cfg.Capacity, prices: prices(cfg)}
 	order := slices.Clone(jobs)
 	slices.SortStableFunc(order, func(a, b Job) int { return cmp.Or(cmp.Compare(a.Arrival, b.Arrival), cmp.Compare(a.ID, b.ID)) })
-	ids := map[int]bool{}
+	ids := make(map[int]bool, len(order))
+	e.all = make([]*running, 0, len(order))
 	for _, j := range order {
 		if ids[j.ID] {
 			return nil, invalid("job ID %d appears twice", j.ID)
@@ -300,6 +301,10 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 				ErrNoProgress, j.ID, need, e.length, j.Steps, best, limit)
 		}
 		e.all = append(e.all, &running{key: strconv.Itoa(j.ID), rec: &Record{Job: j, Start: -1, Finish: -1, GPUSeconds: make([]float64, len(cfg.Types))}, remaining: j.Steps, tput: tput})
+	}
+	// Every job may finish: its record is appended, not regrown.
+	if len(e.all) > 0 {
+		e.res.Records = make([]Record, 0, len(e.all))
 	}
 	for _, id := range cfg.JobsToComplete {
 		if !ids[id] {
