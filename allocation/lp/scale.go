@@ -126,5 +126,16 @@ func pow2(v float64) float64 {
 	if !(v > 0) || math.IsInf(v, 0) {
 		return 1
 	}
-	return math.Ldexp(1, int(math.Round(math.Log2(v))))
+	// v = frac 2^exp with frac in [0.5, 1): the nearest power is 2^exp
+	// when log2(frac) > -0.5 (frac > 1/sqrt 2), 2^(exp-1) below. Near the
+	// boundary, where rounding decides, the logarithm is taken as before.
+	frac, exp := math.Frexp(v)
+	switch {
+	case frac > 0.7072:
+	case frac < 0.7070:
+		exp--
+	default:
+		return math.Ldexp(1, int(math.Round(math.Log2(v))))
+	}
+	return math.Ldexp(1, exp)
 }
