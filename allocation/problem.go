@@ -102,7 +102,15 @@ func (p *Problem) Validate() error {
 	if !inRange(p.Now, -MaxTime, MaxTime) {
 		return invalid("now is %v, outside [%g, %g] s", p.Now, -MaxTime, MaxTime)
 	}
-	seen := make(map[int]bool, len(p.Jobs))
+	// IDs in increasing order (as the scheduler builds its problems) are
+	// distinct: no set is needed to find a repeated one.
+	var seen map[int]bool
+	for m := 1; m < len(p.Jobs); m++ {
+		if p.Jobs[m].ID <= p.Jobs[m-1].ID {
+			seen = make(map[int]bool, len(p.Jobs))
+			break
+		}
+	}
 	for m := range p.Jobs {
 		if err := p.validateJob(m, seen); err != nil {
 			return err
@@ -146,7 +154,9 @@ func (p *Problem) validateJob(m int, seen map[int]bool) error {
 	case !inRange(j.Deadline, -MaxTime, MaxTime):
 		return invalid("job %d: deadline %v, outside [%g, %g] s", j.ID, j.Deadline, -MaxTime, MaxTime)
 	}
-	seen[j.ID] = true
+	if seen != nil {
+		seen[j.ID] = true
+	}
 	for i, v := range j.Throughput {
 		if v != 0 && !inRange(v, MinRate, MaxRate) {
 			return invalid("job %d: throughput %v on %s, outside [%g, %g] steps/s (0 means it cannot run there)", j.ID, v, p.Types[i], MinRate, MaxRate)

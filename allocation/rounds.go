@@ -108,8 +108,10 @@ type Rounds struct {
 		// used and rest are place's per-type workspaces.
 		used []bool
 		rest []chosenUnit
-		// pos is selectUnits' sort order of a queue.
-		pos []int32
+		// pos is selectUnits' sort order of a queue, chosen its units
+		// per type.
+		pos    []int32
+		chosen [][]chosenUnit
 	}
 }
 
@@ -720,7 +722,16 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 	for _, f := range free {
 		left += f
 	}
-	chosen := make([][]chosenUnit, len(p.Types))
+	// The chosen lists live until place has read them: reused.
+	chosen := r.scratch.chosen
+	if len(chosen) < len(p.Types) {
+		chosen = append(chosen, make([][]chosenUnit, len(p.Types)-len(chosen))...)
+	}
+	chosen = chosen[:len(p.Types)]
+	for k := range chosen {
+		chosen[k] = chosen[k][:0]
+	}
+	r.scratch.chosen = chosen
 	pick := func(e *entry) {
 		if int(e.sf) > free[e.k] || busy[e.ma] || (e.mb >= 0 && busy[e.mb]) {
 			return
