@@ -479,23 +479,8 @@ func (c *crossover) push(j int) error {
 	for p, b := range c.basis {
 		c.x[b] -= d[p] * delta * step
 	}
-	if dl > 0 {
-		c.x[lb] = c.lower(lb)
-	} else {
-		c.x[lb] = c.upper(lb)
-	}
 	c.x[j] += delta * step
-	c.inBase[lb] = -1
-	c.inBase[j] = leave
-	c.basis[leave] = j
-	e := eta{r: leave, dr: d[leave]}
-	for p, v := range d {
-		if p != leave && v != 0 {
-			e.idx = append(e.idx, p)
-			e.vals = append(e.vals, v)
-		}
-	}
-	c.etas = append(c.etas, e)
+	c.exchange(leave, j, d, dl > 0)
 	if len(c.etas) >= refactorEvery {
 		if err := c.refactor(); err != nil {
 			return err
@@ -508,6 +493,30 @@ func (c *crossover) push(j int) error {
 
 // btran overwrites r (indexed by basis position) with B^-T r (indexed by
 // row).
+// exchange makes column enter basic in row leave: the column leaving sits
+// at its lower bound when toLower holds (its upper otherwise), and the
+// basis change d (the entering column in the basis, from ftran) is kept as
+// an eta for later solves.
+func (c *crossover) exchange(leave, enter int, d []float64, toLower bool) {
+	lb := c.basis[leave]
+	if toLower {
+		c.x[lb] = c.lower(lb)
+	} else {
+		c.x[lb] = c.upper(lb)
+	}
+	c.inBase[lb] = -1
+	c.inBase[enter] = leave
+	c.basis[leave] = enter
+	e := eta{r: leave, dr: d[leave]}
+	for p, v := range d {
+		if p != leave && v != 0 {
+			e.idx = append(e.idx, p)
+			e.vals = append(e.vals, v)
+		}
+	}
+	c.etas = append(c.etas, e)
+}
+
 func (c *crossover) btran(r []float64) error {
 	for k := len(c.etas) - 1; k >= 0; k-- {
 		e := &c.etas[k]
@@ -611,23 +620,7 @@ func (c *crossover) cleanup(ctx context.Context) error {
 		if leave < 0 {
 			continue // bound flip
 		}
-		lb := c.basis[leave]
-		if d[leave]*dir > 0 {
-			c.x[lb] = c.lower(lb)
-		} else {
-			c.x[lb] = c.upper(lb)
-		}
-		c.inBase[lb] = -1
-		c.inBase[q] = leave
-		c.basis[leave] = q
-		e := eta{r: leave, dr: d[leave]}
-		for p, v := range d {
-			if p != leave && v != 0 {
-				e.idx = append(e.idx, p)
-				e.vals = append(e.vals, v)
-			}
-		}
-		c.etas = append(c.etas, e)
+		c.exchange(leave, q, d, d[leave]*dir > 0)
 		if len(c.etas) >= refactorEvery {
 			if err := c.refactor(); err != nil {
 				return err
