@@ -443,13 +443,8 @@ func (c *crossover) push(j int) error {
 			if math.Abs(d[p]) <= crossPivotTol*size {
 				continue
 			}
-			var ratio float64
-			switch {
-			case dp > 0 && !math.IsInf(c.lower(b), -1):
-				ratio = (c.x[b] - c.lower(b)) / dp
-			case dp < 0 && !math.IsInf(c.upper(b), 1):
-				ratio = (c.x[b] - c.upper(b)) / dp
-			default:
+			ratio, ok := c.ratio(b, dp)
+			if !ok {
 				continue
 			}
 			if ratio <= theta && math.Abs(d[p]) > best {
@@ -493,6 +488,19 @@ func (c *crossover) push(j int) error {
 
 // btran overwrites r (indexed by basis position) with B^-T r (indexed by
 // row).
+// ratio is how far basic variable b may move at rate dp (per unit of the
+// entering column's step) before it meets the bound it moves towards; ok
+// is false when that bound is infinite or dp is zero.
+func (c *crossover) ratio(b int, dp float64) (ratio float64, ok bool) {
+	switch {
+	case dp > 0 && !math.IsInf(c.lower(b), -1):
+		return (c.x[b] - c.lower(b)) / dp, true
+	case dp < 0 && !math.IsInf(c.upper(b), 1):
+		return (c.x[b] - c.upper(b)) / dp, true
+	}
+	return 0, false
+}
+
 // exchange makes column enter basic in row leave: the column leaving sits
 // at its lower bound when toLower holds (its upper otherwise), and the
 // basis change d (the entering column in the basis, from ftran) is kept as
@@ -596,13 +604,8 @@ func (c *crossover) cleanup(ctx context.Context) error {
 			if math.Abs(d[p]) <= crossPivotTol*size {
 				continue
 			}
-			var ratio float64
-			switch {
-			case dp > 0 && !math.IsInf(c.lower(b), -1):
-				ratio = (c.x[b] - c.lower(b)) / dp
-			case dp < 0 && !math.IsInf(c.upper(b), 1):
-				ratio = (c.x[b] - c.upper(b)) / dp
-			default:
+			ratio, ok := c.ratio(b, dp)
+			if !ok {
 				continue
 			}
 			ratio = max(ratio, 0)
