@@ -23,34 +23,57 @@ import (
 
 	"github.com/gpusched/gpusched/allocation/lp"
 	"github.com/gpusched/gpusched/allocation/lp/lptest"
+	"github.com/gpusched/gpusched/internal/cli"
 )
 
-func main() {
-	dir := flag.String("dir", "allocation/lp/testdata/netlib", "directory of the netlib problems and optima.csv")
-	pattern := flag.String("run", "", "solve only the problems whose names match this regular expression")
-	useCLP := flag.Bool("clp", haveCLP, "also solve with CLP (needs -tags clp)")
-	clpAlg := flag.String("clp-algorithm", "dual", "CLP's method: dual, primal, auto (with CLP's presolve) or barrier")
-	repeat := flag.Int("repeat", 1, "solve each problem this many times and report the fastest")
-	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
-	crossover := flag.Bool("crossover", false, "ask InteriorPoint for a vertex (crossover) and count the vertices")
-	flag.Parse()
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
+// maxRepeat caps -repeat: each repeat solves every chosen problem again.
+const maxRepeat = 100
+
+func main() { os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// realMain runs the command on args and returns its exit status: 2 for a
+// bad command line (one line naming the flag), 1 for a failed run.
+func realMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("netlib", flag.ContinueOnError)
+	dir := fs.String("dir", "allocation/lp/testdata/netlib", "directory of the netlib problems and optima.csv")
+	pattern := fs.String("run", "", "solve only the problems whose names match this regular expression")
+	useCLP := fs.Bool("clp", haveCLP, "also solve with CLP (needs -tags clp)")
+	clpAlg := fs.String("clp-algorithm", "dual", "CLP's method: dual, primal, auto (with CLP's presolve) or barrier")
+	repeat := fs.Int("repeat", 1, fmt.Sprintf("solve each problem this many times (1 to %d) and report the fastest", maxRepeat))
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	crossover := fs.Bool("crossover", false, "ask InteriorPoint for a vertex (crossover) and count the vertices")
+	return cli.Main(fs, args, stderr, func(context.Context) error {
+		var c cli.Checks
+		c.Int("repeat", *repeat, 1, maxRepeat)
+		c.OneOf("clp-algorithm", *clpAlg, "dual", "primal", "auto", "barrier")
+		if _, err := regexp.Compile(*pattern); err != nil {
+			c.Fail("run", *pattern, "a regular expression (%v)", err)
 		}
+		if *cpuProfile != "" {
+			c.OutputFile("cpuprofile", *cpuProfile)
+		}
+		if err := c.Err(); err != nil {
+			return err
+		}
+		o := options{dir: *dir, pattern: *pattern, clp: *useCLP, clpAlgorithm: *clpAlg, repeat: *repeat, crossover: *crossover}
+		if *cpuProfile == "" {
+			return run(stdout, o)
+		}
+		f, err := cli.Create(*cpuProfile)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "netlib:", err)
-			os.Exit(1)
+			return err
 		}
-		defer pprof.StopCPUProfile()
-	}
-	opts := options{dir: *dir, pattern: *pattern, clp: *useCLP, clpAlgorithm: *clpAlg, repeat: max(*repeat, 1), crossover: *crossover}
-	if err := run(os.Stdout, opts); err != nil {
+		defer func() { _ = f.Close() }()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		err = run(stdout, o)
 		pprof.StopCPUProfile()
-		fmt.Fprintln(os.Stderr, "netlib:", err)
-		os.Exit(1)
-	}
+		if err != nil {
+			return err
+		}
+		return f.Commit()
+	})
 }
 
 type options struct {
