@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 
+	"github.com/gpusched/gpusched/cluster"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/placement"
 	"github.com/gpusched/gpusched/topology"
@@ -36,7 +38,9 @@ type Job struct {
 // call: it is not safe for concurrent use.
 type State struct {
 	Now int
-	// Free[s][i] tells whether GPU i of server s is idle.
+	// Free[s][i] tells whether GPU i of server s is idle: free in the live
+	// cluster.State the executor runs on (healthy, held by nobody). It is
+	// that state's read-only FreeMasks view.
 	Free [][]bool
 	// FreeCount[s] is the number of idle GPUs of server s, and TotalFree
 	// their sum.
@@ -200,17 +204,53 @@ func (e *Executor) Estimates(c *topology.Cluster, jobs []Job) ([]float64, error)
 	return est, nil
 }
 
-// Run executes the jobs in the order given. est may be nil (Estimates is
-// called); else it holds one estimate per job, finite and in [0, MaxSlot].
-// A run whose next event lies beyond slot MaxSlot stops with an error
-// wrapping ErrNoProgress; a cancelled ctx stops it with ctx's error.
+// Run executes the jobs in the order given on a cluster of idle GPUs: it
+// is RunOn over a fresh [cluster.State] of c, which the run alone uses
+// (c must validate; otherwise the error wraps ErrInvalidSetting and the
+// topology error). est may be nil (Estimates is called); else it holds one
+// estimate per job, finite and in [0, MaxSlot]. A run whose next event
+// lies beyond slot MaxSlot stops with an error wrapping ErrNoProgress; a
+// cancelled ctx stops it with ctx's error.
 func (e *Executor) Run(ctx context.Context, c *topology.Cluster, jobs []Job, est []float64) (*Schedule, error) {
+	live, err := cluster.New(c)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidSetting, err)
+	}
+	return e.RunOn(ctx, live, jobs, est)
+}
+
+// HolderKey is the holder key under which RunOn binds job id's GPUs in the
+// live cluster state: "ring/" and the id in decimal.
+func HolderKey(id int) string { return "ring/" + strconv.Itoa(id) }
+
+// RunOn executes the jobs on the live cluster state: the GPUs free in live
+// (healthy and held by nobody) when a job is offered are the idle GPUs its
+// Placer sees in State.Free (a read-only view of live.FreeMasks), a job
+// that starts is bound in live under HolderKey(ID) and released when it
+// finishes, and GPUs that other holders hold or that are failed stay out
+// of every ring. The run owns live while it runs: nothing else may read or
+// change it meanwhile (cluster.State is not safe for concurrent use), and
+// its servers must not come or go. On return, with or without an error,
+// every holder the run bound is released, so live is as it was.
+//
+// A job's holder key must be held by nobody when the run starts (an error
+// wrapping ErrInvalidSetting otherwise). Jobs are validated against every
+// GPU of live's topology, failed or held or not; a job that can never fit
+// on the GPUs left to it ends the run with ErrUnplaceable once the
+// cluster idles. Errors are as for Run; a bind refused by live (a Placer
+// that named a GPU the view showed busy) wraps ErrBadPlacement and the
+// cluster error.
+func (e *Executor) RunOn(ctx context.Context, live *cluster.State, jobs []Job, est []float64) (*Schedule, error) {
+	if live == nil {
+		panic("ring: RunOn with a nil cluster state")
+	}
 	if e.Placer == nil {
 		return nil, fmt.Errorf("%w: no placer", ErrInvalidSetting)
 	}
 	if e.Horizon > MaxSlot {
 		return nil, fmt.Errorf("%w: horizon %d beyond MaxSlot (%d)", ErrInvalidSetting, e.Horizon, MaxSlot)
 	}
+	c := live.Topology()
 	if est == nil {
 		var err error
 		if est, err = e.Estimates(c, jobs); err != nil {
@@ -229,18 +269,35 @@ func (e *Executor) Run(ctx context.Context, c *topology.Cluster, jobs []Job, est
 			}
 		}
 	}
-	ns := len(c.Servers)
-	st := &State{Free: make([][]bool, ns), FreeCount: make([]int, ns), Load: make([][]float64, ns), LoadSum: make([]float64, ns), Hosts: make([]int, ns), Spanning: make([]int, ns)}
-	for s := range c.Servers {
-		n := len(c.Servers[s].GPUs)
-		st.Free[s] = make([]bool, n)
-		for i := range st.Free[s] {
-			st.Free[s][i] = true
+	keys := make([]string, len(jobs))
+	for i := range jobs {
+		keys[i] = HolderKey(jobs[i].ID)
+		if live.Held(keys[i]) != nil {
+			return nil, fmt.Errorf("%w: job %d's holder %q already holds GPUs in the cluster state", ErrInvalidSetting, jobs[i].ID, keys[i])
 		}
-		st.FreeCount[s] = n
-		st.TotalFree += n
-		st.Load[s] = make([]float64, n)
 	}
+	ns := live.NumServers()
+	st := &State{Free: live.FreeMasks(), FreeCount: make([]int, ns), Load: make([][]float64, ns), LoadSum: make([]float64, ns), Hosts: make([]int, ns), Spanning: make([]int, ns)}
+	for s := range ns {
+		st.FreeCount[s] = live.ServerFree(s)
+		st.TotalFree += st.FreeCount[s]
+		st.Load[s] = make([]float64, len(st.Free[s]))
+	}
+	var running []*ringRun
+	defer func() {
+		// Leave live as it was found: release what is still bound (only
+		// after an error does anything remain).
+		for _, r := range running {
+			live.Release(keys[r.job])
+		}
+	}()
+	return e.run(ctx, live, st, keys, jobs, est, &running)
+}
+
+// run is RunOn's loop, from event to event; running is kept by the caller
+// so that it can release what an error leaves bound.
+func (e *Executor) run(ctx context.Context, live *cluster.State, st *State, keys []string, jobs []Job, est []float64, runningp *[]*ringRun) (*Schedule, error) {
+	c := live.Topology()
 	// Jobs by arrival (stable: the given order among equal arrivals).
 	order := make([]int, len(jobs))
 	for i := range order {
@@ -249,7 +306,8 @@ func (e *Executor) Run(ctx context.Context, c *topology.Cluster, jobs []Job, est
 	slices.SortStableFunc(order, func(a, b int) int { return jobs[a].Arrival - jobs[b].Arrival })
 	out := &Schedule{Jobs: make([]Outcome, len(jobs))}
 	var queue []int // indices of arrived, waiting jobs, in the given order
-	var running []*ringRun
+	running := *runningp
+	defer func() { *runningp = running }()
 	next := 0 // next arrival in order
 	t := 0
 	done := 0
@@ -273,17 +331,12 @@ func (e *Executor) Run(ctx context.Context, c *topology.Cluster, jobs []Job, est
 			out.Jobs[r.job].Finish = t
 			done++
 			changed = true
+			live.Release(keys[r.job])
 			for _, sh := range r.servers {
-				st.FreeCount[sh.Server] += sh.GPUs
-				st.TotalFree += sh.GPUs
+				st.resync(live, sh.Server)
 				st.Hosts[sh.Server]--
 				if r.spans {
 					st.Spanning[sh.Server]--
-				}
-			}
-			for srv, gpus := range out.Jobs[r.job].GPUs {
-				for _, g := range gpus {
-					st.Free[srv][g] = true
 				}
 			}
 		}
@@ -320,7 +373,7 @@ func (e *Executor) Run(ctx context.Context, c *topology.Cluster, jobs []Job, est
 				blocked = e.Strict
 				continue
 			}
-			r, err := e.start(st, set, j, ji, est[ji])
+			r, err := e.start(live, st, set, j, ji, keys[ji], est[ji])
 			if err != nil {
 				return nil, err
 			}
@@ -388,7 +441,7 @@ func speedOf(running []*ringRun, ji int) float64 {
 }
 
 // start checks a placement and takes its GPUs.
-func (e *Executor) start(st *State, set placement.GPUSet, j *Job, ji int, est float64) (*ringRun, error) {
+func (e *Executor) start(live *cluster.State, st *State, set placement.GPUSet, j *Job, ji int, key string, est float64) (*ringRun, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: job %d: %s", ErrBadPlacement, j.ID, fmt.Sprintf(format, args...))
 	}
@@ -411,22 +464,37 @@ func (e *Executor) start(st *State, set placement.GPUSet, j *Job, ji int, est fl
 	}
 	slices.SortFunc(r.servers, func(a, b perfmodel.ServerShare) int { return a.Server - b.Server })
 	r.spans = len(r.servers) > 1
+	refs := make([]cluster.GPURef, 0, j.GPUs)
+	for _, sh := range r.servers {
+		for _, g := range set[sh.Server] {
+			refs = append(refs, cluster.GPURef{Server: sh.Server, GPU: g})
+		}
+	}
+	if err := live.Bind(key, refs); err != nil {
+		return nil, fmt.Errorf("%w: job %d: %w", ErrBadPlacement, j.ID, err)
+	}
 	for srv, gpus := range set {
 		for _, g := range gpus {
-			st.Free[srv][g] = false
 			st.Load[srv][g] += est
 		}
 		st.LoadSum[srv] += est * float64(len(gpus))
 	}
 	for _, sh := range r.servers {
-		st.FreeCount[sh.Server] -= sh.GPUs
-		st.TotalFree -= sh.GPUs
+		st.resync(live, sh.Server)
 		st.Hosts[sh.Server]++
 		if r.spans {
 			st.Spanning[sh.Server]++
 		}
 	}
 	return r, nil
+}
+
+// resync reads server s's idle GPUs from the live state after a bind or a
+// release on it.
+func (st *State) resync(live *cluster.State, s int) {
+	n := live.ServerFree(s)
+	st.TotalFree += n - st.FreeCount[s]
+	st.FreeCount[s] = n
 }
 
 // speeds recomputes every running job's speed from the contention of eq. 6.

@@ -1,0 +1,139 @@
+package ring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/gpusched/gpusched/cluster"
+	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/topology"
+	"github.com/stretchr/testify/require"
+)
+
+// The executor on the live cluster state gives, schedule for schedule, what
+// its private model of the cluster gave (runPrivate, the code before the
+// change) for every placer, strict or not, with arrivals and finite caps:
+// the published SJF-BCO reproductions rest on this.
+func TestRunOnMatchesPrivateModel(t *testing.T) {
+	for seed := range seeds(6) {
+		c, jobs := randomInstance(t, seed, 7, 50)
+		for i := range jobs {
+			jobs[i].Arrival = int(seed*31+uint64(i)*17) % 40
+		}
+		placers := map[string]func() Placer{
+			"first-fit":       func() Placer { return FirstFit{} },
+			"first-fit-whole": func() Placer { return FirstFit{WholeServer: true} },
+			"list":            func() Placer { return &ListScheduling{} },
+			"random":          func() Placer { return NewRandom(seed) },
+			"fa-ffp":          func() Placer { return &FAFFP{Theta: math.Inf(1)} },
+			"fa-ffp-theta":    func() Placer { return &FAFFP{Theta: 4000} },
+			"fa-ffp-packed":   func() Placer { return &FAFFP{Theta: 4000, Reading: PackedServers} },
+			"lbsgf":           func() Placer { return &LBSGF{Theta: math.Inf(1)} },
+			"lbsgf-2":         func() Placer { return &LBSGF{Theta: 4000, Lambda: 2} },
+		}
+		for name, p := range placers {
+			for _, strict := range []bool{true, false} {
+				label := fmt.Sprintf("seed %d %s strict %v", seed, name, strict)
+				a := Executor{Model: paperModel, Placer: p(), Strict: strict}
+				want, errWant := a.runPrivate(context.Background(), c, jobs, nil)
+				b := Executor{Model: paperModel, Placer: p(), Strict: strict}
+				got, errGot := b.Run(context.Background(), c, jobs, nil)
+				if errWant != nil {
+					require.Error(t, errGot, label)
+					require.Equal(t, errWant.Error(), errGot.Error(), label)
+					continue
+				}
+				require.NoError(t, errGot, label)
+				require.Equal(t, want, got, label)
+			}
+		}
+	}
+}
+
+// liveCluster is a 3 x 4 cluster state in which "other" holds server 0's
+// GPUs 0 and 1 and server 2's GPU 3 is failed.
+func liveCluster(t *testing.T) (*cluster.State, *topology.Cluster) {
+	t.Helper()
+	c := servers(t, 4, 4, 4)
+	live, err := cluster.New(c)
+	require.NoError(t, err)
+	require.NoError(t, live.Bind("other", []cluster.GPURef{{Server: 0, GPU: 0}, {Server: 0, GPU: 1}}))
+	_, err = live.Fail(cluster.GPURef{Server: 2, GPU: 3})
+	require.NoError(t, err)
+	return live, c
+}
+
+// On a shared live state the rings use only the GPUs that are free there
+// (9 of 12), bind their holders while they run, and leave the state as
+// they found it.
+func TestRunOnSharedState(t *testing.T) {
+	live, _ := liveCluster(t)
+	jobs := []Job{{ID: 1, GPUs: 4, Iterations: 50}, {ID: 2, GPUs: 3, Iterations: 80}, {ID: 3, GPUs: 2, Iterations: 30}, {ID: 4, GPUs: 9, Iterations: 10}}
+	seen := false
+	probe := placerFunc(func(c *topology.Cluster, st *State, j *Job, est float64) (placement.GPUSet, error) {
+		if j.ID == 3 {
+			// Jobs 1 and 2 run now, bound in the live state.
+			require.Len(t, live.Held(HolderKey(1)), 4)
+			require.Len(t, live.Held(HolderKey(2)), 3)
+			require.Equal(t, st.TotalFree, live.Free(topology.V100))
+			seen = true
+		}
+		return FirstFit{}.Place(c, st, j, est)
+	})
+	s, err := (&Executor{Model: paperModel, Placer: probe, Strict: true}).RunOn(context.Background(), live, jobs, nil)
+	require.NoError(t, err)
+	require.True(t, seen)
+	for _, o := range s.Jobs {
+		for srv, gpus := range o.GPUs {
+			for _, g := range gpus {
+				require.False(t, srv == 0 && g < 2, "job %d on other's GPU %d/%d", o.ID, srv, g)
+				require.False(t, srv == 2 && g == 3, "job %d on the failed GPU", o.ID)
+			}
+		}
+	}
+	// Job 4 needs every free GPU: it starts only once the others are done.
+	require.Equal(t, max(s.Jobs[0].Finish, s.Jobs[1].Finish, s.Jobs[2].Finish), s.Jobs[3].Start)
+	require.NoError(t, live.Check())
+	require.Equal(t, []string{"other"}, live.Holders())
+	require.Equal(t, 9, live.Free(topology.V100))
+}
+
+type placerFunc func(c *topology.Cluster, st *State, j *Job, est float64) (placement.GPUSet, error)
+
+func (f placerFunc) Place(c *topology.Cluster, st *State, j *Job, est float64) (placement.GPUSet, error) {
+	return f(c, st, j, est)
+}
+
+// Errors: a job too big for what is left ends with ErrUnplaceable, a
+// holder key in use with ErrInvalidSetting, a placer error mid-run leaves
+// nothing bound, and a topology that does not validate is refused.
+func TestRunOnErrors(t *testing.T) {
+	ctx := context.Background()
+	live, _ := liveCluster(t)
+	_, err := (&Executor{Model: paperModel, Placer: FirstFit{}}).RunOn(ctx, live, []Job{{ID: 1, GPUs: 10, Iterations: 5}}, nil)
+	require.ErrorIs(t, err, ErrUnplaceable)
+
+	require.NoError(t, live.Bind(HolderKey(7), []cluster.GPURef{{Server: 1, GPU: 0}}))
+	_, err = (&Executor{Model: paperModel, Placer: FirstFit{}}).RunOn(ctx, live, []Job{{ID: 7, GPUs: 1, Iterations: 5}}, nil)
+	require.ErrorIs(t, err, ErrInvalidSetting)
+	live.Release(HolderKey(7))
+
+	boom := errors.New("boom")
+	fail := placerFunc(func(c *topology.Cluster, st *State, j *Job, est float64) (placement.GPUSet, error) {
+		if j.ID == 3 {
+			return nil, boom
+		}
+		return FirstFit{}.Place(c, st, j, est)
+	})
+	jobs := []Job{{ID: 1, GPUs: 2, Iterations: 50}, {ID: 2, GPUs: 2, Iterations: 50}, {ID: 3, GPUs: 1, Iterations: 5, Arrival: 3}}
+	_, err = (&Executor{Model: paperModel, Placer: fail}).RunOn(ctx, live, jobs, nil)
+	require.ErrorIs(t, err, boom)
+	require.NoError(t, live.Check())
+	require.Equal(t, []string{"other"}, live.Holders())
+
+	_, err = (&Executor{Model: paperModel, Placer: FirstFit{}}).Run(ctx, &topology.Cluster{Servers: []topology.Server{{ID: "x"}}}, nil, nil)
+	require.ErrorIs(t, err, ErrInvalidSetting)
+}
