@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/gpusched/gpusched/cluster"
+	"github.com/gpusched/gpusched/topology"
 )
 
 // Part is a share of a job's workers on one server. It is a plain value,
@@ -25,6 +28,11 @@ type Part struct {
 // server's ID is not reused. It holds at most MaxServers servers at once,
 // of at most MaxGPUsPerServer GPUs.
 //
+// NewCluster keeps the servers to itself; NewClusterOn runs the same
+// decisions on the live cluster state of package cluster, where every job
+// holds its GPUs, loans add servers and reclaims remove them, and GPUs
+// that others hold or that failed are not free.
+//
 // A Cluster is not safe for concurrent use: every method, even a query,
 // must be called from one goroutine at a time (an orchestrator that loans
 // from one goroutine and places from another must lock around the calls).
@@ -34,6 +42,12 @@ type Cluster struct {
 	jobs          map[int]*placed
 	pack          bool
 	live          []int // IDs of the servers held now, increasing
+
+	// state is the live cluster state the cluster runs on (see
+	// NewClusterOn), nil for a private cluster; the rest mirror it.
+	state *cluster.State
+	gen   uint64          // state's Generation when the counts last matched it
+	shape topology.Server // the shape of a server Loan adds to state
 }
 
 // SetPacking switches between Lyra's server groups (off, the default) and
@@ -47,9 +61,16 @@ type server struct {
 	loaned, active bool
 	free           int
 	base, flex     int // GPUs held by base and by flexible workers
+	// other counts the GPUs that are neither free nor held by the jobs of
+	// this cluster: held by others or failed in the live state (always 0
+	// on a private cluster).
+	other int
+	// id is the server's id in the live state ("" on a private cluster).
+	id string
 }
 
 type placed struct {
+	id            int // the job's ID
 	gpusPerWorker int
 	elastic       bool
 	parts         []Part
@@ -74,11 +95,21 @@ func NewCluster(trainingServers, gpusPerServer int) (*Cluster, error) {
 func (c *Cluster) GPUsPerServer() int { return c.gpusPerServer }
 
 // Loan adds n servers lent by the inference cluster and returns their IDs.
-// The cluster may hold at most MaxServers servers at once: a loan beyond
+// On a cluster on a live state (NewClusterOn) they are added to the state
+// too, shaped like the first training server, with ids "elastic-loan-"
+// and the cluster ID (see LoanServers to add servers of your own). The
+// cluster may hold at most MaxServers servers at once: a loan beyond
 // is an error wrapping ErrInvalid and changes nothing.
 func (c *Cluster) Loan(n int) ([]int, error) {
 	if n < 0 || n > MaxServers-len(c.live) {
 		return nil, fmt.Errorf("%w: loan %d servers to a cluster of %d (at most %d at once)", ErrInvalid, n, len(c.live), MaxServers)
+	}
+	if c.state != nil {
+		servers := make([]topology.Server, n)
+		for i := range servers {
+			servers[i] = c.loanShape(len(c.servers) + i)
+		}
+		return c.LoanServers(servers)
 	}
 	ids := make([]int, n)
 	for i := range ids {
@@ -187,13 +218,33 @@ func (c *Cluster) Release(job int) {
 	if p == nil {
 		return
 	}
+	if c.state != nil {
+		c.state.Release(HolderKey(job))
+	}
 	for _, x := range p.parts {
-		c.take(x, p.gpusPerWorker, -1)
+		c.count(x, p.gpusPerWorker, -1)
 	}
 	delete(c.jobs, job)
+	c.synced()
 }
 
-func (c *Cluster) take(x Part, gpw, sign int) {
+// take gives p the GPUs of part x (sign 1) or takes them back (sign -1),
+// in the counts and, on a live cluster, in the state (binding the lowest
+// free GPUs of the server, or releasing the job's last bound there). The
+// counts mirror the state, so the state refuses nothing unless it changed
+// behind the cluster's back (ErrInconsistent).
+func (c *Cluster) take(p *placed, x Part, sign int) error {
+	if c.state != nil {
+		if err := c.takeLive(p, x, sign); err != nil {
+			return err
+		}
+	}
+	c.count(x, p.gpusPerWorker, sign)
+	return nil
+}
+
+// count changes the server's counts for part x.
+func (c *Cluster) count(x Part, gpw, sign int) {
 	s := &c.servers[x.Server]
 	g := sign * x.Workers * gpw
 	s.free -= g
@@ -225,7 +276,14 @@ func (c *Cluster) Place(j *Job, workers int) (int, error) {
 	if c.jobs[j.ID] != nil {
 		return 0, fmt.Errorf("%w: job %d is placed already", ErrInvalid, j.ID)
 	}
-	p := &placed{gpusPerWorker: j.GPUsPerWorker, elastic: j.Elastic()}
+	if err := c.sync(); err != nil {
+		return 0, err
+	}
+	if c.state != nil && c.state.Held(HolderKey(j.ID)) != nil {
+		return 0, fmt.Errorf("%w: job %d's holder %q already holds GPUs in the cluster state", ErrInvalid, j.ID, HolderKey(j.ID))
+	}
+	defer c.synced()
+	p := &placed{id: j.ID, gpusPerWorker: j.GPUsPerWorker, elastic: j.Elastic()}
 	if c.pack {
 		// All workers together on the fewest servers; the first
 		// MinWorkers are the base.
@@ -248,22 +306,27 @@ func (c *Cluster) Place(j *Job, workers int) (int, error) {
 				p.parts = append(p.parts, Part{Server: x.Server, Workers: x.Workers - b, Flexible: true})
 			}
 		}
-		for _, x := range p.parts {
-			c.take(x, p.gpusPerWorker, 1)
-		}
 		c.jobs[j.ID] = p
+		for _, x := range p.parts {
+			if err := c.take(p, x, 1); err != nil {
+				return 0, err
+			}
+		}
 		return n, nil
 	}
 	base := c.plan(p, j.MinWorkers, false)
 	if base == nil {
 		return 0, fmt.Errorf("%w: job %d's %d base workers of %d GPUs", ErrUnplaceable, j.ID, j.MinWorkers, j.GPUsPerWorker)
 	}
-	for _, x := range base {
-		c.take(x, p.gpusPerWorker, 1)
-	}
-	p.parts = base
 	c.jobs[j.ID] = p
-	return j.MinWorkers + c.grow(p, workers-j.MinWorkers), nil
+	for _, x := range base {
+		if err := c.take(p, x, 1); err != nil {
+			return 0, err
+		}
+		p.parts = append(p.parts, x)
+	}
+	n, err := c.grow(p, workers-j.MinWorkers)
+	return j.MinWorkers + n, err
 }
 
 // Resize changes a placed job's workers, keeping the workers it has:
@@ -284,6 +347,10 @@ func (c *Cluster) Resize(j *Job, workers int) (int, error) {
 	if workers < j.MinWorkers || workers > j.MaxWorkers {
 		return 0, fmt.Errorf("%w: job %d with %d workers outside %d to %d", ErrInvalid, j.ID, workers, j.MinWorkers, j.MaxWorkers)
 	}
+	if err := c.sync(); err != nil {
+		return 0, err
+	}
+	defer c.synced()
 	have := c.Workers(j.ID)
 	if workers > have && c.pack {
 		old := p.parts
@@ -295,19 +362,25 @@ func (c *Cluster) Resize(j *Job, workers int) (int, error) {
 		if err == nil {
 			c.Release(j.ID) // no more workers than before: stay put
 		}
-		// Put it back where it was; those GPUs are still free.
-		p.parts = old
-		for _, x := range old {
-			c.take(x, p.gpusPerWorker, 1)
-		}
+		// Put it back where it was; those GPUs are still free (on a live
+		// cluster, the same number on each server, not always the same
+		// GPUs).
+		p.parts = nil
 		c.jobs[j.ID] = p
+		for _, x := range old {
+			if err := c.take(p, x, 1); err != nil {
+				return 0, err
+			}
+			p.parts = append(p.parts, x)
+		}
 		if err != nil && !errors.Is(err, ErrUnplaceable) {
 			return have, err
 		}
 		return have, nil
 	}
 	if workers > have {
-		return have + c.grow(p, workers-have), nil
+		n, err := c.grow(p, workers-have)
+		return have + n, err
 	}
 	drop := have - workers
 	// Flexible parts, loaned servers first, then the later parts first.
@@ -330,7 +403,9 @@ func (c *Cluster) Resize(j *Job, workers int) (int, error) {
 			break
 		}
 		k := min(drop, p.parts[i].Workers)
-		c.take(Part{Server: p.parts[i].Server, Workers: k, Flexible: true}, p.gpusPerWorker, -1)
+		if err := c.take(p, Part{Server: p.parts[i].Server, Workers: k, Flexible: true}, -1); err != nil {
+			return 0, err
+		}
 		p.parts[i].Workers -= k
 		drop -= k
 	}
@@ -338,14 +413,16 @@ func (c *Cluster) Resize(j *Job, workers int) (int, error) {
 	return c.Workers(j.ID), nil
 }
 
-func (c *Cluster) grow(p *placed, extra int) int {
+func (c *Cluster) grow(p *placed, extra int) (int, error) {
 	if extra <= 0 {
-		return 0
+		return 0, nil
 	}
 	parts := c.plan(p, extra, true)
 	n := 0
 	for _, x := range parts {
-		c.take(x, p.gpusPerWorker, 1)
+		if err := c.take(p, x, 1); err != nil {
+			return n, err
+		}
 		n += x.Workers
 		merged := false
 		for i := range p.parts {
@@ -359,7 +436,7 @@ func (c *Cluster) grow(p *placed, extra int) int {
 			p.parts = append(p.parts, x)
 		}
 	}
-	return n
+	return n, nil
 }
 
 // plan chooses servers for k workers of p without changing the cluster.
@@ -446,6 +523,10 @@ func (c *Cluster) Reclaim(n int) (*ReclaimResult, error) {
 	if n < 0 || n > len(ids) {
 		return nil, fmt.Errorf("%w: reclaim %d of %d loaned servers", ErrInvalid, n, len(ids))
 	}
+	if err := c.sync(); err != nil {
+		return nil, err
+	}
+	defer c.synced()
 	view := make([][]Worker, len(ids))
 	for _, id := range c.Jobs() {
 		p := c.jobs[id]
@@ -483,15 +564,22 @@ func (c *Cluster) Reclaim(n int) (*ReclaimResult, error) {
 		p := c.jobs[id]
 		for _, x := range p.parts {
 			if back[x.Server] {
-				c.take(x, p.gpusPerWorker, -1)
+				if err := c.take(p, x, -1); err != nil {
+					return nil, err
+				}
 			}
 		}
 		p.parts = slices.DeleteFunc(p.parts, func(x Part) bool { return back[x.Server] })
 	}
-	for id := range back {
+	for _, id := range r.Servers {
 		s := &c.servers[id]
-		if s.free != c.gpusPerServer {
-			return nil, fmt.Errorf("%w: server %d still holds %d GPUs of work after reclaiming", ErrInconsistent, id, c.gpusPerServer-s.free)
+		if s.base+s.flex != 0 {
+			return nil, fmt.Errorf("%w: server %d still holds %d GPUs of work after reclaiming", ErrInconsistent, id, s.base+s.flex)
+		}
+		if c.state != nil {
+			if _, err := c.state.RemoveServer(s.id); err != nil {
+				return nil, fmt.Errorf("%w: returning server %d (%q): %w", ErrInconsistent, id, s.id, err)
+			}
 		}
 		s.active = false
 	}
@@ -518,9 +606,12 @@ func (c *Cluster) Check() error {
 		}
 	}
 	for i, s := range c.servers {
-		if s.base != base[i] || s.flex != flex[i] || s.free != c.gpusPerServer-base[i]-flex[i] || s.free < 0 {
-			return fmt.Errorf("%w: server %d counts free %d base %d flex %d, jobs hold base %d flex %d of %d", ErrInconsistent, i, s.free, s.base, s.flex, base[i], flex[i], c.gpusPerServer)
+		if s.base != base[i] || s.flex != flex[i] || s.free != c.gpusPerServer-base[i]-flex[i]-s.other || s.free < 0 || s.other < 0 {
+			return fmt.Errorf("%w: server %d counts free %d base %d flex %d other %d, jobs hold base %d flex %d of %d", ErrInconsistent, i, s.free, s.base, s.flex, s.other, base[i], flex[i], c.gpusPerServer)
 		}
+	}
+	if c.state != nil {
+		return c.checkLive()
 	}
 	return nil
 }

@@ -13,8 +13,10 @@ import (
 // base on a loaned server and its flexible workers on the other loaned
 // one; reclaiming one server then scales the elastic job in without a
 // preemption, and reclaiming the second preempts it.
-func TestClusterGroupsAndReclaim(t *testing.T) {
-	c, err := NewCluster(2, 8)
+func TestClusterGroupsAndReclaim(t *testing.T) { bothModes(t, testClusterGroupsAndReclaim) }
+
+func testClusterGroupsAndReclaim(t *testing.T, mk maker) {
+	c, err := mk(2, 8)
 	require.NoError(t, err)
 	loaned, err := c.Loan(2)
 	require.NoError(t, err)
@@ -64,8 +66,10 @@ func TestClusterGroupsAndReclaim(t *testing.T) {
 
 // Resize keeps what a job has: growing adds flexible workers, shrinking
 // removes flexible workers on loaned servers first.
-func TestClusterResize(t *testing.T) {
-	c, _ := NewCluster(1, 4)
+func TestClusterResize(t *testing.T) { bothModes(t, testClusterResize) }
+
+func testClusterResize(t *testing.T, mk maker) {
+	c, _ := mk(1, 4)
 	_, _ = c.Loan(1)
 	j := &Job{ID: 7, MinWorkers: 2, MaxWorkers: 8, GPUsPerWorker: 1, Work: 1, Curve: Linear{1}}
 	_, err := c.Place(j, 2)
@@ -89,10 +93,12 @@ func TestClusterResize(t *testing.T) {
 
 // Random operations never break the counts, never exceed a server, and a
 // reclaim of n loaned servers always frees exactly n (or says why not).
-func TestClusterRandomOperations(t *testing.T) {
+func TestClusterRandomOperations(t *testing.T) { bothModes(t, testClusterRandomOperations) }
+
+func testClusterRandomOperations(t *testing.T, mk maker) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for trial := 0; trial < 50; trial++ {
-		c, _ := NewCluster(1+rng.IntN(4), 8)
+		c, _ := mk(1+rng.IntN(4), 8)
 		c.SetPacking(trial%2 == 1)
 		jobs := map[int]*Job{}
 		for step := 0; step < 200; step++ {
@@ -152,8 +158,10 @@ func TestClusterRandomOperations(t *testing.T) {
 
 // Packing for jobs that slow down across servers: a growing job is placed
 // afresh on the fewest servers, a shrinking one leaves its smallest parts.
-func TestClusterPacking(t *testing.T) {
-	c, _ := NewCluster(2, 4)
+func TestClusterPacking(t *testing.T) { bothModes(t, testClusterPacking) }
+
+func testClusterPacking(t *testing.T, mk maker) {
+	c, _ := mk(2, 4)
 	c.SetPacking(true)
 	a := &Job{ID: 1, MinWorkers: 1, MaxWorkers: 8, GPUsPerWorker: 1, Work: 1, Curve: Linear{1}}
 	b := &Job{ID: 2, MinWorkers: 1, MaxWorkers: 4, GPUsPerWorker: 1, Work: 1, Curve: Linear{1}}
@@ -189,8 +197,10 @@ func TestClusterPacking(t *testing.T) {
 	require.NoError(t, c.Check())
 }
 
-func TestClusterSpan(t *testing.T) {
-	c, _ := NewCluster(1, 4)
+func TestClusterSpan(t *testing.T) { bothModes(t, testClusterSpan) }
+
+func testClusterSpan(t *testing.T, mk maker) {
+	c, _ := mk(1, 4)
 	_, _ = c.Loan(1)
 	j := &Job{ID: 1, MinWorkers: 1, MaxWorkers: 6, GPUsPerWorker: 1, Work: 1, Curve: Linear{1}}
 	_, err := c.Place(j, 6)

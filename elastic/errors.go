@@ -14,7 +14,8 @@ var (
 	ErrUnplaceable = errors.New("elastic: cannot place")
 	// ErrInconsistent reports a cluster whose counts disagree with its
 	// jobs' placements (a bug, found by Check or by Reclaim before it
-	// changes anything).
+	// changes anything), or, on a live state, a state changed behind the
+	// cluster's back (its holders released, its servers removed).
 	ErrInconsistent = errors.New("elastic: inconsistent cluster state")
 	// ErrFitFailed says a model could not be fitted to the samples given.
 	ErrFitFailed = errors.New("elastic: fit failed")

@@ -1,0 +1,239 @@
+package elastic
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/gpusched/gpusched/cluster"
+	"github.com/gpusched/gpusched/topology"
+)
+
+// HolderKey is the holder key under which a Cluster on a live state binds
+// a job's GPUs there: "elastic/" and the job's ID in decimal.
+func HolderKey(job int) string { return "elastic/" + strconv.Itoa(job) }
+
+// NewClusterOn returns a training cluster that runs on the live cluster
+// state: its training servers are the servers of live named by training
+// (at least one, every one with the same number of GPUs, 1 to
+// MaxGPUsPerServer), every worker it places holds its GPUs in live under
+// HolderKey(job ID), servers it loans are added to live and servers it
+// reclaims removed from it. It decides exactly as NewCluster's private
+// cluster of the same servers does (the same IDs, by position in
+// training, and the same placements), over the GPUs that are free in live:
+// GPUs held by other holders or failed there are not free to it.
+//
+// Other holders may bind, release, fail and recover GPUs of live between
+// the cluster's calls (each call reads what changed, in O(servers) when
+// anything did); they must not release the cluster's holders or remove
+// its servers (its next call then returns an error wrapping
+// ErrInconsistent). A GPU held by one of its jobs that fails stays with
+// the job, as live keeps it. The cluster and live are one piece of state
+// for concurrency: neither is safe for concurrent use, and a caller that
+// shares live serialises every call to both.
+func NewClusterOn(live *cluster.State, training []string) (*Cluster, error) {
+	if live == nil {
+		panic("elastic: NewClusterOn with a nil cluster state")
+	}
+	if len(training) < 1 || len(training) > MaxServers {
+		return nil, fmt.Errorf("%w: %d training servers, want 1 to %d", ErrInvalid, len(training), MaxServers)
+	}
+	c := &Cluster{jobs: map[int]*placed{}, state: live}
+	for i, id := range training {
+		pos, ok := live.ServerIndex(id)
+		if !ok {
+			return nil, fmt.Errorf("%w: training server %q is not in the cluster state", ErrInvalid, id)
+		}
+		if slices.Contains(training[:i], id) {
+			return nil, fmt.Errorf("%w: training server %q named twice", ErrInvalid, id)
+		}
+		n := live.Server(pos).NumGPUs()
+		if i == 0 {
+			if n < 1 || n > MaxGPUsPerServer {
+				return nil, fmt.Errorf("%w: training server %q has %d GPUs, want 1 to %d", ErrInvalid, id, n, MaxGPUsPerServer)
+			}
+			c.gpusPerServer = n
+			c.shape = *live.Server(pos)
+		} else if n != c.gpusPerServer {
+			return nil, fmt.Errorf("%w: training server %q has %d GPUs, server %q %d: servers must be of one size", ErrInvalid, id, n, training[0], c.gpusPerServer)
+		}
+		free := live.ServerFree(pos)
+		c.servers = append(c.servers, server{active: true, free: free, other: n - free, id: id})
+		c.live = append(c.live, i)
+	}
+	c.synced()
+	return c, nil
+}
+
+// State returns the live cluster state the cluster runs on, nil for a
+// private cluster.
+func (c *Cluster) State() *cluster.State { return c.state }
+
+// ServerID returns the id in the live state of the server with the given
+// cluster ID ("" for a private cluster or an unknown ID).
+func (c *Cluster) ServerID(server int) string {
+	if server < 0 || server >= len(c.servers) {
+		return ""
+	}
+	return c.servers[server].id
+}
+
+// loanShape is the server Loan adds as cluster ID id: the first training
+// server's GPUs and links, without its UUIDs, PCI addresses or labels.
+func (c *Cluster) loanShape(id int) topology.Server {
+	s := topology.Server{ID: "elastic-loan-" + strconv.Itoa(id), NICGbps: c.shape.NICGbps, Links: c.shape.Links, Bandwidth: c.shape.Bandwidth}
+	s.GPUs = make([]topology.GPU, len(c.shape.GPUs))
+	for i, g := range c.shape.GPUs {
+		s.GPUs[i] = topology.GPU{Index: g.Index, Type: g.Type, MemoryMiB: g.MemoryMiB, NUMANode: g.NUMANode, MIG: g.MIG}
+	}
+	return s
+}
+
+// LoanServers adds servers lent by the inference cluster, all or none, and
+// returns their cluster IDs. Each must have GPUsPerServer GPUs; on a
+// cluster on a live state each is added to the state (so it must validate
+// there, with an id and GPU UUIDs new to it), on a private cluster only its
+// size matters. Errors wrap ErrInvalid (and the cluster package's error,
+// if the state refused a server) and change nothing.
+func (c *Cluster) LoanServers(servers []topology.Server) ([]int, error) {
+	if len(servers) > MaxServers-len(c.live) {
+		return nil, fmt.Errorf("%w: loan %d servers to a cluster of %d (at most %d at once)", ErrInvalid, len(servers), len(c.live), MaxServers)
+	}
+	for i := range servers {
+		if n := servers[i].NumGPUs(); n != c.gpusPerServer {
+			return nil, fmt.Errorf("%w: loaned server %q has %d GPUs, the cluster's have %d", ErrInvalid, servers[i].ID, n, c.gpusPerServer)
+		}
+	}
+	if err := c.sync(); err != nil {
+		return nil, err
+	}
+	if c.state != nil {
+		for i := range servers {
+			if _, err := c.state.AddServer(servers[i]); err != nil {
+				for _, s := range servers[:i] {
+					_, _ = c.state.RemoveServer(s.ID) // added just now, held by nobody
+				}
+				return nil, fmt.Errorf("%w: loaned server %q: %w", ErrInvalid, servers[i].ID, err)
+			}
+		}
+	}
+	ids := make([]int, len(servers))
+	for i := range ids {
+		ids[i] = len(c.servers)
+		c.live = append(c.live, len(c.servers))
+		sv := server{loaned: true, active: true, free: c.gpusPerServer}
+		if c.state != nil {
+			sv.id = servers[i].ID
+		}
+		c.servers = append(c.servers, sv)
+	}
+	c.synced()
+	return ids, nil
+}
+
+// synced records that the counts match the live state as it is now.
+func (c *Cluster) synced() {
+	if c.state != nil {
+		c.gen = c.state.Generation()
+	}
+}
+
+// sync reads the free GPUs of every server held now from the live state if
+// anything changed there since the cluster last looked: GPUs neither free
+// nor held by the cluster's jobs are others'. A server gone from the state,
+// or fewer GPUs than the jobs hold there, is ErrInconsistent.
+func (c *Cluster) sync() error {
+	if c.state == nil || c.state.Generation() == c.gen {
+		return nil
+	}
+	for _, id := range c.live {
+		s := &c.servers[id]
+		pos, ok := c.state.ServerIndex(s.id)
+		if !ok {
+			return fmt.Errorf("%w: server %d (%q) left the cluster state behind the cluster's back", ErrInconsistent, id, s.id)
+		}
+		free := c.state.ServerFree(pos)
+		other := c.gpusPerServer - free - s.base - s.flex
+		if other < 0 {
+			return fmt.Errorf("%w: server %d (%q) has %d GPUs free in the cluster state and jobs hold %d of its %d", ErrInconsistent, id, s.id, free, s.base+s.flex, c.gpusPerServer)
+		}
+		s.free, s.other = free, other
+	}
+	c.synced()
+	return nil
+}
+
+// takeLive binds (sign 1) or releases (sign -1) the GPUs of part x for job
+// p in the live state.
+func (c *Cluster) takeLive(p *placed, x Part, sign int) error {
+	s := &c.servers[x.Server]
+	pos, ok := c.state.ServerIndex(s.id)
+	if !ok {
+		return fmt.Errorf("%w: server %d (%q) is not in the cluster state", ErrInconsistent, x.Server, s.id)
+	}
+	want := x.Workers * p.gpusPerWorker
+	key := HolderKey(p.id)
+	refs := make([]cluster.GPURef, 0, want)
+	if sign > 0 {
+		for i, free := range c.state.FreeMask(pos) {
+			if len(refs) == want {
+				break
+			}
+			if free {
+				refs = append(refs, cluster.GPURef{Server: pos, GPU: i})
+			}
+		}
+	} else {
+		held := c.state.Held(key)
+		for i := len(held) - 1; i >= 0 && len(refs) < want; i-- {
+			if held[i].Server == pos {
+				refs = append(refs, held[i])
+			}
+		}
+	}
+	if len(refs) < want {
+		return fmt.Errorf("%w: job %d needs %d GPUs of server %d (%q) %s, the cluster state has %d", ErrInconsistent, p.id, want, x.Server, s.id, map[bool]string{true: "free", false: "held"}[sign > 0], len(refs))
+	}
+	var err error
+	if sign > 0 {
+		err = c.state.Bind(key, refs)
+	} else {
+		err = c.state.ReleaseGPUs(key, refs)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: job %d on server %d: %w", ErrInconsistent, p.id, x.Server, err)
+	}
+	return nil
+}
+
+// checkLive verifies that every job holds in the live state exactly the
+// GPUs its parts count, server by server, and that the state's own
+// invariants hold.
+func (c *Cluster) checkLive() error {
+	if err := c.state.Check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInconsistent, err)
+	}
+	for id, p := range c.jobs {
+		want := map[int]int{}
+		for _, x := range p.parts {
+			pos, ok := c.state.ServerIndex(c.servers[x.Server].id)
+			if !ok {
+				return fmt.Errorf("%w: job %d has workers on server %d (%q), which the cluster state lacks", ErrInconsistent, id, x.Server, c.servers[x.Server].id)
+			}
+			want[pos] += x.Workers * p.gpusPerWorker
+		}
+		got := map[int]int{}
+		for _, r := range c.state.Held(HolderKey(id)) {
+			got[r.Server]++
+		}
+		for pos, n := range want {
+			if got[pos] != n {
+				return fmt.Errorf("%w: job %d holds %d GPUs of server %q in the cluster state, its workers %d", ErrInconsistent, id, got[pos], c.state.Server(pos).ID, n)
+			}
+		}
+		if len(got) != len(want) {
+			return fmt.Errorf("%w: job %d holds GPUs in the cluster state on %d servers, its workers are on %d", ErrInconsistent, id, len(got), len(want))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,199 @@
+package elastic
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gpusched/gpusched/cluster"
+	"github.com/gpusched/gpusched/topology"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// maker builds a training cluster of n servers of g GPUs, as NewCluster.
+type maker func(n, g int) (*Cluster, error)
+
+// onLive builds the cluster on a fresh live state of n servers of g GPUs.
+func onLive(n, g int) (*Cluster, error) {
+	topo, err := topology.Homogeneous(n, topology.ServerTemplate{Type: topology.V100, GPUs: g})
+	if err != nil {
+		return nil, err
+	}
+	live, err := cluster.New(topo)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = topo.Servers[i].ID
+	}
+	return NewClusterOn(live, ids)
+}
+
+// bothModes runs a cluster test on the private model and on the live state:
+// the cluster decides the same way on both.
+func bothModes(t *testing.T, test func(*testing.T, maker)) {
+	t.Run("private", func(t *testing.T) { test(t, NewCluster) })
+	t.Run("live", func(t *testing.T) { test(t, onLive) })
+}
+
+// The same random operations on a private cluster and on one over a live
+// state give the same placements, counts, reclaims and errors at every
+// step, and the live state holds exactly the GPUs the jobs' parts count.
+func TestClusterOnLiveMatchesPrivate(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for trial := range 40 {
+		n := 1 + rng.IntN(4)
+		a, err := NewCluster(n, 8)
+		require.NoError(t, err)
+		b, err := onLive(n, 8)
+		require.NoError(t, err)
+		a.SetPacking(trial%2 == 1)
+		b.SetPacking(trial%2 == 1)
+		jobs := map[int]*Job{}
+		for step := range 150 {
+			where := fmt.Sprintf("trial %d step %d", trial, step)
+			switch op := rng.IntN(6); op {
+			case 0:
+				k := rng.IntN(3)
+				ia, ea := a.Loan(k)
+				ib, eb := b.Loan(k)
+				require.Equal(t, ea, eb, where)
+				require.Equal(t, ia, ib, where)
+			case 1, 2:
+				wMin := 1 + rng.IntN(4)
+				j := &Job{ID: step, MinWorkers: wMin, MaxWorkers: wMin + rng.IntN(6), GPUsPerWorker: 1 + rng.IntN(4), Work: 1, Curve: Linear{1}}
+				w := j.MinWorkers + rng.IntN(j.MaxWorkers-j.MinWorkers+1)
+				na, ea := a.Place(j, w)
+				nb, eb := b.Place(j, w)
+				require.Equal(t, ea, eb, where)
+				require.Equal(t, na, nb, where)
+				if ea == nil {
+					jobs[j.ID] = j
+				}
+			case 3:
+				for id, j := range jobs {
+					w := j.MinWorkers + rng.IntN(j.MaxWorkers-j.MinWorkers+1)
+					na, ea := a.Resize(j, w)
+					nb, eb := b.Resize(j, w)
+					require.Equal(t, ea, eb, where)
+					require.Equal(t, na, nb, "%s: resize job %d", where, id)
+					break
+				}
+			case 4:
+				for id := range jobs {
+					a.Release(id)
+					b.Release(id)
+					delete(jobs, id)
+					break
+				}
+			case 5:
+				k := rng.IntN(a.Loaned() + 2)
+				ra, ea := a.Reclaim(k)
+				rb, eb := b.Reclaim(k)
+				require.Equal(t, ea, eb, where)
+				require.Equal(t, ra, rb, where)
+			}
+			require.Equal(t, a.Jobs(), b.Jobs(), where)
+			for _, id := range a.Jobs() {
+				require.Equal(t, a.Parts(id), b.Parts(id), "%s: job %d", where, id)
+			}
+			ta, fa := a.GPUs()
+			tb, fb := b.GPUs()
+			require.Equal(t, [2]int{ta, fa}, [2]int{tb, fb}, where)
+			require.NoError(t, b.Check(), where)
+			// The live state has exactly the servers held now, and its
+			// free GPUs are the cluster's.
+			require.Equal(t, len(b.live), b.State().NumServers(), where)
+			require.Equal(t, fb, b.State().Free(topology.V100), where)
+		}
+	}
+}
+
+// On a shared live state, GPUs held by others or failed are not free to
+// the cluster: it places around them, sees them come back, and never
+// touches them.
+func TestClusterOnSharedState(t *testing.T) {
+	topo, err := topology.Homogeneous(2, topology.ServerTemplate{Type: topology.V100, GPUs: 4})
+	require.NoError(t, err)
+	live, err := cluster.New(topo)
+	require.NoError(t, err)
+	c, err := NewClusterOn(live, []string{topo.Servers[0].ID, topo.Servers[1].ID})
+	require.NoError(t, err)
+	require.NoError(t, live.Bind("inference", []cluster.GPURef{{Server: 0, GPU: 0}, {Server: 0, GPU: 1}, {Server: 0, GPU: 2}}))
+	_, err = live.Fail(cluster.GPURef{Server: 1, GPU: 3})
+	require.NoError(t, err)
+
+	j := &Job{ID: 1, MinWorkers: 2, MaxWorkers: 8, GPUsPerWorker: 1, Work: 1, Curve: Linear{1}}
+	n, err := c.Place(j, 8)
+	require.NoError(t, err)
+	assert.Equal(t, 4, n, "1 free on server 0, 3 on server 1")
+	assert.ElementsMatch(t, []Part{{Server: 1, Workers: 2}, {Server: 1, Workers: 1, Flexible: true}, {Server: 0, Workers: 1, Flexible: true}}, c.Parts(1))
+	require.NoError(t, c.Check())
+	for _, r := range live.Held(HolderKey(1)) {
+		assert.NotEqual(t, "inference", live.Holder(r))
+		assert.False(t, live.Failed(r))
+	}
+	total, free := c.GPUs()
+	assert.Equal(t, [2]int{8, 0}, [2]int{total, free})
+
+	// Inference lets go and the GPU recovers: the job grows into them.
+	live.Release("inference")
+	require.NoError(t, live.Recover(cluster.GPURef{Server: 1, GPU: 3}))
+	n, err = c.Resize(j, 8)
+	require.NoError(t, err)
+	assert.Equal(t, 8, n)
+	require.NoError(t, c.Check())
+	assert.Equal(t, 0, live.Free(topology.V100))
+
+	c.Release(1)
+	assert.Equal(t, 8, live.Free(topology.V100))
+	assert.Equal(t, 0, live.NumHolders())
+	require.NoError(t, c.Check())
+}
+
+// Bad input and a live state changed behind the cluster's back give typed
+// errors.
+func TestClusterOnErrors(t *testing.T) {
+	topo, err := topology.Homogeneous(2, topology.ServerTemplate{Type: topology.V100, GPUs: 4})
+	require.NoError(t, err)
+	other, err := topology.Homogeneous(1, topology.ServerTemplate{Type: topology.A100, GPUs: 8})
+	require.NoError(t, err)
+	topo.Servers = append(topo.Servers, other.Servers...)
+	live, err := cluster.New(topo)
+	require.NoError(t, err)
+	ids := []string{topo.Servers[0].ID, topo.Servers[1].ID}
+
+	for name, training := range map[string][]string{
+		"none": nil, "unknown": {"nope"}, "twice": {ids[0], ids[0]}, "sizes": {ids[0], topo.Servers[2].ID},
+	} {
+		_, err := NewClusterOn(live, training)
+		require.ErrorIs(t, err, ErrInvalid, name)
+	}
+	c, err := NewClusterOn(live, ids)
+	require.NoError(t, err)
+	// A loaned server of the wrong size, or one the state already has.
+	_, err = c.LoanServers([]topology.Server{topo.Servers[2]})
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = c.LoanServers([]topology.Server{c.loanShape(9), topo.Servers[0]})
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorIs(t, err, cluster.ErrDuplicateServer)
+	assert.Equal(t, 3, live.NumServers(), "nothing added")
+	// A holder key in use.
+	require.NoError(t, live.Bind(HolderKey(5), []cluster.GPURef{{Server: 2, GPU: 0}}))
+	_, err = c.Place(&Job{ID: 5, MinWorkers: 1, MaxWorkers: 1, GPUsPerWorker: 1, Work: 1, Curve: Linear{1}}, 1)
+	require.ErrorIs(t, err, ErrInvalid)
+	// Someone releases the cluster's GPUs, or removes its server.
+	j := &Job{ID: 6, MinWorkers: 2, MaxWorkers: 2, GPUsPerWorker: 1, Work: 1, Curve: Linear{1}}
+	_, err = c.Place(j, 2)
+	require.NoError(t, err)
+	live.Release(HolderKey(6))
+	require.ErrorIs(t, c.Check(), ErrInconsistent)
+	_, err = c.Resize(j, 2)
+	require.ErrorIs(t, err, ErrInconsistent)
+	_, err = live.RemoveServer(ids[1])
+	require.NoError(t, err)
+	_, err = c.Loan(1)
+	require.ErrorIs(t, err, ErrInconsistent)
+}
