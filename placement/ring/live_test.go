@@ -137,3 +137,41 @@ func TestRunOnErrors(t *testing.T) {
 	_, err = (&Executor{Model: paperModel, Placer: FirstFit{}}).Run(ctx, &topology.Cluster{Servers: []topology.Server{{ID: "x"}}}, nil, nil)
 	require.ErrorIs(t, err, ErrInvalidSetting)
 }
+
+// SJF-BCO on a live state: on a fresh one it finds Schedule's schedule; on
+// a shared one its rings avoid others' and failed GPUs, and it only reads
+// the state (its generation does not move).
+func TestSJFBCOScheduleOn(t *testing.T) {
+	ctx := context.Background()
+	for seed := range seeds(3) {
+		c, jobs := randomInstance(t, seed, 6, 40)
+		want, err := SJFBCO{Model: paperModel}.Schedule(ctx, c, jobs)
+		require.NoError(t, err)
+		live, err := cluster.New(c)
+		require.NoError(t, err)
+		got, err := SJFBCO{Model: paperModel}.ScheduleOn(ctx, live, jobs)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "seed %d", seed)
+	}
+
+	live, c := liveCluster(t)
+	gen := live.Generation()
+	jobs := []Job{{ID: 1, GPUs: 4, Iterations: 50}, {ID: 2, GPUs: 3, Iterations: 80}, {ID: 3, GPUs: 2, Iterations: 30}, {ID: 4, GPUs: 9, Iterations: 10}}
+	for _, seq := range []bool{true, false} {
+		r, err := SJFBCO{Model: paperModel, Sequential: seq}.ScheduleOn(ctx, live, jobs)
+		require.NoError(t, err)
+		checkSchedule(t, "sjf-bco on live", c, paperModel, jobs, r.Schedule)
+		for _, o := range r.Jobs {
+			for srv, gpus := range o.GPUs {
+				for _, g := range gpus {
+					require.False(t, srv == 0 && g < 2, "job %d on other's GPU %d/%d", o.ID, srv, g)
+					require.False(t, srv == 2 && g == 3, "job %d on the failed GPU", o.ID)
+				}
+			}
+		}
+	}
+	require.Equal(t, gen, live.Generation())
+	require.NoError(t, live.Bind(HolderKey(3), []cluster.GPURef{{Server: 1, GPU: 0}}))
+	_, err := SJFBCO{Model: paperModel}.ScheduleOn(ctx, live, jobs)
+	require.ErrorIs(t, err, ErrInvalidSetting)
+}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/gpusched/gpusched/cluster"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/topology"
 )
@@ -75,6 +76,58 @@ type SJFBCOResult struct {
 // horizon beyond MaxSlot, an unknown reading) give an error wrapping
 // ErrInvalidSetting; a cancelled ctx stops the search with its error.
 func (b SJFBCO) Schedule(ctx context.Context, c *topology.Cluster, jobs []Job) (*SJFBCOResult, error) {
+	return b.schedule(ctx, c, nil, jobs)
+}
+
+// ScheduleOn is Schedule on the live cluster state: every execution runs
+// (Executor.RunOn) on a replica of live as it is now, so the GPUs that
+// other holders hold or that are failed there stay out of every ring. It
+// only reads live, binds nothing there and changes nothing, so it returns
+// a plan; the caller owns live and must not change it during the call
+// (reads may go on). Jobs are validated against every GPU of live's
+// topology; holder keys of the jobs (HolderKey) that live already uses
+// give an error wrapping ErrInvalidSetting.
+func (b SJFBCO) ScheduleOn(ctx context.Context, live *cluster.State, jobs []Job) (*SJFBCOResult, error) {
+	if live == nil {
+		panic("ring: ScheduleOn with a nil cluster state")
+	}
+	for i := range jobs {
+		if k := HolderKey(jobs[i].ID); live.Held(k) != nil {
+			return nil, fmt.Errorf("%w: job %d's holder %q already holds GPUs in the cluster state", ErrInvalidSetting, jobs[i].ID, k)
+		}
+	}
+	return b.schedule(ctx, live.Topology(), live, jobs)
+}
+
+// replica returns a state of live's topology with the same holders and
+// failed GPUs, for one execution of its own. It only reads live.
+func replica(live *cluster.State) (*cluster.State, error) {
+	r, err := cluster.New(live.Topology())
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range live.Holders() {
+		if err := r.Bind(h, live.Held(h)); err != nil {
+			return nil, err
+		}
+	}
+	var failed []cluster.GPURef
+	for s := range live.NumServers() {
+		for i := range live.Server(s).GPUs {
+			if g := (cluster.GPURef{Server: s, GPU: i}); live.Failed(g) {
+				failed = append(failed, g)
+			}
+		}
+	}
+	if _, err := r.Fail(failed...); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// schedule is Schedule, its executions on replicas of live when live is
+// not nil (c is then live's topology).
+func (b SJFBCO) schedule(ctx context.Context, c *topology.Cluster, live *cluster.State, jobs []Job) (*SJFBCOResult, error) {
 	switch {
 	case b.Lambda != 0 && !(b.Lambda >= 1):
 		return nil, fmt.Errorf("%w: lambda %v, want >= 1 (0 means 1)", ErrInvalidSetting, b.Lambda)
@@ -129,7 +182,16 @@ func (b SJFBCO) Schedule(ctx context.Context, c *topology.Cluster, jobs []Job) (
 				small: FAFFP{Theta: float64(theta), Reading: b.Reading},
 				large: LBSGF{Theta: float64(theta), Lambda: b.Lambda},
 			}}
-			res[k], errs[k] = ex.Run(ctx, c, sorted, sest)
+			if live == nil {
+				res[k], errs[k] = ex.Run(ctx, c, sorted, sest)
+				return
+			}
+			r, err := replica(live)
+			if err != nil {
+				errs[k] = fmt.Errorf("%w: copying the cluster state: %w", ErrInvalidSetting, err)
+				return
+			}
+			res[k], errs[k] = ex.RunOn(ctx, r, sorted, sest)
 		}
 		if b.Sequential || len(kappas) == 1 {
 			for k := range kappas {
