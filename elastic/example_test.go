@@ -3,6 +3,7 @@ package elastic_test
 import (
 	"fmt"
 
+	"github.com/gpusched/gpusched/cluster"
 	"github.com/gpusched/gpusched/elastic"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
@@ -69,4 +70,46 @@ func ExampleCluster() {
 	}
 	fmt.Println("returned", r.Servers, "preempted", r.Preempted, "scaled in", r.ScaledIn, "workers left", c.Workers(7))
 	// Output: returned [2] preempted [] scaled in [7] workers left 4
+}
+
+// Lyra's cluster on the live cluster state the other packages share:
+// inference holds three GPUs of the training server. The elastic job's
+// base and first flexible workers fill the loaned server (Lyra's server
+// groups), the rest take four of the five GPUs inference left; all twelve
+// are held in the state under the job's holder key. Reclaiming the loaned
+// server preempts the job (its base was there) and removes the server
+// from the state.
+func ExampleNewClusterOn() {
+	topo, err := topology.Homogeneous(1, topology.ServerTemplate{Type: topology.A100, GPUs: 8})
+	if err != nil {
+		panic(err)
+	}
+	live, err := cluster.New(topo)
+	if err != nil {
+		panic(err)
+	}
+	if err := live.Bind("inference/pod-1", []cluster.GPURef{{Server: 0, GPU: 0}, {Server: 0, GPU: 1}, {Server: 0, GPU: 2}}); err != nil {
+		panic(err)
+	}
+	c, err := elastic.NewClusterOn(live, []string{topo.Servers[0].ID})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := c.Loan(1); err != nil {
+		panic(err)
+	}
+	job := &elastic.Job{ID: 7, MinWorkers: 2, MaxWorkers: 12, GPUsPerWorker: 1, Work: 1, Curve: elastic.Linear{PerWorker: 1}}
+	n, err := c.Place(job, 12)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("workers", n, "GPUs held in the state", len(live.Held(elastic.HolderKey(7))), "servers", live.NumServers(), "free", live.Free(topology.A100))
+	r, err := c.Reclaim(1)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("returned", r.Servers, "preempted", r.Preempted, "workers left", c.Workers(7), "servers", live.NumServers(), "free", live.Free(topology.A100))
+	// Output:
+	// workers 12 GPUs held in the state 12 servers 2 free 1
+	// returned [1] preempted [7] workers left 0 servers 1 free 5
 }

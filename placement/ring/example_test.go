@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/gpusched/gpusched/cluster"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/placement/ring"
 	"github.com/gpusched/gpusched/topology"
@@ -38,4 +39,35 @@ func ExampleSJFBCO() {
 	// job 4: slots 0-40 on 1 server(s), contention 0
 	// job 5: slots 0-40 on 1 server(s), contention 0
 	// makespan 81
+}
+
+// The executor on a live cluster state shared with other work: a training
+// job holds two GPUs of the first server and one GPU of the second has
+// failed, so the 4-GPU ring spans the five GPUs left only as it must and
+// the three 1-GPU jobs wait for it. While a job runs it holds its GPUs in
+// the state under ring.HolderKey; afterwards the state is as it was.
+func ExampleExecutor_RunOn() {
+	c, _ := topology.Homogeneous(2, topology.ServerTemplate{Type: topology.V100, GPUs: 4})
+	live, _ := cluster.New(c)
+	_ = live.Bind("train/a", []cluster.GPURef{{Server: 0, GPU: 0}, {Server: 0, GPU: 1}})
+	_, _ = live.Fail(cluster.GPURef{Server: 1, GPU: 3})
+	model := perfmodel.RingModel{IntraBandwidth: 10, InterBandwidth: 1, ReduceSpeed: 100, Xi1: 1, Alpha: 0.5}
+	rj := perfmodel.RingJob{GradientSize: 0.002, Backward: 0.02}
+	jobs := []ring.Job{{ID: 1, GPUs: 4, Iterations: 2000, Ring: rj}, {ID: 2, GPUs: 1, Iterations: 2000, Ring: rj}, {ID: 3, GPUs: 1, Iterations: 2000, Ring: rj}, {ID: 4, GPUs: 1, Iterations: 2000, Ring: rj}}
+	ex := ring.Executor{Model: model, Placer: ring.FirstFit{}, Strict: true}
+	s, err := ex.RunOn(context.Background(), live, jobs, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, o := range s.Jobs {
+		fmt.Printf("job %d: slots %d-%d on GPUs %v\n", o.ID, o.Start, o.Finish, o.GPUs)
+	}
+	fmt.Println("holders after the run", live.Holders(), "free", live.Free(topology.V100))
+	// Output:
+	// job 1: slots 0-47 on GPUs map[0:[2 3] 1:[0 1]]
+	// job 2: slots 0-40 on GPUs map[1:[2]]
+	// job 3: slots 40-80 on GPUs map[1:[2]]
+	// job 4: slots 47-87 on GPUs map[0:[2]]
+	// holders after the run [train/a] free 5
 }
