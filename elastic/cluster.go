@@ -47,7 +47,7 @@ type Cluster struct {
 	// NewClusterOn), nil for a private cluster; the rest mirror it.
 	state *cluster.State
 	gen   uint64          // state's Generation when the counts last matched it
-	shape topology.Server // the shape of a server Loan adds to state
+	shape topology.Server // a server of the cluster's shape, for Loan
 }
 
 // SetPacking switches between Lyra's server groups (off, the default) and
@@ -96,8 +96,8 @@ func (c *Cluster) GPUsPerServer() int { return c.gpusPerServer }
 
 // Loan adds n servers lent by the inference cluster and returns their IDs.
 // On a cluster on a live state (NewClusterOn) they are added to the state
-// too, shaped like the first training server, with ids "elastic-loan-"
-// and the cluster ID (see LoanServers to add servers of your own). The
+// too, built from the cluster's server shape, with ids "elastic-loan-" and
+// the cluster ID (see LoanServers to add servers of your own). The
 // cluster may hold at most MaxServers servers at once: a loan beyond
 // is an error wrapping ErrInvalid and changes nothing.
 func (c *Cluster) Loan(n int) ([]int, error) {

@@ -80,7 +80,8 @@ func ExampleCluster() {
 // server preempts the job (its base was there) and removes the server
 // from the state.
 func ExampleNewClusterOn() {
-	topo, err := topology.Homogeneous(1, topology.ServerTemplate{Type: topology.A100, GPUs: 8})
+	shape := topology.ServerTemplate{Type: topology.A100, GPUs: 8, Interconnect: topology.NVSwitch}
+	topo, err := topology.Homogeneous(1, shape)
 	if err != nil {
 		panic(err)
 	}
@@ -91,7 +92,7 @@ func ExampleNewClusterOn() {
 	if err := live.Bind("inference/pod-1", []cluster.GPURef{{Server: 0, GPU: 0}, {Server: 0, GPU: 1}, {Server: 0, GPU: 2}}); err != nil {
 		panic(err)
 	}
-	c, err := elastic.NewClusterOn(live, []string{topo.Servers[0].ID})
+	c, err := elastic.NewClusterOn(live, []string{topo.Servers[0].ID}, shape)
 	if err != nil {
 		panic(err)
 	}

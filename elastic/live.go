@@ -14,14 +14,18 @@ import (
 func HolderKey(job int) string { return "elastic/" + strconv.Itoa(job) }
 
 // NewClusterOn returns a training cluster that runs on the live cluster
-// state: its training servers are the servers of live named by training
-// (at least one, every one with the same number of GPUs, 1 to
-// MaxGPUsPerServer), every worker it places holds its GPUs in live under
-// HolderKey(job ID), servers it loans are added to live and servers it
-// reclaims removed from it. It decides exactly as NewCluster's private
-// cluster of the same servers does (the same IDs, by position in
-// training, and the same placements), over the GPUs that are free in live:
-// GPUs held by other holders or failed there are not free to it.
+// state: its servers are of one shape (shape.GPUs GPUs, 1 to
+// MaxGPUsPerServer), its training servers the servers of live named by
+// training (none or more, each with shape.GPUs GPUs), every worker it
+// places holds its GPUs in live under HolderKey(job ID), servers it loans
+// are added to live (Loan builds them from shape; LoanServers takes yours)
+// and servers it reclaims are removed from live. It decides exactly as
+// NewCluster's private cluster of as many servers of shape.GPUs does (the
+// same IDs, training servers by position in training, and the same
+// placements), over the GPUs that are free in live: GPUs that other
+// holders hold or that are failed there are not free to it. A shape that
+// does not build, or training servers unknown to live, named twice or of
+// another size, give an error wrapping ErrInvalid.
 //
 // Other holders may bind, release, fail and recover GPUs of live between
 // the cluster's calls (each call reads what changed, in O(servers) when
@@ -31,14 +35,21 @@ func HolderKey(job int) string { return "elastic/" + strconv.Itoa(job) }
 // the job, as live keeps it. The cluster and live are one piece of state
 // for concurrency: neither is safe for concurrent use, and a caller that
 // shares live serialises every call to both.
-func NewClusterOn(live *cluster.State, training []string) (*Cluster, error) {
+func NewClusterOn(live *cluster.State, training []string, shape topology.ServerTemplate) (*Cluster, error) {
 	if live == nil {
 		panic("elastic: NewClusterOn with a nil cluster state")
 	}
-	if len(training) < 1 || len(training) > MaxServers {
-		return nil, fmt.Errorf("%w: %d training servers, want 1 to %d", ErrInvalid, len(training), MaxServers)
+	if len(training) > MaxServers {
+		return nil, fmt.Errorf("%w: %d training servers, at most %d", ErrInvalid, len(training), MaxServers)
 	}
-	c := &Cluster{jobs: map[int]*placed{}, state: live}
+	if shape.GPUs < 1 || shape.GPUs > MaxGPUsPerServer {
+		return nil, fmt.Errorf("%w: servers of %d GPUs, want 1 to %d", ErrInvalid, shape.GPUs, MaxGPUsPerServer)
+	}
+	one, err := topology.Homogeneous(1, shape)
+	if err != nil {
+		return nil, fmt.Errorf("%w: server shape: %w", ErrInvalid, err)
+	}
+	c := &Cluster{gpusPerServer: shape.GPUs, jobs: map[int]*placed{}, state: live, shape: one.Servers[0]}
 	for i, id := range training {
 		pos, ok := live.ServerIndex(id)
 		if !ok {
@@ -47,18 +58,11 @@ func NewClusterOn(live *cluster.State, training []string) (*Cluster, error) {
 		if slices.Contains(training[:i], id) {
 			return nil, fmt.Errorf("%w: training server %q named twice", ErrInvalid, id)
 		}
-		n := live.Server(pos).NumGPUs()
-		if i == 0 {
-			if n < 1 || n > MaxGPUsPerServer {
-				return nil, fmt.Errorf("%w: training server %q has %d GPUs, want 1 to %d", ErrInvalid, id, n, MaxGPUsPerServer)
-			}
-			c.gpusPerServer = n
-			c.shape = *live.Server(pos)
-		} else if n != c.gpusPerServer {
-			return nil, fmt.Errorf("%w: training server %q has %d GPUs, server %q %d: servers must be of one size", ErrInvalid, id, n, training[0], c.gpusPerServer)
+		if n := live.Server(pos).NumGPUs(); n != shape.GPUs {
+			return nil, fmt.Errorf("%w: training server %q has %d GPUs, the cluster's servers %d", ErrInvalid, id, n, shape.GPUs)
 		}
 		free := live.ServerFree(pos)
-		c.servers = append(c.servers, server{active: true, free: free, other: n - free, id: id})
+		c.servers = append(c.servers, server{active: true, free: free, other: shape.GPUs - free, id: id})
 		c.live = append(c.live, i)
 	}
 	c.synced()
@@ -78,14 +82,12 @@ func (c *Cluster) ServerID(server int) string {
 	return c.servers[server].id
 }
 
-// loanShape is the server Loan adds as cluster ID id: the first training
-// server's GPUs and links, without its UUIDs, PCI addresses or labels.
+// loanShape is the server Loan adds as cluster ID id: one built from the
+// cluster's shape, with id "elastic-loan-" and the cluster ID.
 func (c *Cluster) loanShape(id int) topology.Server {
-	s := topology.Server{ID: "elastic-loan-" + strconv.Itoa(id), NICGbps: c.shape.NICGbps, Links: c.shape.Links, Bandwidth: c.shape.Bandwidth}
-	s.GPUs = make([]topology.GPU, len(c.shape.GPUs))
-	for i, g := range c.shape.GPUs {
-		s.GPUs[i] = topology.GPU{Index: g.Index, Type: g.Type, MemoryMiB: g.MemoryMiB, NUMANode: g.NUMANode, MIG: g.MIG}
-	}
+	s := c.shape
+	s.ID = "elastic-loan-" + strconv.Itoa(id)
+	s.GPUs = slices.Clone(c.shape.GPUs)
 	return s
 }
 

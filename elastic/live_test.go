@@ -16,7 +16,15 @@ type maker func(n, g int) (*Cluster, error)
 
 // onLive builds the cluster on a fresh live state of n servers of g GPUs.
 func onLive(n, g int) (*Cluster, error) {
-	topo, err := topology.Homogeneous(n, topology.ServerTemplate{Type: topology.V100, GPUs: g})
+	shape := topology.ServerTemplate{Type: topology.V100, GPUs: g}
+	if n == 0 {
+		live, err := cluster.New(nil)
+		if err != nil {
+			return nil, err
+		}
+		return NewClusterOn(live, nil, shape)
+	}
+	topo, err := topology.Homogeneous(n, shape)
 	if err != nil {
 		return nil, err
 	}
@@ -28,7 +36,7 @@ func onLive(n, g int) (*Cluster, error) {
 	for i := range ids {
 		ids[i] = topo.Servers[i].ID
 	}
-	return NewClusterOn(live, ids)
+	return NewClusterOn(live, ids, shape)
 }
 
 // bothModes runs a cluster test on the private model and on the live state:
@@ -44,7 +52,7 @@ func bothModes(t *testing.T, test func(*testing.T, maker)) {
 func TestClusterOnLiveMatchesPrivate(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	for trial := range 40 {
-		n := 1 + rng.IntN(4)
+		n := rng.IntN(4)
 		a, err := NewCluster(n, 8)
 		require.NoError(t, err)
 		b, err := onLive(n, 8)
@@ -119,7 +127,7 @@ func TestClusterOnSharedState(t *testing.T) {
 	require.NoError(t, err)
 	live, err := cluster.New(topo)
 	require.NoError(t, err)
-	c, err := NewClusterOn(live, []string{topo.Servers[0].ID, topo.Servers[1].ID})
+	c, err := NewClusterOn(live, []string{topo.Servers[0].ID, topo.Servers[1].ID}, topology.ServerTemplate{Type: topology.V100, GPUs: 4})
 	require.NoError(t, err)
 	require.NoError(t, live.Bind("inference", []cluster.GPURef{{Server: 0, GPU: 0}, {Server: 0, GPU: 1}, {Server: 0, GPU: 2}}))
 	_, err = live.Fail(cluster.GPURef{Server: 1, GPU: 3})
@@ -165,13 +173,19 @@ func TestClusterOnErrors(t *testing.T) {
 	require.NoError(t, err)
 	ids := []string{topo.Servers[0].ID, topo.Servers[1].ID}
 
+	v100 := topology.ServerTemplate{Type: topology.V100, GPUs: 4}
 	for name, training := range map[string][]string{
-		"none": nil, "unknown": {"nope"}, "twice": {ids[0], ids[0]}, "sizes": {ids[0], topo.Servers[2].ID},
+		"unknown": {"nope"}, "twice": {ids[0], ids[0]}, "sizes": {ids[0], topo.Servers[2].ID},
 	} {
-		_, err := NewClusterOn(live, training)
+		_, err := NewClusterOn(live, training, v100)
 		require.ErrorIs(t, err, ErrInvalid, name)
 	}
-	c, err := NewClusterOn(live, ids)
+	_, err = NewClusterOn(live, ids, topology.ServerTemplate{Type: topology.V100})
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = NewClusterOn(live, ids, topology.ServerTemplate{Type: "", GPUs: 4})
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorIs(t, err, topology.ErrInvalidGPUType)
+	c, err := NewClusterOn(live, ids, v100)
 	require.NoError(t, err)
 	// A loaned server of the wrong size, or one the state already has.
 	_, err = c.LoanServers([]topology.Server{topo.Servers[2]})
