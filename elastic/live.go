@@ -239,3 +239,22 @@ func (c *Cluster) checkLive() error {
 	}
 	return nil
 }
+
+// FailedJobs returns the jobs that hold a GPU marked failed in the live
+// state, in increasing ID (nil on a private cluster): what a failure hit,
+// for the caller to Release and place again, or Resize. O(GPUs held).
+func (c *Cluster) FailedJobs() []int {
+	if c.state == nil {
+		return nil
+	}
+	var out []int
+	for _, id := range c.Jobs() {
+		for _, r := range c.state.Held(HolderKey(id)) {
+			if c.state.Failed(r) {
+				out = append(out, id)
+				break
+			}
+		}
+	}
+	return out
+}

@@ -155,7 +155,23 @@ func TestClusterOnSharedState(t *testing.T) {
 	require.NoError(t, c.Check())
 	assert.Equal(t, 0, live.Free(topology.V100))
 
+	// A GPU of the job fails: the job keeps it until released, and
+	// FailedJobs names it.
+	assert.Empty(t, c.FailedJobs())
+	private, err := NewCluster(1, 4)
+	require.NoError(t, err)
+	assert.Nil(t, private.FailedJobs())
+	assert.Nil(t, private.State())
+	hit := live.Held(HolderKey(1))[0]
+	holders, err := live.Fail(hit)
+	require.NoError(t, err)
+	assert.Equal(t, []string{HolderKey(1)}, holders)
+	assert.Equal(t, []int{1}, c.FailedJobs())
+	require.NoError(t, c.Check())
 	c.Release(1)
+	assert.Equal(t, 7, live.Free(topology.V100), "the failed GPU stays out")
+	require.NoError(t, live.Recover(hit))
+	assert.Empty(t, c.FailedJobs())
 	assert.Equal(t, 8, live.Free(topology.V100))
 	assert.Equal(t, 0, live.NumHolders())
 	require.NoError(t, c.Check())
