@@ -42,3 +42,27 @@ func TestSchedulersConcurrent(t *testing.T) {
 		assert.Equal(t, wantS, gotS[i], "goroutine %d", i)
 	}
 }
+
+// ScheduleOn only reads the live state, so several may plan on one state
+// at once (cluster.State allows concurrent reads): 6 goroutines get the
+// plan one gets, and the state does not change. Run under -race.
+func TestScheduleOnConcurrentReads(t *testing.T) {
+	live, _ := liveCluster(t)
+	jobs := []Job{{ID: 1, GPUs: 4, Iterations: 50}, {ID: 2, GPUs: 3, Iterations: 80}, {ID: 3, GPUs: 2, Iterations: 30}, {ID: 4, GPUs: 9, Iterations: 10}}
+	b := SJFBCO{Model: paperModel}
+	gen := live.Generation()
+	want, err := b.ScheduleOn(context.Background(), live, jobs)
+	require.NoError(t, err)
+	got := make([]*SJFBCOResult, 6)
+	errs := make([]error, 6)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() { got[i], errs[i] = b.ScheduleOn(context.Background(), live, jobs) })
+	}
+	wg.Wait()
+	for i := range got {
+		require.NoError(t, errs[i])
+		assert.Equal(t, want, got[i], "goroutine %d", i)
+	}
+	assert.Equal(t, gen, live.Generation())
+}
