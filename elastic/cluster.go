@@ -48,6 +48,8 @@ type Cluster struct {
 	state *cluster.State
 	gen   uint64          // state's Generation when the counts last matched it
 	shape topology.Server // a server of the cluster's shape, for Loan
+	// scratch holds the GPUs of one bind or release in state.
+	scratch []cluster.GPURef
 }
 
 // SetPacking switches between Lyra's server groups (off, the default) and
@@ -70,7 +72,8 @@ type server struct {
 }
 
 type placed struct {
-	id            int // the job's ID
+	id            int    // the job's ID
+	key           string // HolderKey(id) once the job binds in a live state
 	gpusPerWorker int
 	elastic       bool
 	parts         []Part

@@ -174,8 +174,11 @@ func (c *Cluster) takeLive(p *placed, x Part, sign int) error {
 		return fmt.Errorf("%w: server %d (%q) is not in the cluster state", ErrInconsistent, x.Server, s.id)
 	}
 	want := x.Workers * p.gpusPerWorker
-	key := HolderKey(p.id)
-	refs := make([]cluster.GPURef, 0, want)
+	if p.key == "" {
+		p.key = HolderKey(p.id)
+	}
+	key := p.key
+	refs := c.scratch[:0] // the state copies what it keeps
 	if sign > 0 {
 		for i, free := range c.state.FreeMask(pos) {
 			if len(refs) == want {
@@ -193,6 +196,7 @@ func (c *Cluster) takeLive(p *placed, x Part, sign int) error {
 			}
 		}
 	}
+	c.scratch = refs
 	if len(refs) < want {
 		return fmt.Errorf("%w: job %d needs %d GPUs of server %d (%q) %s, the cluster state has %d", ErrInconsistent, p.id, want, x.Server, s.id, map[bool]string{true: "free", false: "held"}[sign > 0], len(refs))
 	}
