@@ -134,6 +134,15 @@ func TestRunOnErrors(t *testing.T) {
 	require.NoError(t, live.Check())
 	require.Equal(t, []string{"other"}, live.Holders())
 
+	// A placer that names another holder's or a failed GPU is refused,
+	// and the state keeps what it had.
+	for _, bad := range []placement.GPUSet{{0: {0}}, {2: {3}}} {
+		_, err = (&Executor{Model: paperModel, Placer: badPlacer{bad}}).RunOn(ctx, live, []Job{{ID: 9, GPUs: 1, Iterations: 5}}, nil)
+		require.ErrorIs(t, err, ErrBadPlacement)
+		require.NoError(t, live.Check())
+		require.Equal(t, []string{"other"}, live.Holders())
+	}
+
 	_, err = (&Executor{Model: paperModel, Placer: FirstFit{}}).Run(ctx, &topology.Cluster{Servers: []topology.Server{{ID: "x"}}}, nil, nil)
 	require.ErrorIs(t, err, ErrInvalidSetting)
 }
