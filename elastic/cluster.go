@@ -108,6 +108,9 @@ func (c *Cluster) Loan(n int) ([]int, error) {
 		return nil, fmt.Errorf("%w: loan %d servers to a cluster of %d (at most %d at once)", ErrInvalid, n, len(c.live), MaxServers)
 	}
 	if c.state != nil {
+		if n > (MaxLiveGPUs-c.state.Topology().NumGPUs())/c.gpusPerServer {
+			return nil, fmt.Errorf("%w: loan %d servers of %d GPUs to a cluster state of %d GPUs (at most %d)", ErrInvalid, n, c.gpusPerServer, c.state.Topology().NumGPUs(), MaxLiveGPUs)
+		}
 		servers := make([]topology.Server, n)
 		for i := range servers {
 			servers[i] = c.loanShape(len(c.servers) + i)

@@ -32,6 +32,9 @@ const (
 	MaxGPUsPerServer = 1024
 	// MaxGPUs bounds the GPUs a policy shares out.
 	MaxGPUs = MaxServers * MaxGPUsPerServer
+	// MaxLiveGPUs bounds the GPUs of a live cluster state that loans
+	// grow (NewClusterOn), as topology bounds a cluster's.
+	MaxLiveGPUs = 1 << 20
 	// MaxWorkers bounds a job's workers, a Table's length and the items of
 	// ScalingItems.
 	MaxWorkers = 1 << 20

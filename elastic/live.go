@@ -83,11 +83,11 @@ func (c *Cluster) ServerID(server int) string {
 }
 
 // loanShape is the server Loan adds as cluster ID id: one built from the
-// cluster's shape, with id "elastic-loan-" and the cluster ID.
+// cluster's shape, with id "elastic-loan-" and the cluster ID. It shares
+// the shape's GPUs and links, which the state copies or only reads.
 func (c *Cluster) loanShape(id int) topology.Server {
 	s := c.shape
 	s.ID = "elastic-loan-" + strconv.Itoa(id)
-	s.GPUs = slices.Clone(c.shape.GPUs)
 	return s
 }
 
@@ -100,6 +100,9 @@ func (c *Cluster) loanShape(id int) topology.Server {
 func (c *Cluster) LoanServers(servers []topology.Server) ([]int, error) {
 	if len(servers) > MaxServers-len(c.live) {
 		return nil, fmt.Errorf("%w: loan %d servers to a cluster of %d (at most %d at once)", ErrInvalid, len(servers), len(c.live), MaxServers)
+	}
+	if c.state != nil && len(servers) > (MaxLiveGPUs-c.state.Topology().NumGPUs())/c.gpusPerServer {
+		return nil, fmt.Errorf("%w: loan %d servers of %d GPUs to a cluster state of %d GPUs (at most %d)", ErrInvalid, len(servers), c.gpusPerServer, c.state.Topology().NumGPUs(), MaxLiveGPUs)
 	}
 	for i := range servers {
 		if n := servers[i].NumGPUs(); n != c.gpusPerServer {

@@ -210,6 +210,9 @@ func TestClusterOnErrors(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalid)
 	require.ErrorIs(t, err, cluster.ErrDuplicateServer)
 	assert.Equal(t, 3, live.NumServers(), "nothing added")
+	_, err = c.Loan(MaxLiveGPUs / 4)
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Equal(t, 3, live.NumServers(), "nothing added")
 	// A holder key in use.
 	require.NoError(t, live.Bind(HolderKey(5), []cluster.GPURef{{Server: 2, GPU: 0}}))
 	_, err = c.Place(&Job{ID: 5, MinWorkers: 1, MaxWorkers: 1, GPUsPerWorker: 1, Work: 1, Curve: Linear{1}}, 1)
