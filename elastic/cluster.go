@@ -224,8 +224,8 @@ func (c *Cluster) Release(job int) {
 	if p == nil {
 		return
 	}
-	if c.state != nil {
-		c.state.Release(HolderKey(job))
+	if c.state != nil && p.key != "" {
+		c.state.Release(p.key)
 	}
 	for _, x := range p.parts {
 		c.count(x, p.gpusPerWorker, -1)
@@ -302,21 +302,25 @@ func (c *Cluster) Place(j *Job, workers int) (int, error) {
 			return 0, fmt.Errorf("%w: job %d's %d base workers of %d GPUs", ErrUnplaceable, j.ID, j.MinWorkers, j.GPUsPerWorker)
 		}
 		need := j.MinWorkers
+		split := make([]Part, 0, 2*len(parts))
 		for _, x := range parts {
 			b := min(need, x.Workers)
 			need -= b
 			if b > 0 {
-				p.parts = append(p.parts, Part{Server: x.Server, Workers: b})
+				split = append(split, Part{Server: x.Server, Workers: b})
 			}
 			if x.Workers > b {
-				p.parts = append(p.parts, Part{Server: x.Server, Workers: x.Workers - b, Flexible: true})
+				split = append(split, Part{Server: x.Server, Workers: x.Workers - b, Flexible: true})
 			}
 		}
+		// The parts list only what was taken, so that an error (the live
+		// state changed behind the cluster's back) leaves them true.
 		c.jobs[j.ID] = p
-		for _, x := range p.parts {
+		for _, x := range split {
 			if err := c.take(p, x, 1); err != nil {
 				return 0, err
 			}
+			p.parts = append(p.parts, x)
 		}
 		return n, nil
 	}

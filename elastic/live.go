@@ -32,7 +32,9 @@ func HolderKey(job int) string { return "elastic/" + strconv.Itoa(job) }
 // anything did); they must not release the cluster's holders or remove
 // its servers (its next call then returns an error wrapping
 // ErrInconsistent). A GPU held by one of its jobs that fails stays with
-// the job, as live keeps it. The cluster and live are one piece of state
+// the job, as live keeps it (FailedJobs names such jobs). A reclaimed
+// server leaves live with whatever others held there (loaned servers are
+// the cluster's whole). The cluster and live are one piece of state
 // for concurrency: neither is safe for concurrent use, and a caller that
 // shares live serialises every call to both.
 func NewClusterOn(live *cluster.State, training []string, shape topology.ServerTemplate) (*Cluster, error) {
