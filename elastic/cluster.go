@@ -48,8 +48,10 @@ type Cluster struct {
 	state *cluster.State
 	gen   uint64          // state's Generation when the counts last matched it
 	shape topology.Server // a server of the cluster's shape, for Loan
-	// scratch holds the GPUs of one bind or release in state.
+	// scratch holds the GPUs of one bind or release in state, mask a
+	// server's free flags while its workers are chosen.
 	scratch []cluster.GPURef
+	mask    []bool
 }
 
 // SetPacking switches between Lyra's server groups (off, the default) and

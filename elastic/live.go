@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/gpusched/gpusched/cluster"
+	"github.com/gpusched/gpusched/placement"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -171,7 +172,10 @@ func (c *Cluster) sync() error {
 }
 
 // takeLive binds (sign 1) or releases (sign -1) the GPUs of part x for job
-// p in the live state.
+// p in the live state. Each worker binds the free GPUs of the server that
+// are best linked together and leave the rest best linked (placement's
+// GPUChooser, NVLink before PCIe); a release frees the job's last bound
+// GPUs on the server, whole workers since workers bind one after another.
 func (c *Cluster) takeLive(p *placed, x Part, sign int) error {
 	s := &c.servers[x.Server]
 	pos, ok := c.state.ServerIndex(s.id)
@@ -185,12 +189,18 @@ func (c *Cluster) takeLive(p *placed, x Part, sign int) error {
 	key := p.key
 	refs := c.scratch[:0] // the state copies what it keeps
 	if sign > 0 {
-		for i, free := range c.state.FreeMask(pos) {
-			if len(refs) == want {
-				break
+		// Worker by worker, the best linked GPUs among the free ones
+		// (placement.GPUChooser), on a copy of the free flags.
+		c.mask = append(c.mask[:0], c.state.FreeMask(pos)...)
+		srv := c.state.Server(pos)
+		for range x.Workers {
+			gpus, err := placement.GPUChooser{}.Choose(srv, c.mask, p.gpusPerWorker)
+			if err != nil {
+				break // too few free: reported below
 			}
-			if free {
-				refs = append(refs, cluster.GPURef{Server: pos, GPU: i})
+			for _, g := range gpus {
+				c.mask[g] = false
+				refs = append(refs, cluster.GPURef{Server: pos, GPU: g})
 			}
 		}
 	} else {

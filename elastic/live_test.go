@@ -257,3 +257,32 @@ func TestClusterOnErrors(t *testing.T) {
 	_, err = c.Loan(1)
 	require.ErrorIs(t, err, ErrInconsistent)
 }
+
+// On a live state the cluster knows the topology inside a server: on a
+// DGX-1 (hybrid cube mesh) where others hold GPUs 1 to 4, GPU 0 reaches
+// the free 5, 6 and 7 only across sockets, so a 2-GPU worker takes an
+// NVLinked pair among 5, 6, 7, not the lowest free positions 0 and 5.
+func TestClusterOnTopologyAware(t *testing.T) {
+	shape := topology.ServerTemplate{Type: topology.V100, GPUs: 8, Interconnect: topology.HybridCubeMesh}
+	topo, err := topology.Homogeneous(1, shape)
+	require.NoError(t, err)
+	live, err := cluster.New(topo)
+	require.NoError(t, err)
+	require.Equal(t, topology.LinkCrossSocket, topo.Servers[0].Link(0, 5).Class)
+	var others []cluster.GPURef
+	for g := 1; g <= 4; g++ {
+		others = append(others, cluster.GPURef{Server: 0, GPU: g})
+	}
+	require.NoError(t, live.Bind("others", others))
+	c, err := NewClusterOn(live, []string{topo.Servers[0].ID}, shape)
+	require.NoError(t, err)
+	j := &Job{ID: 1, MinWorkers: 1, MaxWorkers: 1, GPUsPerWorker: 2, Work: 1, Curve: Linear{1}}
+	_, err = c.Place(j, 1)
+	require.NoError(t, err)
+	held := live.Held(HolderKey(1))
+	require.Len(t, held, 2)
+	assert.NotEqual(t, 0, held[0].GPU)
+	assert.NotEqual(t, 0, held[1].GPU)
+	assert.Equal(t, topology.LinkNVLink, topo.Servers[0].Link(held[0].GPU, held[1].GPU).Class)
+	require.NoError(t, c.Check())
+}
