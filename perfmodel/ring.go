@@ -108,12 +108,15 @@ func (m RingModel) IterationTime(j RingJob, servers, p int) (float64, error) {
 	}
 	b := m.IntraBandwidth
 	if servers > 1 {
-		f := m.Degradation
-		if f == nil {
-			f = LinearDegradation{m.Alpha}
-		}
 		k := max(m.Xi1*float64(p), 1)
-		factor := f.Factor(k)
+		var factor float64
+		if m.Degradation == nil {
+			// Called directly: boxing it in a Degradation would allocate
+			// at every call.
+			factor = LinearDegradation{m.Alpha}.Factor(k)
+		} else {
+			factor = m.Degradation.Factor(k)
+		}
 		if !(factor >= 1) || math.IsInf(factor, 1) {
 			return 0, fmt.Errorf("%w: degradation factor %v for %v contenders, want finite and >= 1", ErrInvalidRing, factor, k)
 		}
