@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/gpusched/gpusched/cluster"
 	"github.com/gpusched/gpusched/perfmodel"
@@ -146,7 +147,7 @@ func speed(tau float64) float64 {
 // validateJobs checks the jobs against a cluster of total GPUs; errors
 // wrap ErrInvalidJob.
 func validateJobs(jobs []Job, total int) error {
-	ids := make(map[int]bool, len(jobs))
+	seen := newIDSet(jobs)
 	for i := range jobs {
 		j := &jobs[i]
 		switch {
@@ -156,14 +157,49 @@ func validateJobs(jobs []Job, total int) error {
 			return fmt.Errorf("%w: job %d has %d iterations, want at least 1", ErrInvalidJob, j.ID, j.Iterations)
 		case j.Arrival < 0 || j.Arrival > MaxSlot:
 			return fmt.Errorf("%w: job %d arrives at slot %d, outside [0, %d]", ErrInvalidJob, j.ID, j.Arrival, MaxSlot)
-		case ids[j.ID]:
+		case seen.add(j.ID):
 			return fmt.Errorf("%w: job ID %d appears twice", ErrInvalidJob, j.ID)
 		case !(j.Estimate >= 0 && j.Estimate <= MaxSlot):
 			return fmt.Errorf("%w: job %d has estimate %v slots, outside [0, %d]", ErrInvalidJob, j.ID, j.Estimate, MaxSlot)
 		}
-		ids[j.ID] = true
 	}
 	return nil
+}
+
+// idSet is a set of job IDs: a bitset over [lo, lo+len) when the IDs are
+// that dense (the usual 0..n-1 or 1..n), else a map.
+type idSet struct {
+	lo   int
+	bits []uint64
+	m    map[int]bool
+}
+
+func newIDSet(jobs []Job) idSet {
+	if len(jobs) == 0 {
+		return idSet{}
+	}
+	lo, hi := jobs[0].ID, jobs[0].ID
+	for i := range jobs {
+		lo, hi = min(lo, jobs[i].ID), max(hi, jobs[i].ID)
+	}
+	if span := uint64(hi) - uint64(lo); span < 64*uint64(len(jobs)+1) {
+		return idSet{lo: lo, bits: make([]uint64, span/64+1)}
+	}
+	return idSet{m: make(map[int]bool, len(jobs))}
+}
+
+// add adds id and reports whether it was there already.
+func (s idSet) add(id int) bool {
+	if s.m != nil {
+		had := s.m[id]
+		s.m[id] = true
+		return had
+	}
+	k := uint64(id) - uint64(s.lo)
+	w, b := k/64, uint64(1)<<(k%64)
+	had := s.bits[w]&b != 0
+	s.bits[w] |= b
+	return had
 }
 
 // Estimates returns rho^ for every job: its Estimate, or the
@@ -223,6 +259,32 @@ func (e *Executor) Run(ctx context.Context, c *topology.Cluster, jobs []Job, est
 // live cluster state: "ring/" and the id in decimal.
 func HolderKey(id int) string { return "ring/" + strconv.Itoa(id) }
 
+// holderKeys returns HolderKey of every job, all in one allocation (the
+// keys are substrings of one string).
+func holderKeys(jobs []Job) []string {
+	const prefix = "ring/"
+	var tmp [24]byte
+	n := 0
+	for i := range jobs {
+		n += len(prefix) + len(strconv.AppendInt(tmp[:0], int64(jobs[i].ID), 10))
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for i := range jobs {
+		b.WriteString(prefix)
+		b.Write(strconv.AppendInt(tmp[:0], int64(jobs[i].ID), 10))
+	}
+	all := b.String()
+	keys := make([]string, len(jobs))
+	from := 0
+	for i := range jobs {
+		to := from + len(prefix) + len(strconv.AppendInt(tmp[:0], int64(jobs[i].ID), 10))
+		keys[i] = all[from:to]
+		from = to
+	}
+	return keys
+}
+
 // RunOn executes the jobs on the live cluster state: the GPUs free in live
 // (healthy and held by nobody) when a job is offered are the idle GPUs its
 // Placer sees in State.Free (a read-only view of live.FreeMasks), a job
@@ -269,45 +331,101 @@ func (e *Executor) RunOn(ctx context.Context, live *cluster.State, jobs []Job, e
 			}
 		}
 	}
-	keys := make([]string, len(jobs))
-	for i := range jobs {
-		keys[i] = HolderKey(jobs[i].ID)
-		if live.Held(keys[i]) != nil {
-			return nil, fmt.Errorf("%w: job %d's holder %q already holds GPUs in the cluster state", ErrInvalidSetting, jobs[i].ID, keys[i])
+	keys := holderKeys(jobs)
+	if err := checkKeys(live, jobs, keys); err != nil {
+		return nil, err
+	}
+	return e.runOn(ctx, live, &runScratch{}, jobs, est, keys)
+}
+
+// checkKeys reports a job whose holder key live already uses.
+func checkKeys(live *cluster.State, jobs []Job, keys []string) error {
+	if live.NumHolders() == 0 {
+		return nil
+	}
+	for i, k := range keys {
+		if live.Held(k) != nil {
+			return fmt.Errorf("%w: job %d's holder %q already holds GPUs in the cluster state", ErrInvalidSetting, jobs[i].ID, k)
 		}
 	}
+	return nil
+}
+
+// runScratch is the working memory of executions besides their results.
+// One is kept per worker of SJFBCO and reused by its executions, which then
+// allocate little more than their schedule.
+type runScratch struct {
+	st      State
+	runs    []ringRun // by job index: a job starts at most once a run
+	running []*ringRun
+	order   []int
+	queue   []int
+	refs    []cluster.GPURef
+}
+
+// reset readies the scratch for a run of n jobs on live.
+func (sc *runScratch) reset(live *cluster.State, n int) {
 	ns := live.NumServers()
-	st := &State{Free: live.FreeMasks(), FreeCount: make([]int, ns), Load: make([][]float64, ns), LoadSum: make([]float64, ns), Hosts: make([]int, ns), Spanning: make([]int, ns)}
+	st := &sc.st
+	*st = State{Free: live.FreeMasks(), FreeCount: zeroed(st.FreeCount, ns), Load: grow(st.Load, ns),
+		LoadSum: zeroed(st.LoadSum, ns), Hosts: zeroed(st.Hosts, ns), Spanning: zeroed(st.Spanning, ns)}
 	for s := range ns {
 		st.FreeCount[s] = live.ServerFree(s)
 		st.TotalFree += st.FreeCount[s]
-		st.Load[s] = make([]float64, len(st.Free[s]))
+		st.Load[s] = zeroed(st.Load[s], len(st.Free[s]))
 	}
-	var running []*ringRun
+	sc.runs = grow(sc.runs, n)
+	sc.running = sc.running[:0]
+	sc.queue = sc.queue[:0]
+}
+
+// grow returns s with length n, reusing its memory where it can; the
+// elements it keeps are as they were (their own slices are reused).
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// zeroed is grow with every element zero.
+func zeroed[T any](s []T, n int) []T {
+	s = grow(s, n)
+	clear(s)
+	return s
+}
+
+// runOn is RunOn after validation: keys[i] is job i's holder key, held by
+// nobody in live, and sc is working memory of the caller's (reset here).
+// Whatever the run bound is released on return.
+func (e *Executor) runOn(ctx context.Context, live *cluster.State, sc *runScratch, jobs []Job, est []float64, keys []string) (*Schedule, error) {
+	sc.reset(live, len(jobs))
 	defer func() {
 		// Leave live as it was found: release what is still bound (only
 		// after an error does anything remain).
-		for _, r := range running {
+		for _, r := range sc.running {
 			live.Release(keys[r.job])
 		}
+		sc.running = sc.running[:0]
 	}()
-	return e.run(ctx, live, st, keys, jobs, est, &running)
+	return e.run(ctx, live, sc, keys, jobs, est)
 }
 
-// run is RunOn's loop, from event to event; running is kept by the caller
-// so that it can release what an error leaves bound.
-func (e *Executor) run(ctx context.Context, live *cluster.State, st *State, keys []string, jobs []Job, est []float64, runningp *[]*ringRun) (*Schedule, error) {
+// run is RunOn's loop, from event to event; sc.running is what is bound,
+// for runOn to release after an error.
+func (e *Executor) run(ctx context.Context, live *cluster.State, sc *runScratch, keys []string, jobs []Job, est []float64) (*Schedule, error) {
 	c := live.Topology()
+	st := &sc.st
 	// Jobs by arrival (stable: the given order among equal arrivals).
-	order := make([]int, len(jobs))
+	order := grow(sc.order, len(jobs))
+	sc.order = order
 	for i := range order {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return jobs[a].Arrival - jobs[b].Arrival })
 	out := &Schedule{Jobs: make([]Outcome, len(jobs))}
-	var queue []int // indices of arrived, waiting jobs, in the given order
-	running := *runningp
-	defer func() { *runningp = running }()
+	queue := sc.queue // indices of arrived, waiting jobs, in the given order
+	defer func() { sc.queue = queue[:0] }()
 	next := 0 // next arrival in order
 	t := 0
 	done := 0
@@ -322,8 +440,8 @@ func (e *Executor) run(ctx context.Context, live *cluster.State, st *State, keys
 		}
 		changed := false
 		// Finish.
-		kept := running[:0]
-		for _, r := range running {
+		kept := sc.running[:0]
+		for _, r := range sc.running {
 			if r.left > 1e-9 {
 				kept = append(kept, r)
 				continue
@@ -340,7 +458,7 @@ func (e *Executor) run(ctx context.Context, live *cluster.State, st *State, keys
 				}
 			}
 		}
-		running = kept
+		sc.running = kept
 		// Arrive, keeping the given order in the queue.
 		arrived := false
 		for next < len(order) && jobs[order[next]].Arrival <= t {
@@ -373,22 +491,22 @@ func (e *Executor) run(ctx context.Context, live *cluster.State, st *State, keys
 				blocked = e.Strict
 				continue
 			}
-			r, err := e.start(live, st, set, j, ji, keys[ji], est[ji])
+			r, err := e.start(live, sc, set, j, ji, keys[ji], est[ji])
 			if err != nil {
 				return nil, err
 			}
 			out.Jobs[ji] = Outcome{ID: j.ID, Start: t, GPUs: set, Servers: len(r.servers), Estimate: est[ji]}
-			running = append(running, r)
+			sc.running = append(sc.running, r)
 			changed = true
 		}
 		queue = kq
 		if changed {
 			out.Events++
-			if err := e.speeds(st, jobs, running, out); err != nil {
+			if err := e.speeds(st, jobs, sc.running, out); err != nil {
 				return nil, err
 			}
 		}
-		if len(running) == 0 {
+		if len(sc.running) == 0 {
 			if done == len(jobs) {
 				break
 			}
@@ -401,7 +519,7 @@ func (e *Executor) run(ctx context.Context, live *cluster.State, st *State, keys
 		// Advance to the next finish or arrival, computed in float64 so
 		// that a job too slow to finish is caught, not wrapped around.
 		dt, slowest := math.Inf(1), -1
-		for _, r := range running {
+		for _, r := range sc.running {
 			if d := math.Ceil(r.left/r.speed - 1e-9); d < dt || slowest < 0 {
 				dt, slowest = d, r.job
 			}
@@ -412,9 +530,9 @@ func (e *Executor) run(ctx context.Context, live *cluster.State, st *State, keys
 		dt = max(dt, 1)
 		if float64(t)+dt > MaxSlot {
 			return nil, fmt.Errorf("%w: at slot %d the next event is %g slots away (job %d runs %g iterations per slot), beyond MaxSlot (%d)",
-				ErrNoProgress, t, dt, jobs[slowest].ID, speedOf(running, slowest), MaxSlot)
+				ErrNoProgress, t, dt, jobs[slowest].ID, speedOf(sc.running, slowest), MaxSlot)
 		}
-		for _, r := range running {
+		for _, r := range sc.running {
 			r.left -= r.speed * dt
 		}
 		t += int(dt)
@@ -440,15 +558,18 @@ func speedOf(running []*ringRun, ji int) float64 {
 	return 0
 }
 
-// start checks a placement and takes its GPUs.
-func (e *Executor) start(live *cluster.State, st *State, set placement.GPUSet, j *Job, ji int, key string, est float64) (*ringRun, error) {
+// start checks a placement and takes its GPUs; the job's run is
+// sc.runs[ji].
+func (e *Executor) start(live *cluster.State, sc *runScratch, set placement.GPUSet, j *Job, ji int, key string, est float64) (*ringRun, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: job %d: %s", ErrBadPlacement, j.ID, fmt.Sprintf(format, args...))
 	}
 	if n := set.Count(); n != j.GPUs {
 		return nil, bad("%d GPUs for a job of %d", n, j.GPUs)
 	}
-	r := &ringRun{job: ji, left: float64(j.Iterations)}
+	st := &sc.st
+	r := &sc.runs[ji]
+	*r = ringRun{job: ji, left: float64(j.Iterations), servers: r.servers[:0]}
 	for srv, gpus := range set {
 		if srv < 0 || srv >= len(st.Free) {
 			return nil, bad("server %d out of range", srv)
@@ -464,12 +585,13 @@ func (e *Executor) start(live *cluster.State, st *State, set placement.GPUSet, j
 	}
 	slices.SortFunc(r.servers, func(a, b perfmodel.ServerShare) int { return a.Server - b.Server })
 	r.spans = len(r.servers) > 1
-	refs := make([]cluster.GPURef, 0, j.GPUs)
+	refs := sc.refs[:0]
 	for _, sh := range r.servers {
 		for _, g := range set[sh.Server] {
 			refs = append(refs, cluster.GPURef{Server: sh.Server, GPU: g})
 		}
 	}
+	sc.refs = refs
 	if err := live.Bind(key, refs); err != nil {
 		return nil, fmt.Errorf("%w: job %d: %w", ErrBadPlacement, j.ID, err)
 	}

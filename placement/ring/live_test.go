@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/gpusched/gpusched/cluster"
@@ -183,4 +184,26 @@ func TestSJFBCOScheduleOn(t *testing.T) {
 	require.NoError(t, live.Bind(HolderKey(3), []cluster.GPURef{{Server: 1, GPU: 0}}))
 	_, err := SJFBCO{Model: paperModel}.ScheduleOn(ctx, live, jobs)
 	require.ErrorIs(t, err, ErrInvalidSetting)
+}
+
+// Job IDs are told apart however they spread (a bitset for dense IDs, a
+// map otherwise), and every job's holder key is HolderKey of its ID.
+func TestJobIDsAndKeys(t *testing.T) {
+	for _, ids := range [][]int{{}, {0}, {3, 1, 2}, {-5, 5, 0, -64, 64}, {math.MinInt, 0, math.MaxInt}, {1, 1 << 40}} {
+		jobs := make([]Job, len(ids))
+		for i, id := range ids {
+			jobs[i] = Job{ID: id, GPUs: 1, Iterations: 1}
+		}
+		require.NoError(t, validateJobs(jobs, 1), ids)
+		keys := holderKeys(jobs)
+		require.Len(t, keys, len(ids))
+		for i, id := range ids {
+			require.Equal(t, HolderKey(id), keys[i])
+		}
+		if len(ids) > 0 {
+			dup := append(slices.Clone(jobs), jobs[len(jobs)/2])
+			require.ErrorIs(t, validateJobs(dup, 1), ErrInvalidJob, ids)
+			require.ErrorContains(t, validateJobs(dup, 1), fmt.Sprintf("job ID %d appears twice", jobs[len(jobs)/2].ID))
+		}
+	}
 }

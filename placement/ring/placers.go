@@ -1,7 +1,6 @@
 package ring
 
 import (
-	"container/heap"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -23,18 +22,41 @@ func (a gpuRef) less(b gpuRef) bool {
 	return a.u < b.u || a.u == b.u && (a.s < b.s || a.s == b.s && a.i < b.i)
 }
 
-// maxHeap keeps the n least loaded GPUs seen, the most loaded on top.
+// maxHeap keeps the n least loaded GPUs seen, the most loaded on top
+// (typed sift operations: container/heap would box every GPU pushed).
 type maxHeap []gpuRef
 
-func (h maxHeap) Len() int           { return len(h) }
-func (h maxHeap) Less(a, b int) bool { return h[b].less(h[a]) }
-func (h maxHeap) Swap(a, b int)      { h[a], h[b] = h[b], h[a] }
-func (h *maxHeap) Push(x any)        { *h = append(*h, x.(gpuRef)) }
-func (h *maxHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+// push adds g.
+func (h *maxHeap) push(g gpuRef) {
+	*h = append(*h, g)
+	a := *h
+	for i := len(a) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !a[p].less(a[i]) {
+			break
+		}
+		a[p], a[i] = a[i], a[p]
+		i = p
+	}
+}
+
+// replaceTop puts g in place of the most loaded and restores the order.
+func (h maxHeap) replaceTop(g gpuRef) {
+	h[0] = g
+	for i, n := 0, len(h); ; {
+		c := 2*i + 1
+		if c >= n {
+			return
+		}
+		if c+1 < n && h[c].less(h[c+1]) {
+			c++
+		}
+		if !h[i].less(h[c]) {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
 }
 
 // leastLoaded returns the n idle GPUs of the given servers (all when
@@ -52,10 +74,9 @@ func leastLoaded(st *State, servers []int, n int, est, limit float64, buf *maxHe
 			}
 			g := gpuRef{s, i, st.Load[s][i]}
 			if len(h) < n {
-				heap.Push(&h, g)
+				h.push(g)
 			} else if g.less(h[0]) {
-				h[0] = g
-				heap.Fix(&h, 0)
+				h.replaceTop(g)
 			}
 		}
 	}

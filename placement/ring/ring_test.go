@@ -122,6 +122,8 @@ func TestRingErrors(t *testing.T) {
 		{"negative GPUs", []Job{{ID: 1, GPUs: -2, Iterations: 1, Ring: ring}}},
 		{"zero iterations", []Job{{ID: 1, GPUs: 1, Iterations: 0, Ring: ring}}},
 		{"duplicate ID", []Job{{ID: 1, GPUs: 1, Iterations: 1, Ring: ring}, {ID: 1, GPUs: 1, Iterations: 1, Ring: ring}}},
+		{"duplicate sparse ID", []Job{{ID: math.MinInt, GPUs: 1, Iterations: 1, Ring: ring}, {ID: math.MaxInt, GPUs: 1, Iterations: 1, Ring: ring}, {ID: math.MinInt, GPUs: 1, Iterations: 1, Ring: ring}}},
+		{"duplicate negative ID", []Job{{ID: -70, GPUs: 1, Iterations: 1, Ring: ring}, {ID: -3, GPUs: 1, Iterations: 1, Ring: ring}, {ID: -70, GPUs: 1, Iterations: 1, Ring: ring}}},
 		{"negative arrival", []Job{{ID: 1, GPUs: 1, Iterations: 1, Arrival: -1, Ring: ring}}},
 		{"NaN estimate", []Job{{ID: 1, GPUs: 1, Iterations: 1, Estimate: math.NaN(), Ring: ring}}},
 	} {

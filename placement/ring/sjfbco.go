@@ -171,46 +171,67 @@ func (b SJFBCO) schedule(ctx context.Context, c *topology.Cluster, live *cluster
 			}
 		}
 	}
+	keys := holderKeys(sorted)
+	// Workers: each execution runs on a worker's own cluster state (a
+	// replica of live, or a fresh state of c) and scratch, reused by the
+	// worker's later executions (a run leaves its state as it found it).
+	// At most GOMAXPROCS run at once, made as needed.
+	nw := 1
+	if !b.Sequential {
+		nw = max(1, min(runtime.GOMAXPROCS(0), len(kappas)))
+	}
+	pool := make(chan *ringWorker, nw)
+	for range nw {
+		pool <- nil
+	}
+	newWorker := func() (*ringWorker, error) {
+		var st *cluster.State
+		var err error
+		if live == nil {
+			if st, err = cluster.New(c); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrInvalidSetting, err)
+			}
+		} else if st, err = replica(live); err != nil {
+			return nil, fmt.Errorf("%w: copying the cluster state: %w", ErrInvalidSetting, err)
+		}
+		return &ringWorker{live: st}, nil
+	}
 	var best *SJFBCOResult
 	runs := 0
 	try := func(theta int) (*SJFBCOResult, error) {
 		res := make([]*Schedule, len(kappas))
 		errs := make([]error, len(kappas))
-		run := func(k int) {
-			ex := Executor{Model: b.Model, Strict: true, Horizon: horizon, Placer: &byKappa{
-				kappa: kappas[k],
-				small: FAFFP{Theta: float64(theta), Reading: b.Reading},
-				large: LBSGF{Theta: float64(theta), Lambda: b.Lambda},
-			}}
-			if live == nil {
-				res[k], errs[k] = ex.Run(ctx, c, sorted, sest)
-				return
-			}
-			r, err := replica(live)
-			if err != nil {
-				errs[k] = fmt.Errorf("%w: copying the cluster state: %w", ErrInvalidSetting, err)
-				return
-			}
-			res[k], errs[k] = ex.RunOn(ctx, r, sorted, sest)
+		run := func(k int, w *ringWorker) {
+			// The placers keep only scratch space between calls.
+			p := &w.placer
+			p.kappa = kappas[k]
+			p.small.Theta, p.small.Reading = float64(theta), b.Reading
+			p.large.Theta, p.large.Lambda = float64(theta), b.Lambda
+			ex := Executor{Model: b.Model, Strict: true, Horizon: horizon, Placer: &w.placer}
+			res[k], errs[k] = ex.runOn(ctx, w.live, &w.scratch, sorted, sest, keys)
 		}
-		if b.Sequential || len(kappas) == 1 {
-			for k := range kappas {
-				run(k)
+		var wg sync.WaitGroup
+		for k := range kappas {
+			w := <-pool
+			if w == nil {
+				var err error
+				if w, err = newWorker(); err != nil {
+					pool <- nil
+					errs[k] = err
+					continue
+				}
 			}
-		} else {
-			// At most GOMAXPROCS runs at once: each holds a copy of the
-			// cluster's state.
-			var wg sync.WaitGroup
-			sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-			for k := range kappas {
-				sem <- struct{}{}
-				wg.Go(func() {
-					defer func() { <-sem }()
-					run(k)
-				})
+			if nw == 1 {
+				run(k, w)
+				pool <- w
+				continue
 			}
-			wg.Wait()
+			wg.Go(func() {
+				defer func() { pool <- w }()
+				run(k, w)
+			})
 		}
+		wg.Wait()
 		runs += len(kappas)
 		var out *SJFBCOResult
 		for k, r := range res {
@@ -250,4 +271,13 @@ func (b SJFBCO) schedule(ctx context.Context, c *topology.Cluster, live *cluster
 	best.Schedule = &Schedule{Jobs: out, Makespan: best.Makespan, MeanJCT: best.MeanJCT, Events: best.Events}
 	best.Runs = runs
 	return best, nil
+}
+
+// ringWorker is what one SJFBCO worker keeps between its executions: its
+// cluster state (left as it was found by every run), the executor's
+// scratch and the placers' (scratch only).
+type ringWorker struct {
+	live    *cluster.State
+	scratch runScratch
+	placer  byKappa
 }
