@@ -155,14 +155,23 @@ func (st *State) appendServer(s topology.Server) {
 // words is the length of a bitset over the servers.
 func (st *State) words() int { return (len(st.servers) + 63) / 64 }
 
-// rebuildBuckets recomputes the server index of every type.
+// rebuildBuckets recomputes the server index of every type, in the
+// memory of the index it replaces where that is large enough.
 func (st *State) rebuildBuckets() {
 	w := st.words()
 	for t := range st.types {
 		ts := &st.types[t]
-		ts.bucket = make([][]uint64, ts.maxPer+1)
+		if cap(ts.bucket) < ts.maxPer+1 {
+			ts.bucket = append(ts.bucket[:cap(ts.bucket)], make([][]uint64, ts.maxPer+1-cap(ts.bucket))...)
+		}
+		ts.bucket = ts.bucket[:ts.maxPer+1]
 		for f := 1; f <= ts.maxPer; f++ {
-			ts.bucket[f] = make([]uint64, w)
+			if row := ts.bucket[f]; cap(row) >= w {
+				ts.bucket[f] = row[:w]
+				clear(ts.bucket[f])
+			} else {
+				ts.bucket[f] = make([]uint64, w)
+			}
 		}
 	}
 	for s := range st.servers {
@@ -260,8 +269,25 @@ func (st *State) Lookup(serverID string, index int) (GPURef, error) {
 // go: do not modify it.
 func (st *State) Types() []topology.GPUType { return st.sorted }
 
-// sortTypes recomputes the list of present types.
+// sortTypes recomputes the list of present types; the list stays as it
+// is (the same slice) when the types present are the same.
 func (st *State) sortTypes() {
+	present := 0
+	for _, ts := range st.types {
+		if ts.total > 0 {
+			present++
+		}
+	}
+	same := present == len(st.sorted)
+	for _, name := range st.sorted {
+		if !same {
+			break
+		}
+		same = st.types[st.typeID[name]].total > 0
+	}
+	if same {
+		return
+	}
 	st.sorted = make([]topology.GPUType, 0, len(st.types))
 	for _, ts := range st.types {
 		if ts.total > 0 {
