@@ -28,10 +28,10 @@ type Part struct {
 // server's ID is not reused. It holds at most MaxServers servers at once,
 // of at most MaxGPUsPerServer GPUs.
 //
-// NewCluster keeps the servers to itself; NewClusterOn runs the same
-// decisions on the live cluster state of package cluster, where every job
+// It runs on a live cluster state of package cluster, where every job
 // holds its GPUs, loans add servers and reclaims remove them, and GPUs
-// that others hold or that failed are not free.
+// that others hold or that failed are not free: the state that the other
+// packages share (NewClusterOn) or one of its own (NewCluster).
 //
 // A Cluster is not safe for concurrent use: every method, even a query,
 // must be called from one goroutine at a time (an orchestrator that loans
@@ -43,11 +43,13 @@ type Cluster struct {
 	pack          bool
 	live          []int // IDs of the servers held now, increasing
 
-	// state is the live cluster state the cluster runs on (see
-	// NewClusterOn), nil for a private cluster; the rest mirror it.
+	// state is the live cluster state the cluster runs on; the counts
+	// below mirror it.
 	state *cluster.State
 	gen   uint64          // state's Generation when the counts last matched it
 	shape topology.Server // a server of the cluster's shape, for Loan
+	// shapeUniform is server.uniform of the shape.
+	shapeUniform int8
 	// scratch holds the GPUs of one bind or release in state, mask a
 	// server's free flags while its workers are chosen.
 	scratch []cluster.GPURef
@@ -66,66 +68,85 @@ type server struct {
 	free           int
 	base, flex     int // GPUs held by base and by flexible workers
 	// other counts the GPUs that are neither free nor held by the jobs of
-	// this cluster: held by others or failed in the live state (always 0
-	// on a private cluster).
+	// this cluster: held by others or failed in the live state.
 	other int
-	// id is the server's id in the live state ("" on a private cluster).
+	// id is the server's id in the live state.
 	id string
+	// uniform is 1 when every pair of the server's GPUs links alike (a
+	// worker then takes the lowest free GPUs), -1 when not, 0 until known.
+	uniform int8
 }
 
 type placed struct {
 	id            int    // the job's ID
-	key           string // HolderKey(id) once the job binds in a live state
+	key           string // HolderKey(id)
 	gpusPerWorker int
 	elastic       bool
 	parts         []Part
 }
 
 // NewCluster returns a cluster of training servers (at most MaxServers) of
-// gpusPerServer GPUs (1 to MaxGPUsPerServer).
+// gpusPerServer GPUs (1 to MaxGPUsPerServer) on a cluster state of its own
+// (State): NewClusterOn over a state of that many servers "train-0",
+// "train-1", ... of gpusPerServer GPUs of type "train" (TrainGPUType), all
+// linked alike. The state holds at most MaxLiveGPUs GPUs: a larger cluster,
+// or loans beyond, are errors wrapping ErrInvalid.
 func NewCluster(trainingServers, gpusPerServer int) (*Cluster, error) {
 	if trainingServers < 0 || trainingServers > MaxServers || gpusPerServer < 1 || gpusPerServer > MaxGPUsPerServer {
 		return nil, fmt.Errorf("%w: %d servers of %d GPUs, want at most %d servers of 1 to %d GPUs",
 			ErrInvalid, trainingServers, gpusPerServer, MaxServers, MaxGPUsPerServer)
 	}
-	c := &Cluster{gpusPerServer: gpusPerServer, jobs: map[int]*placed{}}
-	for i := range trainingServers {
-		c.servers = append(c.servers, server{active: true, free: gpusPerServer})
-		c.live = append(c.live, i)
+	if trainingServers > MaxLiveGPUs/gpusPerServer {
+		return nil, fmt.Errorf("%w: %d servers of %d GPUs, more than %d GPUs in one cluster state",
+			ErrInvalid, trainingServers, gpusPerServer, MaxLiveGPUs)
 	}
-	return c, nil
+	shape := topology.ServerTemplate{Type: TrainGPUType, GPUs: gpusPerServer}
+	var topo *topology.Cluster
+	if trainingServers > 0 {
+		var err error
+		if topo, err = topology.Homogeneous(trainingServers, shape); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
+	live, err := cluster.New(topo)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	ids := make([]string, trainingServers)
+	for i := range ids {
+		ids[i] = live.Server(i).ID
+	}
+	return NewClusterOn(live, ids, shape)
 }
+
+// TrainGPUType is the GPU type of the servers of NewCluster's own state.
+const TrainGPUType topology.GPUType = "train"
 
 // GPUsPerServer returns the size of every server.
 func (c *Cluster) GPUsPerServer() int { return c.gpusPerServer }
 
 // Loan adds n servers lent by the inference cluster and returns their IDs.
-// On a cluster on a live state (NewClusterOn) they are added to the state
-// too, built from the cluster's server shape, with ids "elastic-loan-" and
-// the cluster ID (see LoanServers to add servers of your own). The
-// cluster may hold at most MaxServers servers at once: a loan beyond
-// is an error wrapping ErrInvalid and changes nothing.
+// They are added to the live state too, built from the cluster's server
+// shape, with ids "elastic-loan-" and the cluster ID (see LoanServers to
+// add servers of your own). The cluster may hold at most MaxServers
+// servers at once, and the state MaxLiveGPUs GPUs: a loan beyond is an
+// error wrapping ErrInvalid and changes nothing.
 func (c *Cluster) Loan(n int) ([]int, error) {
 	if n < 0 || n > MaxServers-len(c.live) {
 		return nil, fmt.Errorf("%w: loan %d servers to a cluster of %d (at most %d at once)", ErrInvalid, n, len(c.live), MaxServers)
 	}
-	if c.state != nil {
-		if n > (MaxLiveGPUs-c.state.Topology().NumGPUs())/c.gpusPerServer {
-			return nil, fmt.Errorf("%w: loan %d servers of %d GPUs to a cluster state of %d GPUs (at most %d)", ErrInvalid, n, c.gpusPerServer, c.state.Topology().NumGPUs(), MaxLiveGPUs)
-		}
-		servers := make([]topology.Server, n)
-		for i := range servers {
-			servers[i] = c.loanShape(len(c.servers) + i)
-		}
-		return c.LoanServers(servers)
+	if n > (MaxLiveGPUs-c.state.Topology().NumGPUs())/c.gpusPerServer {
+		return nil, fmt.Errorf("%w: loan %d servers of %d GPUs to a cluster state of %d GPUs (at most %d)", ErrInvalid, n, c.gpusPerServer, c.state.Topology().NumGPUs(), MaxLiveGPUs)
 	}
-	ids := make([]int, n)
-	for i := range ids {
-		ids[i] = len(c.servers)
-		c.live = append(c.live, len(c.servers))
-		c.servers = append(c.servers, server{loaned: true, active: true, free: c.gpusPerServer})
+	servers := make([]topology.Server, n)
+	for i := range servers {
+		servers[i] = c.loanShape(len(c.servers) + i)
 	}
-	return ids, nil
+	ids, err := c.LoanServers(servers)
+	for _, id := range ids {
+		c.servers[id].uniform = c.shapeUniform // their links are the shape's
+	}
+	return ids, err
 }
 
 // IsLoaned reports whether a server was lent by the inference cluster.
@@ -226,9 +247,7 @@ func (c *Cluster) Release(job int) {
 	if p == nil {
 		return
 	}
-	if c.state != nil && p.key != "" {
-		c.state.Release(p.key)
-	}
+	c.state.Release(p.key)
 	for _, x := range p.parts {
 		c.count(x, p.gpusPerWorker, -1)
 	}
@@ -242,10 +261,8 @@ func (c *Cluster) Release(job int) {
 // counts mirror the state, so the state refuses nothing unless it changed
 // behind the cluster's back (ErrInconsistent).
 func (c *Cluster) take(p *placed, x Part, sign int) error {
-	if c.state != nil {
-		if err := c.takeLive(p, x, sign); err != nil {
-			return err
-		}
+	if err := c.takeLive(p, x, sign); err != nil {
+		return err
 	}
 	c.count(x, p.gpusPerWorker, sign)
 	return nil
@@ -287,11 +304,12 @@ func (c *Cluster) Place(j *Job, workers int) (int, error) {
 	if err := c.sync(); err != nil {
 		return 0, err
 	}
-	if c.state != nil && c.state.Held(HolderKey(j.ID)) != nil {
-		return 0, fmt.Errorf("%w: job %d's holder %q already holds GPUs in the cluster state", ErrInvalid, j.ID, HolderKey(j.ID))
+	key := HolderKey(j.ID)
+	if c.state.Held(key) != nil {
+		return 0, fmt.Errorf("%w: job %d's holder %q already holds GPUs in the cluster state", ErrInvalid, j.ID, key)
 	}
 	defer c.synced()
-	p := &placed{id: j.ID, gpusPerWorker: j.GPUsPerWorker, elastic: j.Elastic()}
+	p := &placed{id: j.ID, key: key, gpusPerWorker: j.GPUsPerWorker, elastic: j.Elastic()}
 	if c.pack {
 		// All workers together on the fewest servers; the first
 		// MinWorkers are the base.
@@ -540,7 +558,8 @@ func (c *Cluster) Reclaim(n int) (*ReclaimResult, error) {
 	}
 	defer c.synced()
 	view := make([][]Worker, len(ids))
-	for _, id := range c.Jobs() {
+	jobs := c.Jobs()
+	for _, id := range jobs {
 		p := c.jobs[id]
 		for _, x := range p.parts {
 			if k, ok := index[x.Server]; ok {
@@ -559,7 +578,7 @@ func (c *Cluster) Reclaim(n int) (*ReclaimResult, error) {
 	}
 	// Every base worker on a returned server must belong to a preempted
 	// job; check before changing anything.
-	for _, id := range c.Jobs() {
+	for _, id := range jobs {
 		if slices.Contains(r.Preempted, id) {
 			continue
 		}
@@ -588,10 +607,8 @@ func (c *Cluster) Reclaim(n int) (*ReclaimResult, error) {
 		if s.base+s.flex != 0 {
 			return nil, fmt.Errorf("%w: server %d still holds %d GPUs of work after reclaiming", ErrInconsistent, id, s.base+s.flex)
 		}
-		if c.state != nil {
-			if _, err := c.state.RemoveServer(s.id); err != nil {
-				return nil, fmt.Errorf("%w: returning server %d (%q): %w", ErrInconsistent, id, s.id, err)
-			}
+		if _, err := c.state.RemoveServer(s.id); err != nil {
+			return nil, fmt.Errorf("%w: returning server %d (%q): %w", ErrInconsistent, id, s.id, err)
 		}
 		s.active = false
 	}
@@ -622,8 +639,5 @@ func (c *Cluster) Check() error {
 			return fmt.Errorf("%w: server %d counts free %d base %d flex %d other %d, jobs hold base %d flex %d of %d", ErrInconsistent, i, s.free, s.base, s.flex, s.other, base[i], flex[i], c.gpusPerServer)
 		}
 	}
-	if c.state != nil {
-		return c.checkLive()
-	}
-	return nil
+	return c.checkLive()
 }

@@ -17,10 +17,10 @@
 // Capacity: [Cluster] is the orchestrator's API: it loans whole servers,
 // reclaims them with Lyra's heuristic ([Reclaim], checked against the
 // exhaustive [ReclaimOracle]) and applies the preemptions, and places jobs
-// best fit decreasing in Lyra's server groups (or packed), on servers of
-// its own ([NewCluster]) or on the live cluster state that the other
-// packages share ([NewClusterOn]: jobs hold their GPUs there under
-// [HolderKey]).
+// best fit decreasing in Lyra's server groups (or packed), on a live
+// cluster state of package cluster (jobs hold their GPUs there under
+// [HolderKey]): one of its own ([NewCluster]) or the one that the other
+// packages share ([NewClusterOn]).
 //
 // Goodput: [PerfParams] is Pollux's step-time model, fitted to measured
 // steps by [FitPerfParams] (gonum's Nelder-Mead); [GradStats] gives the

@@ -32,8 +32,9 @@ const (
 	MaxGPUsPerServer = 1024
 	// MaxGPUs bounds the GPUs a policy shares out.
 	MaxGPUs = MaxServers * MaxGPUsPerServer
-	// MaxLiveGPUs bounds the GPUs of a live cluster state that loans
-	// grow (NewClusterOn), as topology bounds a cluster's.
+	// MaxLiveGPUs bounds the GPUs of the live cluster state a Cluster
+	// runs on, as topology bounds a cluster's: NewCluster's size, and what
+	// loans may grow a state to.
 	MaxLiveGPUs = 1 << 20
 	// MaxWorkers bounds a job's workers, a Table's length and the items of
 	// ScalingItems.

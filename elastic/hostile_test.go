@@ -28,6 +28,15 @@ func TestHostileSizes(t *testing.T) {
 		{"loan past the cap", func() error { _, err := c.Loan(MaxServers - 1); return err }, "loan 1048575 servers to a cluster of 2"},
 		{"cluster 1<<40", func() error { _, err := NewCluster(1<<40, 8); return err }, "1099511627776 servers of 8 GPUs, want at most 1048576 servers of 1 to 1024 GPUs"},
 		{"server 1<<20 GPUs", func() error { _, err := NewCluster(1, 1<<20); return err }, "1 servers of 1048576 GPUs"},
+		{"cluster state past 1<<20 GPUs", func() error { _, err := NewCluster(MaxServers, 2); return err }, "1048576 servers of 2 GPUs, more than 1048576 GPUs in one cluster state"},
+		{"loan past the state's GPUs", func() error {
+			big, err := NewCluster(1, MaxGPUsPerServer)
+			if err != nil {
+				return err
+			}
+			_, err = big.Loan(MaxLiveGPUs / MaxGPUsPerServer)
+			return err
+		}, "loan 1024 servers of 1024 GPUs to a cluster state of 1024 GPUs (at most 1048576)"},
 		{"table 1<<40", func() error { _, err := NewTable(1<<40, count); return err }, "a table of 1099511627776 workers, want 1 to 1048576"},
 		{"items 1<<30", func() error { _, err := ScalingItems(1, 1<<30, 1, 1); return err }, "workers 1 to 1073741824 (at most 1048576)"},
 		{"items GPUs", func() error { _, err := ScalingItems(1, 2, 1<<20, 1); return err }, "1048576 GPUs each (at most 1024)"},

@@ -20,11 +20,11 @@ func HolderKey(job int) string { return "elastic/" + strconv.Itoa(job) }
 // training (none or more, each with shape.GPUs GPUs), every worker it
 // places holds its GPUs in live under HolderKey(job ID), servers it loans
 // are added to live (Loan builds them from shape; LoanServers takes yours)
-// and servers it reclaims are removed from live. It decides exactly as
-// NewCluster's private cluster of as many servers of shape.GPUs does (the
-// same IDs, training servers by position in training, and the same
-// placements), over the GPUs that are free in live: GPUs that other
-// holders hold or that are failed there are not free to it. A shape that
+// and servers it reclaims are removed from live. Its cluster IDs are the
+// positions in training, then loans in order; it decides over the GPUs
+// that are free in live (GPUs that other holders hold or that are failed
+// there are not free to it) as NewCluster's cluster of as many servers
+// decides over its own. A shape that
 // does not build, or training servers unknown to live, named twice or of
 // another size, give an error wrapping ErrInvalid.
 //
@@ -52,7 +52,10 @@ func NewClusterOn(live *cluster.State, training []string, shape topology.ServerT
 	if err != nil {
 		return nil, fmt.Errorf("%w: server shape: %w", ErrInvalid, err)
 	}
-	c := &Cluster{gpusPerServer: shape.GPUs, jobs: map[int]*placed{}, state: live, shape: one.Servers[0]}
+	c := &Cluster{gpusPerServer: shape.GPUs, jobs: map[int]*placed{}, state: live, shape: one.Servers[0], shapeUniform: -1}
+	if uniformLinks(&c.shape) {
+		c.shapeUniform = 1
+	}
 	for i, id := range training {
 		pos, ok := live.ServerIndex(id)
 		if !ok {
@@ -72,12 +75,13 @@ func NewClusterOn(live *cluster.State, training []string, shape topology.ServerT
 	return c, nil
 }
 
-// State returns the live cluster state the cluster runs on, nil for a
-// private cluster.
+// State returns the live cluster state the cluster runs on (NewCluster's
+// own, or the one given to NewClusterOn). Change it only as NewClusterOn
+// allows.
 func (c *Cluster) State() *cluster.State { return c.state }
 
 // ServerID returns the id in the live state of the server with the given
-// cluster ID ("" for a private cluster or an unknown ID).
+// cluster ID ("" for an unknown ID).
 func (c *Cluster) ServerID(server int) string {
 	if server < 0 || server >= len(c.servers) {
 		return ""
@@ -95,16 +99,15 @@ func (c *Cluster) loanShape(id int) topology.Server {
 }
 
 // LoanServers adds servers lent by the inference cluster, all or none, and
-// returns their cluster IDs. Each must have GPUsPerServer GPUs; on a
-// cluster on a live state each is added to the state (so it must validate
-// there, with an id and GPU UUIDs new to it), on a private cluster only its
-// size matters. Errors wrap ErrInvalid (and the cluster package's error,
-// if the state refused a server) and change nothing.
+// returns their cluster IDs. Each must have GPUsPerServer GPUs and is
+// added to the live state (so it must validate there, with an id and GPU
+// UUIDs new to it). Errors wrap ErrInvalid (and the cluster package's
+// error, if the state refused a server) and change nothing.
 func (c *Cluster) LoanServers(servers []topology.Server) ([]int, error) {
 	if len(servers) > MaxServers-len(c.live) {
 		return nil, fmt.Errorf("%w: loan %d servers to a cluster of %d (at most %d at once)", ErrInvalid, len(servers), len(c.live), MaxServers)
 	}
-	if c.state != nil && len(servers) > (MaxLiveGPUs-c.state.Topology().NumGPUs())/c.gpusPerServer {
+	if len(servers) > (MaxLiveGPUs-c.state.Topology().NumGPUs())/c.gpusPerServer {
 		return nil, fmt.Errorf("%w: loan %d servers of %d GPUs to a cluster state of %d GPUs (at most %d)", ErrInvalid, len(servers), c.gpusPerServer, c.state.Topology().NumGPUs(), MaxLiveGPUs)
 	}
 	for i := range servers {
@@ -115,43 +118,33 @@ func (c *Cluster) LoanServers(servers []topology.Server) ([]int, error) {
 	if err := c.sync(); err != nil {
 		return nil, err
 	}
-	if c.state != nil {
-		for i := range servers {
-			if _, err := c.state.AddServer(servers[i]); err != nil {
-				for _, s := range servers[:i] {
-					_, _ = c.state.RemoveServer(s.ID) // added just now, held by nobody
-				}
-				return nil, fmt.Errorf("%w: loaned server %q: %w", ErrInvalid, servers[i].ID, err)
+	for i := range servers {
+		if _, err := c.state.AddServer(servers[i]); err != nil {
+			for _, s := range servers[:i] {
+				_, _ = c.state.RemoveServer(s.ID) // added just now, held by nobody
 			}
+			return nil, fmt.Errorf("%w: loaned server %q: %w", ErrInvalid, servers[i].ID, err)
 		}
 	}
 	ids := make([]int, len(servers))
 	for i := range ids {
 		ids[i] = len(c.servers)
 		c.live = append(c.live, len(c.servers))
-		sv := server{loaned: true, active: true, free: c.gpusPerServer}
-		if c.state != nil {
-			sv.id = servers[i].ID
-		}
-		c.servers = append(c.servers, sv)
+		c.servers = append(c.servers, server{loaned: true, active: true, free: c.gpusPerServer, id: servers[i].ID})
 	}
 	c.synced()
 	return ids, nil
 }
 
 // synced records that the counts match the live state as it is now.
-func (c *Cluster) synced() {
-	if c.state != nil {
-		c.gen = c.state.Generation()
-	}
-}
+func (c *Cluster) synced() { c.gen = c.state.Generation() }
 
 // sync reads the free GPUs of every server held now from the live state if
 // anything changed there since the cluster last looked: GPUs neither free
 // nor held by the cluster's jobs are others'. A server gone from the state,
 // or fewer GPUs than the jobs hold there, is ErrInconsistent.
 func (c *Cluster) sync() error {
-	if c.state == nil || c.state.Generation() == c.gen {
+	if c.state.Generation() == c.gen {
 		return nil
 	}
 	for _, id := range c.live {
@@ -183,12 +176,21 @@ func (c *Cluster) takeLive(p *placed, x Part, sign int) error {
 		return fmt.Errorf("%w: server %d (%q) is not in the cluster state", ErrInconsistent, x.Server, s.id)
 	}
 	want := x.Workers * p.gpusPerWorker
-	if p.key == "" {
-		p.key = HolderKey(p.id)
-	}
 	key := p.key
 	refs := c.scratch[:0] // the state copies what it keeps
-	if sign > 0 {
+	switch {
+	case sign > 0 && c.uniform(x.Server, pos):
+		// Every pair of GPUs scores alike: the chooser's tie-break, the
+		// lowest free positions, without its search.
+		for g, free := range c.state.FreeMask(pos) {
+			if len(refs) == want {
+				break
+			}
+			if free {
+				refs = append(refs, cluster.GPURef{Server: pos, GPU: g})
+			}
+		}
+	case sign > 0:
 		// Worker by worker, the best linked GPUs among the free ones
 		// (placement.GPUChooser), on a copy of the free flags.
 		c.mask = append(c.mask[:0], c.state.FreeMask(pos)...)
@@ -203,7 +205,7 @@ func (c *Cluster) takeLive(p *placed, x Part, sign int) error {
 				refs = append(refs, cluster.GPURef{Server: pos, GPU: g})
 			}
 		}
-	} else {
+	default:
 		held := c.state.Held(key)
 		for i := len(held) - 1; i >= 0 && len(refs) < want; i-- {
 			if held[i].Server == pos {
@@ -260,12 +262,9 @@ func (c *Cluster) checkLive() error {
 }
 
 // FailedJobs returns the jobs that hold a GPU marked failed in the live
-// state, in increasing ID (nil on a private cluster): what a failure hit,
+// state, in increasing ID (nil if none): what a failure hit,
 // for the caller to Release and place again, or Resize. O(GPUs held).
 func (c *Cluster) FailedJobs() []int {
-	if c.state == nil {
-		return nil
-	}
 	var out []int
 	for _, id := range c.Jobs() {
 		for _, r := range c.state.Held(HolderKey(id)) {
@@ -276,4 +275,44 @@ func (c *Cluster) FailedJobs() []int {
 		}
 	}
 	return out
+}
+
+// uniform reports whether every pair of GPUs of the cluster's server id
+// (at position pos in the live state) has the same placement.LinkScore, so
+// that placement.GPUChooser would take the lowest free positions; it is
+// computed once per server (once for all that Loan builds).
+func (c *Cluster) uniform(id, pos int) bool {
+	s := &c.servers[id]
+	if s.uniform == 0 {
+		s.uniform = -1
+		if uniformLinks(c.state.Server(pos)) {
+			s.uniform = 1
+		}
+	}
+	return s.uniform > 0
+}
+
+// uniformLinks reports whether every pair of the server's GPUs scores the
+// same in placement.LinkScore, in both directions (the score reads the
+// type of the GPU it starts from). O(GPUs^2).
+func uniformLinks(s *topology.Server) bool {
+	if s.Links == nil {
+		return true // every pair is LinkUnknown
+	}
+	first := true
+	score := 0
+	for i := range s.GPUs {
+		for j := range s.GPUs {
+			if i == j {
+				continue
+			}
+			v := placement.LinkScore(s.Link(i, j), s.GPUs[i].Type)
+			if first {
+				score, first = v, false
+			} else if v != score {
+				return false
+			}
+		}
+	}
+	return true
 }

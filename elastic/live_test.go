@@ -3,9 +3,11 @@ package elastic
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/gpusched/gpusched/cluster"
+	"github.com/gpusched/gpusched/placement"
 	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -188,7 +190,8 @@ func TestClusterOnSharedState(t *testing.T) {
 	private, err := NewCluster(1, 4)
 	require.NoError(t, err)
 	assert.Nil(t, private.FailedJobs())
-	assert.Nil(t, private.State())
+	require.NotNil(t, private.State())
+	assert.Equal(t, 4, private.State().Free(TrainGPUType))
 	hit := live.Held(HolderKey(1))[0]
 	holders, err := live.Fail(hit)
 	require.NoError(t, err)
@@ -285,4 +288,73 @@ func TestClusterOnTopologyAware(t *testing.T) {
 	assert.NotEqual(t, 0, held[1].GPU)
 	assert.Equal(t, topology.LinkNVLink, topo.Servers[0].Link(held[0].GPU, held[1].GPU).Class)
 	require.NoError(t, c.Check())
+}
+
+// On a server whose GPU pairs all score alike, a worker's GPUs are the
+// lowest free positions, as placement.GPUChooser picks them worker by
+// worker (its tie-break), so the shortcut changes no GPU a job gets; other
+// servers go through the chooser.
+func TestUniformServersTakeLowestFree(t *testing.T) {
+	shape := func(ty topology.GPUType, n int, ic topology.Interconnect) *topology.Server {
+		c, err := topology.Homogeneous(1, topology.ServerTemplate{Type: ty, GPUs: n, Interconnect: ic})
+		require.NoError(t, err)
+		return &c.Servers[0]
+	}
+	bare := *shape(topology.V100, 8, "")
+	bare.Links = nil
+	for _, tc := range []struct {
+		name    string
+		s       *topology.Server
+		uniform bool
+	}{
+		{"no links", &bare, true},
+		{"pcie", shape(topology.V100, 8, topology.PCIe), true},
+		{"pcie 16", shape(topology.A100, 16, topology.PCIe), true},
+		{"nvswitch", shape(topology.A100, 8, topology.NVSwitch), true},
+		{"nvlink:2", shape(topology.V100, 4, "nvlink:2"), true},
+		{"one GPU", shape(topology.V100, 1, ""), true},
+		{"dgx-1", shape(topology.V100, 8, topology.HybridCubeMesh), false},
+		{"k80 boards", shape(topology.K80, 8, topology.PCIe), false},
+		{"dual socket", shape(topology.V100, 8, topology.PCIeDualSocket), false},
+	} {
+		require.Equal(t, tc.uniform, uniformLinks(tc.s), tc.name)
+		if !tc.uniform {
+			continue
+		}
+		n := len(tc.s.GPUs)
+		rng := rand.New(rand.NewPCG(uint64(n), 7))
+		for range 200 {
+			mask := make([]bool, n)
+			nfree := 0
+			for i := range mask {
+				mask[i] = rng.IntN(3) > 0
+				if mask[i] {
+					nfree++
+				}
+			}
+			gpw := 1 + rng.IntN(n)
+			workers := nfree / gpw
+			if workers == 0 {
+				continue
+			}
+			var want []int
+			chooser := slices.Clone(mask)
+			for range workers {
+				gpus, err := placement.GPUChooser{}.Choose(tc.s, chooser, gpw)
+				require.NoError(t, err)
+				for _, g := range gpus {
+					chooser[g] = false
+				}
+				want = append(want, gpus...)
+			}
+			slices.Sort(want)
+			var got []int
+			for g, free := range mask {
+				if free && len(got) < workers*gpw {
+					got = append(got, g)
+				}
+			}
+			require.Equal(t, want, got, "%s: %d workers of %d on %v", tc.name, workers, gpw, mask)
+		}
+	}
 }
