@@ -14,46 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The executor on the live cluster state gives, schedule for schedule, what
-// its private model of the cluster gave (runPrivate, the code before the
-// change) for every placer, strict or not, with arrivals and finite caps:
-// the published SJF-BCO reproductions rest on this.
-func TestRunOnMatchesPrivateModel(t *testing.T) {
-	for seed := range seeds(6) {
-		c, jobs := randomInstance(t, seed, 7, 50)
-		for i := range jobs {
-			jobs[i].Arrival = int(seed*31+uint64(i)*17) % 40
-		}
-		placers := map[string]func() Placer{
-			"first-fit":       func() Placer { return FirstFit{} },
-			"first-fit-whole": func() Placer { return FirstFit{WholeServer: true} },
-			"list":            func() Placer { return &ListScheduling{} },
-			"random":          func() Placer { return NewRandom(seed) },
-			"fa-ffp":          func() Placer { return &FAFFP{Theta: math.Inf(1)} },
-			"fa-ffp-theta":    func() Placer { return &FAFFP{Theta: 4000} },
-			"fa-ffp-packed":   func() Placer { return &FAFFP{Theta: 4000, Reading: PackedServers} },
-			"lbsgf":           func() Placer { return &LBSGF{Theta: math.Inf(1)} },
-			"lbsgf-2":         func() Placer { return &LBSGF{Theta: 4000, Lambda: 2} },
-		}
-		for name, p := range placers {
-			for _, strict := range []bool{true, false} {
-				label := fmt.Sprintf("seed %d %s strict %v", seed, name, strict)
-				a := Executor{Model: paperModel, Placer: p(), Strict: strict}
-				want, errWant := a.runPrivate(context.Background(), c, jobs, nil)
-				b := Executor{Model: paperModel, Placer: p(), Strict: strict}
-				got, errGot := b.Run(context.Background(), c, jobs, nil)
-				if errWant != nil {
-					require.Error(t, errGot, label)
-					require.Equal(t, errWant.Error(), errGot.Error(), label)
-					continue
-				}
-				require.NoError(t, errGot, label)
-				require.Equal(t, want, got, label)
-			}
-		}
-	}
-}
-
 // liveCluster is a 3 x 4 cluster state in which "other" holds server 0's
 // GPUs 0 and 1 and server 2's GPU 3 is failed.
 func liveCluster(t *testing.T) (*cluster.State, *topology.Cluster) {
