@@ -1,7 +1,6 @@
 package elastic
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -41,111 +40,12 @@ func onLive(n, g int) (*Cluster, error) {
 	return NewClusterOn(live, ids, shape)
 }
 
-// bothModes runs a cluster test on the private model and on the live state:
-// the cluster decides the same way on both.
+// bothModes runs a cluster test on a state of the cluster's own
+// (NewCluster) and on a shared one (NewClusterOn): the cluster decides the
+// same way on both.
 func bothModes(t *testing.T, test func(*testing.T, maker)) {
-	t.Run("private", func(t *testing.T) { test(t, NewCluster) })
-	t.Run("live", func(t *testing.T) { test(t, onLive) })
-}
-
-// clusterAPI is what the lockstep test drives: the Cluster, private or on
-// a live state, and the reference copy of the cluster before the change.
-type clusterAPI interface {
-	SetPacking(bool)
-	Loan(int) ([]int, error)
-	Place(*Job, int) (int, error)
-	Resize(*Job, int) (int, error)
-	Release(int)
-	Reclaim(int) (*ReclaimResult, error)
-	Jobs() []int
-	Parts(int) []Part
-	GPUs() (int, int)
-	LoanedGPUs() (int, int)
-	Loaned() int
-	Span(int, []int) ([]int, int)
-	Check() error
-}
-
-// The same random operations on the cluster as it was before the change
-// (refCluster), on today's private cluster and on one over a live state
-// give the same placements, counts, reclaims and errors at every step,
-// and the live state holds exactly the GPUs the jobs' parts count.
-func TestClusterOnLiveMatchesPrivate(t *testing.T) {
-	rng := rand.New(rand.NewPCG(11, 12))
-	for trial := range 40 {
-		n := rng.IntN(4)
-		ref, err := newRefCluster(n, 8)
-		require.NoError(t, err)
-		a, err := NewCluster(n, 8)
-		require.NoError(t, err)
-		b, err := onLive(n, 8)
-		require.NoError(t, err)
-		all := []clusterAPI{ref, a, b}
-		for _, c := range all {
-			c.SetPacking(trial%2 == 1)
-		}
-		jobs := map[int]*Job{}
-		// same runs op on every cluster and requires equal answers.
-		same := func(where string, op func(c clusterAPI) any) any {
-			want := op(all[0])
-			for k, c := range all[1:] {
-				require.Equal(t, want, op(c), "%s: cluster %d", where, k+1)
-			}
-			return want
-		}
-		type answer struct {
-			V   any
-			Err error
-		}
-		for step := range 150 {
-			where := fmt.Sprintf("trial %d step %d", trial, step)
-			switch op := rng.IntN(6); op {
-			case 0:
-				k := rng.IntN(3)
-				same(where, func(c clusterAPI) any { ids, err := c.Loan(k); return answer{ids, err} })
-			case 1, 2:
-				wMin := 1 + rng.IntN(4)
-				j := &Job{ID: step, MinWorkers: wMin, MaxWorkers: wMin + rng.IntN(6), GPUsPerWorker: 1 + rng.IntN(4), Work: 1, Curve: Linear{1}}
-				w := j.MinWorkers + rng.IntN(j.MaxWorkers-j.MinWorkers+1)
-				got := same(where, func(c clusterAPI) any { n, err := c.Place(j, w); return answer{n, err} })
-				if got.(answer).Err == nil {
-					jobs[j.ID] = j
-				}
-			case 3:
-				for _, j := range jobs {
-					w := j.MinWorkers + rng.IntN(j.MaxWorkers-j.MinWorkers+1)
-					same(where, func(c clusterAPI) any { n, err := c.Resize(j, w); return answer{n, err} })
-					break
-				}
-			case 4:
-				for id := range jobs {
-					for _, c := range all {
-						c.Release(id)
-					}
-					delete(jobs, id)
-					break
-				}
-			case 5:
-				k := rng.IntN(a.Loaned() + 2)
-				same(where, func(c clusterAPI) any { r, err := c.Reclaim(k); return answer{r, err} })
-			}
-			ids := same(where, func(c clusterAPI) any { return c.Jobs() }).([]int)
-			for _, id := range ids {
-				same(where, func(c clusterAPI) any { return c.Parts(id) })
-				same(where, func(c clusterAPI) any { s, l := c.Span(id, nil); return answer{[2]any{s, l}, nil} })
-			}
-			same(where, func(c clusterAPI) any { t, f := c.GPUs(); return [2]int{t, f} })
-			same(where, func(c clusterAPI) any { t, f := c.LoanedGPUs(); return [2]int{t, f} })
-			for _, c := range all {
-				require.NoError(t, c.Check(), where)
-			}
-			// The live state has exactly the servers held now, and its
-			// free GPUs are the cluster's.
-			_, fb := b.GPUs()
-			require.Equal(t, len(b.live), b.State().NumServers(), where)
-			require.Equal(t, fb, b.State().Free(topology.V100), where)
-		}
-	}
+	t.Run("own state", func(t *testing.T) { test(t, NewCluster) })
+	t.Run("shared state", func(t *testing.T) { test(t, onLive) })
 }
 
 // On a shared live state, GPUs held by others or failed are not free to
