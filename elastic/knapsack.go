@@ -51,14 +51,22 @@ func MultipleChoiceKnapsack(groups [][]Item, capacity int) ([]int, float64, erro
 	choice := make([][]int32, len(groups))
 	for g, its := range groups {
 		ch := make([]int32, capacity+1)
-		for c := range next {
-			next[c], ch[c] = best[c], -1
-			for i, it := range its {
-				if it.Weight > c || it.Value <= 0 && it.Weight > 0 {
-					continue
-				}
-				if v := best[c-it.Weight] + it.Value; v > next[c] {
-					next[c], ch[c] = v, int32(i)
+		copy(next, best)
+		for c := range ch {
+			ch[c] = -1
+		}
+		// Item by item over every capacity: for each capacity the items
+		// are tried in order, as in a loop over items inside one over
+		// capacities, so the choices (ties to the earlier item) are the
+		// same; the inner loop is a plain pass over two arrays.
+		for i, it := range its {
+			if it.Weight > capacity || it.Value <= 0 && it.Weight > 0 {
+				continue
+			}
+			v, dst, dch := it.Value, next[it.Weight:], ch[it.Weight:]
+			for c, b := range best[:len(dst)] {
+				if x := b + v; x > dst[c] {
+					dst[c], dch[c] = x, int32(i)
 				}
 			}
 		}

@@ -117,3 +117,51 @@ func BenchmarkKnapsack500x300(b *testing.B) {
 		}
 	}
 }
+
+// Ties go to the smaller total weight, then to the earlier item: with
+// whole values (many ties), the choice is worth the optimum and weighs the
+// least of the optimal combinations, and of equal items the first is
+// taken.
+func TestKnapsackTies(t *testing.T) {
+	// lightest returns the best value and the least weight reaching it.
+	var lightest func(groups [][]Item, left int) (float64, int)
+	lightest = func(groups [][]Item, left int) (float64, int) {
+		if len(groups) == 0 {
+			return 0, 0
+		}
+		bv, bw := lightest(groups[1:], left)
+		for _, it := range groups[0] {
+			if it.Weight <= left {
+				v, w := lightest(groups[1:], left-it.Weight)
+				if v += it.Value; v > bv || v == bv && w+it.Weight < bw {
+					bv, bw = v, w+it.Weight
+				}
+			}
+		}
+		return bv, bw
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := range 300 {
+		groups := make([][]Item, 1+rng.IntN(5))
+		for g := range groups {
+			for range rng.IntN(5) {
+				groups[g] = append(groups[g], Item{Weight: rng.IntN(5), Value: float64(rng.IntN(4))})
+			}
+		}
+		capacity := rng.IntN(12)
+		choice, v, err := MultipleChoiceKnapsack(groups, capacity)
+		require.NoError(t, err)
+		wantV, wantW := lightest(groups, capacity)
+		w := 0
+		for g, i := range choice {
+			if i >= 0 {
+				w += groups[g][i].Weight
+			}
+		}
+		require.Equal(t, wantV, v, "trial %d", trial)
+		require.Equal(t, wantW, w, "trial %d: %v", trial, groups)
+	}
+	choice, _, err := MultipleChoiceKnapsack([][]Item{{{Weight: 2, Value: 5}, {Weight: 2, Value: 5}, {Weight: 1, Value: 5}}, {{Weight: 3, Value: 1}, {Weight: 3, Value: 1}}}, 4)
+	require.NoError(t, err)
+	assert.Equal(t, []int{2, 0}, choice)
+}
