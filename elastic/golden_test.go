@@ -1,7 +1,6 @@
 package elastic
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -131,15 +130,9 @@ func traceLine(trace string) string {
 // it gave with its own model of the servers, errors included, and the
 // state holds exactly the servers held and the GPUs the jobs' parts count.
 func TestClusterMatchesPrivateModel(t *testing.T) {
-	f, err := os.Open(goldenFile)
+	data, err := os.ReadFile(goldenFile)
 	require.NoError(t, err)
-	defer f.Close()
-	var want []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		want = append(want, sc.Text())
-	}
-	require.NoError(t, sc.Err())
+	want := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
 	require.Len(t, want, goldenTrials)
 	trials := goldenTrials
 	if testing.Short() {

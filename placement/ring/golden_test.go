@@ -1,7 +1,6 @@
 package ring
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -110,17 +109,14 @@ func goldenCases(t testing.TB) []goldenCase {
 
 // readGolden returns the golden file's lines by case name.
 func readGolden(t *testing.T) map[string]string {
-	f, err := os.Open(goldenFile)
+	data, err := os.ReadFile(goldenFile)
 	require.NoError(t, err)
-	defer f.Close()
 	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		name, rest, ok := strings.Cut(sc.Text(), ": ")
-		require.True(t, ok, "golden line %q", sc.Text())
+	for line := range strings.Lines(string(data)) {
+		name, rest, ok := strings.Cut(strings.TrimSuffix(line, "\n"), ": ")
+		require.True(t, ok, "golden line %q", line)
 		out[name] = rest
 	}
-	require.NoError(t, sc.Err())
 	return out
 }
 
