@@ -292,6 +292,11 @@ func (c *Cluster) count(x Part, gpw, sign int) {
 // base workers are placed all or nothing (ErrUnplaceable); flexible
 // workers as many as fit. It returns the workers placed.
 func (c *Cluster) Place(j *Job, workers int) (int, error) {
+	return c.place(j, workers, "")
+}
+
+// place is Place; key, if not empty, is HolderKey(j.ID) made already.
+func (c *Cluster) place(j *Job, workers int, key string) (int, error) {
 	if err := j.Validate(); err != nil {
 		return 0, err
 	}
@@ -304,7 +309,9 @@ func (c *Cluster) Place(j *Job, workers int) (int, error) {
 	if err := c.sync(); err != nil {
 		return 0, err
 	}
-	key := HolderKey(j.ID)
+	if key == "" {
+		key = HolderKey(j.ID)
+	}
 	if c.state.Held(key) != nil {
 		return 0, fmt.Errorf("%w: job %d's holder %q already holds GPUs in the cluster state", ErrInvalid, j.ID, key)
 	}
@@ -334,8 +341,10 @@ func (c *Cluster) Place(j *Job, workers int) (int, error) {
 			}
 		}
 		// The parts list only what was taken, so that an error (the live
-		// state changed behind the cluster's back) leaves them true.
+		// state changed behind the cluster's back) leaves them true. They
+		// reuse split's memory: each part is read before it is written.
 		c.jobs[j.ID] = p
+		p.parts = split[:0]
 		for _, x := range split {
 			if err := c.take(p, x, 1); err != nil {
 				return 0, err
@@ -385,7 +394,7 @@ func (c *Cluster) Resize(j *Job, workers int) (int, error) {
 	if workers > have && c.pack {
 		old := p.parts
 		c.Release(j.ID)
-		n, err := c.Place(j, workers)
+		n, err := c.place(j, workers, p.key)
 		if err == nil && n > have {
 			return n, nil
 		}
