@@ -64,29 +64,36 @@ func (h maxHeap) replaceTop(g gpuRef) {
 // stays within limit, or nil if there are fewer than n. buf is scratch.
 func leastLoaded(st *State, servers []int, n int, est, limit float64, buf *maxHeap) placement.GPUSet {
 	h := (*buf)[:0]
-	consider := func(s int) {
-		if st.FreeCount[s] == 0 {
-			return
+	last := len(servers)
+	if servers == nil {
+		last = len(st.Free)
+	}
+	for k := range last {
+		s := k
+		if servers != nil {
+			s = servers[k]
 		}
-		for i, free := range st.Free[s] {
-			if !free || st.Load[s][i]+est > limit {
+		if st.FreeCount[s] == 0 {
+			continue
+		}
+		free := st.Free[s]
+		load := st.Load[s][:len(free)]
+		for i, f := range free {
+			if !f {
 				continue
 			}
-			g := gpuRef{s, i, st.Load[s][i]}
-			if len(h) < n {
+			u := load[i]
+			if u+est > limit {
+				continue
+			}
+			switch g := (gpuRef{s, i, u}); {
+			case len(h) < n:
 				h.push(g)
-			} else if g.less(h[0]) {
+			case u > h[0].u:
+				// More loaded than the most loaded kept: not less.
+			case g.less(h[0]):
 				h.replaceTop(g)
 			}
-		}
-	}
-	if servers == nil {
-		for s := range st.Free {
-			consider(s)
-		}
-	} else {
-		for _, s := range servers {
-			consider(s)
 		}
 	}
 	*buf = h
