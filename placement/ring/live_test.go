@@ -104,8 +104,13 @@ func TestRunOnErrors(t *testing.T) {
 		require.Equal(t, []string{"other"}, live.Holders())
 	}
 
-	_, err = (&Executor{Model: paperModel, Placer: FirstFit{}}).Run(ctx, &topology.Cluster{Servers: []topology.Server{{ID: "x"}}}, nil, nil)
+	bad := &topology.Cluster{Servers: []topology.Server{{ID: "x"}}}
+	_, err = (&Executor{Model: paperModel, Placer: FirstFit{}}).Run(ctx, bad, nil, nil)
 	require.ErrorIs(t, err, ErrInvalidSetting)
+	for _, seq := range []bool{true, false} {
+		_, err = SJFBCO{Model: paperModel, Sequential: seq, Kappas: []int{1, 2}}.Schedule(ctx, bad, nil)
+		require.ErrorIs(t, err, ErrInvalidSetting)
+	}
 }
 
 // SJF-BCO on a live state: on a fresh one it finds Schedule's schedule; on

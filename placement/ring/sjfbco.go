@@ -72,7 +72,9 @@ type SJFBCOResult struct {
 
 // Schedule runs Algorithm 1 on jobs (all present from their arrival; the
 // paper's are at slot 0) and returns the best schedule found, its outcomes
-// in the order of jobs. Settings out of range (lambda below 1 or NaN, a
+// in the order of jobs. Its executions run on fresh cluster states of c
+// (one per worker, reused by the worker's executions); c must validate
+// (an error wrapping ErrInvalidSetting otherwise). Settings out of range (lambda below 1 or NaN, a
 // horizon beyond MaxSlot, an unknown reading) give an error wrapping
 // ErrInvalidSetting; a cancelled ctx stops the search with its error.
 func (b SJFBCO) Schedule(ctx context.Context, c *topology.Cluster, jobs []Job) (*SJFBCOResult, error) {
@@ -80,7 +82,8 @@ func (b SJFBCO) Schedule(ctx context.Context, c *topology.Cluster, jobs []Job) (
 }
 
 // ScheduleOn is Schedule on the live cluster state: every execution runs
-// (Executor.RunOn) on a replica of live as it is now, so the GPUs that
+// (Executor.RunOn) on a replica of live as it is now (one per worker,
+// reused by its executions, each leaving it as it found it), so the GPUs that
 // other holders hold or that are failed there stay out of every ring. It
 // only reads live, binds nothing there and changes nothing, so it returns
 // a plan; the caller owns live and must not change it during the call
