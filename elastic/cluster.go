@@ -26,7 +26,8 @@ type Part struct {
 // back with Lyra's heuristic and applies the preemptions, and Place,
 // Resize and Release move jobs. Server IDs are stable; a reclaimed
 // server's ID is not reused. It holds at most MaxServers servers at once,
-// of at most MaxGPUsPerServer GPUs.
+// of at most MaxGPUsPerServer GPUs, and its state at most MaxLiveGPUs
+// GPUs.
 //
 // It runs on a live cluster state of package cluster, where every job
 // holds its GPUs, loans add servers and reclaims remove them, and GPUs
