@@ -73,21 +73,22 @@ type SJFBCOResult struct {
 // Schedule runs Algorithm 1 on jobs (all present from their arrival; the
 // paper's are at slot 0) and returns the best schedule found, its outcomes
 // in the order of jobs. Its executions run on fresh cluster states of c
-// (one per worker, reused by the worker's executions); c must validate
-// (an error wrapping ErrInvalidSetting otherwise). Settings out of range (lambda below 1 or NaN, a
-// horizon beyond MaxSlot, an unknown reading) give an error wrapping
-// ErrInvalidSetting; a cancelled ctx stops the search with its error.
+// (one per worker, reused by the worker's executions), so c must validate.
+// A cluster that does not, or settings out of range (lambda below 1 or
+// NaN, a horizon beyond MaxSlot, an unknown reading), give an error
+// wrapping ErrInvalidSetting; a cancelled ctx stops the search with its
+// error.
 func (b SJFBCO) Schedule(ctx context.Context, c *topology.Cluster, jobs []Job) (*SJFBCOResult, error) {
 	return b.schedule(ctx, c, nil, jobs)
 }
 
 // ScheduleOn is Schedule on the live cluster state: every execution runs
 // (Executor.RunOn) on a replica of live as it is now (one per worker,
-// reused by its executions, each leaving it as it found it), so the GPUs that
-// other holders hold or that are failed there stay out of every ring. It
-// only reads live, binds nothing there and changes nothing, so it returns
-// a plan; the caller owns live and must not change it during the call
-// (reads may go on). Jobs are validated against every GPU of live's
+// reused by its executions, each leaving it as it found it), so the GPUs
+// that other holders hold or that are failed there stay out of every
+// ring. It only reads live, binds nothing there and changes nothing, so it
+// returns a plan; the caller owns live and must not change it during the
+// call (reads may go on). Jobs are validated against every GPU of live's
 // topology; holder keys of the jobs (HolderKey) that live already uses
 // give an error wrapping ErrInvalidSetting.
 func (b SJFBCO) ScheduleOn(ctx context.Context, live *cluster.State, jobs []Job) (*SJFBCOResult, error) {
@@ -103,7 +104,7 @@ func (b SJFBCO) ScheduleOn(ctx context.Context, live *cluster.State, jobs []Job)
 }
 
 // replica returns a state of live's topology with the same holders and
-// failed GPUs, for one execution of its own. It only reads live.
+// failed GPUs, for a worker's executions. It only reads live.
 func replica(live *cluster.State) (*cluster.State, error) {
 	r, err := cluster.New(live.Topology())
 	if err != nil {
