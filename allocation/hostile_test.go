@@ -27,6 +27,20 @@ func (badClasses) ClassRates(ca, cb, k int) (float64, float64) { return 1, 1 }
 func (badClasses) Classes() int                                { return 2 }
 func (badClasses) Class(m int) int                             { return 5 }
 
+// hugeClassRates is space-sharing data with one rate out of range: classes
+// 0 and 1 (jobs 10 and 11) on type b.
+type hugeClassRates struct{}
+
+func (h hugeClassRates) Rates(a, b, k int) (float64, float64) { return h.ClassRates(a, b, k) }
+func (hugeClassRates) ClassRates(ca, cb, k int) (float64, float64) {
+	if ca == 0 && cb == 1 && k == 1 {
+		return 1, 1e300
+	}
+	return 1, 1
+}
+func (hugeClassRates) Classes() int    { return 2 }
+func (hugeClassRates) Class(m int) int { return m }
+
 // Values that make no physical sense are refused by every policy with an
 // error that names the job, the type and the accepted range, before any LP
 // sees them (they used to reach it as "iteration limit reached" or
@@ -53,6 +67,13 @@ func TestHostileProblems(t *testing.T) {
 		{"entity weight Inf", func(p *Problem) { p.EntityWeights = map[string]float64{"x": math.Inf(1)} }, `entity "x": weight +Inf`},
 		{"classes out of range", func(p *Problem) { p.Pairs = badClasses{} }, "space sharing: job 10 is in class 5 of 2"},
 		{"nil throughput", func(p *Problem) { p.Jobs[0].Throughput = nil }, "job 10: 0 throughputs for 2 GPU types"},
+		{"pair rate NaN", func(p *Problem) {
+			p.Pairs = rateTable{p, func(a, b int) (float64, float64) { return 0.5, math.NaN() }}
+		}, "space sharing: jobs 10 and 11 on a: co-located rates 0.5 and NaN, outside [1e-09, 1e+09] steps/s (0 means they cannot share)"},
+		{"pair rate negative", func(p *Problem) {
+			p.Pairs = rateTable{p, func(a, b int) (float64, float64) { return -1, 0.5 }}
+		}, "space sharing: jobs 10 and 11 on a: co-located rates -1 and 0.5, outside"},
+		{"class rate 1e300", func(p *Problem) { p.Pairs = hugeClassRates{} }, "space sharing: job classes 0 and 1 on b: co-located rates 1 and 1e+300, outside"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -247,4 +268,21 @@ func TestNewTablePairsRejects(t *testing.T) {
 	require.NoError(t, err)
 	ta, tb := tp.Rates(0, 1, 0)
 	assert.Equal(t, [2]float64{0.5, 0.25}, [2]float64{ta, tb})
+}
+
+// A custom PairRates is checked on every pair of jobs, so a problem with
+// more pairs than MaxPairRates needs a ClassPairRates; zero rates (pairs
+// that cannot share) are accepted.
+func TestCustomPairRatesChecked(t *testing.T) {
+	p := twoByTwo()
+	p.Pairs = rateTable{p, func(a, b int) (float64, float64) { return 0, 0 }}
+	require.NoError(t, p.Validate())
+	n := 2100 // 2100 x 2099 / 2 pairs x 2 types > 4,194,304
+	p.Jobs = make([]Job, n)
+	for m := range p.Jobs {
+		p.Jobs[m] = Job{ID: m, ScaleFactor: 1, Throughput: []float64{1, 1}}
+	}
+	err := p.Validate()
+	require.ErrorIs(t, err, ErrInvalidProblem)
+	assert.ErrorContains(t, err, "space sharing: 2100 jobs on 2 GPU types are more than 4194304 co-located rates to check; use a ClassPairRates")
 }

@@ -24,7 +24,9 @@ type ClassPairRates interface {
 }
 
 // MaxPairRates bounds the rates a TablePairs holds (classes squared times
-// GPU types): 4 million, 64 MiB.
+// GPU types): 4 million, 64 MiB; and the co-located rates Problem.Validate
+// checks for any other PairRates (job pairs, or classes squared, times GPU
+// types).
 const MaxPairRates = 1 << 22
 
 // TablePairs gives co-located rates from a perfmodel.ColocationModel (such
@@ -72,7 +74,7 @@ func NewTablePairs(model perfmodel.ColocationModel, keys []perfmodel.JobKey, typ
 				if err != nil {
 					return nil, fmt.Errorf("allocation: co-located rates: %w", err)
 				}
-				if bad := func(v float64) bool { return v != 0 && !inRange(v, MinRate, MaxRate) }; bad(ta) || bad(tb) {
+				if badPairRate(ta) || badPairRate(tb) {
 					return nil, invalid("co-located rates of %s and %s on %s are %v and %v, outside [%g, %g] steps/s",
 						a, b, t, ta, tb, MinRate, MaxRate)
 				}

@@ -77,7 +77,9 @@ type Problem struct {
 // disagree, duplicate types or job IDs, NaN or infinite values, and values
 // outside the ranges of this package (MinRate to MaxRate, MaxSteps,
 // MaxCapacity, MinWeight to MaxWeight, MinPrice to MaxPrice, MaxTime), or
-// space-sharing classes out of range.
+// space-sharing classes or co-located rates out of range (see
+// validatePairs: a custom PairRates is checked on every pair of jobs, at
+// most MaxPairRates lookups).
 func (p *Problem) Validate() error {
 	k := len(p.Types)
 	if len(p.Capacity) != k {
@@ -121,19 +123,76 @@ func (p *Problem) Validate() error {
 			return invalid("entity %q: weight %v, outside [%g, %g]", e, w, MinWeight, MaxWeight)
 		}
 	}
-	if cp, ok := p.Pairs.(ClassPairRates); ok {
-		n := cp.Classes()
-		if n < 0 {
-			return invalid("space sharing: %d job classes", n)
+	return p.validatePairs()
+}
+
+// validatePairs checks the co-located rates the policies may read: every
+// rate 0 or in [MinRate, MaxRate]. A TablePairs checked its rates when it
+// was built; a ClassPairRates is checked over the classes of the problem's
+// jobs, any other PairRates over every pair of jobs, at most MaxPairRates
+// lookups (beyond that, use a ClassPairRates).
+func (p *Problem) validatePairs() error {
+	if p.Pairs == nil {
+		return nil
+	}
+	types := len(p.Types)
+	cp, isClass := p.Pairs.(ClassPairRates)
+	if !isClass {
+		n := len(p.Jobs)
+		if types > 0 && n > 1 && (n > MaxPairRates/n || n*(n-1)/2 > MaxPairRates/types) {
+			return invalid("space sharing: %d jobs on %d GPU types are more than %d co-located rates to check; use a ClassPairRates", n, types, MaxPairRates)
 		}
-		for m := range p.Jobs {
-			if c := cp.Class(m); c < 0 || c >= n {
-				return invalid("space sharing: job %d is in class %d of %d", p.Jobs[m].ID, c, n)
+		for a := range p.Jobs {
+			for b := a + 1; b < n; b++ {
+				for k := range types {
+					ta, tb := p.Pairs.Rates(a, b, k)
+					if badPairRate(ta) || badPairRate(tb) {
+						return invalid("space sharing: jobs %d and %d on %s: co-located rates %v and %v, outside [%g, %g] steps/s (0 means they cannot share)",
+							p.Jobs[a].ID, p.Jobs[b].ID, p.Types[k], ta, tb, MinRate, MaxRate)
+					}
+				}
+			}
+		}
+		return nil
+	}
+	n := cp.Classes()
+	if n < 0 {
+		return invalid("space sharing: %d job classes", n)
+	}
+	var used []int
+	seen := make(map[int]bool)
+	for m := range p.Jobs {
+		c := cp.Class(m)
+		if c < 0 || c >= n {
+			return invalid("space sharing: job %d is in class %d of %d", p.Jobs[m].ID, c, n)
+		}
+		if !seen[c] {
+			seen[c] = true
+			used = append(used, c)
+		}
+	}
+	if _, ok := p.Pairs.(*TablePairs); ok {
+		return nil
+	}
+	if u := len(used); types > 0 && u > 0 && (u > MaxPairRates/u || u*u > MaxPairRates/types) {
+		return invalid("space sharing: %d job classes on %d GPU types are more than %d co-located rates to check", u, types, MaxPairRates)
+	}
+	for _, ca := range used {
+		for _, cb := range used {
+			for k := range types {
+				ta, tb := cp.ClassRates(ca, cb, k)
+				if badPairRate(ta) || badPairRate(tb) {
+					return invalid("space sharing: job classes %d and %d on %s: co-located rates %v and %v, outside [%g, %g] steps/s (0 means they cannot share)",
+						ca, cb, p.Types[k], ta, tb, MinRate, MaxRate)
+				}
 			}
 		}
 	}
 	return nil
 }
+
+// badPairRate tells whether v is neither 0 nor a rate in [MinRate, MaxRate].
+func badPairRate(v float64) bool { return v != 0 && !inRange(v, MinRate, MaxRate) }
 
 // validateJob checks job m and records its ID in seen.
 func (p *Problem) validateJob(m int, seen map[int]bool) error {

@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"fmt"
+
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/topology"
@@ -23,23 +25,41 @@ func newClassTable(m perfmodel.ColocationModel) *classTable {
 }
 
 // setTypes follows a change of the scheduler's types: every rate is looked
-// up again.
+// up again, and every key keeps its class (jobs remember theirs). A pair
+// the model cannot rate on a type, or rates out of range, leave that pair
+// unable to share GPUs of that type: its jobs were accepted for the old
+// types, and a new type the model does not know (an H100 added to a
+// cluster rated by Gavel's table) must not drop their classes.
 func (ct *classTable) setTypes(types []topology.GPUType) {
 	ct.types = types
 	keys := ct.keys
 	ct.index = map[perfmodel.JobKey]int{}
 	ct.keys, ct.rates = nil, nil
 	for _, k := range keys {
-		// An error here was accepted for the old types; leave the pair out.
-		_, _ = ct.classOf(k)
+		_, _ = ct.add(k, true)
 	}
 }
 
-// classOf returns the class of a key, adding it with its rates.
+// classOf returns the class of a key, adding it with its rates; a pair
+// the model cannot rate, or rates neither 0 nor in [allocation.MinRate,
+// allocation.MaxRate], is an error and the key is not added.
 func (ct *classTable) classOf(k perfmodel.JobKey) (int, error) {
 	if c, ok := ct.index[k]; ok {
 		return c, nil
 	}
+	return ct.add(k, false)
+}
+
+// badRate tells whether v is neither 0 nor a rate in [allocation.MinRate,
+// allocation.MaxRate].
+func badRate(v float64) bool {
+	return v != 0 && !(v >= allocation.MinRate && v <= allocation.MaxRate)
+}
+
+// add adds key k as the next class. lenient sets a pair's rates to 0 on a
+// type where the model fails or gives rates out of range, instead of
+// returning the error.
+func (ct *classTable) add(k perfmodel.JobKey, lenient bool) (int, error) {
 	c := len(ct.keys)
 	row := make([][][2]float64, c+1)
 	for cb := range c + 1 {
@@ -52,7 +72,14 @@ func (ct *classTable) classOf(k perfmodel.JobKey) (int, error) {
 		}
 		for t, typ := range ct.types {
 			ta, tb, err := ct.model.Colocated(k, other, typ)
+			if err == nil && (badRate(ta) || badRate(tb)) {
+				err = fmt.Errorf("co-located rates of %s and %s on %s are %v and %v, outside [%g, %g] steps/s (0 means they cannot share)",
+					k, other, typ, ta, tb, allocation.MinRate, allocation.MaxRate)
+			}
 			if err != nil {
+				if lenient {
+					continue
+				}
 				return 0, err
 			}
 			row[cb][t] = [2]float64{ta, tb}

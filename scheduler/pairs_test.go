@@ -1,0 +1,70 @@
+package scheduler
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/topology"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// colocFunc is a ColocationModel from a function.
+type colocFunc func(a, b perfmodel.JobKey, t topology.GPUType) (float64, float64, error)
+
+func (f colocFunc) Colocated(a, b perfmodel.JobKey, t topology.GPUType) (float64, float64, error) {
+	return f(a, b, t)
+}
+
+// A type the model cannot rate for one key (an H100 added to a cluster
+// rated by a table that stops at V100) leaves that key's pairs unable to
+// share on it, and every key keeps its class: the jobs remember theirs.
+// Before, the failing key was dropped and every later key moved down one
+// class, so jobs read another class's rates.
+func TestClassTableKeepsClassesOnNewType(t *testing.T) {
+	a, b, c := perfmodel.JobKey{Model: "A"}, perfmodel.JobKey{Model: "B"}, perfmodel.JobKey{Model: "C"}
+	rate := map[string]float64{"A": 1, "B": 2, "C": 3}
+	model := colocFunc(func(x, y perfmodel.JobKey, typ topology.GPUType) (float64, float64, error) {
+		if typ == "h100" && (x.Model == "A" || y.Model == "A") {
+			return 0, 0, errors.New("no H100 rates for A")
+		}
+		return rate[x.Model], rate[y.Model], nil
+	})
+	ct := newClassTable(model)
+	ct.setTypes([]topology.GPUType{"v100"})
+	for i, k := range []perfmodel.JobKey{a, b, c} {
+		cls, err := ct.classOf(k)
+		require.NoError(t, err)
+		require.Equal(t, i, cls)
+	}
+	ct.setTypes([]topology.GPUType{"v100", "h100"})
+	for i, k := range []perfmodel.JobKey{a, b, c} {
+		cls, err := ct.classOf(k)
+		require.NoError(t, err)
+		assert.Equal(t, i, cls, "%v keeps its class", k)
+	}
+	assert.Equal(t, [2]float64{2, 3}, ct.rates[1][2][0], "B with C on v100")
+	assert.Equal(t, [2]float64{2, 3}, ct.rates[1][2][1], "B with C on h100")
+	assert.Equal(t, [2]float64{3, 1}, ct.rates[2][0][0], "C with A on v100")
+	assert.Equal(t, [2]float64{0, 0}, ct.rates[2][0][1], "C with A cannot share an h100")
+	assert.Equal(t, [2]float64{0, 0}, ct.rates[0][0][1], "A with A cannot share an h100")
+}
+
+// Rates out of range from a custom model refuse the new key with an error
+// naming the pair, the type and the range.
+func TestClassTableRatesChecked(t *testing.T) {
+	for _, bad := range []float64{math.NaN(), -1, 1e300, math.Inf(1)} {
+		model := colocFunc(func(x, y perfmodel.JobKey, typ topology.GPUType) (float64, float64, error) {
+			return 1, bad, nil
+		})
+		ct := newClassTable(model)
+		ct.setTypes([]topology.GPUType{"v100"})
+		_, err := ct.classOf(perfmodel.JobKey{Model: "A", BatchSize: 8, ScaleFactor: 1})
+		require.Error(t, err, "%v", bad)
+		assert.ErrorContains(t, err, "co-located rates of A (batch size 8) x1 and A (batch size 8) x1 on v100 are 1 and")
+		assert.ErrorContains(t, err, "outside [1e-09, 1e+09] steps/s (0 means they cannot share)")
+		assert.Empty(t, ct.keys, "the key is not added")
+	}
+}
