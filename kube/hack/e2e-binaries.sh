@@ -31,6 +31,6 @@ build() { # name, module folder, package
 build etcd "$kube/hack/etcd" go.etcd.io/etcd/server/v3
 build kube-apiserver "$kube" k8s.io/kubernetes/cmd/kube-apiserver
 build kube-scheduler "$kube" k8s.io/kubernetes/cmd/kube-scheduler
-"$bin/etcd" --version | head -1
+"$bin/etcd" --version | sed -n 1p  # sed reads it all: head would end the pipe early (SIGPIPE, exit 141 under pipefail)
 "$bin/kube-apiserver" --version
 "$bin/kube-scheduler" --version
