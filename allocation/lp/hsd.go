@@ -87,9 +87,19 @@ type hsd struct {
 	correctors int
 }
 
-func newHSD(sf *stdForm, ne *normalEq, tol float64) *hsd {
+// hsdVectors is the length of the zeroed block newHSD takes its vectors
+// from: 28 of length n and 12 of length m.
+func hsdVectors(n, m int) int { return 28*n + 12*m }
+
+// newHSD starts the method on sf with the normal equations ne; its vectors
+// are cut from block, which must hold hsdVectors(sf.n, sf.m) zeros.
+func newHSD(sf *stdForm, ne *normalEq, tol float64, block []float64) *hsd {
 	n, m := sf.n, sf.m
-	vec := func(k int) []float64 { return make([]float64, k) }
+	vec := func(k int) []float64 {
+		v := block[:k:k]
+		block = block[k:]
+		return v
+	}
 	h := &hsd{sf: sf, ne: ne, n: n, m: m, hasL: sf.hasL, hasU: sf.hasU, tol: tol}
 	for j := range n {
 		if h.hasL[j] {

@@ -404,14 +404,15 @@ func (s *InteriorPoint) run(ctx context.Context, mod *Model, maxIter int) (*ipmR
 		return &ipmResult{status: IterationLimit}, err
 	}
 	res := &ipmResult{sf: sf, status: IterationLimit}
-	ne, err := newNormalEq(ctx, sf)
+	ws, err := acquireWorkspace(ctx, sf)
 	if err != nil {
 		return res, err
 	}
+	defer ws.release()
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
-	h := newHSD(sf, ne, s.tol())
+	h := newHSD(sf, ws.ne, s.tol(), ws.vecs)
 	if err := h.start(); err != nil {
 		return res, err
 	}
