@@ -102,9 +102,9 @@ type Rounds struct {
 		entries []entry
 		busy    []bool
 		// spare is the present set before last, cleared and reused; prev
-		// maps the last round's units to their assignments.
+		// maps the last round's units to their assignments' positions.
 		spare map[int]bool
-		prev  map[unit]Assignment
+		prev  map[unit]int32
 		// used and rest are place's per-type workspaces.
 		used []bool
 		rest []chosenUnit
@@ -944,13 +944,15 @@ func (r *Rounds) fillIdle(p *Problem, order []int, busy []bool, free []int, chos
 func (r *Rounds) place(p *Problem, round *Round, chosen [][]chosenUnit) {
 	prev := r.scratch.prev
 	if prev == nil {
-		prev = map[unit]Assignment{}
+		prev = map[unit]int32{}
 		r.scratch.prev = prev
 	}
 	clear(prev)
+	var last []Assignment
 	if r.st.lastRound != nil {
-		for _, as := range r.st.lastRound.Assignments {
-			prev[unitOf(as.JobIDs)] = as
+		last = r.st.lastRound.Assignments
+		for i := range last {
+			prev[unitOf(last[i].JobIDs)] = int32(i)
 		}
 	}
 	// The round's assignments and their job IDs in one block each.
@@ -980,8 +982,9 @@ func (r *Rounds) place(p *Problem, round *Round, chosen [][]chosenUnit) {
 		r.scratch.used = used
 		rest := r.scratch.rest[:0]
 		for _, c := range chosen[k] {
-			old, ok := prev[c.u]
-			if ok && old.Type == p.Types[k] && len(old.Workers) == c.sf && fits(used, old.Workers) {
+			i, ok := prev[c.u]
+			if ok && last[i].Type == p.Types[k] && len(last[i].Workers) == c.sf && fits(used, last[i].Workers) {
+				old := &last[i]
 				for _, w := range old.Workers {
 					used[w] = true
 				}
