@@ -408,7 +408,7 @@ func (s *InteriorPoint) run(ctx context.Context, mod *Model, maxIter int) (*ipmR
 	if err != nil {
 		return res, err
 	}
-	defer ws.release()
+	defer releaseWorkspace(ws)
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}

@@ -7,17 +7,17 @@ import (
 )
 
 // Consecutive solves of one policy (a scheduler re-solving its allocation
-// as jobs come and go) usually give standard forms of the same pattern:
-// the same rows, columns and nonzeros, with other values. The analysis of
-// the normal equations (the pattern of A Theta A', its fill-reducing
-// ordering and supernodes) depends on that pattern alone, and the
-// iteration vectors on its size, so a solve takes them from the last solve
-// of the same pattern instead of building them again. Reuse is exact: the
-// analysis is a function of the pattern, the numeric factorisation and
-// the solves overwrite everything they read, and the vectors are cleared
-// to the zeros newHSD would allocate. Workspaces live in a sync.Pool, so
-// concurrent solves never share one and an idle one goes at a garbage
-// collection.
+// as jobs come and go) often give standard forms of a pattern seen a few
+// solves before: the same rows, columns and nonzeros, with other values.
+// The analysis of the normal equations (the pattern of A Theta A', its
+// fill-reducing ordering and supernodes) depends on that pattern alone,
+// and the iteration vectors on its size, so a solve takes them from a
+// recent solve of the same pattern instead of building them again. Reuse
+// is exact: the analysis is a function of the pattern, the numeric
+// factorisation and the solves overwrite everything they read, and the
+// vectors are cleared to the zeros newHSD would allocate. The recent
+// workspaces are kept in sets in a sync.Pool, so concurrent solves never
+// share one and idle ones go at a garbage collection.
 
 // workspace is the reusable part of one solve of a given pattern.
 type workspace struct {
@@ -29,20 +29,32 @@ type workspace struct {
 	vecs []float64
 }
 
-var workspaces sync.Pool // of *workspace
+// recentWorkspaces is how many patterns a set keeps, the most recently
+// used first.
+const recentWorkspaces = 8
+
+// workspaceSet is the workspaces of the last patterns solved.
+type workspaceSet struct{ ws []*workspace }
+
+var workspaces = sync.Pool{New: func() any { return &workspaceSet{} }}
 
 // matches reports whether sf has the workspace's pattern.
 func (w *workspace) matches(sf *stdForm) bool {
 	return w.m == sf.m && slices.Equal(w.colPtr, sf.colPtr) && slices.Equal(w.rowIdx, sf.rowIdx)
 }
 
-// acquireWorkspace returns a workspace for sf: a pooled one of the same
-// pattern, pointed at sf, or a new one. Give it back with release.
+// acquireWorkspace returns a workspace for sf, pointed at sf: a recent one
+// of the same pattern, or a new one. Give it back with releaseWorkspace.
 func acquireWorkspace(ctx context.Context, sf *stdForm) (*workspace, error) {
-	if w, ok := workspaces.Get().(*workspace); ok && w.matches(sf) {
-		w.ne.sf = sf
-		clear(w.vecs)
-		return w, nil
+	set := workspaces.Get().(*workspaceSet)
+	defer workspaces.Put(set)
+	for i, w := range set.ws {
+		if w != nil && w.matches(sf) {
+			set.ws[i] = nil // in use
+			w.ne.sf = sf
+			clear(w.vecs)
+			return w, nil
+		}
 	}
 	ne, err := newNormalEq(ctx, sf)
 	if err != nil {
@@ -54,8 +66,14 @@ func acquireWorkspace(ctx context.Context, sf *stdForm) (*workspace, error) {
 	}, nil
 }
 
-// release returns w to the pool; its solve must be over.
-func (w *workspace) release() {
+// releaseWorkspace keeps w, whose solve is over, as the most recent.
+func releaseWorkspace(w *workspace) {
 	w.ne.sf = nil
-	workspaces.Put(w)
+	set := workspaces.Get().(*workspaceSet)
+	defer workspaces.Put(set)
+	ws := slices.DeleteFunc(set.ws, func(x *workspace) bool { return x == nil })
+	if len(ws) >= recentWorkspaces {
+		ws = ws[:recentWorkspaces-1]
+	}
+	set.ws = slices.Insert(ws, 0, w)
 }
