@@ -112,7 +112,16 @@ type Rounds struct {
 		// per type.
 		pos    []int32
 		chosen [][]chosenUnit
+		// credits is Report's list of what to credit.
+		credits []unitCredit
 	}
+}
+
+// unitCredit is d seconds on type k for unit u.
+type unitCredit struct {
+	u unit
+	k int
+	d float64
 }
 
 // roundsState is what Rounds remembers between calls (and Snapshot saves).

@@ -52,13 +52,7 @@ func (r *Rounds) Report(rep RoundReport) error {
 	case r.st.reported:
 		return fmt.Errorf("%w: the round at %v s is already credited", ErrInvalidReport, rd.Start)
 	}
-	index := typeIndex(r.st.types)
-	type credit struct {
-		u unit
-		k int
-		d float64
-	}
-	credits := make([]credit, 0, len(rep.Ran))
+	credits := r.scratch.credits[:0]
 	for i, run := range rep.Ran {
 		if n := len(run.JobIDs); n < 1 || n > 2 || (n == 2 && run.JobIDs[0] == run.JobIDs[1]) {
 			return fmt.Errorf("%w: entry %d: job IDs %v (want one job or two distinct ones)", ErrInvalidReport, i, run.JobIDs)
@@ -68,15 +62,21 @@ func (r *Rounds) Report(rep RoundReport) error {
 				return fmt.Errorf("%w: entry %d: job %d was not in the round's problem", ErrInvalidReport, i, id)
 			}
 		}
-		k, ok := index[run.Type]
-		if !ok {
+		k := -1 // the last index, as a map from type to index would keep
+		for i, t := range r.st.types {
+			if t == run.Type {
+				k = i
+			}
+		}
+		if k < 0 {
 			return fmt.Errorf("%w: entry %d: GPU type %q is not in the round's problem", ErrInvalidReport, i, run.Type)
 		}
 		if math.IsNaN(run.Seconds) || math.IsInf(run.Seconds, 0) || run.Seconds < 0 {
 			return fmt.Errorf("%w: entry %d: %v seconds", ErrInvalidReport, i, run.Seconds)
 		}
-		credits = append(credits, credit{unitOf(run.JobIDs), k, run.Seconds})
+		credits = append(credits, unitCredit{unitOf(run.JobIDs), k, run.Seconds})
 	}
+	r.scratch.credits = credits
 	for _, c := range credits {
 		r.credit(c.u, c.k, c.d)
 	}
