@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gpusched/gpusched/allocation"
 )
@@ -113,7 +114,7 @@ func (s *Scheduler) Report(rep RoundReport) error {
 // round that ran, for the seconds secs gives (units it skips did not run).
 func (s *Scheduler) creditMechanisms(secs func(u *unit) (float64, bool)) error {
 	units := s.scratch.units[s.scratch.cur]
-	ids := make([]int, 0, 2*len(units))
+	ids := slices.Grow(s.scratch.ids[:0], 2*len(units)) // Rounds.Report keeps none
 	for _, t := range s.tiers {
 		if t.last == nil {
 			continue
@@ -136,6 +137,7 @@ func (s *Scheduler) creditMechanisms(secs func(u *unit) (float64, bool)) error {
 			rep.Ran = append(rep.Ran, allocation.UnitRun{JobIDs: ids[start:len(ids):len(ids)], Type: u.tname, Seconds: d})
 		}
 		s.scratch.ran = rep.Ran
+		s.scratch.ids = ids
 		if err := t.mech.Report(rep); err != nil {
 			return fmt.Errorf("scheduler: crediting the round at %v: %w", t.last.Start, err)
 		}

@@ -99,6 +99,8 @@ type unit struct {
 
 type scratch struct {
 	ran      []allocation.UnitRun
+	ids      []int
+	ranSpare []*job // the buffer of ranBefore before last
 	reported []*job
 	units    [2][]unit
 	cur      int
@@ -643,7 +645,7 @@ func (s *Scheduler) publish(units []unit, now float64) *Round {
 	for _, j := range prev {
 		j.unit = nil
 	}
-	s.ranBefore = make([]*job, 0, njobs)
+	s.ranBefore = slices.Grow(s.scratch.ranSpare[:0], njobs) // prev's is the other buffer
 	for i := range units {
 		u := &units[i]
 		if !u.placed {
@@ -678,6 +680,8 @@ func (s *Scheduler) publish(units []unit, now float64) *Round {
 			r.Preempted = append(r.Preempted, j.key)
 		}
 	}
+	clear(prev)
+	s.scratch.ranSpare = prev
 	slices.Sort(r.Preempted)
 	s.stats.Preemptions = len(r.Preempted)
 	for _, t := range s.types {
