@@ -102,9 +102,11 @@ type Rounds struct {
 		entries []entry
 		busy    []bool
 		// spare is the present set before last, cleared and reused; prev
-		// maps the last round's units to their assignments' positions.
-		spare map[int]bool
-		prev  map[unit]int32
+		// and prevPair map the last round's units (single jobs by ID:
+		// the map's fast path) to their assignments' positions.
+		spare    map[int]bool
+		prev     map[int]int32
+		prevPair map[unit]int32
 		// used and rest are place's per-type workspaces.
 		used []bool
 		rest []chosenUnit
@@ -296,6 +298,9 @@ func (r *Rounds) Next(ctx context.Context, p *Problem, now float64) (*Round, err
 	}
 	changed := !r.st.started || len(present) != len(r.st.jobs)
 	for id := range present {
+		if changed {
+			break
+		}
 		if !r.st.jobs[id] {
 			changed = true
 		}
@@ -951,18 +956,31 @@ func (r *Rounds) fillIdle(p *Problem, order []int, busy []bool, free []int, chos
 // place gives workers to the chosen units: per type, lease extensions
 // first, then by decreasing scale factor into the emptiest-used servers.
 func (r *Rounds) place(p *Problem, round *Round, chosen [][]chosenUnit) {
-	prev := r.scratch.prev
+	prev, prevPair := r.scratch.prev, r.scratch.prevPair
 	if prev == nil {
-		prev = map[unit]int32{}
-		r.scratch.prev = prev
+		prev, prevPair = map[int]int32{}, map[unit]int32{}
+		r.scratch.prev, r.scratch.prevPair = prev, prevPair
 	}
 	clear(prev)
+	clear(prevPair)
 	var last []Assignment
 	if r.st.lastRound != nil {
 		last = r.st.lastRound.Assignments
 		for i := range last {
-			prev[unitOf(last[i].JobIDs)] = int32(i)
+			if u := unitOf(last[i].JobIDs); u.b == -1 {
+				prev[u.a] = int32(i)
+			} else {
+				prevPair[u] = int32(i)
+			}
 		}
+	}
+	lastOf := func(u unit) (int32, bool) {
+		if u.b == -1 {
+			i, ok := prev[u.a]
+			return i, ok
+		}
+		i, ok := prevPair[u]
+		return i, ok
 	}
 	// The round's assignments and their job IDs in one block each.
 	units, nids := 0, 0
@@ -991,7 +1009,7 @@ func (r *Rounds) place(p *Problem, round *Round, chosen [][]chosenUnit) {
 		r.scratch.used = used
 		rest := r.scratch.rest[:0]
 		for _, c := range chosen[k] {
-			i, ok := prev[c.u]
+			i, ok := lastOf(c.u)
 			if ok && last[i].Type == p.Types[k] && len(last[i].Workers) == c.sf && fits(used, last[i].Workers) {
 				old := &last[i]
 				for _, w := range old.Workers {
