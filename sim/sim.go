@@ -220,7 +220,6 @@ type roundEngine struct {
 	length float64
 	limit  int // MaxRounds
 	gpus   int
-	typeOf map[topology.GPUType]int // scheduler type -> index in cfg.Types
 
 	all     []*running // by arrival, then ID
 	byKey   map[string]*running
@@ -319,9 +318,7 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.typeOf = map[topology.GPUType]int{}
-	for k, t := range cfg.Types {
-		e.typeOf[t] = k
+	for k := range cfg.Types {
 		e.gpus += cfg.Capacity[k]
 	}
 	e.sched, err = scheduler.New(scheduler.Config{
@@ -408,6 +405,19 @@ func (e *roundEngine) admit(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
+// typeIndex returns t's index in cfg.Types (the last if listed twice, 0 if
+// absent): a scan of the few types costs less than a map's string hash in
+// a loop over every assignment of every round.
+func (e *roundEngine) typeIndex(t topology.GPUType) int {
+	k := 0
+	for i, u := range e.cfg.Types {
+		if u == t {
+			k = i
+		}
+	}
+	return k
+}
+
 // execute runs the round's assignments: each job runs min(floor(T x
 // round), R) steps at its rate (its co-located rate when paired) and
 // stops early when it finishes; the scheduler is told what ran. It
@@ -423,7 +433,7 @@ func (e *roundEngine) execute(r *scheduler.Round) (float64, error) {
 	e.report = scheduler.RoundReport{Start: r.Start, Ran: e.report.Ran[:0]}
 	e.unitEnd = e.unitEnd[:0]
 	for _, as := range r.Assignments {
-		k := e.typeOf[as.Type]
+		k := e.typeIndex(as.Type)
 		var rates [2]float64
 		jobs := [2]*running{e.byKey[as.Jobs[0]]}
 		if len(as.Jobs) == 1 {
