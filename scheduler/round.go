@@ -101,6 +101,10 @@ type scratch struct {
 	ran      []allocation.UnitRun
 	ids      []int
 	ranSpare []*job // the buffer of ranBefore before last
+	// With Config.ReuseRounds, the blocks of the last round's devices and
+	// keys.
+	devs     []Device
+	keys     []string
 	reported []*job
 	units    [2][]unit
 	cur      int
@@ -629,7 +633,11 @@ func containsServer(refs []cluster.GPURef, s int) bool {
 // publish builds the round's answer and moves the jobs' pointers to this
 // round's units.
 func (s *Scheduler) publish(units []unit, now float64) *Round {
-	r := &Round{Start: now, Length: s.roundLength(), Reset: s.stats.Reset}
+	r := &Round{}
+	if s.cfg.ReuseRounds && s.last != nil {
+		r = s.last
+	}
+	*r = Round{Start: now, Length: s.roundLength(), Reset: s.stats.Reset, Assignments: r.Assignments[:0]}
 	placed, gpus, njobs := 0, 0, 0
 	for i := range units {
 		if units[i].placed {
@@ -638,9 +646,20 @@ func (s *Scheduler) publish(units []unit, now float64) *Round {
 			njobs += 2
 		}
 	}
-	r.Assignments = make([]Assignment, 0, placed)
-	devs := make([]Device, 0, gpus)
-	keys := make([]string, 0, njobs)
+	// The assignments, their devices and their jobs' keys in one block
+	// each (with ReuseRounds, those of the last round).
+	sc := &s.scratch
+	var devs []Device
+	var keys []string
+	if s.cfg.ReuseRounds {
+		r.Assignments = slices.Grow(r.Assignments, placed)
+		devs = slices.Grow(sc.devs[:0], gpus)
+		keys = slices.Grow(sc.keys[:0], njobs)
+	} else {
+		r.Assignments = make([]Assignment, 0, placed)
+		devs = make([]Device, 0, gpus)
+		keys = make([]string, 0, njobs)
+	}
 	prev := s.ranBefore
 	for _, j := range prev {
 		j.unit = nil
@@ -682,6 +701,9 @@ func (s *Scheduler) publish(units []unit, now float64) *Round {
 	}
 	clear(prev)
 	s.scratch.ranSpare = prev
+	if s.cfg.ReuseRounds {
+		sc.devs, sc.keys = devs, keys
+	}
 	slices.Sort(r.Preempted)
 	s.stats.Preemptions = len(r.Preempted)
 	for _, t := range s.types {

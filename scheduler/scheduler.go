@@ -71,6 +71,12 @@ type Config struct {
 	// OnRound, if set, is called after every round with its statistics,
 	// outside the scheduler's lock (it may call the scheduler).
 	OnRound func(RoundStats)
+	// ReuseRounds lets Round reuse the memory of the Round it returned
+	// last: that Round and its Assignments with their Jobs and Devices are
+	// then valid only until the next call of Round, which overwrites them (for a caller that reads each round before it asks for the next,
+	// such as a simulator: a round then allocates almost nothing). Off, every
+	// Round is the caller's to keep.
+	ReuseRounds bool
 }
 
 // Scheduler is gpusched's composed scheduling core, the part a real

@@ -633,3 +633,56 @@ func TestRestartChangesNothing(t *testing.T) {
 		}
 	}
 }
+
+// With ReuseRounds a scheduler makes the same rounds as without, in the
+// memory of the last one (the round before is overwritten).
+func TestReuseRounds(t *testing.T) {
+	plain := newSched(t, nil)
+	reuse := newSched(t, func(c *Config) { c.ReuseRounds = true })
+	clone := func(r *Round) Round {
+		out := *r
+		out.Assignments = make([]Assignment, len(r.Assignments))
+		for i, as := range r.Assignments {
+			as.Jobs, as.Devices = slices.Clone(as.Jobs), slices.Clone(as.Devices)
+			out.Assignments[i] = as
+		}
+		out.Preempted = slices.Clone(r.Preempted)
+		out.Stats = RoundStats{}
+		return out
+	}
+	var last *Round
+	reused := 0
+	for i := range 12 {
+		now := float64(i) * 360
+		for _, s := range []*Scheduler{plain, reuse} {
+			require.NoError(t, s.Submit(fmt.Sprint("j", i), JobSpec{GPUs: 1 + i%3, Throughput: rates(2+float64(i%4), 1)}, now))
+			if i >= 4 {
+				require.NoError(t, s.Remove(fmt.Sprint("j", i-4)))
+			}
+		}
+		want, err := plain.Round(ctx, now)
+		require.NoError(t, err)
+		got, err := reuse.Round(ctx, now)
+		require.NoError(t, err)
+		checkRound(t, reuse, got)
+		require.Equal(t, clone(want), clone(got), "round %d", i)
+		if got == last {
+			reused++
+		}
+		last = got
+		for _, s := range []*Scheduler{plain, reuse} {
+			r := want
+			if s == reuse {
+				r = got
+			}
+			var ran []Ran
+			for _, as := range r.Assignments {
+				for _, k := range as.Jobs {
+					ran = append(ran, Ran{Job: k, Seconds: 300})
+				}
+			}
+			require.NoError(t, s.Report(RoundReport{Start: r.Start, Ran: ran}))
+		}
+	}
+	assert.Equal(t, 11, reused, "rounds returned in the last one's memory")
+}
