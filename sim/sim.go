@@ -328,6 +328,8 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 		// Gavel's model: placement does not change rates, so jobs never
 		// move for locality, and GPUs are taken in index order.
 		Placer: &placement.Consolidated{}, MigrationCost: -1,
+		// execute reads each round before the next is asked for.
+		ReuseRounds: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
