@@ -94,6 +94,12 @@ type Rounds struct {
 	LeaveIdle bool
 	// Compat selects Gavel's exact behaviour (CompatGavel) instead of ours.
 	Compat Compat
+	// ReuseRounds lets Next build a round's Assignments and their JobIDs
+	// in the memory of the round before the last one: a Round is then
+	// valid until the second call of Next after the one that returned it
+	// (for a caller that is done with a round by then, such as the
+	// scheduling core). Off, every Round is the caller's to keep.
+	ReuseRounds bool
 
 	st roundsState
 	// scratch is reused from round to round (not state).
@@ -116,6 +122,11 @@ type Rounds struct {
 		chosen [][]chosenUnit
 		// credits is Report's list of what to credit.
 		credits []unitCredit
+		// With ReuseRounds, the blocks of the last two rounds'
+		// assignments and job IDs; the last round's are in [cur].
+		assignments [2][]Assignment
+		ids         [2][]int
+		cur         int
 	}
 }
 
@@ -993,8 +1004,16 @@ func (r *Rounds) place(p *Problem, round *Round, chosen [][]chosenUnit) {
 			}
 		}
 	}
-	round.Assignments = slices.Grow(round.Assignments, units)
-	ids := make([]int, 0, nids)
+	var ids []int
+	if r.ReuseRounds {
+		sc := &r.scratch
+		sc.cur ^= 1 // the other block holds the last round
+		round.Assignments = slices.Grow(sc.assignments[sc.cur][:0], units)
+		ids = slices.Grow(sc.ids[sc.cur][:0], nids)
+	} else {
+		round.Assignments = slices.Grow(round.Assignments, units)
+		ids = make([]int, 0, nids)
+	}
 	idsOf := func(u unit) []int {
 		start := len(ids)
 		ids = append(ids, u.a)
@@ -1036,6 +1055,9 @@ func (r *Rounds) place(p *Problem, round *Round, chosen [][]chosenUnit) {
 			}
 			round.Assignments = append(round.Assignments, Assignment{JobIDs: idsOf(c.u), Type: p.Types[k], TypeIndex: k, Workers: ws})
 		}
+	}
+	if r.ReuseRounds {
+		r.scratch.assignments[r.scratch.cur], r.scratch.ids[r.scratch.cur] = round.Assignments, ids
 	}
 }
 

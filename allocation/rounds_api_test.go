@@ -426,3 +426,37 @@ func TestRoundsOverCapacity(t *testing.T) {
 	}
 	assert.Equal(t, 1, used, "%+v", rd.Assignments)
 }
+
+// With ReuseRounds the mechanism makes the same rounds as without, each
+// in the memory of the round before last.
+func TestRoundsReuseRounds(t *testing.T) {
+	types := []topology.GPUType{topology.V100, topology.P100, topology.K80}
+	all := gavelJobs(t, types, 12)
+	ctx := context.Background()
+	plain := &Rounds{Policy: &MaxMinFairness{}, MinResetInterval: -1}
+	reuse := &Rounds{Policy: &MaxMinFairness{}, MinResetInterval: -1, ReuseRounds: true}
+	clone := func(rd *Round) []Assignment {
+		out := make([]Assignment, len(rd.Assignments))
+		for i, as := range rd.Assignments {
+			as.JobIDs = append([]int(nil), as.JobIDs...)
+			as.Workers = append([]int(nil), as.Workers...)
+			out[i] = as
+		}
+		return out
+	}
+	var prev [2][]int // the JobIDs blocks of the last two rounds
+	for i := range 10 {
+		p := &Problem{Types: types, Capacity: []int{2, 2, 2}, Jobs: all[i/2 : i/2+6]}
+		now := float64(i) * 360
+		want, err := plain.Next(ctx, p, now)
+		require.NoError(t, err)
+		got, err := reuse.Next(ctx, p, now)
+		require.NoError(t, err)
+		require.NotEmpty(t, got.Assignments)
+		assert.Equal(t, clone(want), clone(got), "round %d", i)
+		if i >= 2 {
+			assert.Same(t, &prev[i%2][0], &got.Assignments[0].JobIDs[0], "round %d: not in the memory of round %d", i, i-2)
+		}
+		prev[i%2] = got.Assignments[0].JobIDs
+	}
+}
