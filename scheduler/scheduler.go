@@ -271,12 +271,13 @@ func (s *Scheduler) tierOf(priority int) *tier {
 	return t
 }
 
-// newMechanism returns a round mechanism configured by s.cfg.
+// newMechanism returns a round mechanism configured by s.cfg. Its rounds
+// reuse memory: a tier's round is read (plan, reports) before the next.
 func (s *Scheduler) newMechanism() *allocation.Rounds {
 	return &allocation.Rounds{
 		Policy: s.cfg.Policy, RoundLength: s.cfg.RoundLength, MinResetInterval: s.cfg.MinResetInterval,
 		GlobalQueue: s.cfg.GlobalQueue, TypeOrder: s.cfg.TypeOrder, ShuffleTypes: s.cfg.ShuffleTypes, Seed: s.cfg.Seed,
-		LeaveIdle: s.cfg.LeaveIdle, Compat: s.cfg.Compat,
+		LeaveIdle: s.cfg.LeaveIdle, Compat: s.cfg.Compat, ReuseRounds: true,
 	}
 }
 
