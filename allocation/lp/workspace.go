@@ -33,8 +33,12 @@ type workspace struct {
 // used first.
 const recentWorkspaces = 8
 
-// workspaceSet is the workspaces of the last patterns solved.
-type workspaceSet struct{ ws []*workspace }
+// workspaceSet is the workspaces of the last patterns solved, and the
+// vectors of the last one dropped, for a new pattern's.
+type workspaceSet struct {
+	ws    []*workspace
+	spare []float64
+}
 
 var workspaces = sync.Pool{New: func() any { return &workspaceSet{} }}
 
@@ -60,10 +64,14 @@ func acquireWorkspace(ctx context.Context, sf *stdForm) (*workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &workspace{
-		m: sf.m, colPtr: slices.Clone(sf.colPtr), rowIdx: slices.Clone(sf.rowIdx),
-		ne: ne, vecs: make([]float64, hsdVectors(sf.n, sf.m)),
-	}, nil
+	w := &workspace{m: sf.m, colPtr: slices.Clone(sf.colPtr), rowIdx: slices.Clone(sf.rowIdx), ne: ne}
+	if need := hsdVectors(sf.n, sf.m); cap(set.spare) >= need {
+		w.vecs, set.spare = set.spare[:need], nil
+		clear(w.vecs)
+	} else {
+		w.vecs = make([]float64, need)
+	}
+	return w, nil
 }
 
 // releaseWorkspace keeps w, whose solve is over, as the most recent.
@@ -73,6 +81,9 @@ func releaseWorkspace(w *workspace) {
 	defer workspaces.Put(set)
 	ws := slices.DeleteFunc(set.ws, func(x *workspace) bool { return x == nil })
 	if len(ws) >= recentWorkspaces {
+		if v := ws[recentWorkspaces-1].vecs; cap(v) > cap(set.spare) {
+			set.spare = v
+		}
 		ws = ws[:recentWorkspaces-1]
 	}
 	set.ws = slices.Insert(ws, 0, w)
