@@ -49,7 +49,9 @@ func sameSolution(t *testing.T, what string, got, want *Solution) {
 }
 
 // A solve that reuses the workspace of an earlier solve of the same
-// pattern gives exactly (bit for bit) what a fresh solve gives.
+// pattern gives exactly (bit for bit) what a fresh solve gives. (Under the
+// race detector a sync.Pool drops some of what it is given: then the
+// solves are tried again until one reuses.)
 func TestWorkspaceReuseIsExact(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // keep the pool's contents
 	ctx := context.Background()
@@ -60,27 +62,31 @@ func TestWorkspaceReuseIsExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	workspaces = sync.Pool{New: workspaces.New}
-	if _, err := s.Solve(ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	set := workspaces.Get().(*workspaceSet)
-	workspaces.Put(set)
-	if len(set.ws) != 1 {
-		t.Fatalf("%d workspaces kept after one solve, want 1", len(set.ws))
-	}
-	first := set.ws[0]
-	got, err := s.Solve(ctx, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(set.ws) != 1 || set.ws[0] != first {
-		t.Fatal("the second solve of the pattern did not reuse the first one's workspace")
-	}
-	sameSolution(t, "after reuse", got, want)
-	if math.Float64bits(got.Objective) == math.Float64bits(mustSolve(t, a).Objective) {
+	if math.Float64bits(want.Objective) == math.Float64bits(mustSolve(t, a).Objective) {
 		t.Fatal("the two models have the same optimum: the test cannot tell them apart")
 	}
+	for range 50 {
+		workspaces = sync.Pool{New: workspaces.New}
+		if _, err := s.Solve(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		set := workspaces.Get().(*workspaceSet)
+		workspaces.Put(set)
+		if len(set.ws) != 1 {
+			continue
+		}
+		first := set.ws[0]
+		got, err := s.Solve(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(set.ws) != 1 || set.ws[0] != first {
+			continue
+		}
+		sameSolution(t, "after reuse", got, want)
+		return
+	}
+	t.Fatal("the second solve of the pattern never reused the first one's workspace")
 }
 
 func mustSolve(t *testing.T, m *Model) *Solution {
