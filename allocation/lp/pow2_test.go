@@ -35,3 +35,28 @@ func TestPow2(t *testing.T) {
 		t.Fatalf("pow2(smallest) = %v, want %v", got, ref(math.SmallestNonzeroFloat64))
 	}
 }
+
+// frexp and ldexp1 equal math.Frexp and math.Ldexp(1, k) bit for bit,
+// normal, subnormal and at the ends of the range.
+func TestFrexpLdexp1(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	vals := []float64{math.SmallestNonzeroFloat64, 1e-310, math.MaxFloat64, 1, 0.5, 0.75, math.Nextafter(1, 0), 2.2250738585072014e-308}
+	for range 100000 {
+		vals = append(vals, math.Float64frombits(rng.Uint64()&(1<<63-1)))
+	}
+	for _, v := range vals {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v == 0 {
+			continue
+		}
+		f, e := frexp(v)
+		wf, we := math.Frexp(v)
+		if math.Float64bits(f) != math.Float64bits(wf) || e != we {
+			t.Fatalf("frexp(%v) = %v, %d, want %v, %d", v, f, e, wf, we)
+		}
+	}
+	for k := -1100; k <= 1100; k++ {
+		if got, want := ldexp1(k), math.Ldexp(1, k); math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("ldexp1(%d) = %v, want %v", k, got, want)
+		}
+	}
+}

@@ -129,13 +129,33 @@ func pow2(v float64) float64 {
 	// v = frac 2^exp with frac in [0.5, 1): the nearest power is 2^exp
 	// when log2(frac) > -0.5 (frac > 1/sqrt 2), 2^(exp-1) below. Near the
 	// boundary, where rounding decides, the logarithm is taken as before.
-	frac, exp := math.Frexp(v)
+	frac, exp := frexp(v)
 	switch {
 	case frac > 0.7072:
 	case frac < 0.7070:
 		exp--
 	default:
-		return math.Ldexp(1, int(math.Round(math.Log2(v))))
+		return ldexp1(int(math.Round(math.Log2(v))))
 	}
-	return math.Ldexp(1, exp)
+	return ldexp1(exp)
+}
+
+// frexp is math.Frexp for v > 0 and finite, read off the bits when v is
+// normal (the scaling calls it for every row and column of every pass).
+func frexp(v float64) (float64, int) {
+	b := math.Float64bits(v)
+	e := int(b>>52) & 0x7ff
+	if e == 0 {
+		return math.Frexp(v) // subnormal
+	}
+	// v = 1.f 2^(e-1023) = (0.5 x 1.f) 2^(e-1022).
+	return math.Float64frombits(b&(1<<52-1) | 1022<<52), e - 1022
+}
+
+// ldexp1 is math.Ldexp(1, k), built from the bits when 2^k is normal.
+func ldexp1(k int) float64 {
+	if k < -1022 || k > 1023 {
+		return math.Ldexp(1, k)
+	}
+	return math.Float64frombits(uint64(k+1023) << 52)
 }
