@@ -137,25 +137,35 @@ func newHSD(sf *stdForm, ne *normalEq, tol float64, block []float64) *hsd {
 }
 
 // aMul sets out = A v; atMul sets out = A'y.
+// (A column's entries are cut out as slices so that its loop indexes them
+// unchecked; the sums are taken in the same order.)
 func (h *hsd) aMul(v, out []float64) {
 	sf := h.sf
 	clear(out)
-	for j := range sf.n {
-		if v[j] == 0 {
+	colPtr := sf.colPtr[:sf.n+1]
+	for j, vj := range v[:sf.n] {
+		if vj == 0 {
 			continue
 		}
-		for a := sf.colPtr[j]; a < sf.colPtr[j+1]; a++ {
-			out[sf.rowIdx[a]] += sf.vals[a] * v[j]
+		rows := sf.rowIdx[colPtr[j]:colPtr[j+1]]
+		vals := sf.vals[colPtr[j]:colPtr[j+1]]
+		vals = vals[:len(rows)]
+		for k, i := range rows {
+			out[i] += vals[k] * vj
 		}
 	}
 }
 
 func (h *hsd) atMul(y, out []float64) {
 	sf := h.sf
-	for j := range sf.n {
+	colPtr := sf.colPtr[:sf.n+1]
+	for j := range out[:sf.n] {
+		rows := sf.rowIdx[colPtr[j]:colPtr[j+1]]
+		vals := sf.vals[colPtr[j]:colPtr[j+1]]
+		vals = vals[:len(rows)]
 		s := 0.0
-		for a := sf.colPtr[j]; a < sf.colPtr[j+1]; a++ {
-			s += sf.vals[a] * y[sf.rowIdx[a]]
+		for k, i := range rows {
+			s += vals[k] * y[i]
 		}
 		out[j] = s
 	}
@@ -256,62 +266,75 @@ func (h *hsd) residuals() {
 	h.sizeAy = 0
 	h.rg = h.kappa - dot(sf.b, h.y)
 	var pStrict, pLoose, pEffect, dStrict, dLoose, dEffect float64
-	for j := range h.n {
-		xj := h.x[j]
+	n := h.n
+	colPtr := sf.colPtr[:n+1]
+	rp, absAx, y := h.rp, h.absAx, h.y
+	x, g, z, w, v := h.x[:n], h.g[:n], h.z[:n], h.w[:n], h.v[:n]
+	sl, su, sc := sf.l[:n], sf.u[:n], sf.c[:n]
+	hasL, hasU, rls, rus, rds := h.hasL[:n], h.hasU[:n], h.rl[:n], h.ru[:n], h.rd[:n]
+	rg, sizeAy := h.rg, h.sizeAy // accumulated here, in the same order
+	for j := range n {
+		xj := x[j]
 		ay, aay := 0.0, 0.0
-		for a := sf.colPtr[j]; a < sf.colPtr[j+1]; a++ {
-			i := sf.rowIdx[a]
-			tx := sf.vals[a] * xj
-			h.rp[i] += tx
-			h.absAx[i] += math.Abs(tx)
-			ty := sf.vals[a] * h.y[i]
+		rows := sf.rowIdx[colPtr[j]:colPtr[j+1]]
+		vals := sf.vals[colPtr[j]:colPtr[j+1]]
+		vals = vals[:len(rows)]
+		for k, i := range rows {
+			tx := vals[k] * xj
+			rp[i] += tx
+			absAx[i] += math.Abs(tx)
+			ty := vals[k] * y[i]
 			ay += ty
 			aay += math.Abs(ty)
 		}
-		cj := sf.c[j]
+		cj := sc[j]
 		rd := cj*t - ay
-		h.rg += cj * xj
-		h.rl[j], h.ru[j] = 0, 0
+		rg += cj * xj
+		rls[j], rus[j] = 0, 0
 		ax := math.Abs(xj)
-		if h.hasL[j] {
-			rd -= h.z[j]
-			aay += h.z[j]
-			rl := sf.l[j]*t - xj + h.g[j]
-			h.rl[j] = rl
-			h.rg -= sf.l[j] * h.z[j]
-			r, l := math.Abs(rl), math.Abs(sf.l[j])
+		if hasL[j] {
+			rd -= z[j]
+			aay += z[j]
+			rl := sl[j]*t - xj + g[j]
+			rls[j] = rl
+			rg -= sl[j] * z[j]
+			r, l := math.Abs(rl), math.Abs(sl[j])
 			pStrict = max(pStrict, r/(t*(1+l)))
-			pLoose = max(pLoose, r/(t+max(t*l, ax, h.g[j])))
-			pEffect += h.z[j] * r
+			pLoose = max(pLoose, r/(t+max(t*l, ax, g[j])))
+			pEffect += z[j] * r
 		}
-		if h.hasU[j] {
-			rd += h.v[j]
-			aay += h.v[j]
-			ru := sf.u[j]*t - xj - h.w[j]
-			h.ru[j] = ru
-			h.rg += sf.u[j] * h.v[j]
-			r, u := math.Abs(ru), math.Abs(sf.u[j])
+		if hasU[j] {
+			rd += v[j]
+			aay += v[j]
+			ru := su[j]*t - xj - w[j]
+			rus[j] = ru
+			rg += su[j] * v[j]
+			r, u := math.Abs(ru), math.Abs(su[j])
 			pStrict = max(pStrict, r/(t*(1+u)))
-			pLoose = max(pLoose, r/(t+max(t*u, ax, h.w[j])))
-			pEffect += h.v[j] * r
+			pLoose = max(pLoose, r/(t+max(t*u, ax, w[j])))
+			pEffect += v[j] * r
 		}
-		h.rd[j] = rd
-		h.sizeAy = max(h.sizeAy, aay)
+		rds[j] = rd
+		sizeAy = max(sizeAy, aay)
 		r := math.Abs(rd)
 		dStrict = max(dStrict, r/(t*(1+math.Abs(cj))))
 		dLoose = max(dLoose, r/(t+max(t*math.Abs(cj), aay)))
 		dEffect += ax * r
 	}
-	h.sizeAx = 0
-	for i := range h.rp {
-		r := sf.b[i]*t - h.rp[i]
-		h.rp[i] = r
-		h.sizeAx = max(h.sizeAx, h.absAx[i])
-		ar, ab := math.Abs(r), math.Abs(sf.b[i])
+	h.rg, h.sizeAy = rg, sizeAy
+	sizeAx := 0.0
+	b := sf.b[:len(rp)]
+	absAx, y = absAx[:len(rp)], y[:len(rp)]
+	for i := range rp {
+		r := b[i]*t - rp[i]
+		rp[i] = r
+		sizeAx = max(sizeAx, absAx[i])
+		ar, ab := math.Abs(r), math.Abs(b[i])
 		pStrict = max(pStrict, ar/(t*(1+ab)))
-		pLoose = max(pLoose, ar/(t+max(t*ab, h.absAx[i])))
-		pEffect += math.Abs(h.y[i]) * ar
+		pLoose = max(pLoose, ar/(t+max(t*ab, absAx[i])))
+		pEffect += math.Abs(y[i]) * ar
 	}
+	h.sizeAx = sizeAx
 	h.pStrict, h.pLoose, h.pEffect = pStrict, pLoose, pEffect
 	h.dStrict, h.dLoose, h.dEffect = dStrict, dLoose, dEffect
 }
@@ -448,33 +471,38 @@ func (h *hsd) step() (float64, error) {
 	sf := h.sf
 	n := h.n
 	reg := min(freeReg, h.mu()/(h.tau*h.tau))
+	tau := h.tau
+	hasL, hasU := h.hasL[:n], h.hasU[:n]
+	l, u, c := sf.l[:n], sf.u[:n], sf.c[:n]
+	x, g, z, w, v := h.x[:n], h.g[:n], h.z[:n], h.w[:n], h.v[:n]
+	hl, hu, sh, chat, theta := h.hl[:n], h.hu[:n], h.sh[:n], h.chat[:n], h.theta[:n]
 	for j := range n {
 		d := 0.0
-		h.hl[j], h.hu[j] = 0, 0
+		hl[j], hu[j] = 0, 0
 		switch {
-		case h.hasL[j] && (!h.hasU[j] || h.g[j] <= h.w[j]):
-			h.sh[j] = sf.l[j]
-		case h.hasU[j]:
-			h.sh[j] = sf.u[j]
+		case hasL[j] && (!hasU[j] || g[j] <= w[j]):
+			sh[j] = l[j]
+		case hasU[j]:
+			sh[j] = u[j]
 		default:
-			h.sh[j] = 0
+			sh[j] = 0
 		}
-		if h.hasL[j] {
-			r := h.z[j] / h.g[j]
+		if hasL[j] {
+			r := z[j] / g[j]
 			d += r
-			h.hl[j] = r * (sf.l[j] - h.sh[j])
+			hl[j] = r * (l[j] - sh[j])
 		}
-		if h.hasU[j] {
-			r := h.v[j] / h.w[j]
+		if hasU[j] {
+			r := v[j] / w[j]
 			d += r
-			h.hu[j] = r * (sf.u[j] - h.sh[j])
+			hu[j] = r * (u[j] - sh[j])
 		}
-		h.chat[j] = sf.c[j] - h.hl[j] - h.hu[j]
-		if !h.hasL[j] && !h.hasU[j] {
-			xj := h.x[j] / h.tau
+		chat[j] = c[j] - hl[j] - hu[j]
+		if !hasL[j] && !hasU[j] {
+			xj := x[j] / tau
 			d = reg / (1 + xj*xj)
 		}
-		h.theta[j] = 1 / max(d, 1e-300)
+		theta[j] = 1 / max(d, 1e-300)
 	}
 	h.aMul(h.sh, h.bs)
 	for i := range h.bs {
@@ -672,43 +700,52 @@ func (h *hsd) restoreDirection() {
 func (h *hsd) direction(eta, xiTK float64, refine bool) {
 	sf := h.sf
 	n := h.n
+	// The vectors cut to n (or m), so that the loops index them unchecked.
+	hasL, hasU := h.hasL[:n], h.hasU[:n]
+	l, u, c := sf.l[:n], sf.u[:n], sf.c[:n]
+	rd, rl, ru, sh := h.rd[:n], h.rl[:n], h.ru[:n], h.sh[:n]
+	g, z, w, v := h.g[:n], h.z[:n], h.w[:n], h.v[:n]
+	xiGZ, xiWV, hl, hu := h.xiGZ[:n], h.xiWV[:n], h.hl[:n], h.hu[:n]
+	rho, p2, q2, theta := h.rho[:n], h.p2[:n], h.q2[:n], h.theta[:n]
 	kl, ku := 0.0, 0.0 // (l-sh)'G^-1 (xiGZ + Z eta rl) and (u-sh)'W^-1 (xiWV - V eta ru)
 	lam := 0.0         // (l-sh)'hl + (u-sh)'hu
 	shrd := 0.0        // sh'rd
 	for j := range n {
-		r := eta * h.rd[j]
-		shrd += h.sh[j] * h.rd[j]
-		if h.hasL[j] {
-			t := (h.xiGZ[j] + h.z[j]*eta*h.rl[j]) / h.g[j]
+		r := eta * rd[j]
+		shrd += sh[j] * rd[j]
+		if hasL[j] {
+			t := (xiGZ[j] + z[j]*eta*rl[j]) / g[j]
 			r -= t
-			ls := sf.l[j] - h.sh[j]
+			ls := l[j] - sh[j]
 			kl += ls * t
-			lam += h.hl[j] * ls
+			lam += hl[j] * ls
 		}
-		if h.hasU[j] {
-			t := (h.xiWV[j] - h.v[j]*eta*h.ru[j]) / h.w[j]
+		if hasU[j] {
+			t := (xiWV[j] - v[j]*eta*ru[j]) / w[j]
 			r += t
-			us := sf.u[j] - h.sh[j]
+			us := u[j] - sh[j]
 			ku += us * t
-			lam += h.hu[j] * us
+			lam += hu[j] * us
 		}
-		h.rho[j] = r
-		h.p2[j] = h.theta[j] * r
+		rho[j] = r
+		p2[j] = theta[j] * r
 	}
 	h.aMul(h.p2, h.p1)
-	for i := range h.p1 {
-		h.p1[i] += eta * h.rp[i]
+	p1 := h.p1
+	rp := h.rp[:len(p1)]
+	for i := range p1 {
+		p1[i] += eta * rp[i]
 	}
 	h.ne.solve(h.p1)
 	h.atMul(h.p1, h.p2)
 	for j := range n {
-		h.p2[j] = h.theta[j] * (h.p2[j] - h.rho[j])
+		p2[j] = theta[j] * (p2[j] - rho[j])
 	}
 	ch, cq := 0.0, 0.0 // (c + hl + hu)'p2 and (c + hl + hu)'q2
 	for j := range n {
-		e := sf.c[j] + h.hl[j] + h.hu[j]
-		ch += e * h.p2[j]
-		cq += e * h.q2[j]
+		e := c[j] + hl[j] + hu[j]
+		ch += e * p2[j]
+		cq += e * q2[j]
 	}
 	num := eta*(h.rg-shrd) + ch - dot(h.bs, h.p1) - kl + ku + xiTK/h.tau
 	den := -cq + dot(h.bs, h.q1) + lam + h.kappa/h.tau
@@ -719,28 +756,31 @@ func (h *hsd) direction(eta, xiTK float64, refine bool) {
 	dt := h.dtau
 	// dy = p1 + q1 dtau and dxi = p2 + q2 dtau, refined together on the
 	// primal equation A dxi = eta rp + bs dtau.
-	rhs := h.r1
-	for i := range h.dy {
-		h.dy[i] = h.p1[i] + h.q1[i]*dt
-		rhs[i] = eta*h.rp[i] + h.bs[i]*dt
+	dy := h.dy
+	rhs, q1, bs := h.r1[:len(dy)], h.q1[:len(dy)], h.bs[:len(dy)]
+	p1, rp = p1[:len(dy)], rp[:len(dy)]
+	for i := range dy {
+		dy[i] = p1[i] + q1[i]*dt
+		rhs[i] = eta*rp[i] + bs[i]*dt
 	}
 	axpy(dt, h.q2, h.p2)
 	if refine {
 		h.refine(h.dy, h.p2, rhs, max(1e-2*eta*normInf(h.rp), 0.1*h.tol*h.tau*(1+h.normB)))
 	}
+	dx, dg, dz, dw, dv := h.dx[:n], h.dg[:n], h.dz[:n], h.dw[:n], h.dv[:n]
 	for j := range n {
-		dxi := h.p2[j]
-		h.dx[j] = dxi + h.sh[j]*dt
-		h.dg[j], h.dz[j], h.dw[j], h.dv[j] = 0, 0, 0, 0
-		if h.hasL[j] {
-			dg := dxi - (sf.l[j]-h.sh[j])*dt - eta*h.rl[j]
-			h.dg[j] = dg
-			h.dz[j] = (h.xiGZ[j] - h.z[j]*dg) / h.g[j]
+		dxi := p2[j]
+		dx[j] = dxi + sh[j]*dt
+		dg[j], dz[j], dw[j], dv[j] = 0, 0, 0, 0
+		if hasL[j] {
+			d := dxi - (l[j]-sh[j])*dt - eta*rl[j]
+			dg[j] = d
+			dz[j] = (xiGZ[j] - z[j]*d) / g[j]
 		}
-		if h.hasU[j] {
-			dw := eta*h.ru[j] - dxi + (sf.u[j]-h.sh[j])*dt
-			h.dw[j] = dw
-			h.dv[j] = (h.xiWV[j] - h.v[j]*dw) / h.w[j]
+		if hasU[j] {
+			d := eta*ru[j] - dxi + (u[j]-sh[j])*dt
+			dw[j] = d
+			dv[j] = (xiWV[j] - v[j]*d) / w[j]
 		}
 	}
 	h.dkappa = (xiTK - h.kappa*dt) / h.tau

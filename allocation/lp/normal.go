@@ -291,6 +291,7 @@ func (ne *normalEq) solve(r []float64) {
 
 func dot(a, b []float64) float64 {
 	s := 0.0
+	b = b[:len(a)]
 	for i, v := range a {
 		s += v * b[i]
 	}
@@ -298,6 +299,7 @@ func dot(a, b []float64) float64 {
 }
 
 func axpy(alpha float64, x, y []float64) {
+	y = y[:len(x)]
 	for i, v := range x {
 		y[i] += alpha * v
 	}
