@@ -341,12 +341,15 @@ func (h *hsd) residuals() {
 
 func (h *hsd) mu() float64 {
 	s := h.tau * h.kappa
-	for j := range h.n {
-		if h.hasL[j] {
-			s += h.g[j] * h.z[j]
+	n := h.n
+	hasL, hasU := h.hasL[:n], h.hasU[:n]
+	g, z, w, v := h.g[:n], h.z[:n], h.w[:n], h.v[:n]
+	for j := range n {
+		if hasL[j] {
+			s += g[j] * z[j]
 		}
-		if h.hasU[j] {
-			s += h.w[j] * h.v[j]
+		if hasU[j] {
+			s += w[j] * v[j]
 		}
 	}
 	return s / float64(h.pairs)
@@ -476,6 +479,9 @@ func (h *hsd) step() (float64, error) {
 	l, u, c := sf.l[:n], sf.u[:n], sf.c[:n]
 	x, g, z, w, v := h.x[:n], h.g[:n], h.z[:n], h.w[:n], h.v[:n]
 	hl, hu, sh, chat, theta := h.hl[:n], h.hu[:n], h.sh[:n], h.chat[:n], h.theta[:n]
+	dg, dz, dw, dv := h.dg[:n], h.dz[:n], h.dw[:n], h.dv[:n]
+	ag, az, aw, av := h.ag[:n], h.az[:n], h.aw[:n], h.av[:n]
+	xiGZ, xiWV, q2 := h.xiGZ[:n], h.xiWV[:n], h.q2[:n]
 	for j := range n {
 		d := 0.0
 		hl[j], hu[j] = 0, 0
@@ -513,20 +519,20 @@ func (h *hsd) step() (float64, error) {
 	}
 	// q1 = M^-1 (bs + A Theta chat), q2 = Theta (A'q1 - chat).
 	for j := range n {
-		h.q2[j] = h.theta[j] * h.chat[j]
+		q2[j] = theta[j] * chat[j]
 	}
 	h.aMul(h.q2, h.q1)
 	axpy(1, h.bs, h.q1)
 	h.ne.solve(h.q1)
 	h.atMul(h.q1, h.q2)
 	for j := range n {
-		h.q2[j] = h.theta[j] * (h.q2[j] - h.chat[j])
+		q2[j] = theta[j] * (q2[j] - chat[j])
 	}
 	mu := h.mu()
 	// Predictor: eta = 1, complementarity to zero.
 	for j := range n {
-		h.xiGZ[j] = -h.g[j] * h.z[j]
-		h.xiWV[j] = -h.w[j] * h.v[j]
+		xiGZ[j] = -g[j] * z[j]
+		xiWV[j] = -w[j] * v[j]
 	}
 	h.direction(1, -h.tau*h.kappa, false)
 	alpha := h.stepLength()
@@ -537,11 +543,11 @@ func (h *hsd) step() (float64, error) {
 	h.atau, h.akappa = h.dtau, h.dkappa
 	muAff := (h.tau + alpha*h.dtau) * (h.kappa + alpha*h.dkappa)
 	for j := range n {
-		if h.hasL[j] {
-			muAff += (h.g[j] + alpha*h.dg[j]) * (h.z[j] + alpha*h.dz[j])
+		if hasL[j] {
+			muAff += (g[j] + alpha*dg[j]) * (z[j] + alpha*dz[j])
 		}
-		if h.hasU[j] {
-			muAff += (h.w[j] + alpha*h.dw[j]) * (h.v[j] + alpha*h.dv[j])
+		if hasU[j] {
+			muAff += (w[j] + alpha*dw[j]) * (v[j] + alpha*dv[j])
 		}
 	}
 	muAff /= float64(h.pairs)
@@ -553,12 +559,12 @@ func (h *hsd) step() (float64, error) {
 	// Corrector.
 	sm := sigma * mu
 	for j := range n {
-		h.xiGZ[j], h.xiWV[j] = 0, 0
-		if h.hasL[j] {
-			h.xiGZ[j] = sm - h.g[j]*h.z[j] - h.ag[j]*h.az[j]
+		xiGZ[j], xiWV[j] = 0, 0
+		if hasL[j] {
+			xiGZ[j] = sm - g[j]*z[j] - ag[j]*az[j]
 		}
-		if h.hasU[j] {
-			h.xiWV[j] = sm - h.w[j]*h.v[j] - h.aw[j]*h.av[j]
+		if hasU[j] {
+			xiWV[j] = sm - w[j]*v[j] - aw[j]*av[j]
 		}
 	}
 	xiTK := sm - h.tau*h.kappa - h.atau*h.akappa
@@ -571,12 +577,12 @@ func (h *hsd) step() (float64, error) {
 		h.saveDirection()
 		sm = max(sigma, 0.5) * mu
 		for j := range n {
-			h.xiGZ[j], h.xiWV[j] = 0, 0
-			if h.hasL[j] {
-				h.xiGZ[j] = sm - h.g[j]*h.z[j]
+			xiGZ[j], xiWV[j] = 0, 0
+			if hasL[j] {
+				xiGZ[j] = sm - g[j]*z[j]
 			}
-			if h.hasU[j] {
-				h.xiWV[j] = sm - h.w[j]*h.v[j]
+			if hasU[j] {
+				xiWV[j] = sm - w[j]*v[j]
 			}
 		}
 		h.direction(1-sm/mu, sm-h.tau*h.kappa, true)
@@ -590,13 +596,13 @@ func (h *hsd) step() (float64, error) {
 	axpy(alpha, h.dx, h.x)
 	axpy(alpha, h.dy, h.y)
 	for j := range n {
-		if h.hasL[j] {
-			h.g[j] += alpha * h.dg[j]
-			h.z[j] += alpha * h.dz[j]
+		if hasL[j] {
+			g[j] += alpha * dg[j]
+			z[j] += alpha * dz[j]
 		}
-		if h.hasU[j] {
-			h.w[j] += alpha * h.dw[j]
-			h.v[j] += alpha * h.dv[j]
+		if hasU[j] {
+			w[j] += alpha * dw[j]
+			v[j] += alpha * dv[j]
 		}
 	}
 	h.tau += alpha * h.dtau
@@ -853,21 +859,25 @@ const maxRefine = 25
 // and kappa nonnegative.
 func (h *hsd) stepLength() float64 {
 	a := 1.0
+	n := len(h.hasL)
+	hasU := h.hasU[:n]
+	g, z, w, vv := h.g[:n], h.z[:n], h.w[:n], h.v[:n]
+	dg, dz, dw, dvv := h.dg[:n], h.dz[:n], h.dw[:n], h.dv[:n]
 	// v + a dv >= 0 holds unless dv < 0 and a > -v/dv: divide only then.
 	for j, hl := range h.hasL {
 		if hl {
-			if v, dv := h.g[j], h.dg[j]; v+a*dv < 0 {
+			if v, dv := g[j], dg[j]; v+a*dv < 0 {
 				a = -v / dv
 			}
-			if v, dv := h.z[j], h.dz[j]; v+a*dv < 0 {
+			if v, dv := z[j], dz[j]; v+a*dv < 0 {
 				a = -v / dv
 			}
 		}
-		if h.hasU[j] {
-			if v, dv := h.w[j], h.dw[j]; v+a*dv < 0 {
+		if hasU[j] {
+			if v, dv := w[j], dw[j]; v+a*dv < 0 {
 				a = -v / dv
 			}
-			if v, dv := h.v[j], h.dv[j]; v+a*dv < 0 {
+			if v, dv := vv[j], dvv[j]; v+a*dv < 0 {
 				a = -v / dv
 			}
 		}

@@ -175,17 +175,20 @@ func newNormalEq(ctx context.Context, sf *stdForm) (*normalEq, error) {
 // factor prepares solves with the scaling theta.
 func (ne *normalEq) factor(theta []float64) error {
 	sf := ne.sf
-	clear(ne.mvals)
+	mvals, pairPos := ne.mvals, ne.pairPos
+	clear(mvals)
 	q := 0
-	for j := range sf.n {
-		if ne.isDense[j] {
+	colPtr := sf.colPtr[:sf.n+1]
+	for j, dense := range ne.isDense[:sf.n] {
+		if dense {
 			continue
 		}
 		th := theta[j]
-		for a := sf.colPtr[j]; a < sf.colPtr[j+1]; a++ {
-			va := sf.vals[a] * th
-			for b := a; b < sf.colPtr[j+1]; b++ {
-				ne.mvals[ne.pairPos[q]] += va * sf.vals[b]
+		vals := sf.vals[colPtr[j]:colPtr[j+1]] // the column, cut out: unchecked
+		for a, va := range vals {
+			va *= th
+			for _, vb := range vals[a:] {
+				mvals[pairPos[q]] += va * vb
 				q++
 			}
 		}
