@@ -123,12 +123,18 @@ type scratch struct {
 func (s *Scheduler) Round(ctx context.Context, now float64) (*Round, error) {
 	s.mu.Lock()
 	r, err := s.round(ctx, now)
+	var stats RoundStats
+	if err == nil {
+		// Read under the lock: with ReuseRounds, r is the next round's
+		// memory, which another goroutine's Round may overwrite at once.
+		stats = r.Stats
+	}
 	s.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
 	if s.cfg.OnRound != nil {
-		s.cfg.OnRound(r.Stats)
+		s.cfg.OnRound(stats)
 	}
 	return r, nil
 }

@@ -583,6 +583,44 @@ func TestConcurrentUse(t *testing.T) {
 	s.View(func(st *cluster.State) { require.NoError(t, st.Check()) })
 }
 
+// With ReuseRounds, concurrent Rounds return the same memory, which each
+// overwrites; OnRound must still get each round's own statistics, read
+// under the lock (run with -race: Round read them after unlocking, while
+// the other goroutine's round wrote them).
+func TestConcurrentRoundsReuseOnRound(t *testing.T) {
+	var mu sync.Mutex
+	var seen, want []float64
+	s := newSched(t, func(c *Config) {
+		c.ReuseRounds = true
+		c.OnRound = func(st RoundStats) {
+			mu.Lock()
+			seen = append(seen, st.Start)
+			mu.Unlock()
+		}
+	})
+	for i := range 6 {
+		require.NoError(t, s.Submit(fmt.Sprint("j", i), JobSpec{GPUs: 1 + i%3, Throughput: rates(2+float64(i%4), 1)}, 0))
+	}
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Go(func() {
+			for i := range 100 {
+				// Rounds of both goroutines interleave; one before the
+				// other's last is refused.
+				now := float64(2*i + g)
+				if _, err := s.Round(ctx, now); err == nil {
+					mu.Lock()
+					want = append(want, now)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.NotEmpty(t, want)
+	assert.ElementsMatch(t, want, seen, "OnRound gets each round's own start")
+}
+
 func TestErrorsAreTyped(t *testing.T) {
 	s := newSched(t, nil)
 	err := s.Submit("x", JobSpec{}, 0)
