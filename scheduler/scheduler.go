@@ -73,9 +73,11 @@ type Config struct {
 	OnRound func(RoundStats)
 	// ReuseRounds lets Round reuse the memory of the Round it returned
 	// last: that Round and its Assignments with their Jobs and Devices are
-	// then valid only until the next call of Round, which overwrites them (for a caller that reads each round before it asks for the next,
-	// such as a simulator: a round then allocates almost nothing). Off, every
-	// Round is the caller's to keep.
+	// then valid only until the next call of Round, from any goroutine,
+	// which overwrites them (for a caller that reads each round before it
+	// asks for the next, such as a simulator: a round then allocates
+	// almost nothing). Off, the default, every Round is the caller's to
+	// keep.
 	ReuseRounds bool
 }
 
