@@ -67,6 +67,9 @@ func TestHostileProblems(t *testing.T) {
 		{"entity weight Inf", func(p *Problem) { p.EntityWeights = map[string]float64{"x": math.Inf(1)} }, `entity "x": weight +Inf`},
 		{"classes out of range", func(p *Problem) { p.Pairs = badClasses{} }, "space sharing: job 10 is in class 5 of 2"},
 		{"nil throughput", func(p *Problem) { p.Jobs[0].Throughput = nil }, "job 10: 0 throughputs for 2 GPU types"},
+		// A pair of negative IDs read as one job in Rounds (the second
+		// job silently dropped from the round).
+		{"negative ID", func(p *Problem) { p.Jobs[1].ID = -3 }, "job ID -3 is negative (IDs are 0 or more)"},
 		{"pair rate NaN", func(p *Problem) {
 			p.Pairs = rateTable{p, func(a, b int) (float64, float64) { return 0.5, math.NaN() }}
 		}, "space sharing: jobs 10 and 11 on a: co-located rates 0.5 and NaN, outside [1e-09, 1e+09] steps/s (0 means they cannot share)"},

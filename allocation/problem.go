@@ -6,7 +6,9 @@ import "github.com/gpusched/gpusched/topology"
 // A Job is a plain value: safe for concurrent reads, not for writes while
 // others read it.
 type Job struct {
-	// ID identifies the job; IDs are unique within a Problem.
+	// ID identifies the job; IDs are unique within a Problem and 0 or
+	// more (the round mechanisms mark a unit of one job, not a pair, with
+	// a negative second ID).
 	ID int
 	// Weight is the job's priority weight (Gavel's w_m); 0 means 1, else
 	// in [MinWeight, MaxWeight].
@@ -74,12 +76,12 @@ type Problem struct {
 
 // Validate checks the problem and returns an error wrapping
 // ErrInvalidProblem that names the first problem found: lengths that
-// disagree, duplicate types or job IDs, NaN or infinite values, and values
-// outside the ranges of this package (MinRate to MaxRate, MaxSteps,
-// MaxCapacity, MinWeight to MaxWeight, MinPrice to MaxPrice, MaxTime), or
-// space-sharing classes or co-located rates out of range (see
-// validatePairs: a custom PairRates is checked on every pair of jobs, at
-// most MaxPairRates lookups).
+// disagree, duplicate types or job IDs, negative job IDs, NaN or infinite
+// values, and values outside the ranges of this package (MinRate to
+// MaxRate, MaxSteps, MaxCapacity, MinWeight to MaxWeight, MinPrice to
+// MaxPrice, MaxTime), or space-sharing classes or co-located rates out
+// of range (see validatePairs: a custom PairRates is checked on every pair
+// of jobs, at most MaxPairRates lookups).
 func (p *Problem) Validate() error {
 	k := len(p.Types)
 	if len(p.Capacity) != k {
@@ -198,6 +200,8 @@ func badPairRate(v float64) bool { return v != 0 && !inRange(v, MinRate, MaxRate
 func (p *Problem) validateJob(m int, seen map[int]bool) error {
 	j := &p.Jobs[m]
 	switch {
+	case j.ID < 0:
+		return invalid("job ID %d is negative (IDs are 0 or more)", j.ID)
 	case seen[j.ID]:
 		return invalid("job ID %d appears twice", j.ID)
 	case j.ScaleFactor < 1 || j.ScaleFactor > MaxCapacity:
