@@ -248,12 +248,17 @@ func (c *Cluster) Release(job int) {
 	if p == nil {
 		return
 	}
+	// Read first what others changed in the live state since the last
+	// call: marking the counts in sync without it would count their GPUs
+	// free. A state that lost a server is left to the next call to report.
+	if c.sync() == nil {
+		defer c.synced()
+	}
 	c.state.Release(p.key)
 	for _, x := range p.parts {
 		c.count(x, p.gpusPerWorker, -1)
 	}
 	delete(c.jobs, job)
-	c.synced()
 }
 
 // take gives p the GPUs of part x (sign 1) or takes them back (sign -1),

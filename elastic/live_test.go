@@ -107,6 +107,32 @@ func TestClusterOnSharedState(t *testing.T) {
 	require.NoError(t, c.Check())
 }
 
+// Others bind GPUs between the cluster's calls, then a job is released:
+// the cluster still sees those GPUs as others' (Release used to mark its
+// counts in sync without reading the change, so it counted them free and
+// the next Place failed with ErrInconsistent instead of placing around
+// them).
+func TestClusterOnReleaseReadsOthersChanges(t *testing.T) {
+	shape := topology.ServerTemplate{Type: topology.V100, GPUs: 4}
+	topo, err := topology.Homogeneous(2, shape)
+	require.NoError(t, err)
+	live, err := cluster.New(topo)
+	require.NoError(t, err)
+	c, err := NewClusterOn(live, []string{topo.Servers[0].ID, topo.Servers[1].ID}, shape)
+	require.NoError(t, err)
+	_, err = c.Place(&Job{ID: 1, MinWorkers: 1, MaxWorkers: 1, GPUsPerWorker: 1, Work: 1, Curve: Linear{1}}, 1)
+	require.NoError(t, err)
+	require.NoError(t, live.Bind("inference", []cluster.GPURef{{Server: 1, GPU: 0}, {Server: 1, GPU: 1}, {Server: 1, GPU: 2}}))
+	c.Release(1)
+	total, free := c.GPUs()
+	assert.Equal(t, [2]int{8, 5}, [2]int{total, free}, "3 of the 8 are inference's")
+	n, err := c.Place(&Job{ID: 2, MinWorkers: 1, MaxWorkers: 8, GPUsPerWorker: 1, Work: 1, Curve: Linear{1}}, 8)
+	require.NoError(t, err)
+	assert.Equal(t, 5, n)
+	require.NoError(t, c.Check())
+	assert.Equal(t, 0, live.Free(topology.V100))
+}
+
 // Bad input and a live state changed behind the cluster's back give typed
 // errors.
 func TestClusterOnErrors(t *testing.T) {
