@@ -166,8 +166,11 @@ func (c *Cluster) Loaned() int {
 	return n
 }
 
-// GPUs returns the GPUs of the servers held now, and how many are free.
+// GPUs returns the GPUs of the servers held now, and how many are free
+// (on a shared live state, as it is now: GPUs others hold or that failed
+// are not free).
 func (c *Cluster) GPUs() (total, free int) {
+	_ = c.sync() // a lost server: the counts as last read; the next change reports it
 	for _, id := range c.live {
 		total += c.gpusPerServer
 		free += c.servers[id].free
@@ -176,8 +179,9 @@ func (c *Cluster) GPUs() (total, free int) {
 }
 
 // LoanedGPUs returns the GPUs of the loaned servers held now, and how many
-// of them are busy.
+// of them are busy (on a shared live state, as it is now).
 func (c *Cluster) LoanedGPUs() (total, busy int) {
+	_ = c.sync() // as in GPUs
 	for _, id := range c.live {
 		if s := &c.servers[id]; s.loaned {
 			total += c.gpusPerServer
