@@ -280,12 +280,12 @@ func TestCustomPairRatesChecked(t *testing.T) {
 	p := twoByTwo()
 	p.Pairs = rateTable{p, func(a, b int) (float64, float64) { return 0, 0 }}
 	require.NoError(t, p.Validate())
-	n := 2100 // 2100 x 2099 / 2 pairs x 2 types > 4,194,304
+	n := 2100 // 2100 x 2099 / 2 pairs x 2 types > 4,194,304 (2,048 jobs on one type pass)
 	p.Jobs = make([]Job, n)
 	for m := range p.Jobs {
 		p.Jobs[m] = Job{ID: m, ScaleFactor: 1, Throughput: []float64{1, 1}}
 	}
 	err := p.Validate()
 	require.ErrorIs(t, err, ErrInvalidProblem)
-	assert.ErrorContains(t, err, "space sharing: 2100 jobs on 2 GPU types are more than 4194304 co-located rates to check; use a ClassPairRates")
+	assert.ErrorContains(t, err, "space sharing: 2100 jobs on 2 GPU types are more than 4194304 co-located rates to check; use a CheckedPairRates such as TablePairs")
 }

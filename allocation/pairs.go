@@ -23,6 +23,20 @@ type ClassPairRates interface {
 	ClassRates(ca, cb, k int) (ta, tb float64)
 }
 
+// CheckedPairRates is a ClassPairRates whose rates were checked when it
+// was built: RatesChecked reports that every ClassRates value is 0 or in
+// [MinRate, MaxRate], so Problem.Validate does not look them up again on
+// every call (it checks a ClassPairRates' classes squared times types
+// rates otherwise). TablePairs and the scheduler's class table implement
+// it. An implementation that reports true for rates out of range gives
+// the policies values they were not written for.
+type CheckedPairRates interface {
+	ClassPairRates
+	RatesChecked() bool
+}
+
+var _ CheckedPairRates = (*TablePairs)(nil)
+
 // MaxPairRates bounds the rates a TablePairs holds (classes squared times
 // GPU types): 4 million, 64 MiB; and the co-located rates Problem.Validate
 // checks for any other PairRates (job pairs, or classes squared, times GPU
@@ -96,6 +110,10 @@ func (tp *TablePairs) ClassRates(ca, cb, k int) (ta, tb float64) {
 	r := tp.rates[(ca*tp.classes+cb)*tp.types+k]
 	return r[0], r[1]
 }
+
+// RatesChecked implements CheckedPairRates: NewTablePairs checked every
+// rate.
+func (tp *TablePairs) RatesChecked() bool { return true }
 
 // Rates implements PairRates.
 func (tp *TablePairs) Rates(a, b, k int) (ta, tb float64) {

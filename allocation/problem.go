@@ -81,7 +81,7 @@ type Problem struct {
 // MaxRate, MaxSteps, MaxCapacity, MinWeight to MaxWeight, MinPrice to
 // MaxPrice, MaxTime), or space-sharing classes or co-located rates out
 // of range (see validatePairs: a custom PairRates is checked on every pair
-// of jobs, at most MaxPairRates lookups).
+// of jobs, at most MaxPairRates lookups, unless it is a CheckedPairRates).
 func (p *Problem) Validate() error {
 	k := len(p.Types)
 	if len(p.Capacity) != k {
@@ -129,10 +129,11 @@ func (p *Problem) Validate() error {
 }
 
 // validatePairs checks the co-located rates the policies may read: every
-// rate 0 or in [MinRate, MaxRate]. A TablePairs checked its rates when it
-// was built; a ClassPairRates is checked over the classes of the problem's
-// jobs, any other PairRates over every pair of jobs, at most MaxPairRates
-// lookups (beyond that, use a ClassPairRates).
+// rate 0 or in [MinRate, MaxRate]. A CheckedPairRates (TablePairs, the
+// scheduler's class table) checked its rates when it was built and is not
+// looked up again; another ClassPairRates is checked over the classes of
+// the problem's jobs, any other PairRates over every pair of jobs, at most
+// MaxPairRates lookups (beyond that, use a CheckedPairRates).
 func (p *Problem) validatePairs() error {
 	if p.Pairs == nil {
 		return nil
@@ -141,8 +142,8 @@ func (p *Problem) validatePairs() error {
 	cp, isClass := p.Pairs.(ClassPairRates)
 	if !isClass {
 		n := len(p.Jobs)
-		if types > 0 && n > 1 && (n > MaxPairRates/n || n*(n-1)/2 > MaxPairRates/types) {
-			return invalid("space sharing: %d jobs on %d GPU types are more than %d co-located rates to check; use a ClassPairRates", n, types, MaxPairRates)
+		if types > 0 && n > 1 && (n > 1<<31 || n*(n-1)/2 > MaxPairRates/types) {
+			return invalid("space sharing: %d jobs on %d GPU types are more than %d co-located rates to check; use a CheckedPairRates such as TablePairs", n, types, MaxPairRates)
 		}
 		for a := range p.Jobs {
 			for b := a + 1; b < n; b++ {
@@ -161,23 +162,24 @@ func (p *Problem) validatePairs() error {
 	if n < 0 {
 		return invalid("space sharing: %d job classes", n)
 	}
+	for m := range p.Jobs {
+		if c := cp.Class(m); c < 0 || c >= n {
+			return invalid("space sharing: job %d is in class %d of %d", p.Jobs[m].ID, c, n)
+		}
+	}
+	if checked, ok := p.Pairs.(CheckedPairRates); ok && checked.RatesChecked() {
+		return nil
+	}
 	var used []int
 	seen := make(map[int]bool)
 	for m := range p.Jobs {
-		c := cp.Class(m)
-		if c < 0 || c >= n {
-			return invalid("space sharing: job %d is in class %d of %d", p.Jobs[m].ID, c, n)
-		}
-		if !seen[c] {
+		if c := cp.Class(m); !seen[c] {
 			seen[c] = true
 			used = append(used, c)
 		}
 	}
-	if _, ok := p.Pairs.(*TablePairs); ok {
-		return nil
-	}
-	if u := len(used); types > 0 && u > 0 && (u > MaxPairRates/u || u*u > MaxPairRates/types) {
-		return invalid("space sharing: %d job classes on %d GPU types are more than %d co-located rates to check", u, types, MaxPairRates)
+	if u := len(used); types > 0 && (u > 1<<31 || u*u > MaxPairRates/types) {
+		return invalid("space sharing: %d job classes on %d GPU types are more than %d co-located rates to check; use a CheckedPairRates such as TablePairs", u, types, MaxPairRates)
 	}
 	for _, ca := range used {
 		for _, cb := range used {

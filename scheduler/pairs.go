@@ -128,7 +128,12 @@ type pairView struct {
 	keys, classes int
 }
 
-var _ allocation.ClassPairRates = (*pairView)(nil)
+var _ allocation.CheckedPairRates = (*pairView)(nil)
+
+// RatesChecked implements allocation.CheckedPairRates: the class table
+// checks every rate when it adds a class (classOf refuses a key with rates
+// out of range, setTypes keeps such a pair at 0).
+func (v *pairView) RatesChecked() bool { return true }
 
 func (v *pairView) Classes() int { return v.classes }
 

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 
@@ -67,4 +68,31 @@ func TestClassTableRatesChecked(t *testing.T) {
 		assert.ErrorContains(t, err, "outside [1e-09, 1e+09] steps/s (0 means they cannot share)")
 		assert.Empty(t, ct.keys, "the key is not added")
 	}
+}
+
+// tputFunc is a ThroughputModel from a function.
+type tputFunc func(perfmodel.JobKey, topology.GPUType) (float64, error)
+
+func (f tputFunc) Throughput(k perfmodel.JobKey, t topology.GPUType) (float64, error) { return f(k, t) }
+
+// Many model keys (each a class of the class table) do not make rounds
+// fail: the class table checked its rates when it added each class, so
+// allocation.Problem.Validate does not check classes squared times types
+// rates again every round (1,500 classes on 2 types were refused as more
+// than MaxPairRates to check, after every Submit had been accepted).
+func TestManyClassesRound(t *testing.T) {
+	model := colocFunc(func(x, y perfmodel.JobKey, typ topology.GPUType) (float64, float64, error) {
+		return 1, 1, nil
+	})
+	s := newSched(t, func(c *Config) {
+		c.Colocation = model
+		c.Throughput = tputFunc(func(perfmodel.JobKey, topology.GPUType) (float64, error) { return 1, nil })
+	})
+	for i := range 1500 {
+		k := perfmodel.JobKey{Model: "M", BatchSize: i + 1, ScaleFactor: 1}
+		require.NoError(t, s.Submit(fmt.Sprint("j", i), JobSpec{GPUs: 1, Model: &k}, 0))
+	}
+	r, err := s.Round(ctx, 0)
+	require.NoError(t, err)
+	assert.NotEmpty(t, r.Assignments)
 }
