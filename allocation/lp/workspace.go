@@ -27,11 +27,30 @@ type workspace struct {
 	ne             *normalEq
 	// vecs backs the hsd's vectors (hsdVectors(n, m) of them).
 	vecs []float64
+	// words is about how many 8-byte words the workspace holds.
+	words int
+}
+
+// size returns about how many 8-byte words w holds: the pattern, the
+// vectors, the normal equations and their Cholesky factor (twice its
+// nonzeros, for the blocks and their indices).
+func (w *workspace) size() int {
+	ne := w.ne
+	return len(w.colPtr) + len(w.rowIdx) + cap(w.vecs) + len(ne.mvals) + len(ne.diagPos) + len(ne.pairPos) +
+		len(ne.work) + len(ne.floor) + len(ne.sqrtTheta) + len(ne.capL) + 2*ne.chol.NonzerosL()
 }
 
 // recentWorkspaces is how many patterns a set keeps, the most recently
 // used first.
 const recentWorkspaces = 8
+
+// keptWords bounds what a set keeps, in 8-byte words (16 MiB): the
+// workspaces of the most recent patterns that fit, and spare vectors of at
+// most an eighth of it. A larger workspace (an allocation LP of many
+// thousands of jobs) is not kept: its analysis costs little beside its
+// solve, and a pool in every P holding several would keep gigabytes
+// between collections. A variable for tests.
+var keptWords = 1 << 21
 
 // workspaceSet is the workspaces of the last patterns solved, and the
 // vectors of the last one dropped, for a new pattern's.
@@ -71,20 +90,43 @@ func acquireWorkspace(ctx context.Context, sf *stdForm) (*workspace, error) {
 	} else {
 		w.vecs = make([]float64, need)
 	}
+	w.words = w.size()
 	return w, nil
 }
 
-// releaseWorkspace keeps w, whose solve is over, as the most recent.
+// releaseWorkspace keeps w, whose solve is over, as the most recent, and
+// drops the oldest beyond recentWorkspaces or keptWords (a workspace
+// larger than keptWords is not kept at all).
 func releaseWorkspace(w *workspace) {
 	w.ne.sf = nil
+	if w.words > keptWords {
+		return
+	}
 	set := workspaces.Get().(*workspaceSet)
-	defer workspaces.Put(set)
+	set.keep(w)
+	workspaces.Put(set)
+}
+
+// keep adds w to the set as the most recent.
+func (set *workspaceSet) keep(w *workspace) {
+	if w.words > keptWords {
+		return
+	}
 	ws := slices.DeleteFunc(set.ws, func(x *workspace) bool { return x == nil })
-	if len(ws) >= recentWorkspaces {
-		if v := ws[recentWorkspaces-1].vecs; cap(v) > cap(set.spare) {
+	ws = slices.Insert(ws, 0, w)
+	total := 0
+	for i, x := range ws {
+		total += x.words
+		if i < recentWorkspaces && total <= keptWords {
+			continue
+		}
+		// x and the older ones go; the vectors of x may serve a new pattern.
+		if v := x.vecs; cap(v) > cap(set.spare) && cap(v) <= keptWords/8 {
 			set.spare = v
 		}
-		ws = ws[:recentWorkspaces-1]
+		clear(ws[i:])
+		ws = ws[:i]
+		break
 	}
-	set.ws = slices.Insert(ws, 0, w)
+	set.ws = ws
 }

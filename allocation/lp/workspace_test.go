@@ -11,8 +11,11 @@ import (
 
 // maxMinModel is a max-min allocation LP of 40 jobs on 3 types whose
 // capacities are scaled by c: the same pattern for every c, other values.
-func maxMinModel(c float64) *Model {
-	const jobs, types = 40, 3
+func maxMinModel(c float64) *Model { return maxMinModelN(40, c) }
+
+// maxMinModelN is maxMinModel with the given number of jobs.
+func maxMinModelN(jobs int, c float64) *Model {
+	const types = 3
 	m := NewModel(Maximize)
 	x := m.AddVars(jobs*types, 0, 1, 0)
 	t := m.AddVar(0, Inf, 1)
@@ -123,5 +126,49 @@ func TestWorkspaceConcurrent(t *testing.T) {
 			t.Fatalf("solve %d failed", i)
 		}
 		sameSolution(t, "concurrent", got[i], want[i])
+	}
+}
+
+// A set keeps at most keptWords: a workspace larger than that is not kept,
+// and the oldest go first when the recent ones outgrow it; at most
+// recentWorkspaces are kept.
+func TestWorkspaceMemoryBounded(t *testing.T) {
+	defer func(k int) { keptWords = k }(keptWords)
+	ctx := context.Background()
+	// Real workspaces: the words of a max-min LP grow with its jobs.
+	build := func(jobs int) *workspace {
+		sf, err := newStdForm(ctx, maxMinModelN(jobs, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ne, err := newNormalEq(ctx, sf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &workspace{m: sf.m, colPtr: sf.colPtr, rowIdx: sf.rowIdx, ne: ne, vecs: make([]float64, hsdVectors(sf.n, sf.m))}
+		w.words = w.size()
+		return w
+	}
+	small, small2, large := build(40), build(41), build(400)
+	if small.words <= 0 || large.words <= 4*small.words {
+		t.Fatalf("workspace sizes %d and %d words", small.words, large.words)
+	}
+	keptWords = small.words + small2.words/2 // room for one small one
+	set := &workspaceSet{}
+	set.keep(small)
+	set.keep(large)
+	if len(set.ws) != 1 || set.ws[0] != small {
+		t.Fatalf("%d workspaces kept after one larger than keptWords, want the small one", len(set.ws))
+	}
+	set.keep(small2)
+	if len(set.ws) != 1 || set.ws[0] != small2 {
+		t.Fatalf("%d workspaces kept, want only the newest", len(set.ws))
+	}
+	keptWords = 1 << 30
+	for range 2 * recentWorkspaces {
+		set.keep(build(40))
+	}
+	if len(set.ws) != recentWorkspaces {
+		t.Fatalf("%d workspaces kept, want %d", len(set.ws), recentWorkspaces)
 	}
 }
