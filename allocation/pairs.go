@@ -29,7 +29,8 @@ type ClassPairRates interface {
 // every call (it checks a ClassPairRates' classes squared times types
 // rates otherwise). TablePairs and the scheduler's class table implement
 // it. An implementation that reports true for rates out of range gives
-// the policies values they were not written for.
+// the policies values they were not written for. Implementations must
+// allow concurrent calls as for PairRates.
 type CheckedPairRates interface {
 	ClassPairRates
 	RatesChecked() bool
