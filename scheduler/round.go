@@ -317,7 +317,13 @@ func (s *Scheduler) plan() []unit {
 				u.holder = pairHolder(u.jobs[0], u.jobs[1])
 			}
 			u.gpus = u.jobs[0].spec.GPUs
-			if l := s.leases[u.holder]; l != nil && l.typ == u.typ && len(s.st.Held(u.holder)) == u.gpus {
+			// A job's lease, when it has one, is the live lease of its
+			// holder: the map is read only for other holders.
+			l := u.jobs[0].lease
+			if l == nil || l.holder != u.holder {
+				l = s.leases[u.holder]
+			}
+			if l != nil && l.typ == u.typ && len(s.st.Held(u.holder)) == u.gpus {
 				u.kept, u.placed = true, true
 				l.epoch = s.epoch
 			}
