@@ -185,9 +185,15 @@ func (r *Rounds) unitList() []unitRef {
 	for u, st := range r.st.units {
 		list = append(list, unitRef{u: u, st: st, ma: -1, mb: -1})
 	}
-	slices.SortFunc(list, func(a, b unitRef) int { return cmp.Or(cmp.Compare(a.u.a, b.u.a), cmp.Compare(a.u.b, b.u.b)) })
+	sortUnitRefs(list)
 	r.st.list = list
 	return list
+}
+
+// sortUnitRefs sorts units by their job IDs (a unit is in a list once:
+// the order is total).
+func sortUnitRefs(list []unitRef) {
+	slices.SortFunc(list, func(a, b unitRef) int { return cmp.Or(cmp.Compare(a.u.a, b.u.a), cmp.Compare(a.u.b, b.u.b)) })
 }
 
 // unit is a job (b = -1) or a pair of job IDs a < b.
@@ -445,6 +451,7 @@ func (r *Rounds) reset(p *Problem, a *Allocation, now float64) {
 		arena = arena[:len(arena)+k]
 		return arena[len(arena)-k : len(arena) : len(arena)]
 	}
+	list := make([]unitRef, 0, n)
 	install := func(u unit, x []float64) {
 		states = append(states, unitState{x: x, received: counters(len(x)), deficit: counters(len(x)), inAlloc: true})
 		st := &states[len(states)-1]
@@ -457,6 +464,7 @@ func (r *Rounds) reset(p *Problem, a *Allocation, now float64) {
 			}
 		}
 		next[u] = st
+		list = append(list, unitRef{u: u, st: st, ma: -1, mb: -1})
 	}
 	for m := range a.X {
 		install(unit{p.Jobs[m].ID, -1}, a.X[m])
@@ -465,7 +473,14 @@ func (r *Rounds) reset(p *Problem, a *Allocation, now float64) {
 		install(unitOf([]int{p.Jobs[pr.A].ID, p.Jobs[pr.B].ID}), pr.X)
 	}
 	r.st.units = next
+	// The list in the order of installation, which is mostly that of the
+	// job IDs already (the sort then checks it in one pass); unitList
+	// builds it from the map instead if a unit came twice.
 	r.st.list = nil
+	if len(list) == len(next) {
+		sortUnitRefs(list)
+		r.st.list = list
+	}
 	r.remember(p, a, now)
 }
 
