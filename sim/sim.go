@@ -277,6 +277,13 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 	slices.SortStableFunc(order, func(a, b Job) int { return cmp.Or(cmp.Compare(a.Arrival, b.Arrival), cmp.Compare(a.ID, b.ID)) })
 	ids := make(map[int]bool, len(order))
 	e.all = make([]*running, 0, len(order))
+	// The jobs, their records and their rates and GPU-seconds in a block
+	// each, in order of arrival: a round reads the jobs present, which
+	// then lie near one another.
+	nk := len(cfg.Types)
+	runs := make([]running, 0, len(order))
+	recs := make([]Record, 0, len(order))
+	floats := make([]float64, 2*nk*len(order))
 	for _, j := range order {
 		if ids[j.ID] {
 			return nil, invalid("job ID %d appears twice", j.ID)
@@ -299,7 +306,12 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 			return nil, fmt.Errorf("%w: job %d needs at least %.3g rounds of %g s (%g steps at %g steps/s), more than MaxRounds (%d)",
 				ErrNoProgress, j.ID, need, e.length, j.Steps, best, limit)
 		}
-		e.all = append(e.all, &running{key: strconv.Itoa(j.ID), rec: &Record{Job: j, Start: -1, Finish: -1, GPUSeconds: make([]float64, len(cfg.Types))}, remaining: j.Steps, tput: tput})
+		f := floats[2*nk*len(runs):]
+		rate, secs := f[:nk:nk], f[nk:2*nk:2*nk]
+		copy(rate, tput)
+		recs = append(recs, Record{Job: j, Start: -1, Finish: -1, GPUSeconds: secs})
+		runs = append(runs, running{key: strconv.Itoa(j.ID), rec: &recs[len(recs)-1], remaining: j.Steps, tput: rate})
+		e.all = append(e.all, &runs[len(runs)-1])
 	}
 	// Every job may finish: its record is appended, not regrown.
 	if len(e.all) > 0 {
