@@ -87,15 +87,36 @@ func (pol *MaxMinFairness) allocateGrouped(ctx context.Context, p *Problem, tput
 	real := p.matrix()
 	nk := len(p.Types)
 	m := lp.NewModel(lp.Maximize)
+	nGroups := len(groups)
+	// Without pairs a group has at most nk variables and a type at most a
+	// variable per group: the rows are cut from blocks of that size (a
+	// pair's entry beyond them moves a row out of its block). A level row
+	// starts with t's entry.
+	m.Grow(1+nGroups*nk, 2*nGroups+nk, 4*nGroups*nk+nGroups)
 	t := m.AddVar(0, lp.Inf, 1)
-	x := make([][]int, len(groups))
-	timeIdx, timeVal := make([][]int, len(groups)), make([][]float64, len(groups))
-	levelIdx, levelVal := make([][]int, len(groups)), make([][]float64, len(groups))
+	x := make([][]int, nGroups)
+	timeIdx, timeVal := make([][]int, nGroups), make([][]float64, nGroups)
+	levelIdx, levelVal := make([][]int, nGroups), make([][]float64, nGroups)
 	capIdx, capVal := make([][]int, nk), make([][]float64, nk)
+	ints := make([]int, nGroups*(4*nk+1))
+	floats := make([]float64, nGroups*(3*nk+1))
+	cut := func(s []int, n int) ([]int, []int) { return s[:0:n], s[n:] }
+	cutf := func(s []float64, n int) ([]float64, []float64) { return s[:0:n], s[n:] }
+	for g := range groups {
+		x[g], ints = ints[:nk:nk], ints[nk:]
+		timeIdx[g], ints = cut(ints, nk)
+		timeVal[g], floats = cutf(floats, nk)
+		levelIdx[g], ints = cut(ints, nk+1)
+		levelVal[g], floats = cutf(floats, nk+1)
+		levelIdx[g], levelVal[g] = append(levelIdx[g], t), append(levelVal[g], 1)
+	}
+	for k := range nk {
+		capIdx[k], ints = cut(ints, nGroups)
+		capVal[k], floats = cutf(floats, nGroups)
+	}
 	for g, gr := range groups {
 		rep := gr.jobs[0]
 		n := float64(len(gr.jobs))
-		x[g] = make([]int, nk)
 		for k := range p.Types {
 			x[g][k] = -1
 			if !p.runnable(rep, k, real[rep]) {
@@ -149,9 +170,9 @@ func (pol *MaxMinFairness) allocateGrouped(ctx context.Context, p *Problem, tput
 		if len(timeIdx[g]) > 0 {
 			m.AddRow(-lp.Inf, 1, timeIdx[g], timeVal[g])
 		}
-		if len(levelIdx[g]) > 0 && scale[groups[g].jobs[0]] != 0 {
+		if len(levelIdx[g]) > 1 && scale[groups[g].jobs[0]] != 0 {
 			anyLevel = true
-			m.AddRow(-lp.Inf, 0, append([]int{t}, levelIdx[g]...), append([]float64{1}, levelVal[g]...))
+			m.AddRow(-lp.Inf, 0, levelIdx[g], levelVal[g])
 		}
 	}
 	if !anyLevel {

@@ -102,6 +102,21 @@ func (m *Model) AddVar(lo, up, obj float64) int {
 	return len(m.obj) - 1
 }
 
+// Grow makes room for vars more variables, rows more rows and nonzeros
+// more entries of A, so that adding them does not grow the model's slices
+// step by step. It changes nothing else.
+func (m *Model) Grow(vars, rows, nonzeros int) {
+	vars, rows, nonzeros = max(vars, 0), max(rows, 0), max(nonzeros, 0)
+	m.obj = slices.Grow(m.obj, vars)
+	m.colLo = slices.Grow(m.colLo, vars)
+	m.colUp = slices.Grow(m.colUp, vars)
+	m.rowLo = slices.Grow(m.rowLo, rows)
+	m.rowUp = slices.Grow(m.rowUp, rows)
+	m.start = slices.Grow(m.start, rows)
+	m.idx = slices.Grow(m.idx, nonzeros)
+	m.val = slices.Grow(m.val, nonzeros)
+}
+
 // AddVars adds n variables with the same bounds and objective coefficient
 // and returns the index of the first.
 func (m *Model) AddVars(n int, lo, up, obj float64) int {

@@ -155,3 +155,29 @@ ENDATA
 	assert.ErrorIs(t, bad.WriteMPS(&b), ErrInvalidModel)
 	assert.True(t, strings.HasPrefix(want, "NAME"))
 }
+
+// TestGrow: Grow leaves the model as it was, and a model built after it is
+// the one built without it (same MPS text), with room for what was asked.
+func TestGrow(t *testing.T) {
+	build := func(grow bool) *Model {
+		m := NewModel(Maximize)
+		m.AddVar(0, 1, 3)
+		if grow {
+			m.Grow(4, 3, 8)
+			assert.Equal(t, 1, m.NumVars())
+			assert.Equal(t, 0, m.NumRows())
+			assert.GreaterOrEqual(t, cap(m.obj)-len(m.obj), 4)
+			assert.GreaterOrEqual(t, cap(m.idx)-len(m.idx), 8)
+			m.Grow(-1, -1, -1) // nothing
+		}
+		m.AddVars(3, -Inf, 2, 1)
+		m.AddRow(-Inf, 1, []int{0, 2}, []float64{1, 4})
+		m.AddRow(0, 0, []int{1, 3}, []float64{-1, 2})
+		return m
+	}
+	var a, b bytes.Buffer
+	require.NoError(t, build(false).WriteMPS(&a))
+	require.NoError(t, build(true).WriteMPS(&b))
+	assert.Equal(t, a.String(), b.String())
+	assert.Contains(t, a.String(), "ROWS")
+}
