@@ -61,6 +61,9 @@ func TestFIFOPacked(t *testing.T) {
 		if a == 2 || b == 2 {
 			return 0.6, 0.6
 		}
+		if a == 1 {
+			return 0.8, 0.9
+		}
 		return 0.9, 0.8
 	}}
 	pol := &FIFO{Perf: true, SpaceSharing: true, Sticky: true}

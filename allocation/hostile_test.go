@@ -77,6 +77,9 @@ func TestHostileProblems(t *testing.T) {
 			p.Pairs = rateTable{p, func(a, b int) (float64, float64) { return -1, 0.5 }}
 		}, "space sharing: jobs 10 and 11 on a: co-located rates -1 and 0.5, outside"},
 		{"class rate 1e300", func(p *Problem) { p.Pairs = hugeClassRates{} }, "space sharing: job classes 0 and 1 on b: co-located rates 1 and 1e+300, outside"},
+		{"pair rates not mirrored", func(p *Problem) {
+			p.Pairs = rateTable{p, func(a, b int) (float64, float64) { return 0.5, 0.7 }}
+		}, "space sharing: jobs 10 and 11 on a: co-located rates (0.5, 0.7) asked one way but (0.7, 0.5) the other"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,7 +40,9 @@ func (j *Job) weight() float64 {
 }
 
 // PairRates gives the rates of two jobs sharing GPUs of one type (space
-// sharing). Implementations return (0, 0) for pairs that cannot share.
+// sharing). Implementations return (0, 0) for pairs that cannot share, and
+// mirror: Rates(b, a, k) is (tb, ta) when Rates(a, b, k) is (ta, tb)
+// (Problem.Validate checks it; policies ask for a pair in either order).
 // Implementations must allow concurrent calls when one Problem is given
 // to several policies at once (TablePairs does).
 type PairRates interface {
@@ -153,6 +155,10 @@ func (p *Problem) validatePairs() error {
 						return invalid("space sharing: jobs %d and %d on %s: co-located rates %v and %v, outside [%g, %g] steps/s (0 means they cannot share)",
 							p.Jobs[a].ID, p.Jobs[b].ID, p.Types[k], ta, tb, MinRate, MaxRate)
 					}
+					if rb, ra := p.Pairs.Rates(b, a, k); ra != ta || rb != tb {
+						return invalid("space sharing: jobs %d and %d on %s: co-located rates (%v, %v) asked one way but (%v, %v) the other",
+							p.Jobs[a].ID, p.Jobs[b].ID, p.Types[k], ta, tb, ra, rb)
+					}
 				}
 			}
 		}
@@ -188,6 +194,10 @@ func (p *Problem) validatePairs() error {
 				if badPairRate(ta) || badPairRate(tb) {
 					return invalid("space sharing: job classes %d and %d on %s: co-located rates %v and %v, outside [%g, %g] steps/s (0 means they cannot share)",
 						ca, cb, p.Types[k], ta, tb, MinRate, MaxRate)
+				}
+				if rb, ra := cp.ClassRates(cb, ca, k); ra != ta || rb != tb {
+					return invalid("space sharing: job classes %d and %d on %s: co-located rates (%v, %v) asked one way but (%v, %v) the other",
+						ca, cb, p.Types[k], ta, tb, ra, rb)
 				}
 			}
 		}

@@ -102,11 +102,17 @@ func (m *Model) AddVar(lo, up, obj float64) int {
 	return len(m.obj) - 1
 }
 
+// MaxGrow caps each argument of Model.Grow (1,048,576): a hint beyond it
+// makes room for that many only, so a wrong hint cannot exhaust memory.
+const MaxGrow = 1 << 20
+
 // Grow makes room for vars more variables, rows more rows and nonzeros
 // more entries of A, so that adding them does not grow the model's slices
-// step by step. It changes nothing else.
+// step by step. The arguments are hints: a negative one counts as 0, and
+// each is capped at MaxGrow (the model still grows past them as variables,
+// rows and entries are added). It changes nothing else.
 func (m *Model) Grow(vars, rows, nonzeros int) {
-	vars, rows, nonzeros = max(vars, 0), max(rows, 0), max(nonzeros, 0)
+	vars, rows, nonzeros = min(max(vars, 0), MaxGrow), min(max(rows, 0), MaxGrow), min(max(nonzeros, 0), MaxGrow)
 	m.obj = slices.Grow(m.obj, vars)
 	m.colLo = slices.Grow(m.colLo, vars)
 	m.colUp = slices.Grow(m.colUp, vars)

@@ -181,3 +181,15 @@ func TestGrow(t *testing.T) {
 	assert.Equal(t, a.String(), b.String())
 	assert.Contains(t, a.String(), "ROWS")
 }
+
+// A wrong hint cannot exhaust memory or panic: Grow caps each argument at
+// MaxGrow (math.MaxInt nonzeros panicked in growslice, 1<<40 variables
+// ran out of memory).
+func TestGrowHugeHints(t *testing.T) {
+	m := NewModel(Minimize)
+	m.Grow(1<<40, math.MaxInt, math.MaxInt)
+	assert.LessOrEqual(t, cap(m.obj), 2*MaxGrow)
+	assert.LessOrEqual(t, cap(m.idx), 2*MaxGrow)
+	assert.GreaterOrEqual(t, cap(m.idx), MaxGrow)
+	assert.Equal(t, 0, m.NumVars())
+}
