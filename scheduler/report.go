@@ -79,7 +79,9 @@ func (s *Scheduler) Report(rep RoundReport) error {
 	}
 	for i, r := range rep.Ran {
 		j := ran[i]
-		j.attained[j.unit.typ] += r.Seconds
+		if k := j.unit.typ; k >= 0 { // -1: every GPU of its type left
+			j.attained[k] += r.Seconds
+		}
 		j.rounds++
 		if r.Steps > 0 {
 			j.spec.RemainingSteps = math.Max(0, j.spec.RemainingSteps-r.Steps)
@@ -155,7 +157,9 @@ func (s *Scheduler) creditUnreported(now float64) error {
 	d := math.Min(now-s.last.Start, s.last.Length)
 	for _, j := range s.ranBefore {
 		if j.unit != nil && s.jobs[j.key] == j {
-			j.attained[j.unit.typ] += d
+			if k := j.unit.typ; k >= 0 { // -1: every GPU of its type left
+				j.attained[k] += d
+			}
 			j.rounds++
 		}
 	}

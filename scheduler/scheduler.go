@@ -249,6 +249,17 @@ func (s *Scheduler) refreshTypes() {
 	for _, l := range s.leaseList {
 		l.typ = s.typeIdx[l.typeName]
 	}
+	// So do the last round's units, which Report and creditUnreported
+	// credit to their jobs' attained time: -1 for a type gone.
+	units := s.scratch.units[s.scratch.cur]
+	for i := range units {
+		u := &units[i]
+		if k, ok := s.typeIdx[u.tname]; ok {
+			u.typ = k
+		} else {
+			u.typ = -1
+		}
+	}
 }
 
 // sameTypes reports whether the scheduler's types are those present.

@@ -225,6 +225,62 @@ func TestCapacityChanges(t *testing.T) {
 	assert.Error(t, s.AddServer(a100.Servers[0]), "duplicate")
 }
 
+// A round's time is credited to the type its jobs ran on when the types
+// change before it is reported (the scheduler's types are k80 then v100,
+// by index): Report, or the next Round crediting it in full, indexed the
+// new types with the old index. A job that ran on the K80s that left was
+// credited on V100, one whose V100s left panicked (index out of range),
+// and an A100 server joining credited a K80 job on A100.
+func TestCreditAfterTypesChange(t *testing.T) {
+	a100, err := topology.Homogeneous(1, topology.ServerTemplate{Type: topology.A100, GPUs: 8, Interconnect: topology.NVSwitch})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name      string
+		v100, k80 float64
+		remove    []string
+		add       bool
+		ran       topology.GPUType
+	}{
+		{"ran k80, k80 leaves", 0, 1, []string{"k80-0"}, false, topology.K80},
+		{"ran v100, v100 leaves", 1, 0, []string{"v100-0", "v100-1"}, false, topology.V100},
+		{"ran v100, k80 leaves", 1, 0, []string{"k80-0"}, false, topology.V100},
+		{"ran k80, a100 joins", 0, 1, nil, true, topology.K80},
+	} {
+		for _, report := range []bool{true, false} {
+			t.Run(fmt.Sprint(tc.name, ", report ", report), func(t *testing.T) {
+				s := newSched(t, nil)
+				require.NoError(t, s.Submit("a", JobSpec{GPUs: 1, Throughput: rates(tc.v100, tc.k80)}, 0))
+				r, err := s.Round(ctx, 0)
+				require.NoError(t, err)
+				require.Equal(t, tc.ran, r.Assignments[0].Type)
+				for _, id := range tc.remove {
+					_, err = s.RemoveServer(id)
+					require.NoError(t, err)
+				}
+				if tc.add {
+					require.NoError(t, s.AddServer(a100.Servers[0]))
+				}
+				require.NotPanics(t, func() {
+					if report {
+						err = s.Report(RoundReport{Start: 0, Ran: []Ran{{Job: "a", Seconds: 100}}})
+					} else {
+						_, err = s.Round(ctx, 100)
+					}
+				})
+				require.NoError(t, err)
+				st, err := s.Status("a")
+				require.NoError(t, err)
+				want := map[topology.GPUType]float64{}
+				if len(tc.remove) == 0 || tc.ran != topology.K80 && tc.remove[0] == "k80-0" {
+					want[tc.ran] = 100 // its type is still there
+				}
+				assert.Equal(t, want, st.Attained)
+				assert.Equal(t, 1, st.Rounds)
+			})
+		}
+	}
+}
+
 // A single-server job waits rather than spread; a job that may spread
 // runs; a gang runs whole or not at all.
 func TestGangsAndSingleServer(t *testing.T) {
