@@ -18,7 +18,8 @@ const (
 )
 
 // JobSpec describes a job to the scheduler. Every job is a gang: it runs
-// with all its GPUs at once, of one type, or not at all.
+// with all its GPUs at once, of one type, or not at all. A JobSpec is a
+// plain value, safe for concurrent reads; Submit and Update copy it.
 type JobSpec struct {
 	// GPUs is the number of GPUs the job runs on (its scale factor); for an
 	// elastic job, the fewest it runs on.

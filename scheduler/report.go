@@ -10,7 +10,8 @@ import (
 
 // RoundReport says what really happened in a round: which jobs ran, for
 // how long, how many steps they made, and which could not start. Only
-// what ran is credited to the mechanism's time counters.
+// what ran is credited to the mechanism's time counters. A RoundReport is
+// a plain value, safe for concurrent reads; Report does not keep it.
 type RoundReport struct {
 	// Start is the Start of the round reported on (the last one).
 	Start float64 `json:"start"`
@@ -23,7 +24,8 @@ type RoundReport struct {
 	Failed []string `json:"failed,omitempty"`
 }
 
-// Ran is one job's part of a round.
+// Ran is one job's part of a round: a plain value, safe for concurrent
+// reads.
 type Ran struct {
 	Job string `json:"job"`
 	// Seconds is how long it ran, at most the round's length.

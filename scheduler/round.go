@@ -14,7 +14,10 @@ import (
 	"github.com/gpusched/gpusched/topology"
 )
 
-// Round is what runs from Start for Length seconds.
+// Round is what runs from Start for Length seconds. It is the caller's,
+// safe for concurrent reads, unless Config.ReuseRounds is set: the next
+// Round call, from any goroutine, then overwrites it, and reading it
+// meanwhile is a data race.
 type Round struct {
 	Start, Length float64
 	// Assignments are the jobs that run, each on its GPUs.
@@ -28,6 +31,7 @@ type Round struct {
 }
 
 // Assignment is one job (or two sharing GPUs) on its GPUs for a round.
+// It is part of its Round and as safe for concurrent reads (see Round).
 type Assignment struct {
 	// Jobs is one job's key, or the keys of two jobs sharing the GPUs.
 	Jobs []string
@@ -40,7 +44,8 @@ type Assignment struct {
 	Kept bool
 }
 
-// RoundStats describe one round, for observers.
+// RoundStats describe one round, for observers: a plain value, safe for
+// concurrent reads (OnRound gets a copy).
 type RoundStats struct {
 	Start float64
 	// Jobs counts the jobs submitted, Tiers their priority tiers.

@@ -15,6 +15,9 @@ import (
 )
 
 // Config configures a Scheduler. Only Policy and Cluster are required.
+// A Config is a plain value, safe for concurrent reads; the Scheduler
+// keeps what it refers to (the policy, the models, TenantWeights, Types),
+// which must not change while it is in use.
 type Config struct {
 	// Policy allocates each tier's jobs (allocation.MaxMinFairness for
 	// Gavel's heterogeneity-aware max-min fairness, or any other).
@@ -629,7 +632,8 @@ func (s *Scheduler) View(fn func(st *cluster.State)) {
 	fn(s.st)
 }
 
-// JobStatus is what the scheduler knows of a job.
+// JobStatus is what the scheduler knows of a job: a copy the caller
+// owns, safe for concurrent reads.
 type JobStatus struct {
 	Spec    JobSpec
 	Arrival float64
@@ -684,7 +688,7 @@ func (s *Scheduler) Jobs() []string {
 
 // Device names one GPU as the outside world does: its server's id and its
 // NVML index, with its position in the live state at the time it was
-// handed out.
+// handed out. A Device is a plain value, safe for concurrent use.
 type Device struct {
 	Server string         `json:"server"`
 	Index  int            `json:"index"`
