@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -633,6 +634,70 @@ func TestConcurrentUse(t *testing.T) {
 			_ = s.RecoverGPUs("v100-0")
 			_, _ = s.Snapshot()
 			_, _ = s.Status("g0-1")
+		}
+	})
+	wg.Wait()
+	s.View(func(st *cluster.State) { require.NoError(t, st.Check()) })
+}
+
+// Space sharing (the class table, its view in every problem) and servers
+// leaving and joining (the types re-indexed between a round and its
+// report) under concurrent calls: run under -race (CI does).
+func TestConcurrentSpaceSharingAndServers(t *testing.T) {
+	table := gavel.Simulation()
+	s := newSched(t, func(c *Config) {
+		c.Policy = &allocation.MaxMinFairness{SpaceSharing: true}
+		c.Throughput, c.Colocation = table, table
+	})
+	keys := []perfmodel.JobKey{{Model: "ResNet-18", BatchSize: 64}, {Model: "ResNet-50", BatchSize: 32},
+		{Model: "Transformer", BatchSize: 128}, {Model: "LM", BatchSize: 20}, {Model: "A3C"}}
+	var k80 topology.Server
+	s.View(func(st *cluster.State) {
+		p, _ := st.ServerIndex("k80-0")
+		k80 = *st.Server(p)
+	})
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	for g := range 3 {
+		wg.Go(func() {
+			for i := range 20 {
+				k := keys[(g+i)%len(keys)]
+				_ = s.Submit(fmt.Sprint("g", g, "-", i), JobSpec{GPUs: 1, Model: &k}, float64(i))
+				if i%5 == 4 {
+					_ = s.Remove(fmt.Sprint("g", g, "-", i-2))
+				}
+				_, _ = s.Status(fmt.Sprint("g", g, "-", i))
+			}
+		})
+	}
+	wg.Go(func() {
+		defer close(done)
+		for i := range 40 {
+			r, err := s.Round(ctx, float64(i)*360)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			var ran []Ran
+			for _, as := range r.Assignments {
+				for _, k := range as.Jobs {
+					ran = append(ran, Ran{Job: k, Seconds: 360, Steps: 1})
+				}
+			}
+			_ = s.Report(RoundReport{Start: r.Start, Ran: ran})
+		}
+	})
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			_, _ = s.RemoveServer("k80-0")
+			runtime.Gosched()
+			_ = s.AddServer(k80)
+			runtime.Gosched()
 		}
 	})
 	wg.Wait()
