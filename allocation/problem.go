@@ -83,7 +83,7 @@ type Problem struct {
 // MaxRate, MaxSteps, MaxCapacity, MinWeight to MaxWeight, MinPrice to
 // MaxPrice, MaxTime), or space-sharing classes or co-located rates out
 // of range (see validatePairs: a custom PairRates is checked on every pair
-// of jobs, at most MaxPairRates lookups, unless it is a CheckedPairRates).
+// of jobs, at most MaxPairRates pairs, unless it is a CheckedPairRates).
 func (p *Problem) Validate() error {
 	k := len(p.Types)
 	if len(p.Capacity) != k {
@@ -134,8 +134,9 @@ func (p *Problem) Validate() error {
 // rate 0 or in [MinRate, MaxRate]. A CheckedPairRates (TablePairs, the
 // scheduler's class table) checked its rates when it was built and is not
 // looked up again; another ClassPairRates is checked over the classes of
-// the problem's jobs, any other PairRates over every pair of jobs, at most
-// MaxPairRates lookups (beyond that, use a CheckedPairRates).
+// the problem's jobs, any other PairRates over every pair of jobs (each
+// asked both ways, to check that it mirrors), at most MaxPairRates pairs
+// (beyond that, use a CheckedPairRates).
 func (p *Problem) validatePairs() error {
 	if p.Pairs == nil {
 		return nil
@@ -144,7 +145,7 @@ func (p *Problem) validatePairs() error {
 	cp, isClass := p.Pairs.(ClassPairRates)
 	if !isClass {
 		n := len(p.Jobs)
-		if types > 0 && n > 1 && (n > 1<<31 || n*(n-1)/2 > MaxPairRates/types) {
+		if types > 0 && n > 1 && int64(n)*int64(n-1)/2 > int64(MaxPairRates/types) {
 			return invalid("space sharing: %d jobs on %d GPU types are more than %d co-located rates to check; use a CheckedPairRates such as TablePairs", n, types, MaxPairRates)
 		}
 		for a := range p.Jobs {
@@ -184,7 +185,7 @@ func (p *Problem) validatePairs() error {
 			used = append(used, c)
 		}
 	}
-	if u := len(used); types > 0 && (u > 1<<31 || u*u > MaxPairRates/types) {
+	if u := len(used); types > 0 && int64(u)*int64(u) > int64(MaxPairRates/types) {
 		return invalid("space sharing: %d job classes on %d GPU types are more than %d co-located rates to check; use a CheckedPairRates such as TablePairs", u, types, MaxPairRates)
 	}
 	for _, ca := range used {
