@@ -262,7 +262,25 @@ func (c *Cluster) Release(job int) {
 	for _, x := range p.parts {
 		c.count(x, p.gpusPerWorker, -1)
 	}
+	for _, x := range p.parts {
+		c.reread(x.Server)
+	}
 	delete(c.jobs, job)
+}
+
+// reread sets a server's free and other counts from the live state after
+// the cluster's jobs changed there: a GPU a job let go of that failed
+// meanwhile stays out of the free ones (live keeps it out), so it is
+// counted as others'. A server gone from the state keeps its counts (the
+// next sync reports it).
+func (c *Cluster) reread(id int) {
+	s := &c.servers[id]
+	pos, ok := c.state.ServerIndex(s.id)
+	if !ok {
+		return
+	}
+	s.free = c.state.ServerFree(pos)
+	s.other = c.gpusPerServer - s.free - s.base - s.flex
 }
 
 // take gives p the GPUs of part x (sign 1) or takes them back (sign -1),
@@ -275,6 +293,9 @@ func (c *Cluster) take(p *placed, x Part, sign int) error {
 		return err
 	}
 	c.count(x, p.gpusPerWorker, sign)
+	if sign < 0 {
+		c.reread(x.Server) // GPUs let go of may have failed
+	}
 	return nil
 }
 
@@ -636,9 +657,16 @@ func (c *Cluster) Reclaim(n int) (*ReclaimResult, error) {
 }
 
 // Check verifies the cluster's invariants: no server holds more GPUs than
-// it has or negative counts, inactive servers hold nothing, and every
-// job's parts add up to the servers' counts.
+// it has or negative counts, inactive servers hold nothing, every job's
+// parts add up to the servers' counts, every server's free count is the
+// live state's (after reading what others changed there since the last
+// call), and every job holds in the live state the GPUs its parts count.
+// A server gone from the live state behind the cluster's back is reported
+// too (ErrInconsistent).
 func (c *Cluster) Check() error {
+	if err := c.sync(); err != nil {
+		return err
+	}
 	base := make([]int, len(c.servers))
 	flex := make([]int, len(c.servers))
 	for id, p := range c.jobs {
@@ -656,6 +684,16 @@ func (c *Cluster) Check() error {
 	for i, s := range c.servers {
 		if s.base != base[i] || s.flex != flex[i] || s.free != c.gpusPerServer-base[i]-flex[i]-s.other || s.free < 0 || s.other < 0 {
 			return fmt.Errorf("%w: server %d counts free %d base %d flex %d other %d, jobs hold base %d flex %d of %d", ErrInconsistent, i, s.free, s.base, s.flex, s.other, base[i], flex[i], c.gpusPerServer)
+		}
+	}
+	for _, id := range c.live {
+		s := &c.servers[id]
+		pos, ok := c.state.ServerIndex(s.id)
+		if !ok {
+			return fmt.Errorf("%w: server %d (%q) left the cluster state behind the cluster's back", ErrInconsistent, id, s.id)
+		}
+		if free := c.state.ServerFree(pos); free != s.free {
+			return fmt.Errorf("%w: server %d (%q) counts %d GPUs free, the cluster state has %d", ErrInconsistent, id, s.id, s.free, free)
 		}
 	}
 	return c.checkLive()

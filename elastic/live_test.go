@@ -286,3 +286,121 @@ func TestUniformServersTakeLowestFree(t *testing.T) {
 		}
 	}
 }
+
+// A GPU of a job fails and the job lets go of it (Release, or a Resize that
+// shrinks off it): the failed GPU is neither free nor the job's, so the
+// cluster counts it as others' (it counted it free: GPUs() said 4 free of
+// 4 with 3 free in the state, and the next Place of 4 GPUs failed with
+// ErrInconsistent, while one of 3 went on and left the counts 1 above the
+// state's with Check silent).
+func TestClusterFailedGPUReleased(t *testing.T) {
+	one := func(id, gpw int) *Job {
+		return &Job{ID: id, MinWorkers: 1, MaxWorkers: 1, GPUsPerWorker: gpw, Work: 1, Curve: Linear{1}}
+	}
+	t.Run("release", func(t *testing.T) {
+		c, err := NewCluster(1, 4)
+		require.NoError(t, err)
+		st := c.State()
+		_, err = c.Place(one(1, 4), 1)
+		require.NoError(t, err)
+		_, err = st.Fail(cluster.GPURef{Server: 0, GPU: 0})
+		require.NoError(t, err)
+		total, free := c.GPUs()
+		assert.Equal(t, [2]int{4, 0}, [2]int{total, free})
+		assert.Equal(t, []int{1}, c.FailedJobs())
+		c.Release(1)
+		total, free = c.GPUs()
+		assert.Equal(t, [2]int{4, 3}, [2]int{total, free}, "the failed GPU is not free")
+		assert.Equal(t, 3, st.Free(TrainGPUType))
+		require.NoError(t, c.Check())
+		_, err = c.Place(one(2, 4), 1)
+		require.ErrorIs(t, err, ErrUnplaceable, "3 GPUs free, not 4")
+		_, err = c.Place(one(3, 3), 1)
+		require.NoError(t, err)
+		total, free = c.GPUs()
+		assert.Equal(t, [2]int{4, 0}, [2]int{total, free})
+		require.NoError(t, c.Check())
+		// The GPU recovers: free again.
+		require.NoError(t, st.Recover(cluster.GPURef{Server: 0, GPU: 0}))
+		_, free = c.GPUs()
+		assert.Equal(t, 1, free)
+		require.NoError(t, c.Check())
+	})
+	t.Run("resize", func(t *testing.T) {
+		c, err := NewCluster(1, 4)
+		require.NoError(t, err)
+		st := c.State()
+		j := &Job{ID: 1, MinWorkers: 1, MaxWorkers: 4, GPUsPerWorker: 1, Work: 1, Curve: Linear{1}}
+		_, err = c.Place(j, 4)
+		require.NoError(t, err)
+		// Shrinking releases the job's last bound GPUs first: fail one of them.
+		held := st.Held(HolderKey(1))
+		_, err = st.Fail(held[len(held)-1])
+		require.NoError(t, err)
+		n, err := c.Resize(j, 2)
+		require.NoError(t, err)
+		assert.Equal(t, 2, n)
+		_, free := c.GPUs()
+		assert.Equal(t, 1, free, "of the 2 let go, one failed")
+		assert.Equal(t, 1, st.Free(TrainGPUType))
+		require.NoError(t, c.Check())
+		_, err = c.Place(one(2, 2), 1)
+		require.ErrorIs(t, err, ErrUnplaceable)
+		_, err = c.Place(one(3, 1), 1)
+		require.NoError(t, err)
+		require.NoError(t, c.Check())
+	})
+	t.Run("shared state", func(t *testing.T) {
+		shape := topology.ServerTemplate{Type: topology.V100, GPUs: 4}
+		topo, err := topology.Homogeneous(2, shape)
+		require.NoError(t, err)
+		live, err := cluster.New(topo)
+		require.NoError(t, err)
+		require.NoError(t, live.Bind("inference", []cluster.GPURef{{Server: 0, GPU: 0}}))
+		c, err := NewClusterOn(live, []string{topo.Servers[0].ID, topo.Servers[1].ID}, shape)
+		require.NoError(t, err)
+		j := &Job{ID: 1, MinWorkers: 1, MaxWorkers: 3, GPUsPerWorker: 1, Work: 1, Curve: Linear{1}}
+		_, err = c.Place(&Job{ID: 9, MinWorkers: 1, MaxWorkers: 1, GPUsPerWorker: 4, Work: 1, Curve: Linear{1}}, 1)
+		require.NoError(t, err) // server 1 whole
+		n, err := c.Place(j, 3)
+		require.NoError(t, err)
+		require.Equal(t, 3, n)
+		held := live.Held(HolderKey(1))
+		_, err = live.Fail(held[len(held)-1], held[0])
+		require.NoError(t, err)
+		n, err = c.Resize(j, 1)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		_, free := c.GPUs()
+		assert.Equal(t, 1, free, "server 0: inference 1, failed 1 let go, job 1, free 1")
+		require.NoError(t, c.Check())
+		c.Release(1) // its last GPU failed too
+		_, free = c.GPUs()
+		assert.Equal(t, 1, free)
+		assert.Equal(t, 1, live.Free(topology.V100))
+		require.NoError(t, c.Check())
+		_, err = c.Place(&Job{ID: 2, MinWorkers: 2, MaxWorkers: 2, GPUsPerWorker: 1, Work: 1, Curve: Linear{1}}, 2)
+		require.ErrorIs(t, err, ErrUnplaceable)
+	})
+}
+
+// Check compares the counts with the live state, so that drift between
+// them is caught (it only checked the counts against one another).
+func TestClusterCheckComparesLiveState(t *testing.T) {
+	c, err := NewCluster(2, 4)
+	require.NoError(t, err)
+	_, err = c.Place(&Job{ID: 1, MinWorkers: 1, MaxWorkers: 1, GPUsPerWorker: 2, Work: 1, Curve: Linear{1}}, 1)
+	require.NoError(t, err)
+	require.NoError(t, c.Check())
+	// Counts that agree with one another, not with the state.
+	c.servers[1].free--
+	c.servers[1].other++
+	require.ErrorIs(t, c.Check(), ErrInconsistent)
+	c.servers[1].free++
+	c.servers[1].other--
+	require.NoError(t, c.Check())
+	// A training server removed behind the cluster's back.
+	_, err = c.State().RemoveServer(c.ServerID(1))
+	require.NoError(t, err)
+	require.ErrorIs(t, c.Check(), ErrInconsistent)
+}
