@@ -11,11 +11,12 @@ var (
 	// estimate outside [0, MaxSlot]).
 	ErrInvalidJob = errors.New("ring: invalid job")
 	// ErrInvalidSetting: a scheduler or placer setting out of range
-	// (lambda, theta, horizon, FA-FFP reading, estimates that do not match
-	// the jobs).
+	// (lambda, theta, horizon, kappa, FA-FFP reading, estimates that do
+	// not match the jobs).
 	ErrInvalidSetting = errors.New("ring: invalid setting")
 	// ErrUnplaceable: jobs left waiting on an idle cluster, which the
-	// placer will never place (SJF-BCO's cap theta too tight, say).
+	// placer will never place (SJF-BCO's cap theta too tight, say), or a
+	// job larger than the GPUs free in SJFBCO.ScheduleOn's live state.
 	ErrUnplaceable = errors.New("ring: jobs can never be placed")
 	// ErrBadPlacement: a Placer returned GPUs that are busy, out of range,
 	// repeated, or not as many as the job asked for.

@@ -73,11 +73,21 @@ func TestRingHostile(t *testing.T) {
 		{SJFBCO{Model: handModel, Horizon: MaxSlot + 1}, "horizon 1099511627777 beyond MaxSlot"},
 		{SJFBCO{Model: handModel, Reading: 3}, "FA-FFP reading 3"},
 		{SJFBCO{Model: handModel, Kappas: make([]int, MaxKappas+1)}, "1025 kappas, at most 1024"},
+		// Both were taken: a Kappa of -3 in the result, a horizon of 0.
+		{SJFBCO{Model: handModel, Kappas: []int{-3, 0}}, "Kappas[0] is -3, want at least 1"},
+		{SJFBCO{Model: handModel, Kappas: []int{2, 0}}, "Kappas[1] is 0, want at least 1"},
+		{SJFBCO{Model: handModel, Horizon: -1}, "Horizon -1 negative"},
 	} {
 		_, err := tc.b.Schedule(context.Background(), c, []Job{job(1, 1, 1, 0)})
 		require.ErrorIs(t, err, ErrInvalidSetting)
 		assert.ErrorContains(t, err, tc.msg)
 	}
+	// Empty Kappas mean the sweep, as nil do.
+	sweep, err := SJFBCO{Model: handModel}.Schedule(context.Background(), c, []Job{job(1, 2, 10, 0), job(2, 4, 10, 0)})
+	require.NoError(t, err)
+	empty, err := SJFBCO{Model: handModel, Kappas: []int{}}.Schedule(context.Background(), c, []Job{job(1, 2, 10, 0), job(2, 4, 10, 0)})
+	require.NoError(t, err)
+	assert.Equal(t, sweep, empty)
 	// A job that arrives at MaxSlot - 10 runs as it does at 0.
 	ex := &Executor{Model: handModel, Placer: &ListScheduling{}}
 	early, err := ex.Run(context.Background(), c, []Job{job(1, 4, 40, 0)}, nil)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpusched/gpusched/cluster"
+	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/placement"
 	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/require"
@@ -171,4 +172,56 @@ func TestJobIDsAndKeys(t *testing.T) {
 			require.ErrorContains(t, validateJobs(dup, 1), fmt.Sprintf("job ID %d appears twice", jobs[len(jobs)/2].ID))
 		}
 	}
+}
+
+// The default horizon holds on a shared live state: the estimates behind
+// it are the jobs' times on the whole topology, so there it is at least
+// the makespan of a run whose cap binds nothing (it was the sum of the
+// estimates, 28 slots here, and no cap gave a schedule by then:
+// ErrHorizon, while Horizon 1000 gave makespan 34).
+// A job larger than the usable GPUs is ErrUnplaceable naming it, as in
+// RunOn (it was ErrHorizon).
+func TestSJFBCOScheduleOnDefaultHorizon(t *testing.T) {
+	ctx := context.Background()
+	live, err := cluster.New(servers(t, 4, 4, 4))
+	require.NoError(t, err)
+	require.NoError(t, live.Bind("other", []cluster.GPURef{{Server: 0, GPU: 0}, {Server: 0, GPU: 1}, {Server: 0, GPU: 2}}))
+	_, err = live.Fail(cluster.GPURef{Server: 1, GPU: 0})
+	require.NoError(t, err)
+	model := perfmodel.RingModel{IntraBandwidth: 100, InterBandwidth: 10, ReduceSpeed: 1000, Xi1: .5, Xi2: .1, Alpha: .1}
+	jobs := []Job{{ID: 1, GPUs: 2, Iterations: 100}, {ID: 2, GPUs: 4, Iterations: 100}, {ID: 3, GPUs: 3, Iterations: 50}, {ID: 4, GPUs: 8, Iterations: 10}}
+	want, err := SJFBCO{Model: model, Horizon: 1000}.ScheduleOn(ctx, live, jobs)
+	require.NoError(t, err)
+	require.Equal(t, 34, want.Makespan)
+	for _, seq := range []bool{true, false} {
+		got, err := SJFBCO{Model: model, Sequential: seq}.ScheduleOn(ctx, live, jobs)
+		require.NoError(t, err)
+		require.Equal(t, 34, got.Makespan)
+		checkSchedule(t, "default horizon on live", live.Topology(), model, jobs, got.Schedule)
+	}
+}
+
+// A job larger than the GPUs usable in the live state is ErrUnplaceable
+// naming it, as in RunOn (it was ErrHorizon, every run being unplaceable).
+func TestSJFBCOScheduleOnTooBig(t *testing.T) {
+	ctx := context.Background()
+	live, err := cluster.New(servers(t, 4, 4, 4))
+	require.NoError(t, err)
+	require.NoError(t, live.Bind("other", []cluster.GPURef{{Server: 0, GPU: 0}, {Server: 0, GPU: 1}, {Server: 0, GPU: 2}}))
+	_, err = live.Fail(cluster.GPURef{Server: 1, GPU: 0})
+	require.NoError(t, err)
+	model := perfmodel.RingModel{IntraBandwidth: 100, InterBandwidth: 10, ReduceSpeed: 1000, Xi1: .5, Xi2: .1, Alpha: .1}
+	// 8 GPUs usable of 12: a 12-GPU job never fits, a 9-GPU one neither.
+	big := []Job{{ID: 1, GPUs: 2, Iterations: 100}, {ID: 5, GPUs: 12, Iterations: 10}}
+	for _, h := range []int{0, 1000} {
+		_, err = SJFBCO{Model: model, Horizon: h}.ScheduleOn(ctx, live, big)
+		require.ErrorIs(t, err, ErrUnplaceable, "horizon %d", h)
+		require.ErrorContains(t, err, "job 5 needs 12 GPUs, 8 of the cluster state's 12 are usable")
+	}
+	_, err = SJFBCO{Model: model}.ScheduleOn(ctx, live, []Job{{ID: 3, GPUs: 9, Iterations: 10}})
+	require.ErrorIs(t, err, ErrUnplaceable)
+	_, err = SJFBCO{Model: model}.ScheduleOn(ctx, live, []Job{{ID: 3, GPUs: 8, Iterations: 10}})
+	require.NoError(t, err)
+	_, err = (&Executor{Model: model, Placer: FirstFit{}}).RunOn(ctx, live, big, nil)
+	require.ErrorIs(t, err, ErrUnplaceable)
 }

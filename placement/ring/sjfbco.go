@@ -44,11 +44,17 @@ import (
 // concurrent use.
 type SJFBCO struct {
 	Model perfmodel.RingModel
-	// Horizon is T; zero means the sum of the jobs' estimates (running
-	// them one after another, which any cap admits).
+	// Horizon is T, 0 to MaxSlot; zero means the sum of the jobs'
+	// estimates (running them one after another, which any cap admits)
+	// plus one. On a live state where some GPUs are held by others or
+	// failed (ScheduleOn), the estimates, times on the whole topology, may
+	// fall short of what the jobs take on the GPUs left, so zero then
+	// means at least the makespan of the run under a cap that binds
+	// nothing (the sum above): the bisection's last cap reaches it, and a
+	// schedule is found whenever the jobs fit.
 	Horizon int
-	// Kappas, if set, replaces the sweep (Fig. 5 of the paper fixes it);
-	// at most MaxKappas.
+	// Kappas, if not empty, replaces the sweep (Fig. 5 of the paper fixes
+	// it); at most MaxKappas, each at least 1.
 	Kappas []int
 	// Lambda >= 1 is LBSGF's spread; zero means 1.
 	Lambda  float64
@@ -75,9 +81,10 @@ type SJFBCOResult struct {
 // in the order of jobs. Its executions run on fresh cluster states of c
 // (one per worker, reused by the worker's executions), so c must validate.
 // A cluster that does not, or settings out of range (lambda below 1 or
-// NaN, a horizon beyond MaxSlot, an unknown reading), give an error
-// wrapping ErrInvalidSetting; a cancelled ctx stops the search with its
-// error.
+// NaN, a horizon negative or beyond MaxSlot, a kappa below 1, an unknown
+// reading), give an error wrapping ErrInvalidSetting; no cap finding a
+// schedule by the horizon gives one wrapping ErrHorizon; a cancelled ctx
+// stops the search with its error.
 func (b SJFBCO) Schedule(ctx context.Context, c *topology.Cluster, jobs []Job) (*SJFBCOResult, error) {
 	return b.schedule(ctx, c, nil, jobs)
 }
@@ -89,8 +96,12 @@ func (b SJFBCO) Schedule(ctx context.Context, c *topology.Cluster, jobs []Job) (
 // ring. It only reads live, binds nothing there and changes nothing, so it
 // returns a plan; the caller owns live and must not change it during the
 // call (reads may go on). Jobs are validated against every GPU of live's
-// topology; holder keys of the jobs (HolderKey) that live already uses
-// give an error wrapping ErrInvalidSetting.
+// topology; a job of more GPUs than are free in live (healthy and held by
+// nobody) can never run and gives an error wrapping ErrUnplaceable that
+// names it, as RunOn's; holder keys of the jobs (HolderKey) that live
+// already uses give an error wrapping ErrInvalidSetting. The default
+// horizon is as Horizon says (one run more when live has GPUs held or
+// failed).
 func (b SJFBCO) ScheduleOn(ctx context.Context, live *cluster.State, jobs []Job) (*SJFBCOResult, error) {
 	if live == nil {
 		panic("ring: ScheduleOn with a nil cluster state")
@@ -135,12 +146,19 @@ func (b SJFBCO) schedule(ctx context.Context, c *topology.Cluster, live *cluster
 	switch {
 	case b.Lambda != 0 && !(b.Lambda >= 1):
 		return nil, fmt.Errorf("%w: lambda %v, want >= 1 (0 means 1)", ErrInvalidSetting, b.Lambda)
+	case b.Horizon < 0:
+		return nil, fmt.Errorf("%w: Horizon %d negative, want 0 (the default) to MaxSlot (%d)", ErrInvalidSetting, b.Horizon, MaxSlot)
 	case b.Horizon > MaxSlot:
 		return nil, fmt.Errorf("%w: horizon %d beyond MaxSlot (%d)", ErrInvalidSetting, b.Horizon, MaxSlot)
 	case b.Reading != LeastLoadedGPUs && b.Reading != PackedServers:
 		return nil, fmt.Errorf("%w: FA-FFP reading %d", ErrInvalidSetting, b.Reading)
 	case len(b.Kappas) > MaxKappas:
 		return nil, fmt.Errorf("%w: %d kappas, at most %d", ErrInvalidSetting, len(b.Kappas), MaxKappas)
+	}
+	for i, k := range b.Kappas {
+		if k < 1 {
+			return nil, fmt.Errorf("%w: Kappas[%d] is %d, want at least 1 (jobs of at most kappa GPUs go to FA-FFP)", ErrInvalidSetting, i, k)
+		}
 	}
 	probe := Executor{Model: b.Model}
 	est, err := probe.Estimates(c, jobs)
@@ -158,8 +176,24 @@ func (b SJFBCO) schedule(ctx context.Context, c *topology.Cluster, live *cluster
 	for k, i := range idx {
 		sorted[k], sest[k] = jobs[i], est[i]
 	}
+	// On a live state, only the GPUs free there (healthy, held by no
+	// other holder) are usable: a job larger than them all never runs.
+	short := false // some GPUs of live are not usable
+	if live != nil {
+		usable := 0
+		for s := range live.NumServers() {
+			usable += live.ServerFree(s)
+		}
+		for i := range jobs {
+			if jobs[i].GPUs > usable {
+				return nil, fmt.Errorf("%w: job %d needs %d GPUs, %d of the cluster state's %d are usable (the others are held or failed)",
+					ErrUnplaceable, jobs[i].ID, jobs[i].GPUs, usable, c.NumGPUs())
+			}
+		}
+		short = usable < c.NumGPUs()
+	}
 	horizon := b.Horizon
-	if horizon <= 0 {
+	if horizon == 0 {
 		sum := 0.0
 		for _, e := range est {
 			sum += e
@@ -167,7 +201,7 @@ func (b SJFBCO) schedule(ctx context.Context, c *topology.Cluster, live *cluster
 		horizon = int(math.Min(math.Ceil(sum)+1, math.MaxInt32))
 	}
 	kappas := b.Kappas
-	if kappas == nil {
+	if len(kappas) == 0 {
 		kappas = []int{1}
 		for _, j := range sorted {
 			if j.GPUs > kappas[len(kappas)-1] {
@@ -202,7 +236,9 @@ func (b SJFBCO) schedule(ctx context.Context, c *topology.Cluster, live *cluster
 	}
 	var best *SJFBCOResult
 	runs := 0
-	try := func(theta int) (*SJFBCOResult, error) {
+	// try runs every kappa under cap theta, abandoning runs past slot
+	// limit (none if 0), and returns the best schedule (nil if none).
+	try := func(theta, limit int) (*SJFBCOResult, error) {
 		res := make([]*Schedule, len(kappas))
 		errs := make([]error, len(kappas))
 		run := func(k int, w *ringWorker) {
@@ -211,7 +247,7 @@ func (b SJFBCO) schedule(ctx context.Context, c *topology.Cluster, live *cluster
 			p.kappa = kappas[k]
 			p.small.Theta, p.small.Reading = float64(theta), b.Reading
 			p.large.Theta, p.large.Lambda = float64(theta), b.Lambda
-			ex := Executor{Model: b.Model, Strict: true, Horizon: horizon, Placer: &w.placer}
+			ex := Executor{Model: b.Model, Strict: true, Horizon: limit, Placer: &w.placer}
 			res[k], errs[k] = ex.runOn(ctx, w.live, &w.scratch, sorted, sest, keys)
 		}
 		var wg sync.WaitGroup
@@ -251,9 +287,23 @@ func (b SJFBCO) schedule(ctx context.Context, c *topology.Cluster, live *cluster
 		}
 		return out, nil
 	}
+	if b.Horizon == 0 && short {
+		// The estimates are times on the whole topology; on the GPUs left
+		// the jobs may take longer. A cap of the horizon binds nothing (no
+		// GPU's load passes the sum of the estimates), so the makespan of
+		// that run is within reach of the bisection's last cap: the
+		// horizon is at least that.
+		r, err := try(horizon, 0)
+		if err != nil {
+			return nil, err
+		}
+		if r != nil && r.Makespan > horizon {
+			horizon = r.Makespan
+		}
+	}
 	for left, right := 1, horizon; left <= right; {
 		theta := left + (right-left)/2
-		r, err := try(theta)
+		r, err := try(theta, horizon)
 		if err != nil {
 			return nil, err
 		}
