@@ -168,7 +168,8 @@ func (c *Cluster) Loaned() int {
 
 // GPUs returns the GPUs of the servers held now, and how many are free
 // (on a shared live state, as it is now: GPUs others hold or that failed
-// are not free).
+// are not free). If a server left the live state behind the cluster's
+// back, it returns the counts as last read; Check reports the loss.
 func (c *Cluster) GPUs() (total, free int) {
 	_ = c.sync() // a lost server: the counts as last read; the next change reports it
 	for _, id := range c.live {

@@ -25,14 +25,17 @@ func HolderKey(job int) string { return "elastic/" + strconv.Itoa(job) }
 // that are free in live (GPUs that other holders hold or that are failed
 // there are not free to it) as NewCluster's cluster of as many servers
 // decides over its own. A shape that
-// does not build, or training servers unknown to live, named twice or of
-// another size, give an error wrapping ErrInvalid.
+// does not build, or training servers unknown to live, named twice, of
+// another size or with GPUs of another type than shape.Type, give an
+// error wrapping ErrInvalid.
 //
 // Other holders may bind, release, fail and recover GPUs of live between
 // the cluster's calls (each call reads what changed, in O(servers) when
 // anything did); they must not release the cluster's holders or remove
-// its servers (its next call then returns an error wrapping
-// ErrInconsistent). A GPU held by one of its jobs that fails stays with
+// its servers (its next call that changes anything, and Check, then
+// return an error wrapping ErrInconsistent, and queries such as GPUs
+// return the counts as last read: the cluster cannot go on, rebuild it
+// with NewClusterOn over the servers left). A GPU held by one of its jobs that fails stays with
 // the job, as live keeps it (FailedJobs names such jobs). A reclaimed
 // server leaves live with whatever others held there (loaned servers are
 // the cluster's whole). The cluster and live are one piece of state
@@ -67,6 +70,9 @@ func NewClusterOn(live *cluster.State, training []string, shape topology.ServerT
 		if n := live.Server(pos).NumGPUs(); n != shape.GPUs {
 			return nil, fmt.Errorf("%w: training server %q has %d GPUs, the cluster's servers %d", ErrInvalid, id, n, shape.GPUs)
 		}
+		if err := checkType(live.Server(pos), shape.Type, "training"); err != nil {
+			return nil, err
+		}
 		free := live.ServerFree(pos)
 		c.servers = append(c.servers, server{active: true, free: free, other: shape.GPUs - free, id: id})
 		c.live = append(c.live, i)
@@ -99,9 +105,9 @@ func (c *Cluster) loanShape(id int) topology.Server {
 }
 
 // LoanServers adds servers lent by the inference cluster, all or none, and
-// returns their cluster IDs. Each must have GPUsPerServer GPUs and is
-// added to the live state (so it must validate there, with an id and GPU
-// UUIDs new to it). Errors wrap ErrInvalid (and the cluster package's
+// returns their cluster IDs. Each must have GPUsPerServer GPUs of the
+// cluster's GPU type and is added to the live state (so it must validate
+// there, with an id and GPU UUIDs new to it). Errors wrap ErrInvalid (and the cluster package's
 // error, if the state refused a server) and change nothing.
 func (c *Cluster) LoanServers(servers []topology.Server) ([]int, error) {
 	if len(servers) > MaxServers-len(c.live) {
@@ -113,6 +119,9 @@ func (c *Cluster) LoanServers(servers []topology.Server) ([]int, error) {
 	for i := range servers {
 		if n := servers[i].NumGPUs(); n != c.gpusPerServer {
 			return nil, fmt.Errorf("%w: loaned server %q has %d GPUs, the cluster's have %d", ErrInvalid, servers[i].ID, n, c.gpusPerServer)
+		}
+		if err := checkType(&servers[i], c.shape.GPUs[0].Type, "loaned"); err != nil {
+			return nil, err
 		}
 	}
 	if err := c.sync(); err != nil {
@@ -134,6 +143,17 @@ func (c *Cluster) LoanServers(servers []topology.Server) ([]int, error) {
 	}
 	c.synced()
 	return ids, nil
+}
+
+// checkType reports a GPU of server s whose type is not t (ErrInvalid);
+// role names the server in the message.
+func checkType(s *topology.Server, t topology.GPUType, role string) error {
+	for i := range s.GPUs {
+		if g := &s.GPUs[i]; g.Type != t {
+			return fmt.Errorf("%w: %s server %q has GPU %d of type %q, the cluster's servers are of type %q", ErrInvalid, role, s.ID, g.Index, g.Type, t)
+		}
+	}
+	return nil
 }
 
 // synced records that the counts match the live state as it is now.

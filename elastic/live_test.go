@@ -156,6 +156,10 @@ func TestClusterOnErrors(t *testing.T) {
 	}
 	_, err = NewClusterOn(live, ids, topology.ServerTemplate{Type: topology.V100})
 	require.ErrorIs(t, err, ErrInvalid)
+	// Training servers of the shape's size and another type.
+	_, err = NewClusterOn(live, ids, topology.ServerTemplate{Type: topology.A100, GPUs: 4})
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorContains(t, err, `training server "v100-0" has GPU 0 of type "v100", the cluster's servers are of type "a100"`)
 	_, err = NewClusterOn(live, ids, topology.ServerTemplate{Type: "", GPUs: 4})
 	require.ErrorIs(t, err, ErrInvalid)
 	require.ErrorIs(t, err, topology.ErrInvalidGPUType)
@@ -164,6 +168,14 @@ func TestClusterOnErrors(t *testing.T) {
 	// A loaned server of the wrong size, or one the state already has.
 	_, err = c.LoanServers([]topology.Server{topo.Servers[2]})
 	require.ErrorIs(t, err, ErrInvalid)
+	// Or one of the right size and another GPU type.
+	a100, err := topology.Homogeneous(1, topology.ServerTemplate{Type: topology.A100, GPUs: 4})
+	require.NoError(t, err)
+	a100.Servers[0].ID = "a100-loan"
+	_, err = c.LoanServers([]topology.Server{a100.Servers[0]})
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorContains(t, err, `loaned server "a100-loan" has GPU 0 of type "a100", the cluster's servers are of type "v100"`)
+	assert.Equal(t, 3, live.NumServers(), "nothing added")
 	_, err = c.LoanServers([]topology.Server{c.loanShape(9), topo.Servers[0]})
 	require.ErrorIs(t, err, ErrInvalid)
 	require.ErrorIs(t, err, cluster.ErrDuplicateServer)
