@@ -116,16 +116,18 @@ func command(args []string, stdout, stderr io.Writer) int {
 	seeds := fs.Int("seeds", 20, "number of seeded instances, 1 to 1000")
 	reading := fs.String("faffp", "least-loaded", "FA-FFP reading: least-loaded (pseudo-code) or packed (prose)")
 	comm := fs.Float64("comm", 0, "gradient size over computation time per iteration: 0 (default 0.06) or 0.001 to 10")
-	xi1 := fs.Float64("xi1", 0, "xi1 of eq. 7: 0 (default 1) or 0.001 to 100")
+	xi1 := fs.Float64("xi1", 0, "xi1 of eq. 7: 0 (default 1) or 0.001 to 1 (the model's (0, 1])")
 	alpha := fs.Float64("alpha", 0, "alpha of f(alpha, k): 0 (default 0.75) or 0.01 to 10")
-	xi2 := fs.Float64("xi2", 0, "overhead per server, slots per iteration: 0 (default 0.0001) or 1e-9 to 1")
+	xi2 := fs.Float64("xi2", 0, "overhead per server, slots per iteration: 0 (default 0.0001) or 1e-9 to 1 (the model's [0, 1])")
 	figs := fs.String("figs", "4,5,6,7", "figures to reproduce, comma-separated: 4, 5, 6, 7")
 	return cli.Main(fs, args, stderr, func(ctx context.Context) error {
 		var c cli.Checks
 		c.Int("seeds", *seeds, 1, 1000)
 		c.OneOf("faffp", *reading, "least-loaded", "packed")
 		c.ZeroOr("comm", *comm, 0.001, 10, "the default, 0.06")
-		c.ZeroOr("xi1", *xi1, 0.001, 100, "the default, 1")
+		// The ranges lie within perfmodel.RingModel's: xi1 in (0, 1],
+		// xi2 in [0, 1], alpha >= 0 and finite; comm > 0 and finite.
+		c.ZeroOr("xi1", *xi1, 0.001, 1, "the default, 1")
 		c.ZeroOr("alpha", *alpha, 0.01, 10, "the default, 0.75")
 		c.ZeroOr("xi2", *xi2, 1e-9, 1, "the default, 0.0001")
 		want := c.List("figs", *figs, false, figNames...)
