@@ -248,21 +248,26 @@ func (s *Scheduler) refreshTypes() {
 	if s.classes != nil {
 		s.classes.setTypes(s.types)
 	}
-	// Leases remember their type by index.
+	// Leases and the last round's units (credited by its report, or by
+	// the next round) remember their type by index too, and by name: the
+	// index follows the name, -1 for a type that left (its time is then
+	// dropped, as the attained time of a type that left is above).
 	for _, l := range s.leaseList {
-		l.typ = s.typeIdx[l.typeName]
+		l.typ = s.typeIndex(l.typeName)
 	}
-	// So do the last round's units, which Report and creditUnreported
-	// credit to their jobs' attained time: -1 for a type gone.
 	units := s.scratch.units[s.scratch.cur]
 	for i := range units {
-		u := &units[i]
-		if k, ok := s.typeIdx[u.tname]; ok {
-			u.typ = k
-		} else {
-			u.typ = -1
-		}
+		units[i].typ = s.typeIndex(units[i].tname)
 	}
+}
+
+// typeIndex returns the index of a type among the scheduler's, -1 if the
+// cluster has none of it.
+func (s *Scheduler) typeIndex(t topology.GPUType) int {
+	if k, ok := s.typeIdx[t]; ok {
+		return k
+	}
+	return -1
 }
 
 // sameTypes reports whether the scheduler's types are those present.
@@ -642,7 +647,10 @@ type JobStatus struct {
 	Devices []Device
 	Type    topology.GPUType
 	// Attained is the time it has run on each type, in seconds, from the
-	// reports (or the rounds, for rounds not reported).
+	// reports (or the rounds, for rounds not reported), credited to the
+	// type it ran on by name. The time of a type that has left the cluster
+	// (its last server removed) is dropped, also for the last round when
+	// the type leaves before it is credited.
 	Attained map[topology.GPUType]float64
 	// Rounds counts the rounds it ran in.
 	Rounds int

@@ -1,0 +1,160 @@
+package scheduler
+
+import (
+	"testing"
+
+	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/topology"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// newTyped returns a max-min scheduler on a compact cluster description.
+func newTyped(t *testing.T, compact string) *Scheduler {
+	t.Helper()
+	c, err := topology.ParseCompact(compact, 4)
+	require.NoError(t, err)
+	s, err := New(Config{Policy: &allocation.MaxMinFairness{}, Cluster: c})
+	require.NoError(t, err)
+	return s
+}
+
+// Changing the cluster's GPU types between a round and its credit (a
+// report, or the next round crediting it in full) credits each job's time
+// to the type it ran on, by name; time on a type that has since left the
+// cluster is dropped, as the attained time of a vanished type is. Before,
+// the last round's units kept their type index from before the change:
+// removing every K80 panicked (index 1 of a one-type list), and with three
+// types a P100 job's time was credited to V100.
+func TestTypeChangeBetweenRoundAndCredit(t *testing.T) {
+	spec := JobSpec{GPUs: 1, Throughput: map[topology.GPUType]float64{"v100": 2, "k80": 1}}
+	eight := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	cases := []struct {
+		name    string
+		compact string
+		submit  func(t *testing.T, s *Scheduler)
+		change  func(t *testing.T, s *Scheduler)
+		report  bool   // report that job key ran 360 s instead of the next round crediting it
+		key     string // the job to check; "" for the first that ran on pick
+		pick    topology.GPUType
+		want    map[topology.GPUType]float64 // key's attained time after the credit
+	}{{
+		name: "remove every k80, next round", compact: "v100:4,k80:4",
+		submit: func(t *testing.T, s *Scheduler) {
+			for _, k := range eight {
+				require.NoError(t, s.Submit(k, spec, 0))
+			}
+		},
+		change: func(t *testing.T, s *Scheduler) {
+			ev, err := s.RemoveServer("k80-0")
+			require.NoError(t, err)
+			require.Len(t, ev, 4)
+		},
+		pick: "k80", // its time on a type that left is dropped
+		want: map[topology.GPUType]float64{},
+	}, {
+		name: "remove every k80, report", compact: "v100:4,k80:4",
+		submit: func(t *testing.T, s *Scheduler) {
+			for _, k := range eight {
+				require.NoError(t, s.Submit(k, spec, 0))
+			}
+		},
+		change: func(t *testing.T, s *Scheduler) {
+			_, err := s.RemoveServer("k80-0")
+			require.NoError(t, err)
+		},
+		report: true, pick: "v100",
+		want: map[topology.GPUType]float64{"v100": 360},
+	}, {
+		name: "three types, p100 job", compact: "k80:4,p100:4,v100:4",
+		submit: func(t *testing.T, s *Scheduler) {
+			require.NoError(t, s.Submit("p", JobSpec{GPUs: 4, Throughput: map[topology.GPUType]float64{"p100": 1}}, 0))
+		},
+		change: func(t *testing.T, s *Scheduler) {
+			_, err := s.RemoveServer("k80-0")
+			require.NoError(t, err)
+		},
+		key:  "p",
+		want: map[topology.GPUType]float64{"p100": 360},
+	}, {
+		name: "three types, p100 job, report", compact: "k80:4,p100:4,v100:4",
+		submit: func(t *testing.T, s *Scheduler) {
+			require.NoError(t, s.Submit("p", JobSpec{GPUs: 4, Throughput: map[topology.GPUType]float64{"p100": 1}}, 0))
+		},
+		change: func(t *testing.T, s *Scheduler) {
+			_, err := s.RemoveServer("k80-0")
+			require.NoError(t, err)
+		},
+		report: true, key: "p",
+		want: map[topology.GPUType]float64{"p100": 360},
+	}, {
+		name: "add a type sorted first", compact: "k80:4,v100:4",
+		submit: func(t *testing.T, s *Scheduler) {
+			require.NoError(t, s.Submit("k", JobSpec{GPUs: 4, Throughput: map[topology.GPUType]float64{"k80": 1}}, 0))
+		},
+		change: func(t *testing.T, s *Scheduler) {
+			addA100(t, s)
+		},
+		report: true, key: "k",
+		want: map[topology.GPUType]float64{"k80": 360},
+	}, {
+		name: "add a type sorted first, next round", compact: "k80:4,v100:4",
+		submit: func(t *testing.T, s *Scheduler) {
+			require.NoError(t, s.Submit("k", JobSpec{GPUs: 4, Throughput: map[topology.GPUType]float64{"k80": 1}}, 0))
+		},
+		change: func(t *testing.T, s *Scheduler) {
+			addA100(t, s)
+		},
+		key:  "k",
+		want: map[topology.GPUType]float64{"k80": 360},
+	}, {
+		name: "fail every k80 GPU", compact: "k80:4,v100:4",
+		submit: func(t *testing.T, s *Scheduler) {
+			require.NoError(t, s.Submit("k", JobSpec{GPUs: 4, Throughput: map[topology.GPUType]float64{"k80": 1}}, 0))
+			require.NoError(t, s.Submit("v", JobSpec{GPUs: 4, Throughput: map[topology.GPUType]float64{"v100": 1}}, 0))
+		},
+		change: func(t *testing.T, s *Scheduler) {
+			ev, err := s.FailGPUs("k80-0")
+			require.NoError(t, err)
+			require.Equal(t, []string{"k"}, ev)
+		},
+		report: true, key: "k",
+		want: map[topology.GPUType]float64{"k80": 360},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTyped(t, tc.compact)
+			tc.submit(t, s)
+			r, err := s.Round(ctx, 0)
+			require.NoError(t, err)
+			key := tc.key
+			if key == "" {
+				for _, as := range r.Assignments {
+					if as.Type == tc.pick && key == "" {
+						key = as.Jobs[0]
+					}
+				}
+			}
+			require.NotEmpty(t, key)
+			tc.change(t, s)
+			if tc.report {
+				require.NoError(t, s.Report(RoundReport{Start: 0, Ran: []Ran{{Job: key, Seconds: 360}}}))
+			}
+			r2, err := s.Round(ctx, 360)
+			require.NoError(t, err)
+			checkRound(t, s, r2)
+			st, err := s.Status(key)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, st.Attained)
+			assert.Equal(t, 1, st.Rounds)
+		})
+	}
+}
+
+// addA100 adds a server of A100s, a type sorted before every other.
+func addA100(t *testing.T, s *Scheduler) {
+	t.Helper()
+	c, err := topology.Homogeneous(1, topology.ServerTemplate{Type: topology.A100, GPUs: 2, Interconnect: topology.NVSwitch})
+	require.NoError(t, err)
+	require.NoError(t, s.AddServer(c.Servers[0]))
+}
