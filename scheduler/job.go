@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/topology"
 )
@@ -32,13 +33,16 @@ type JobSpec struct {
 	// it has a rate for.
 	Types []topology.GPUType `json:"types,omitempty"`
 	// Throughput gives the job's rate in steps per second on GPUs GPUs of
-	// each type; a type it lacks (or a rate of 0) cannot run it.
+	// each type, 0 or in [allocation.MinRate, allocation.MaxRate]; a type
+	// it lacks (or a rate of 0) cannot run it. A model's rates must be in
+	// the same range.
 	Throughput map[topology.GPUType]float64 `json:"throughput,omitempty"`
 	// Model, instead of Throughput, looks the rates up in the scheduler's
 	// Config.Throughput (its ScaleFactor is taken from GPUs when 0); with a
 	// Config.Colocation it also gives the job's rates when sharing GPUs.
 	Model *perfmodel.JobKey `json:"model,omitempty"`
-	// Weight is the job's weight for weighted policies; 0 means 1.
+	// Weight is the job's weight for weighted policies: 0 (meaning 1) or in
+	// [allocation.MinWeight, allocation.MaxWeight].
 	Weight float64 `json:"weight,omitempty"`
 	// Tenant names the job's owner for hierarchical policies (weighted by
 	// Config.TenantWeights).
@@ -53,12 +57,12 @@ type JobSpec struct {
 	// SingleServer keeps the job on one server: it waits rather than spread
 	// (Consolidated's Strict, for one job).
 	SingleServer bool `json:"single_server,omitempty"`
-	// RemainingSteps is the work left, in steps (policies such as
-	// makespan and finish-time fairness use it); reports of steps run
-	// count it down.
+	// RemainingSteps is the work left, in steps, in [0,
+	// allocation.MaxSteps] (policies such as makespan and finish-time
+	// fairness use it); reports of steps run count it down.
 	RemainingSteps float64 `json:"remaining_steps,omitempty"`
 	// Deadline is the time by which the job should finish (same clock as
-	// the rounds); 0 means none.
+	// the rounds), in [0, allocation.MaxTime] seconds; 0 means none.
 	Deadline float64 `json:"deadline,omitempty"`
 }
 
@@ -69,8 +73,10 @@ func (j *JobSpec) maxGPUs() int {
 	return j.GPUs
 }
 
-// validate checks a spec; hasModel says whether the scheduler has a
-// throughput model.
+// validate checks a spec against the ranges of its fields (those of
+// package allocation, so that an accepted job cannot make a round fail);
+// hasModel says whether the scheduler has a throughput model. Its errors
+// name the field; callers prefix the job's key.
 func (j *JobSpec) validate(hasModel bool) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
@@ -80,12 +86,12 @@ func (j *JobSpec) validate(hasModel bool) error {
 		return bad("%d GPUs (want 1 to %d)", j.GPUs, MaxJobGPUs)
 	case j.MaxGPUs != 0 && (j.MaxGPUs < j.GPUs || j.MaxGPUs > MaxJobGPUs):
 		return bad("at most %d GPUs with at least %d (want 0, or %d to %d)", j.MaxGPUs, j.GPUs, j.GPUs, MaxJobGPUs)
-	case !finiteNonNeg(j.Weight):
-		return bad("weight %v (want a finite number >= 0)", j.Weight)
-	case !finiteNonNeg(j.RemainingSteps):
-		return bad("remaining steps %v (want a finite number >= 0)", j.RemainingSteps)
-	case !finiteNonNeg(j.Deadline):
-		return bad("deadline %v (want a finite number >= 0)", j.Deadline)
+	case j.Weight != 0 && !(j.Weight >= allocation.MinWeight && j.Weight <= allocation.MaxWeight):
+		return bad("Weight %v (want 0, meaning 1, or %g to %g)", j.Weight, allocation.MinWeight, allocation.MaxWeight)
+	case !(j.RemainingSteps >= 0 && j.RemainingSteps <= allocation.MaxSteps):
+		return bad("RemainingSteps %v (want 0 to %g)", j.RemainingSteps, allocation.MaxSteps)
+	case !validTime(j.Deadline):
+		return bad("Deadline %v (want 0 to %g s)", j.Deadline, allocation.MaxTime)
 	case len(j.Tenant) > MaxKeyLen || len(j.Gang) > MaxKeyLen:
 		return bad("tenant or gang name longer than %d bytes", MaxKeyLen)
 	case j.Throughput != nil && j.Model != nil:
@@ -108,14 +114,17 @@ func (j *JobSpec) validate(hasModel bool) error {
 		if err := t.Validate(); err != nil {
 			return fmt.Errorf("%w: throughput: %w", ErrInvalid, err)
 		}
-		if !finiteNonNeg(v) {
-			return bad("throughput %v on %s (want a finite number >= 0)", v, t)
+		if badRate(v) {
+			return bad("Throughput %v on %s (want 0, or %g to %g steps/s)", v, t, allocation.MinRate, allocation.MaxRate)
 		}
 	}
 	return nil
 }
 
 func finiteNonNeg(v float64) bool { return v >= 0 && !math.IsInf(v, 0) }
+
+// validTime tells whether v is a time in [0, allocation.MaxTime] seconds.
+func validTime(v float64) bool { return v >= 0 && v <= allocation.MaxTime }
 
 // checkKey validates a job key.
 func checkKey(key string) error {
@@ -152,8 +161,11 @@ type job struct {
 	ranFor float64 // seconds reported with the mark
 }
 
-// ratesFor fills the job's rates over the scheduler's types.
+// ratesFor fills the job's rates over the scheduler's types. A type the
+// model cannot rate, or rates out of range, gets a rate of 0 (the job does
+// not run there) and the first such error is returned.
 func (s *Scheduler) ratesFor(j *job) error {
+	var first error
 	j.rates = resize(j.rates, len(s.types))
 	allowed := func(t topology.GPUType) bool {
 		if len(j.spec.Types) == 0 {
@@ -180,15 +192,22 @@ func (s *Scheduler) ratesFor(j *job) error {
 			key.ScaleFactor = j.spec.GPUs
 		}
 		v, err := s.cfg.Throughput.Throughput(key, t)
-		if err != nil {
-			return fmt.Errorf("%w: job %q: %w", ErrInvalid, j.key, err)
+		switch {
+		case err != nil:
+			err = fmt.Errorf("%w: job %q: %w", ErrInvalid, j.key, err)
+		case badRate(v):
+			err = fmt.Errorf("%w: job %q: the model gives a rate of %v on %s (want 0, or %g to %g steps/s)",
+				ErrInvalid, j.key, v, t, allocation.MinRate, allocation.MaxRate)
 		}
-		if !finiteNonNeg(v) {
-			return fmt.Errorf("%w: job %q: the model gives a rate of %v on %s", ErrInvalid, j.key, v, t)
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
 		}
 		j.rates[k] = v
 	}
-	return nil
+	return first
 }
 
 func resize[T any](s []T, n int) []T {

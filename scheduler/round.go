@@ -3,6 +3,7 @@ package scheduler
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -147,8 +148,8 @@ func (s *Scheduler) Round(ctx context.Context, now float64) (*Round, error) {
 // round is the engine: named steps around one Rounds call per tier.
 func (s *Scheduler) round(ctx context.Context, now float64) (*Round, error) {
 	t0 := time.Now()
-	if !finiteNonNeg(now) {
-		return nil, fmt.Errorf("%w: round at %v", ErrInvalid, now)
+	if !validTime(now) {
+		return nil, fmt.Errorf("%w: round at %v (want 0 to %g s)", ErrInvalid, now, allocation.MaxTime)
 	}
 	if s.last != nil && now < s.last.Start {
 		return nil, fmt.Errorf("%w: round at %v before the last one (%v)", ErrInvalid, now, s.last.Start)
@@ -196,7 +197,7 @@ func (s *Scheduler) allocate(ctx context.Context, now float64) error {
 		t.problem.Now = now
 		rd, err := t.mech.Next(ctx, &t.problem, now)
 		if err != nil {
-			return fmt.Errorf("scheduler: round at %v, priority %d: %w", now, t.priority, err)
+			return fmt.Errorf("scheduler: round at %v, priority %d: %w", now, t.priority, s.nameJob(t, err))
 		}
 		t.last = rd
 		if rd.Reset {
@@ -219,6 +220,26 @@ func (s *Scheduler) allocate(ctx context.Context, now float64) error {
 		}
 	}
 	return nil
+}
+
+// nameJob prefixes a problem's error with the key of the job it is about,
+// when one job of the tier's problem fails validation on its own (the
+// error itself names the job by its internal ID). The specs are checked
+// at Submit, so this is a guard for what the checks miss.
+func (s *Scheduler) nameJob(t *tier, err error) error {
+	if !errors.Is(err, allocation.ErrInvalidProblem) {
+		return err
+	}
+	p := &t.problem
+	for m := range p.Jobs {
+		one := allocation.Problem{Types: p.Types, Capacity: p.Capacity, Now: p.Now, Jobs: p.Jobs[m : m+1]}
+		if one.Validate() != nil {
+			if j := s.byID[p.Jobs[m].ID]; j != nil {
+				return fmt.Errorf("job %q: %w", j.key, err)
+			}
+		}
+	}
+	return err
 }
 
 // lowerTierWaits reports whether a tier after the i-th has jobs.

@@ -152,8 +152,8 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, fmt.Errorf("%w: round length %v, spread penalty %v", ErrInvalid, cfg.RoundLength, cfg.SpreadPenalty)
 	}
 	for tenant, w := range cfg.TenantWeights {
-		if !(w > 0) || w > 1e15 {
-			return nil, fmt.Errorf("%w: tenant %q weight %v (want a finite number > 0)", ErrInvalid, tenant, w)
+		if !(w >= allocation.MinWeight && w <= allocation.MaxWeight) {
+			return nil, fmt.Errorf("%w: tenant %q weight %v (want %g to %g)", ErrInvalid, tenant, w, allocation.MinWeight, allocation.MaxWeight)
 		}
 	}
 	st, err := cluster.New(cfg.Cluster)
@@ -318,8 +318,8 @@ func (s *Scheduler) Submit(key string, spec JobSpec, now float64) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	if !finiteNonNeg(now) {
-		return fmt.Errorf("%w: job %q: arrival %v", ErrInvalid, key, now)
+	if !validTime(now) {
+		return fmt.Errorf("%w: job %q: arrival %v (want 0 to %g s)", ErrInvalid, key, now, allocation.MaxTime)
 	}
 	if err := spec.validate(s.cfg.Throughput != nil); err != nil {
 		return fmt.Errorf("job %q: %w", key, err)

@@ -150,7 +150,7 @@ func (s *Scheduler) Restore(data []byte) error {
 			return fmt.Errorf("%w: snapshot job %q (id %d) appears twice", ErrInvalid, sj.Key, sj.ID)
 		case sj.ID < 0 || sj.ID >= snap.NextID:
 			return fmt.Errorf("%w: snapshot job %q: id %d outside [0, %d)", ErrInvalid, sj.Key, sj.ID, snap.NextID)
-		case !finiteNonNeg(sj.Arrival) || sj.Rounds < 0:
+		case !validTime(sj.Arrival) || sj.Rounds < 0:
 			return fmt.Errorf("%w: snapshot job %q: arrival %v, rounds %d", ErrInvalid, sj.Key, sj.Arrival, sj.Rounds)
 		}
 		for t, v := range sj.Attained {

@@ -1,9 +1,11 @@
 package scheduler
 
 import (
+	"math"
 	"testing"
 
 	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -157,4 +159,102 @@ func addA100(t *testing.T, s *Scheduler) {
 	c, err := topology.Homogeneous(1, topology.ServerTemplate{Type: topology.A100, GPUs: 2, Interconnect: topology.NVSwitch})
 	require.NoError(t, err)
 	require.NoError(t, s.AddServer(c.Servers[0]))
+}
+
+// Values a round's problem refuses are refused at the door, by Submit,
+// Update and Restore, with errors naming the job and the field, so that a
+// scheduler never stops: before, Submit accepted a rate of 1e308 or
+// 1e-300, a weight or remaining steps of 1e308, a deadline of 1e300, and
+// every later Round failed on "job 1".
+func TestSpecOutOfAllocationRanges(t *testing.T) {
+	good := func() JobSpec { return JobSpec{GPUs: 1, Throughput: rates(2, 1)} }
+	cases := []struct {
+		name  string
+		mod   func(*JobSpec)
+		field string
+	}{
+		{"rate 1e308", func(j *JobSpec) { j.Throughput[topology.V100] = 1e308 }, "Throughput 1e+308 on v100"},
+		{"rate 1e-300", func(j *JobSpec) { j.Throughput[topology.K80] = 1e-300 }, "Throughput 1e-300 on k80"},
+		{"rate NaN", func(j *JobSpec) { j.Throughput[topology.K80] = math.NaN() }, "Throughput NaN on k80"},
+		{"weight 1e308", func(j *JobSpec) { j.Weight = 1e308 }, "Weight 1e+308"},
+		{"weight 1e-300", func(j *JobSpec) { j.Weight = 1e-300 }, "Weight 1e-300"},
+		{"weight -1", func(j *JobSpec) { j.Weight = -1 }, "Weight -1"},
+		{"steps 1e308", func(j *JobSpec) { j.RemainingSteps = 1e308 }, "RemainingSteps 1e+308"},
+		{"deadline 1e300", func(j *JobSpec) { j.Deadline = 1e300 }, "Deadline 1e+300"},
+		{"deadline -1", func(j *JobSpec) { j.Deadline = -1 }, "Deadline -1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSched(t, nil)
+			spec := good()
+			tc.mod(&spec)
+			err := s.Submit("bad", spec, 0)
+			require.ErrorIs(t, err, ErrInvalid)
+			assert.ErrorContains(t, err, `job "bad": `)
+			assert.ErrorContains(t, err, tc.field)
+
+			require.NoError(t, s.Submit("ok", good(), 0))
+			err = s.Update("ok", spec)
+			require.ErrorIs(t, err, ErrInvalid)
+			assert.ErrorContains(t, err, `job "ok": `)
+			assert.ErrorContains(t, err, tc.field)
+
+			// A snapshot that carries the value is refused too (JSON
+			// carries no NaN).
+			snap, err := s.Snapshot()
+			require.NoError(t, err)
+			s.jobs["ok"].spec = spec
+			bad, err := s.Snapshot()
+			s.jobs["ok"].spec = good()
+			if err == nil {
+				err = newSched(t, nil).Restore(bad)
+				require.ErrorIs(t, err, ErrInvalid)
+				assert.ErrorContains(t, err, `snapshot job "ok": `)
+				assert.ErrorContains(t, err, tc.field)
+			}
+			require.NoError(t, newSched(t, nil).Restore(snap))
+
+			// The scheduler goes on.
+			r, err := s.Round(ctx, 0)
+			require.NoError(t, err)
+			assert.Len(t, r.Assignments, 1)
+		})
+	}
+	// The bounds themselves are accepted and make rounds.
+	s := newSched(t, nil)
+	require.NoError(t, s.Submit("edge", JobSpec{GPUs: 1, Throughput: rates(allocation.MaxRate, 0),
+		Weight: allocation.MaxWeight, RemainingSteps: allocation.MaxSteps, Deadline: allocation.MaxTime}, 0))
+	require.NoError(t, s.Submit("low", JobSpec{GPUs: 1, Throughput: rates(0, allocation.MinRate), Weight: allocation.MinWeight}, 0))
+	_, err := s.Round(ctx, 0)
+	require.NoError(t, err)
+	// Times past allocation.MaxTime are refused as arrivals and rounds.
+	assert.ErrorIs(t, s.Submit("late", JobSpec{GPUs: 1, Throughput: rates(1, 1)}, 2*allocation.MaxTime), ErrInvalid)
+	_, err = s.Round(ctx, 2*allocation.MaxTime)
+	assert.ErrorIs(t, err, ErrInvalid)
+}
+
+// A model whose rates are out of range leaves the job off those types
+// only, and a round that still fails on a job names its key, not its
+// internal number.
+func TestRoundErrorNamesJobKey(t *testing.T) {
+	s := newSched(t, func(c *Config) {
+		c.Throughput = tputFunc(func(_ perfmodel.JobKey, typ topology.GPUType) (float64, error) {
+			if typ == topology.K80 {
+				return 1e308, nil
+			}
+			return 1, nil
+		})
+	})
+	k := perfmodel.JobKey{Model: "M", BatchSize: 1}
+	err := s.Submit("m", JobSpec{GPUs: 1, Model: &k}, 0)
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorContains(t, err, `job "m": the model gives a rate of 1e+308 on k80`)
+
+	require.NoError(t, s.Submit("a", JobSpec{GPUs: 1, Throughput: rates(1, 1)}, 0))
+	require.NoError(t, s.Submit("b", JobSpec{GPUs: 1, Throughput: rates(1, 1)}, 0))
+	s.jobs["b"].spec.Weight = 1e308 // what no check lets in
+	s.jobs["b"].tier.dirty = true
+	_, err = s.Round(ctx, 0)
+	require.ErrorIs(t, err, allocation.ErrInvalidProblem)
+	assert.ErrorContains(t, err, `job "b": `)
 }
