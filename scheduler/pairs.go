@@ -40,9 +40,10 @@ func (ct *classTable) setTypes(types []topology.GPUType) {
 	}
 }
 
-// classOf returns the class of a key, adding it with its rates; a pair
-// the model cannot rate, or rates neither 0 nor in [allocation.MinRate,
-// allocation.MaxRate], is an error and the key is not added.
+// classOf returns the class of a key, adding it with its rates. A pair the
+// model cannot rate on a type (an error) cannot share GPUs of that type,
+// as in setTypes; rates neither 0 nor in [allocation.MinRate,
+// allocation.MaxRate] are an error and the key is not added.
 func (ct *classTable) classOf(k perfmodel.JobKey) (int, error) {
 	if c, ok := ct.index[k]; ok {
 		return c, nil
@@ -56,9 +57,9 @@ func badRate(v float64) bool {
 	return v != 0 && !(v >= allocation.MinRate && v <= allocation.MaxRate)
 }
 
-// add adds key k as the next class. lenient sets a pair's rates to 0 on a
-// type where the model fails or gives rates out of range, instead of
-// returning the error.
+// add adds key k as the next class. A pair's rates are 0 on a type where
+// the model fails (it cannot share GPUs of that type); rates out of range
+// are an error, or also 0 when lenient.
 func (ct *classTable) add(k perfmodel.JobKey, lenient bool) (int, error) {
 	c := len(ct.keys)
 	row := make([][][2]float64, c+1)
@@ -72,15 +73,15 @@ func (ct *classTable) add(k perfmodel.JobKey, lenient bool) (int, error) {
 		}
 		for t, typ := range ct.types {
 			ta, tb, err := ct.model.Colocated(k, other, typ)
-			if err == nil && (badRate(ta) || badRate(tb)) {
-				err = fmt.Errorf("co-located rates of %s and %s on %s are %v and %v, outside [%g, %g] steps/s (0 means they cannot share)",
-					k, other, typ, ta, tb, allocation.MinRate, allocation.MaxRate)
-			}
 			if err != nil {
+				continue // this pair cannot share GPUs of this type
+			}
+			if badRate(ta) || badRate(tb) {
 				if lenient {
 					continue
 				}
-				return 0, err
+				return 0, fmt.Errorf("co-located rates of %s and %s on %s are %v and %v, outside [%g, %g] steps/s (0 means they cannot share)",
+					k, other, typ, ta, tb, allocation.MinRate, allocation.MaxRate)
 			}
 			row[cb][t] = [2]float64{ta, tb}
 		}

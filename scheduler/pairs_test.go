@@ -96,3 +96,51 @@ func TestManyClassesRound(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEmpty(t, r.Assignments)
 }
+
+// A co-location model's error for a pair on one type means that pair
+// cannot share GPUs of that type, at Submit as after a change of types:
+// before, it refused every model-keyed Submit (and, once a server of a
+// type the model lacks joined, every later Submit failed while the jobs
+// submitted earlier ran on). Rates out of range are still refused, with a
+// message that says they are co-located rates.
+func TestColocationModelErrorPerType(t *testing.T) {
+	model := colocFunc(func(x, y perfmodel.JobKey, typ topology.GPUType) (float64, float64, error) {
+		switch {
+		case typ == topology.K80 || typ == topology.A100:
+			return 0, 0, errors.New("no rates on this type")
+		case x.Model == "Bad" || y.Model == "Bad":
+			return 1, 1e300, nil
+		}
+		return 0.6, 0.7, nil
+	})
+	s := newSched(t, func(c *Config) {
+		c.Colocation = model
+		c.Throughput = tputFunc(func(perfmodel.JobKey, topology.GPUType) (float64, error) { return 1, nil })
+	})
+	a := perfmodel.JobKey{Model: "A", BatchSize: 1}
+	b := perfmodel.JobKey{Model: "B", BatchSize: 1}
+	require.NoError(t, s.Submit("a", JobSpec{GPUs: 1, Model: &a}, 0))
+	require.NoError(t, s.Submit("b", JobSpec{GPUs: 1, Model: &b}, 0))
+	k80, v100 := s.typeIdx[topology.K80], s.typeIdx[topology.V100]
+	ca, cb := s.jobs["a"].class, s.jobs["b"].class
+	assert.Equal(t, [2]float64{0.6, 0.7}, s.classes.rates[cb][ca][v100], "b with a on v100")
+	assert.Equal(t, [2]float64{0, 0}, s.classes.rates[ca][cb][k80], "a and b cannot share a K80")
+
+	bad := perfmodel.JobKey{Model: "Bad", BatchSize: 1}
+	err := s.Submit("bad", JobSpec{GPUs: 1, Model: &bad}, 0)
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorContains(t, err, `job "bad": co-located rates of Bad`)
+	assert.ErrorContains(t, err, "outside [1e-09, 1e+09] steps/s")
+
+	// A server of a type the model lacks joins: later jobs are accepted.
+	addA100(t, s)
+	c := perfmodel.JobKey{Model: "C", BatchSize: 1}
+	require.NoError(t, s.Submit("c", JobSpec{GPUs: 1, Model: &c}, 0))
+	a100 := s.typeIdx[topology.A100]
+	cc := s.jobs["c"].class
+	assert.Equal(t, [2]float64{0, 0}, s.classes.rates[cc][ca][a100])
+	assert.Equal(t, [2]float64{0.6, 0.7}, s.classes.rates[cc][ca][s.typeIdx[topology.V100]])
+	r, err := s.Round(ctx, 0)
+	require.NoError(t, err)
+	checkRound(t, s, r)
+}

@@ -28,7 +28,10 @@ type Config struct {
 	// Throughput gives the rates of jobs given by a model key (JobSpec.Model).
 	Throughput perfmodel.ThroughputModel
 	// Colocation, when set, gives the rates of two model-keyed jobs
-	// sharing GPUs, and lets space-sharing policies pair them.
+	// sharing GPUs, and lets space-sharing policies pair them. A pair the
+	// model returns an error for on a type cannot share GPUs of that type
+	// (at Submit and when types change alike); rates neither 0 nor in
+	// [allocation.MinRate, allocation.MaxRate] make Submit refuse the job.
 	Colocation perfmodel.ColocationModel
 	// Types orders the GPU types in the problems the policies see (the
 	// order of their allocations, and of the mechanism's ties); the
