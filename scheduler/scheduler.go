@@ -146,13 +146,19 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.Policy == nil {
 		return nil, fmt.Errorf("%w: no policy", ErrInvalid)
 	}
-	for _, v := range []float64{cfg.RoundLength, cfg.MinResetInterval, cfg.MigrationCost, cfg.SpreadPenalty} {
-		if v != v || v > 1e15 || v < -1e15 {
-			return nil, fmt.Errorf("%w: setting %v out of range", ErrInvalid, v)
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"RoundLength", cfg.RoundLength}, {"MinResetInterval", cfg.MinResetInterval}, {"MigrationCost", cfg.MigrationCost}, {"SpreadPenalty", cfg.SpreadPenalty}} {
+		if !(f.v >= -allocation.MaxTime && f.v <= allocation.MaxTime) {
+			return nil, fmt.Errorf("%w: Config.%s %v (want a number from %g to %g)", ErrInvalid, f.name, f.v, -allocation.MaxTime, allocation.MaxTime)
 		}
 	}
-	if cfg.RoundLength < 0 || cfg.SpreadPenalty < 0 || cfg.SpreadPenalty > 1 {
-		return nil, fmt.Errorf("%w: round length %v, spread penalty %v", ErrInvalid, cfg.RoundLength, cfg.SpreadPenalty)
+	if cfg.RoundLength < 0 {
+		return nil, fmt.Errorf("%w: Config.RoundLength %v (want 0 for the default, or more)", ErrInvalid, cfg.RoundLength)
+	}
+	if cfg.SpreadPenalty < 0 || cfg.SpreadPenalty > 1 {
+		return nil, fmt.Errorf("%w: Config.SpreadPenalty %v (want 0 to 1)", ErrInvalid, cfg.SpreadPenalty)
 	}
 	for tenant, w := range cfg.TenantWeights {
 		if !(w >= allocation.MinWeight && w <= allocation.MaxWeight) {
@@ -385,16 +391,16 @@ func cloneSpec(spec JobSpec) JobSpec {
 // effect at the next round, which re-solves when the policy sees a change
 // of jobs. Its model key cannot change.
 func (s *Scheduler) Update(key string, spec JobSpec) error {
-	if err := spec.validate(s.cfg.Throughput != nil); err != nil {
-		return fmt.Errorf("job %q: %w", key, err)
-	}
-	spec = cloneSpec(spec)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	j, ok := s.jobs[key]
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownJob, key)
 	}
+	if err := spec.validate(s.cfg.Throughput != nil); err != nil {
+		return fmt.Errorf("job %q: %w", key, err)
+	}
+	spec = cloneSpec(spec)
 	if (spec.Model == nil) != (j.spec.Model == nil) || spec.Model != nil && s.modelKeyOf(spec) != s.modelKey(j) {
 		return fmt.Errorf("%w: job %q: the model key cannot change", ErrInvalid, key)
 	}

@@ -258,3 +258,28 @@ func TestRoundErrorNamesJobKey(t *testing.T) {
 	require.ErrorIs(t, err, allocation.ErrInvalidProblem)
 	assert.ErrorContains(t, err, `job "b": `)
 }
+
+// New names the setting it refuses, and Update checks the key before the
+// spec: an unknown key is ErrUnknownJob whatever the spec says.
+func TestConfigAndUpdateErrorsName(t *testing.T) {
+	for _, tc := range []struct {
+		cfg   Config
+		field string
+	}{
+		{Config{RoundLength: math.NaN()}, "Config.RoundLength NaN"},
+		{Config{MigrationCost: math.NaN()}, "Config.MigrationCost NaN"},
+		{Config{MinResetInterval: math.Inf(1)}, "Config.MinResetInterval +Inf"},
+		{Config{SpreadPenalty: math.NaN()}, "Config.SpreadPenalty NaN"},
+		{Config{RoundLength: -1}, "Config.RoundLength -1"},
+		{Config{SpreadPenalty: 2}, "Config.SpreadPenalty 2"},
+	} {
+		tc.cfg.Policy = &allocation.MaxMinFairness{}
+		_, err := New(tc.cfg)
+		require.ErrorIs(t, err, ErrInvalid)
+		assert.ErrorContains(t, err, tc.field)
+	}
+	s := newSched(t, nil)
+	err := s.Update("nope", JobSpec{})
+	assert.ErrorIs(t, err, ErrUnknownJob)
+	assert.NotErrorIs(t, err, ErrInvalid)
+}
