@@ -1,7 +1,9 @@
 package scheduler
 
 import (
+	"encoding/json"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/gpusched/gpusched/allocation"
@@ -141,6 +143,14 @@ func TestTypeChangeBetweenRoundAndCredit(t *testing.T) {
 			tc.change(t, s)
 			if tc.report {
 				require.NoError(t, s.Report(RoundReport{Start: 0, Ran: []Ran{{Job: key, Seconds: 360}}}))
+				// The mechanism's counters are credited by type name too.
+				var typ topology.GPUType
+				for _, as := range r.Assignments {
+					if as.Jobs[0] == key {
+						typ = as.Type
+					}
+				}
+				assert.Equal(t, 360.0, mechReceived(t, s, key, typ))
 			}
 			r2, err := s.Round(ctx, 360)
 			require.NoError(t, err)
@@ -282,4 +292,30 @@ func TestConfigAndUpdateErrorsName(t *testing.T) {
 	err := s.Update("nope", JobSpec{})
 	assert.ErrorIs(t, err, ErrUnknownJob)
 	assert.NotErrorIs(t, err, ErrInvalid)
+}
+
+// mechReceived returns the time the job's tier's mechanism credited the
+// job alone with on a type, from its snapshot.
+func mechReceived(t *testing.T, s *Scheduler, key string, typ topology.GPUType) float64 {
+	t.Helper()
+	j := s.jobs[key]
+	data, err := j.tier.mech.Snapshot()
+	require.NoError(t, err)
+	var snap struct {
+		Types []topology.GPUType `json:"types"`
+		Units []struct {
+			JobIDs   []int     `json:"job_ids"`
+			Received []float64 `json:"received"`
+		} `json:"units"`
+	}
+	require.NoError(t, json.Unmarshal(data, &snap))
+	k := slices.Index(snap.Types, typ)
+	require.GreaterOrEqual(t, k, 0, "type %s in %v", typ, snap.Types)
+	for _, u := range snap.Units {
+		if len(u.JobIDs) == 1 && u.JobIDs[0] == j.id {
+			return u.Received[k]
+		}
+	}
+	t.Fatalf("no unit of job %s", key)
+	return 0
 }
