@@ -51,6 +51,15 @@ func TestClassTableKeepsClassesOnNewType(t *testing.T) {
 	assert.Equal(t, [2]float64{3, 1}, ct.rates[2][0][0], "C with A on v100")
 	assert.Equal(t, [2]float64{0, 0}, ct.rates[2][0][1], "C with A cannot share an h100")
 	assert.Equal(t, [2]float64{0, 0}, ct.rates[0][0][1], "A with A cannot share an h100")
+	// A key added after the change is accepted alike: its pairs with A
+	// cannot share an h100 (before, the model's error refused it).
+	rate["D"] = 4
+	cls, err := ct.classOf(perfmodel.JobKey{Model: "D"})
+	require.NoError(t, err)
+	assert.Equal(t, 3, cls)
+	assert.Equal(t, [2]float64{4, 1}, ct.rates[3][0][0], "D with A on v100")
+	assert.Equal(t, [2]float64{0, 0}, ct.rates[3][0][1], "D with A cannot share an h100")
+	assert.Equal(t, [2]float64{4, 2}, ct.rates[3][1][1], "D with B on h100")
 }
 
 // Rates out of range from a custom model refuse the new key with an error
