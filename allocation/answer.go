@@ -10,6 +10,69 @@ import (
 // residues leave them.
 const answerTolerance = 1e-6
 
+// fitSlack is how far over its bound solver residues may leave a job's
+// share of time or a type's GPUs in use before fit scales them back.
+// Well-scaled problems leave residues far below it, so their answers are
+// untouched; rates and weights at the ends of their ranges (1e9 against
+// 1e-9) leave residues of a few 1e-6, over answerTolerance.
+const fitSlack = 1e-7
+
+// fit scales an LP policy's answer back onto its bounds where solver
+// residues leave a job's share of time over 1 or a type's GPUs in use over
+// its capacity by more than fitSlack: a job's shares (alone and in pairs)
+// by 1/sum, a type's by capacity/used. Scaling only lowers shares, so one
+// pass over the jobs, then one over the types, suffices.
+func (a *Allocation) fit(p *Problem) *Allocation {
+	sum := func(m int) float64 {
+		s := 0.0
+		for _, x := range a.X[m] {
+			s += x
+		}
+		for _, pr := range a.Pairs {
+			if pr.A == m || pr.B == m {
+				for _, x := range pr.X {
+					s += x
+				}
+			}
+		}
+		return s
+	}
+	for m := range a.X {
+		if s := sum(m); s > 1+fitSlack {
+			f := 1 / s
+			for k := range a.X[m] {
+				a.X[m][k] *= f
+			}
+			for _, pr := range a.Pairs {
+				if pr.A == m || pr.B == m {
+					for k := range pr.X {
+						pr.X[k] *= f
+					}
+				}
+			}
+		}
+	}
+	for k := range p.Types {
+		used := 0.0
+		for m := range a.X {
+			used += float64(p.Jobs[m].ScaleFactor) * a.X[m][k]
+		}
+		for _, pr := range a.Pairs {
+			used += float64(p.Jobs[pr.A].ScaleFactor) * pr.X[k]
+		}
+		if c := float64(p.Capacity[k]); used > c*(1+fitSlack)+fitSlack {
+			f := c / used
+			for m := range a.X {
+				a.X[m][k] *= f
+			}
+			for _, pr := range a.Pairs {
+				pr.X[k] *= f
+			}
+		}
+	}
+	return a
+}
+
 // checkAnswer checks a policy's answer to p before Rounds acts on it: an
 // allocation must be given and fit p (Allocation.Check). The error wraps
 // ErrInvalidAllocation and names the policy. An answer without Types gets

@@ -190,7 +190,7 @@ func (pol *MaxMinFairness) allocateGrouped(ctx context.Context, p *Problem, tput
 	}
 	level := sol.X[t]
 	if cp == nil {
-		return groupAllocation(p, groups, x, sol.X, level), nil
+		return groupAllocation(p, groups, x, sol.X, level).fit(p), nil
 	}
 	// Second stage: among the allocations that keep the level, take one of
 	// greatest total normalised throughput. Max-min alone is indifferent
@@ -228,7 +228,7 @@ func (pol *MaxMinFairness) allocateGrouped(ctx context.Context, p *Problem, tput
 		}
 	}
 	a.Pairs = rp.pairs
-	return a, nil
+	return a.fit(p), nil
 }
 
 // pairRealiser turns pair masses into pairs of jobs.

@@ -347,5 +347,5 @@ func (pp *packedProgram) allocation() *Allocation {
 		a.Pairs[i].X[col.k] += x
 	}
 	a.Objective = pp.objective
-	return a
+	return a.fit(pp.p)
 }

@@ -96,7 +96,7 @@ func (g *program) solve(ctx context.Context, s lp.Solver) (*Allocation, *lp.Solu
 			}
 		}
 	}
-	return a, sol, nil
+	return a.fit(g.p), sol, nil
 }
 
 // lpSolver returns s, or the default solver, the pure-Go interior point,

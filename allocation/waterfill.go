@@ -3,6 +3,7 @@ package allocation
 import (
 	"cmp"
 	"context"
+	"errors"
 	"math"
 	"slices"
 
@@ -124,6 +125,13 @@ func (pol *WaterFilling) Allocate(ctx context.Context, p *Problem) (a *Allocatio
 		}
 		a, sol, err := g.solve(ctx, pol.Solver)
 		if err != nil {
+			if last != nil && errors.Is(err, lp.ErrNumerical) && ctx.Err() == nil {
+				// A later stage the solver cannot finish (rates and
+				// weights at the ends of their ranges) keeps the stage
+				// before: every frozen job has its level there, and the
+				// rest at least the last level.
+				break
+			}
 			return nil, solveError(err)
 		}
 		level := sol.X[t]
