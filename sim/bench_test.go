@@ -14,18 +14,21 @@ import (
 	"github.com/gpusched/gpusched/topology"
 )
 
-func loadTrace(b *testing.B, path string, read func(io.Reader, string) ([]Job, error)) []Job {
+// loadTrace reads a whole trace and gives its jobs Gavel job types
+// (AssignModels, seed 1), as the README's simulation table does.
+func loadTrace(tb testing.TB, path string, read func(io.Reader, string) ([]Job, error)) []Job {
+	tb.Helper()
 	f, err := os.Open(path)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	defer func() { _ = f.Close() }()
 	jobs, err := read(f, path)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	if err := (&AssignModels{Seed: 1}).Apply(jobs); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return jobs
 }

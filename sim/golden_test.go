@@ -66,7 +66,7 @@ func TestTraceResultsGolden(t *testing.T) {
 	}
 	var got []string
 	for _, tr := range traces {
-		jobs := loadGoldenTrace(t, tr.path, tr.read)
+		jobs := loadTrace(t, tr.path, tr.read)
 		for _, pol := range []struct {
 			name string
 			make func() allocation.Policy
@@ -119,20 +119,3 @@ func resultDigest(res *Result) string {
 }
 
 func sum(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)) }
-
-func loadGoldenTrace(t *testing.T, path string, read func(io.Reader, string) ([]Job, error)) []Job {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	jobs, err := read(f, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := (&AssignModels{Seed: 1}).Apply(jobs); err != nil {
-		t.Fatal(err)
-	}
-	return jobs
-}
