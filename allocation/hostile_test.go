@@ -270,10 +270,14 @@ func TestNewTablePairsRejects(t *testing.T) {
 	_, err = NewTablePairs(constColocation{1, 1}, many, types)
 	require.ErrorIs(t, err, ErrInvalidProblem)
 	assert.ErrorContains(t, err, "co-located rates of 2049 job classes on 1 GPU types: more than 4194304 pairs")
-	tp, err := NewTablePairs(constColocation{0.5, 0.25}, keys, types)
+	// Rates that do not mirror: x with x is (0.5, 0.25) both ways.
+	_, err = NewTablePairs(constColocation{0.5, 0.25}, keys, types)
+	require.ErrorIs(t, err, ErrInvalidProblem)
+	assert.ErrorContains(t, err, "co-located rates of x x1 and x x1 on a are (0.5, 0.25), but (0.25, 0.5) asked the other way")
+	tp, err := NewTablePairs(constColocation{0.5, 0.5}, keys, types)
 	require.NoError(t, err)
-	ta, tb := tp.Rates(0, 1, 0)
-	assert.Equal(t, [2]float64{0.5, 0.25}, [2]float64{ta, tb})
+	ta, tb := tp.Rates(1, 0, 0)
+	assert.Equal(t, [2]float64{0.5, 0.5}, [2]float64{ta, tb})
 }
 
 // A custom PairRates is checked on every pair of jobs, so a problem with

@@ -28,8 +28,10 @@ type ClassPairRates interface {
 // [MinRate, MaxRate], so Problem.Validate does not look them up again on
 // every call (it checks a ClassPairRates' classes squared times types
 // rates otherwise). TablePairs and the scheduler's class table implement
-// it. An implementation that reports true for rates out of range gives
-// the policies values they were not written for. Implementations must
+// it. RatesChecked also promises that the rates mirror (ClassRates(cb, ca,
+// k) is ClassRates(ca, cb, k) swapped). An implementation that reports
+// true for rates out of range gives the policies values they were not
+// written for. Implementations must
 // allow concurrent calls as for PairRates.
 type CheckedPairRates interface {
 	ClassPairRates
@@ -62,8 +64,9 @@ type TablePairs struct {
 // type. Pairs the model does not know (such as jobs of different scale
 // factors) get (0, 0); a key or type it does not know is an error. The
 // table holds classes x classes x types rates, at most MaxPairRates
-// (ErrInvalidProblem beyond), and every rate must be 0 or in [MinRate,
-// MaxRate] (ErrInvalidProblem otherwise).
+// (ErrInvalidProblem beyond), every rate must be 0 or in [MinRate,
+// MaxRate], and the rates must mirror (the model's rates of b and a are
+// those of a and b swapped; ErrInvalidProblem otherwise).
 func NewTablePairs(model perfmodel.ColocationModel, keys []perfmodel.JobKey, types []topology.GPUType) (*TablePairs, error) {
 	tp := &TablePairs{class: make([]int, len(keys)), types: len(types)}
 	index := map[perfmodel.JobKey]int{}
@@ -94,6 +97,19 @@ func NewTablePairs(model perfmodel.ColocationModel, keys []perfmodel.JobKey, typ
 						a, b, t, ta, tb, MinRate, MaxRate)
 				}
 				tp.rates[(ca*tp.classes+cb)*tp.types+k] = [2]float64{ta, tb}
+			}
+		}
+	}
+	// The rates mirror (as PairRates requires): policies ask for a pair
+	// in either order.
+	for ca := range tp.classes {
+		for cb := ca; cb < tp.classes; cb++ {
+			for k, t := range types {
+				r, q := tp.rates[(ca*tp.classes+cb)*tp.types+k], tp.rates[(cb*tp.classes+ca)*tp.types+k]
+				if r[0] != q[1] || r[1] != q[0] {
+					return nil, invalid("co-located rates of %s and %s on %s are (%v, %v), but (%v, %v) asked the other way",
+						distinct[ca], distinct[cb], t, r[0], r[1], q[1], q[0])
+				}
 			}
 		}
 	}
