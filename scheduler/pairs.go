@@ -58,8 +58,10 @@ func badRate(v float64) bool {
 }
 
 // add adds key k as the next class. A pair's rates are 0 on a type where
-// the model fails (it cannot share GPUs of that type); rates out of range
-// are an error, or also 0 when lenient.
+// the model fails (it cannot share GPUs of that type); rates out of range,
+// or different rates for two jobs of one key (which would not mirror), are
+// an error, or also 0 when lenient. The other pairs mirror by
+// construction.
 func (ct *classTable) add(k perfmodel.JobKey, lenient bool) (int, error) {
 	c := len(ct.keys)
 	row := make([][][2]float64, c+1)
@@ -82,6 +84,14 @@ func (ct *classTable) add(k perfmodel.JobKey, lenient bool) (int, error) {
 				}
 				return 0, fmt.Errorf("co-located rates of %s and %s on %s are %v and %v, outside [%g, %g] steps/s (0 means they cannot share)",
 					k, other, typ, ta, tb, allocation.MinRate, allocation.MaxRate)
+			}
+			if cb == c && ta != tb {
+				// Two jobs of one key: which is which cannot matter.
+				if lenient {
+					continue
+				}
+				return 0, fmt.Errorf("co-located rates of %s with itself on %s are %v and %v: two jobs of one key must get the same rate",
+					k, typ, ta, tb)
 			}
 			row[cb][t] = [2]float64{ta, tb}
 		}

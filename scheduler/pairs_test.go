@@ -119,6 +119,8 @@ func TestColocationModelErrorPerType(t *testing.T) {
 			return 0, 0, errors.New("no rates on this type")
 		case x.Model == "Bad" || y.Model == "Bad":
 			return 1, 1e300, nil
+		case x == y:
+			return 0.6, 0.6, nil
 		}
 		return 0.6, 0.7, nil
 	})
@@ -152,4 +154,16 @@ func TestColocationModelErrorPerType(t *testing.T) {
 	r, err := s.Round(ctx, 0)
 	require.NoError(t, err)
 	checkRound(t, s, r)
+}
+
+// Two jobs of one key get the same rate: a model that says otherwise
+// would not mirror (allocation.CheckedPairRates promises it does).
+func TestClassTableSelfPairMirrors(t *testing.T) {
+	model := colocFunc(func(x, y perfmodel.JobKey, typ topology.GPUType) (float64, float64, error) {
+		return 1, 2, nil
+	})
+	ct := newClassTable(model)
+	ct.setTypes([]topology.GPUType{"v100"})
+	_, err := ct.classOf(perfmodel.JobKey{Model: "A", ScaleFactor: 1})
+	assert.ErrorContains(t, err, "co-located rates of A x1 with itself on v100 are 1 and 2: two jobs of one key must get the same rate")
 }
