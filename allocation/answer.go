@@ -19,35 +19,43 @@ const fitSlack = 1e-7
 
 // fit scales an LP policy's answer back onto its bounds where solver
 // residues leave a job's share of time over 1 or a type's GPUs in use over
-// its capacity by more than fitSlack: a job's shares (alone and in pairs)
-// by 1/sum, a type's by capacity/used. Scaling only lowers shares, so one
-// pass over the jobs, then one over the types, suffices.
+// its capacity by more than fitSlack: a job's shares alone by f = 1/sum,
+// a pair's by the product of its jobs' f, a type's by capacity/used.
+// Scaling only lowers shares, so one pass over the jobs, then one over the
+// types, suffices.
 func (a *Allocation) fit(p *Problem) *Allocation {
-	sum := func(m int) float64 {
-		s := 0.0
-		for _, x := range a.X[m] {
-			s += x
+	var f []float64 // per job, allocated only when a row is over
+	sums := make([]float64, len(a.X))
+	for m, row := range a.X {
+		for _, x := range row {
+			sums[m] += x
 		}
-		for _, pr := range a.Pairs {
-			if pr.A == m || pr.B == m {
-				for _, x := range pr.X {
-					s += x
+	}
+	for _, pr := range a.Pairs {
+		for _, x := range pr.X {
+			sums[pr.A] += x
+			sums[pr.B] += x
+		}
+	}
+	for m, s := range sums {
+		if s > 1+fitSlack {
+			if f == nil {
+				f = make([]float64, len(a.X))
+				for i := range f {
+					f[i] = 1
 				}
 			}
-		}
-		return s
-	}
-	for m := range a.X {
-		if s := sum(m); s > 1+fitSlack {
-			f := 1 / s
+			f[m] = 1 / s
 			for k := range a.X[m] {
-				a.X[m][k] *= f
+				a.X[m][k] *= f[m]
 			}
-			for _, pr := range a.Pairs {
-				if pr.A == m || pr.B == m {
-					for k := range pr.X {
-						pr.X[k] *= f
-					}
+		}
+	}
+	if f != nil {
+		for _, pr := range a.Pairs {
+			if g := f[pr.A] * f[pr.B]; g != 1 {
+				for k := range pr.X {
+					pr.X[k] *= g
 				}
 			}
 		}
@@ -61,12 +69,12 @@ func (a *Allocation) fit(p *Problem) *Allocation {
 			used += float64(p.Jobs[pr.A].ScaleFactor) * pr.X[k]
 		}
 		if c := float64(p.Capacity[k]); used > c*(1+fitSlack)+fitSlack {
-			f := c / used
+			g := c / used
 			for m := range a.X {
-				a.X[m][k] *= f
+				a.X[m][k] *= g
 			}
 			for _, pr := range a.Pairs {
-				pr.X[k] *= f
+				pr.X[k] *= g
 			}
 		}
 	}

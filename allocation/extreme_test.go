@@ -33,3 +33,21 @@ func TestExtremeValuesAnswerFits(t *testing.T) {
 		}
 	}
 }
+
+// fit scales rows over 1 (a job's shares alone and in pairs) and types
+// over capacity back onto their bounds, and leaves residues within
+// fitSlack as they are, to the bit.
+func TestFit(t *testing.T) {
+	p := &Problem{Types: []topology.GPUType{"a"}, Capacity: []int{1}, Jobs: []Job{
+		{ID: 0, ScaleFactor: 1, Throughput: []float64{1}}, {ID: 1, ScaleFactor: 1, Throughput: []float64{1}},
+	}}
+	a := &Allocation{X: [][]float64{{0.6}, {0.5}}, Pairs: []Pair{{A: 0, B: 1, X: []float64{0.5}}}}
+	a.fit(p)
+	assert.NoError(t, a.check(p, 1e-12, true))
+	assert.InDelta(t, 1.0, a.X[0][0]+a.Pairs[0].X[0]+a.X[1][0], 1e-12, "capacity 1 used whole")
+	assert.Less(t, a.X[0][0], 0.6)
+
+	within := &Allocation{X: [][]float64{{1 + fitSlack/2}, {0}}}
+	within.fit(p)
+	assert.Equal(t, 1+fitSlack/2, within.X[0][0], "a residue within fitSlack is left as it is")
+}
