@@ -206,8 +206,13 @@ func (p *Problem) validatePairs() error {
 	return nil
 }
 
+// ValidRate tells whether v is a rate this package accepts, for a job on a
+// type or a job sharing GPUs: 0 (it cannot run there) or in [MinRate,
+// MaxRate] steps per second. NaN is not.
+func ValidRate(v float64) bool { return v == 0 || inRange(v, MinRate, MaxRate) }
+
 // badPairRate tells whether v is neither 0 nor a rate in [MinRate, MaxRate].
-func badPairRate(v float64) bool { return v != 0 && !inRange(v, MinRate, MaxRate) }
+func badPairRate(v float64) bool { return !ValidRate(v) }
 
 // validateJob checks job m and records its ID in seen.
 func (p *Problem) validateJob(m int, seen map[int]bool) error {
@@ -234,7 +239,7 @@ func (p *Problem) validateJob(m int, seen map[int]bool) error {
 		seen[j.ID] = true
 	}
 	for i, v := range j.Throughput {
-		if v != 0 && !inRange(v, MinRate, MaxRate) {
+		if !ValidRate(v) {
 			return invalid("job %d: throughput %v on %s, outside [%g, %g] steps/s (0 means it cannot run there)", j.ID, v, p.Types[i], MinRate, MaxRate)
 		}
 	}

@@ -612,6 +612,18 @@ func entryBefore(a, b *entry, global bool) bool {
 	return a.rank < b.rank
 }
 
+// descending compares x and y for a descending order: -1 when x > y, 1
+// when y > x, 0 otherwise (unordered NaNs included, as entryBefore).
+func descending(x, y float64) int {
+	switch {
+	case x > y:
+		return -1
+	case y > x:
+		return 1
+	}
+	return 0
+}
+
 // entryCompare is entryBefore as a three-way comparison (one pass).
 func entryCompare(a, b *entry, global bool) int {
 	if !global && a.rank != b.rank {
@@ -624,22 +636,10 @@ func entryCompare(a, b *entry, global bool) int {
 		return 1
 	}
 	if !a.fresh && a.lag != b.lag {
-		if a.lag > b.lag {
-			return -1
-		}
-		if b.lag > a.lag {
-			return 1
-		}
-		return 0
+		return descending(a.lag, b.lag)
 	}
 	if a.x != b.x {
-		if a.x > b.x {
-			return -1
-		}
-		if b.x > a.x {
-			return 1
-		}
-		return 0
+		return descending(a.x, b.x)
 	}
 	if a.u != b.u {
 		if a.u.a != b.u.a {

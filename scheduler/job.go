@@ -114,7 +114,7 @@ func (j *JobSpec) validate(hasModel bool) error {
 		if err := t.Validate(); err != nil {
 			return fmt.Errorf("%w: throughput: %w", ErrInvalid, err)
 		}
-		if badRate(v) {
+		if !allocation.ValidRate(v) {
 			return bad("Throughput %v on %s (want 0, or %g to %g steps/s)", v, t, allocation.MinRate, allocation.MaxRate)
 		}
 	}
@@ -195,7 +195,7 @@ func (s *Scheduler) ratesFor(j *job) error {
 		switch {
 		case err != nil:
 			err = fmt.Errorf("%w: job %q: %w", ErrInvalid, j.key, err)
-		case badRate(v):
+		case !allocation.ValidRate(v):
 			err = fmt.Errorf("%w: job %q: the model gives a rate of %v on %s (want 0, or %g to %g steps/s)",
 				ErrInvalid, j.key, v, t, allocation.MinRate, allocation.MaxRate)
 		}

@@ -51,12 +51,6 @@ func (ct *classTable) classOf(k perfmodel.JobKey) (int, error) {
 	return ct.add(k, false)
 }
 
-// badRate tells whether v is neither 0 nor a rate in [allocation.MinRate,
-// allocation.MaxRate].
-func badRate(v float64) bool {
-	return v != 0 && !(v >= allocation.MinRate && v <= allocation.MaxRate)
-}
-
 // add adds key k as the next class. A pair's rates are 0 on a type where
 // the model fails (it cannot share GPUs of that type); rates out of range,
 // or different rates for two jobs of one key (which would not mirror), are
@@ -78,7 +72,7 @@ func (ct *classTable) add(k perfmodel.JobKey, lenient bool) (int, error) {
 			if err != nil {
 				continue // this pair cannot share GPUs of this type
 			}
-			if badRate(ta) || badRate(tb) {
+			if !allocation.ValidRate(ta) || !allocation.ValidRate(tb) {
 				if lenient {
 					continue
 				}

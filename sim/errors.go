@@ -3,7 +3,6 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/perfmodel"
@@ -112,7 +111,7 @@ func jobRates(model perfmodel.ThroughputModel, types []topology.GPUType, capacit
 		if err != nil {
 			return nil, 0, fmt.Errorf("sim: job %d: %w", j.ID, err)
 		}
-		if v != 0 && !(v >= allocation.MinRate && v <= allocation.MaxRate) || math.IsNaN(v) {
+		if !allocation.ValidRate(v) {
 			return nil, 0, invalid("job %d: throughput %v on %s, outside [%g, %g] steps/s (0 means it cannot run there)",
 				j.ID, v, t, allocation.MinRate, allocation.MaxRate)
 		}
