@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/kube/tenancy"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
 	corev1 "k8s.io/api/core/v1"
@@ -28,15 +29,20 @@ const (
 	// models of one batch size).
 	AnnotationJobKind   = "gpusched.io/job-kind"
 	AnnotationBatchSize = "gpusched.io/batch-size"
-	// AnnotationSteps is the job's work in steps (finish-time fairness and
-	// makespan need it).
-	AnnotationSteps = "gpusched.io/steps"
-	// AnnotationWeight is the job's weight for weighted policies.
+	// AnnotationSteps and AnnotationWeight were a job's work in steps and
+	// its weight; they are ignored (with a Normal event): a job's weight
+	// and remaining work come from its queue in the admin's tenancy.
+	AnnotationSteps  = "gpusched.io/steps"
 	AnnotationWeight = "gpusched.io/weight"
-	// LabelQueue is the default label naming a job's tenant (its queue)
-	// when Config.TenantLabel is "queue"; see Config.TenantLabel.
-	LabelQueue = "gpusched.io/queue"
+	// LabelQueue picks one of the queues a workload's namespace may use
+	// (tenancy.LabelQueue).
+	LabelQueue = tenancy.LabelQueue
 
+	// The decision annotations: written by the controller for people to
+	// read, never read back (the controller's records in its state say
+	// what it admitted), and refused on tenants' writes by the
+	// ValidatingAdmissionPolicy of kube/deploy.
+	//
 	// AnnotationAdmittedType is written at admission: the GPU type the job
 	// runs on.
 	AnnotationAdmittedType = "gpusched.io/admitted-type"
@@ -55,12 +61,31 @@ const (
 	DefaultStateName = "gpusched-admission-state"
 )
 
+// DecisionAnnotations lists the annotations only the controller writes.
+var DecisionAnnotations = []string{AnnotationAdmittedType, AnnotationAdmittedAt, AnnotationPreempted, AnnotationDeleteAfter, AnnotationPreemptions}
+
 // Event reasons.
 const (
 	ReasonMalformed = "GPUSchedMalformed"
 	ReasonAdmitted  = "GPUSchedAdmitted"
 	ReasonPreempted = "GPUSchedPreempted"
-	ReasonDefault   = "GPUSchedDefaultThroughput"
+	// ReasonDefault: what the tenant wrote was not taken as written (rates
+	// normalized or clamped, weight or steps ignored, priority capped).
+	ReasonDefault = "GPUSchedDefaultThroughput"
+	// ReasonWaiting: a workload waits outside the rounds (MaxJobs).
+	ReasonWaiting = "GPUSchedWaiting"
+	// ReasonBypass: a workload ran without the controller's admission and
+	// was preempted.
+	ReasonBypass = "GPUSchedBypass"
+	// ReasonAdopted: a workload found running at a clean start was taken
+	// as admitted.
+	ReasonAdopted = "GPUSchedAdopted"
+	// ReasonBadState: the saved state could not be read; the controller
+	// started clean.
+	ReasonBadState = "GPUSchedBadState"
+	// ReasonBadTenancy: the tenancy ConfigMap does not parse; the last
+	// good tenancy stays in force.
+	ReasonBadTenancy = "GPUSchedBadTenancy"
 )
 
 // Config configures a Controller. Client and Policy are required. New
@@ -121,24 +146,27 @@ type Config struct {
 	// it only where the kubelet's grace is not needed, as in tests).
 	PodDeletionGrace *int64
 
-	// TenantLabel names the label whose value is a job's tenant for
-	// hierarchical policies; "" takes the namespace as the tenant, and a
-	// workload without the label falls back to its namespace.
-	TenantLabel string
-	// TenantWeights weights tenants (default 1).
-	TenantWeights map[string]float64
+	// Tenancy is the admin's tenancy: which namespaces are managed and
+	// whose they are, the tenants' weights, queues and quotas, the rules
+	// for claimed rates. nil means tenancy.PerNamespace() (every namespace
+	// a tenant of its own, weight 1), unless TenancyConfigMap is set.
+	Tenancy *tenancy.Tenancy
+	// TenancyConfigMap names a ConfigMap in StateNamespace holding the
+	// tenancy (key tenancy.ConfigKey), read at New and at every round: an
+	// edit applies at the next round; one that does not parse gets a
+	// Warning event and the tenancy in force stays. Until one has loaded,
+	// Tenancy is used if set, else no round runs.
+	TenancyConfigMap string
 
-	// Throughput rates jobs by kind (AnnotationJobKind); nil means Gavel's
-	// table (perfmodel/gavel.Simulation).
+	// Throughput rates jobs by kind (AnnotationJobKind), as a claim: a
+	// job's rates count only relative to each other (tenancy.RateRules);
+	// nil means Gavel's table (perfmodel/gavel.Simulation).
 	Throughput perfmodel.ThroughputModel
-	// DefaultThroughput is the rate, on every type, of a job whose rates
-	// are unknown (no annotation, a kind the model does not know); 0
-	// means 1 step/s.
-	DefaultThroughput float64
 
-	// StateNamespace and StateName locate the ConfigMap that keeps the
-	// state across restarts; StateName "" means DefaultStateName and
-	// StateNamespace "" means Namespace, or "default".
+	// StateNamespace (required unless NoState) and StateName locate the
+	// ConfigMap that keeps the state across restarts, in the controller's
+	// own namespace, where RBAC lets only the controller write;
+	// StateName "" means DefaultStateName.
 	StateNamespace, StateName string
 	// NoState keeps no state (tests).
 	NoState bool
@@ -155,17 +183,12 @@ func (c *Config) check() error {
 		return fmt.Errorf("%w: no policy", ErrConfig)
 	case !(c.RoundSeconds >= 0) || c.RoundSeconds > 1e9:
 		return fmt.Errorf("%w: round of %v s (want 0 to 1e9)", ErrConfig, c.RoundSeconds)
-	case !(c.DefaultThroughput >= 0) || math.IsInf(c.DefaultThroughput, 0):
-		return fmt.Errorf("%w: default throughput %v (want a finite number >= 0)", ErrConfig, c.DefaultThroughput)
+	case c.StateNamespace == "" && (!c.NoState || c.TenancyConfigMap != ""):
+		return fmt.Errorf("%w: no state namespace (the controller's own: its state and tenancy live there)", ErrConfig)
 	case c.Grace < 0 || c.Interval < 0:
 		return fmt.Errorf("%w: grace %v, interval %v (want >= 0)", ErrConfig, c.Grace, c.Interval)
 	case math.IsNaN(c.MinResetInterval):
 		return fmt.Errorf("%w: min reset interval NaN", ErrConfig)
-	}
-	for k, v := range c.TenantWeights {
-		if !(v > 0) || math.IsInf(v, 0) {
-			return fmt.Errorf("%w: tenant %q weight %v (want a finite number > 0)", ErrConfig, k, v)
-		}
 	}
 	return nil
 }
@@ -175,13 +198,6 @@ func (c *Config) roundSeconds() float64 {
 		return c.RoundSeconds
 	}
 	return 360
-}
-
-func (c *Config) defaultRate() float64 {
-	if c.DefaultThroughput > 0 {
-		return c.DefaultThroughput
-	}
-	return 1
 }
 
 func (c *Config) model() perfmodel.ThroughputModel {
@@ -195,12 +211,6 @@ func (c *Config) stateLocation() (ns, name string) {
 	ns, name = c.StateNamespace, c.StateName
 	if name == "" {
 		name = DefaultStateName
-	}
-	if ns == "" {
-		ns = c.Namespace
-	}
-	if ns == "" {
-		ns = "default"
 	}
 	return ns, name
 }

@@ -172,15 +172,14 @@ func Parse(data []byte) (*Tenancy, error) {
 // Tenancy is a validated tenancy, indexed. It is immutable: safe for
 // concurrent use.
 type Tenancy struct {
-	cfg       Config
-	tenants   map[string]*TenantInfo
-	order     []string // tenant names as written
-	byNS      map[string]*TenantInfo
-	queues    map[string]*QueueInfo
-	open      bool // PerNamespace: every namespace is a tenant of its own
-	rates     RateRules
-	maxJobs   int
-	openQueue *QueueInfo
+	cfg     Config
+	tenants map[string]*TenantInfo
+	order   []string // tenant names as written
+	byNS    map[string]*TenantInfo
+	queues  map[string]*QueueInfo
+	open    bool // PerNamespace: every namespace is a tenant of its own
+	rates   RateRules
+	maxJobs int
 }
 
 // TenantInfo is a compiled tenant (read only).
