@@ -271,3 +271,27 @@ func TestChunkedStateRestores(t *testing.T) {
 	assert.Equal(t, want.Assigned, got.Assigned)
 	assert.Equal(t, want.Round, got.Round)
 }
+
+// The queue's expected run time is the job's remaining work, counted down
+// by the rounds it ran, and never runs out while it runs: past its
+// expected time, a job has two rounds of work left before a round.
+func TestRemainingWorkFromTheQueue(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4))
+	_, err := cs.CoreV1().Pods("att").Create(ctx, gatedPod("att", "job", 4, map[string]string{AnnotationSteps: "1"}), metav1.CreateOptions{})
+	require.NoError(t, err)
+	ten, err := tenancy.Parse([]byte(`tenants: [{name: att, namespaces: [att], queues: [{name: q, expectedSeconds: 1000}]}]`))
+	require.NoError(t, err)
+	clk := &testClock{}
+	c := newController(t, cs, clk, func(cfg *Config) { cfg.Tenancy = ten })
+	var left []float64
+	for r := range 5 {
+		clk.t = float64(r) * 360
+		_, err := c.Round(ctx)
+		require.NoError(t, err)
+		st, err := c.sched.Status("pod/att/job")
+		require.NoError(t, err)
+		left = append(left, st.Spec.RemainingSteps)
+	}
+	assert.Equal(t, []float64{640, 360, 360, 360, 360}, left, "1000 s at 1 step/s, 360 s a round, floored at two rounds less the round run")
+}

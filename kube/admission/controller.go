@@ -368,7 +368,13 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 				w.admitted = as.Type
 				res.Started = append(res.Started, key)
 			}
-			report.Ran = append(report.Ran, scheduler.Ran{Job: key, Seconds: r.Length})
+			ran := scheduler.Ran{Job: key, Seconds: r.Length}
+			if st, err := c.sched.Status(key); err == nil && st.Spec.RemainingSteps > 0 {
+				// The work of the round at the job's (trusted) rate counts
+				// the admin's model of its remaining work down.
+				ran.Steps = r.Length * st.Spec.Throughput[as.Type]
+			}
+			report.Ran = append(report.Ran, ran)
 		}
 	}
 	for key, w := range present {
@@ -611,6 +617,25 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 			if err != nil {
 				c.log.Warn("update spec", "job", k, "err", err)
 			}
+		}
+	}
+	// The admin's model of remaining work never runs out while the job
+	// runs: a job past its queue's expected time has two rounds of work
+	// left (a round's report takes at most one).
+	floor := 2 * c.ten.Rates().Ref() * c.cfg.roundSeconds()
+	for k := range known {
+		w := present[k]
+		if w == nil || w.place.Queue == nil || w.place.Queue.ExpectedSeconds == 0 {
+			continue
+		}
+		st, err := c.sched.Status(k)
+		if err != nil || st.Spec.RemainingSteps >= floor {
+			continue
+		}
+		spec := st.Spec
+		spec.RemainingSteps = floor
+		if err := c.sched.Update(k, spec); err != nil {
+			c.log.Warn("update remaining work", "job", k, "err", err)
 		}
 	}
 	// New jobs, oldest first, as far as their tenant's MaxJobs (and the

@@ -199,3 +199,23 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// The guide's example is deploy/tenancy.yaml's, word for word, and the
+// guide names every field of the document.
+func TestGuideExample(t *testing.T) {
+	b, err := os.ReadFile("../docs/shared-cluster.md")
+	require.NoError(t, err)
+	doc := string(b)
+	start := strings.Index(doc, "```yaml\n")
+	require.GreaterOrEqual(t, start, 0)
+	end := strings.Index(doc[start+8:], "```")
+	require.GreaterOrEqual(t, end, 0)
+	example := doc[start+8 : start+8+end]
+	assert.Equal(t, exampleConfigMap(t).Data[ConfigKey], example)
+	_, err = Parse([]byte(example))
+	require.NoError(t, err)
+	for _, f := range []string{"rates.maxRatio", "rates.reference", "`maxJobs`", "tenants[].weight", "tenants[].namespaces", "tenants[].maxJobs",
+		"tenants[].defaultQueue", "quota.guaranteed", "quota.limit", "queues[].namespaces", "queues[].jobWeight", "queues[].maxPriority", "queues[].expectedSeconds"} {
+		assert.Contains(t, doc, f)
+	}
+}
