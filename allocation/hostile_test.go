@@ -16,7 +16,7 @@ import (
 // allPolicies returns a fresh value of every policy of the package.
 func allPolicies() []Policy {
 	return []Policy{&MaxMinFairness{}, &MaxMinFairness{Agnostic: true}, &MaxThroughput{}, &MinMakespan{}, &FinishTimeFairness{},
-		&WaterFilling{}, Proportional{}, Isolated{}, &FIFO{}, &Gandiva{}}
+		&WaterFilling{}, Proportional{}, Isolated{}, &FIFO{}, &Gandiva{}, &QuotaFairness{}, &QuotaFairness{WaterFilling: true}}
 }
 
 // badClasses is space-sharing data whose classes are out of range.
