@@ -295,3 +295,55 @@ func TestRemainingWorkFromTheQueue(t *testing.T) {
 	}
 	assert.Equal(t, []float64{640, 360, 360, 360, 360}, left, "1000 s at 1 step/s, 360 s a round, floored at two rounds less the round run")
 }
+
+// The tenancy's quotas reach the quota policy: tenant a is guaranteed half
+// of the cluster's throughput, b nothing. While a is idle its half is
+// lent to b (all 8 GPUs busy); from the round a's jobs arrive, a runs at
+// least its half every round, and b keeps the rest.
+func TestQuotaLentAndReclaimed(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), gpuNode("n2", "Tesla-V100-SXM2-16GB", 4))
+	for i := range 4 {
+		_, err := cs.CoreV1().Pods("b").Create(ctx, gatedPod("b", fmt.Sprint("job-", i), 2, rates("v100=1")), metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	ten, err := tenancy.Parse([]byte(`
+tenants:
+- {name: a, namespaces: [a], quota: {guaranteed: {throughput: 0.5}}}
+- {name: b, namespaces: [b]}`))
+	require.NoError(t, err)
+	clk := &testClock{}
+	zero := int64(0)
+	c := newController(t, cs, clk, func(cfg *Config) {
+		cfg.Tenancy, cfg.Policy, cfg.PodDeletionGrace = ten, mustPolicy(t, "quota-fairness"), &zero
+		cfg.MinResetInterval = -1
+	})
+	gpus := func(res *RoundResult, ns string) int {
+		n := 0
+		for k := range res.Admitted {
+			if strings.HasPrefix(k, "pod/"+ns+"/") {
+				n += res.GPUs[k]
+			}
+		}
+		return n
+	}
+	for r := range 10 {
+		if r == 4 {
+			for i := range 2 {
+				_, err := cs.CoreV1().Pods("a").Create(ctx, gatedPod("a", fmt.Sprint("job-", i), 2, rates("v100=1")), metav1.CreateOptions{})
+				require.NoError(t, err)
+			}
+		}
+		clk.t = float64(r) * 360
+		res, err := c.Round(ctx)
+		require.NoError(t, err)
+		checkInvariants(t, cs, res)
+		a, b := gpus(res, "a"), gpus(res, "b")
+		if r < 4 {
+			assert.Equal(t, 8, b, "round %d: a's idle half is lent to b", r)
+		} else {
+			assert.GreaterOrEqual(t, a, 4, "round %d: a's guarantee reclaimed", r)
+			assert.Equal(t, 8, a+b, "round %d: no GPU idle", r)
+		}
+	}
+}

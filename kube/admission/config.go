@@ -237,6 +237,17 @@ var policies = map[string]func() allocation.Policy{
 	"hierarchical": func() allocation.Policy { return &allocation.WaterFilling{Hierarchical: true} },
 	// Finish-time fairness (Themis; section 4.1).
 	"finish-time-fairness": func() allocation.Policy { return &allocation.FinishTimeFairness{} },
+	// Max-min fairness subject to the tenants' quotas of the tenancy
+	// (allocation.QuotaFairness): each tenant with jobs gets what its
+	// guaranteed slice alone would give them, in normalized throughput,
+	// never more than its limits; idle guarantees are lent and reclaimed
+	// at the next round.
+	"quota-fairness": func() allocation.Policy { return &allocation.QuotaFairness{} },
+	// The same, water filling over tenants by the tenancy's weights
+	// (hierarchical) instead of one max-min level.
+	"quota-water-filling": func() allocation.Policy {
+		return &allocation.QuotaFairness{WaterFilling: true, Hierarchical: true}
+	},
 	// Minimal makespan (section 4.2).
 	"makespan": func() allocation.Policy { return &allocation.MinMakespan{} },
 	// Total throughput, and throughput per dollar (section 4.2).

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -138,7 +139,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 func (c *Controller) resetScheduler(ctx context.Context) error {
 	s, err := scheduler.New(scheduler.Config{
 		Policy: c.cfg.Policy, Throughput: c.cfg.model(), RoundLength: c.cfg.roundSeconds(),
-		MinResetInterval: c.cfg.MinResetInterval, TenantWeights: c.ten.Weights(),
+		MinResetInterval: c.cfg.MinResetInterval, TenantWeights: c.ten.Weights(), TenantQuotas: c.ten.Quotas(),
 		// Admission decides types, not devices: a job may span nodes.
 		MigrationCost: -1, Logger: c.log,
 	})
@@ -153,7 +154,8 @@ func (c *Controller) resetScheduler(ctx context.Context) error {
 
 // reloadTenancy reads the tenancy ConfigMap; a document that does not
 // parse keeps the tenancy in force and gets a Warning event (once per
-// version). A change of weights rebuilds the core from its snapshot.
+// version). A change of weights or quotas rebuilds the core from its
+// snapshot.
 func (c *Controller) reloadTenancy(ctx context.Context) error {
 	ns, _ := c.cfg.stateLocation()
 	t, rv, err := tenancy.Load(ctx, c.cfg.Client, ns, c.cfg.TenancyConfigMap)
@@ -174,7 +176,7 @@ func (c *Controller) reloadTenancy(ctx context.Context) error {
 	old := c.ten
 	c.ten, c.tenancyRV = t, rv
 	c.log.Info("tenancy loaded", "configmap", ns+"/"+c.cfg.TenancyConfigMap, "tenants", len(t.Tenants()), "version", rv)
-	if c.sched != nil && (old == nil || !maps.Equal(old.Weights(), t.Weights())) {
+	if c.sched != nil && (old == nil || !maps.Equal(old.Weights(), t.Weights()) || !reflect.DeepEqual(old.Quotas(), t.Quotas())) {
 		return c.rebuild(ctx)
 	}
 	return nil

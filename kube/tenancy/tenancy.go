@@ -431,6 +431,29 @@ func (t *Tenancy) Weights() map[string]float64 {
 	return out
 }
 
+// Quotas returns the tenants' quotas, by name, for
+// scheduler.Config.TenantQuotas (allocation.QuotaFairness enforces them):
+// a guarantee's GPUs and throughput share are the quota's GuaranteedGPUs
+// and GuaranteedShare, a limit's its MaxGPUs and MaxShare. Tenants without
+// a quota are left out.
+func (t *Tenancy) Quotas() map[string]allocation.Quota {
+	out := map[string]allocation.Quota{}
+	for n, ti := range t.tenants {
+		if ti.Guaranteed == nil && ti.Limit == nil {
+			continue
+		}
+		var q allocation.Quota
+		if g := ti.Guaranteed; g != nil {
+			q.GuaranteedGPUs, q.GuaranteedShare = maps.Clone(g.GPUs), g.Throughput
+		}
+		if l := ti.Limit; l != nil {
+			q.MaxGPUs, q.MaxShare = maps.Clone(l.GPUs), l.Throughput
+		}
+		out[n] = q
+	}
+	return out
+}
+
 // Placement is where a workload belongs: its tenant and queue.
 type Placement struct {
 	Tenant *TenantInfo

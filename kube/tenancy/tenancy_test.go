@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -75,6 +76,12 @@ func TestExampleTenancy(t *testing.T) {
 	assert.Equal(t, map[topology.GPUType]float64{topology.V100: 8}, nlp.Guaranteed.GPUs)
 	assert.Nil(t, nlp.Limit)
 	assert.Equal(t, DefaultTenantMaxJobs, nlp.MaxJobs)
+	assert.Equal(t, map[string]allocation.Quota{
+		"vision":   {GuaranteedShare: 0.25, MaxGPUs: map[topology.GPUType]float64{topology.A100: 16}},
+		"nlp":      {GuaranteedGPUs: map[topology.GPUType]float64{topology.V100: 8}},
+		"students": {MaxShare: 0.2},
+	}, ten.Quotas())
+	require.NoError(t, (&allocation.Problem{EntityQuotas: ten.Quotas()}).Validate(), "the quotas are valid for the policy")
 }
 
 func TestLoad(t *testing.T) {
