@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/kube/model"
 	"github.com/gpusched/gpusched/kube/tenancy"
 	"github.com/gpusched/gpusched/scheduler"
 	"github.com/gpusched/gpusched/topology"
@@ -35,7 +37,9 @@ type Controller struct {
 
 	ten        *tenancy.Tenancy
 	tenancyRV  string // resourceVersion of the tenancy ConfigMap last read
-	tenancyBad string // resourceVersion last reported as bad
+	tenancyBad string // resourceVersion and error last reported
+	// tenancyLoaded: the ConfigMap has loaded once.
+	tenancyLoaded bool
 	specKey    string // tenancy and types the present jobs' specs were derived from
 
 	nodes    map[string]nodeInfo
@@ -137,9 +141,14 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 // resetScheduler builds a new core for the current tenancy and adds the
 // nodes to it.
 func (c *Controller) resetScheduler(ctx context.Context) error {
+	var weights map[string]float64
+	var quotas map[string]allocation.Quota
+	if c.ten != nil { // nil while a tenancy ConfigMap has not loaded: no round runs
+		weights, quotas = c.ten.Weights(), c.ten.Quotas()
+	}
 	s, err := scheduler.New(scheduler.Config{
 		Policy: c.cfg.Policy, Throughput: c.cfg.model(), RoundLength: c.cfg.roundSeconds(),
-		MinResetInterval: c.cfg.MinResetInterval, TenantWeights: c.ten.Weights(), TenantQuotas: c.ten.Quotas(),
+		MinResetInterval: c.cfg.MinResetInterval, TenantWeights: weights, TenantQuotas: quotas,
 		// Admission decides types, not devices: a job may span nodes.
 		MigrationCost: -1, Logger: c.log,
 	})
@@ -160,21 +169,24 @@ func (c *Controller) reloadTenancy(ctx context.Context) error {
 	ns, _ := c.cfg.stateLocation()
 	t, rv, err := tenancy.Load(ctx, c.cfg.Client, ns, c.cfg.TenancyConfigMap)
 	if err != nil {
-		if rv != "" && rv != c.tenancyBad {
-			c.tenancyBad = rv
+		if bad := rv + "|" + err.Error(); bad != c.tenancyBad && !apierrors.IsNotFound(err) {
+			c.tenancyBad = bad
 			c.eventOn(ctx, corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: ns, Name: c.cfg.TenancyConfigMap},
 				corev1.EventTypeWarning, ReasonBadTenancy, fmt.Sprintf("tenancy not applied, the last good one stays in force: %v", err))
 		}
-		if c.tenancyRV == "" && (c.cfg.Tenancy == nil || c.ten.Open()) {
+		if !c.tenancyLoaded && c.cfg.Tenancy == nil {
 			c.ten = nil // nothing to go by yet
 		}
 		return err
 	}
-	if rv == c.tenancyRV {
+	if rv == c.tenancyRV && rv != "" && c.tenancyLoaded {
 		return nil
 	}
 	old := c.ten
-	c.ten, c.tenancyRV = t, rv
+	if !c.tenancyLoaded {
+		old = nil
+	}
+	c.ten, c.tenancyRV, c.tenancyLoaded = t, rv, true
 	c.log.Info("tenancy loaded", "configmap", ns+"/"+c.cfg.TenancyConfigMap, "tenants", len(t.Tenants()), "version", rv)
 	if c.sched != nil && (old == nil || !maps.Equal(old.Weights(), t.Weights()) || !reflect.DeepEqual(old.Quotas(), t.Quotas())) {
 		return c.rebuild(ctx)
@@ -649,6 +661,7 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 		}
 	}
 	total := len(known)
+	taken := map[string]int{} // GPUs bound so far to adopted jobs, by node
 	slices.SortStableFunc(fresh, func(a, b *workload) int { return cmp.Or(cmp.Compare(a.created, b.created), cmp.Compare(a.key, b.key)) })
 	for _, w := range fresh {
 		tn := w.place.Tenant
@@ -676,11 +689,41 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 		}
 		perTenant[tn.Name]++
 		total++
+		if rec := c.state.Admitted[w.key]; rec != nil && rec.Adopted {
+			c.bindAdopted(w, taken)
+		}
 		for _, n := range notes {
 			c.event(ctx, w, corev1.EventTypeNormal, ReasonDefault, n)
 		}
 	}
 	return present
+}
+
+// bindAdopted tells the core where an adopted workload runs: its pods'
+// nodes, as many GPUs of each as the pods there ask for (which ones does
+// not matter to admission), so that the next round keeps it there if the
+// policy lets it run on that type.
+func (c *Controller) bindAdopted(w *workload, taken map[string]int) {
+	var devs []scheduler.Device
+	for _, p := range w.pods {
+		n, ok := c.nodes[p.Spec.NodeName]
+		if !ok || terminal(p) {
+			continue
+		}
+		g, _ := model.PodGPUs(p, c.cfg.Resource)
+		for range g {
+			if taken[p.Spec.NodeName] < len(n.server.GPUs) {
+				devs = append(devs, scheduler.Device{Server: p.Spec.NodeName, Index: n.server.GPUs[taken[p.Spec.NodeName]].Index})
+				taken[p.Spec.NodeName]++
+			}
+		}
+	}
+	if len(devs) == 0 {
+		return
+	}
+	if err := c.sched.Bind(w.key, devs); err != nil {
+		c.log.Warn("bind adopted", "job", w.key, "err", err)
+	}
 }
 
 // admit lets a workload run on type t, and records it.
