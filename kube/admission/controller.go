@@ -40,7 +40,7 @@ type Controller struct {
 	tenancyBad string // resourceVersion and error last reported
 	// tenancyLoaded: the ConfigMap has loaded once.
 	tenancyLoaded bool
-	specKey    string // tenancy and types the present jobs' specs were derived from
+	specKey       string // tenancy and types the present jobs' specs were derived from
 
 	nodes    map[string]nodeInfo
 	products map[topology.GPUType][]string // node product labels per type
