@@ -563,7 +563,9 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 				w.err = fmt.Errorf("%w: %s %s/%s: %w", ErrMalformed, w.kind, w.ns, w.name, err)
 			}
 		}
-		if w.err == nil && w.kind != kindJob {
+		if w.err == nil && w.kind != kindJob && !known[w.key] {
+			// Checked once, when it enters the rounds: a pod too large to
+			// keep a copy of could not be preempted.
 			for _, p := range w.pods {
 				if _, err := podCopy(requeueCopy(p, c.cfg.NodeSelector)); err != nil {
 					w.err = fmt.Errorf("%w: %w", ErrMalformed, err)

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,4 +150,18 @@ func TestCleanStartAdoptsBoundPods(t *testing.T) {
 	st := savedState(t, cs)
 	assert.Equal(t, topology.K80, st.Admitted["pod/"+testNS+"/bound"].Type, "adopted on its node's type, not the annotation's")
 	assert.True(t, st.Admitted["pod/"+testNS+"/bound"].Adopted)
+}
+
+// A pod too large to keep a copy of (it could not be created again after
+// a preemption) is not admitted: a Warning event says why.
+func TestPodTooLargeToPreempt(t *testing.T) {
+	ctx := context.Background()
+	big := gatedPod(testNS, "big", 1, map[string]string{"notes": strings.Repeat("x", maxPodCopy)})
+	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), big, gatedPod(testNS, "small", 1, nil))
+	c := newController(t, cs, &testClock{}, nil)
+	res, err := c.Round(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"pod/" + testNS + "/big"}, res.Skipped)
+	assert.Contains(t, res.Admitted, "pod/"+testNS+"/small")
+	assert.Equal(t, 1, reasons(t, cs, testNS)[ReasonMalformed])
 }
