@@ -82,7 +82,8 @@ type Config struct {
 	Tenants []Tenant `json:"tenants"`
 }
 
-// Tenant is one team sharing the cluster.
+// Tenant is one team sharing the cluster: a plain value, safe for
+// concurrent reads, not for concurrent writes.
 type Tenant struct {
 	// Name is a DNS label (lower-case letters, digits, '-'; at most 63).
 	Name string `json:"name"`
@@ -104,7 +105,8 @@ type Tenant struct {
 	Quota Quota `json:"quota,omitzero"`
 }
 
-// Queue is a tenant's queue: the policy knobs of the jobs that use it.
+// Queue is a tenant's queue: the policy knobs of the jobs that use it. A
+// plain value, safe for concurrent reads, not for concurrent writes.
 type Queue struct {
 	// Name is a DNS label, unique over all tenants.
 	Name string `json:"name"`
@@ -128,7 +130,8 @@ type Queue struct {
 // Quota is a tenant's guaranteed share of the cluster (met whenever the
 // tenant has demand for it; idle, it is lent to others and reclaimed at
 // the next round) and its limit (never exceeded, even on an idle
-// cluster). Either may be nil.
+// cluster). Either may be nil. A plain value, safe for concurrent reads,
+// not for concurrent writes.
 type Quota struct {
 	Guaranteed *Share `json:"guaranteed,omitempty"`
 	Limit      *Share `json:"limit,omitempty"`
@@ -138,13 +141,15 @@ type Quota struct {
 // product names, each at least 0; a type not listed is not bounded), or a
 // fraction, in [0, 1], of the cluster's normalized throughput (each
 // type's GPUs weighted by how fast the tenant's jobs run there relative
-// to their fastest type), or both.
+// to their fastest type), or both. A plain value, safe for concurrent
+// reads, not for concurrent writes.
 type Share struct {
 	GPUs       map[string]float64 `json:"gpus,omitempty"`
 	Throughput float64            `json:"throughput,omitempty"`
 }
 
-// RateRules say how much of a tenant's claimed rates the policies use.
+// RateRules say how much of a tenant's claimed rates the policies use. A
+// plain value, safe for concurrent use.
 type RateRules struct {
 	// MaxRatio is the most a job's rate on its fastest type may exceed its
 	// rate on another type it can run on, in [1, MaxRatioLimit]; 0 means
@@ -182,7 +187,7 @@ type Tenancy struct {
 	maxJobs int
 }
 
-// TenantInfo is a compiled tenant (read only).
+// TenantInfo is a compiled tenant, read only: safe for concurrent use.
 type TenantInfo struct {
 	Name    string
 	Weight  float64
@@ -206,13 +211,14 @@ func (t *TenantInfo) Queues() []string {
 	return out
 }
 
-// TypeShare is a Share with its types parsed.
+// TypeShare is a Share with its types parsed, read only: safe for
+// concurrent use.
 type TypeShare struct {
 	GPUs       map[topology.GPUType]float64
 	Throughput float64
 }
 
-// QueueInfo is a compiled queue (read only).
+// QueueInfo is a compiled queue, read only: safe for concurrent use.
 type QueueInfo struct {
 	Name            string
 	Tenant          string
@@ -454,7 +460,8 @@ func (t *Tenancy) Quotas() map[string]allocation.Quota {
 	return out
 }
 
-// Placement is where a workload belongs: its tenant and queue.
+// Placement is where a workload belongs: its tenant and queue (read only,
+// safe for concurrent use).
 type Placement struct {
 	Tenant *TenantInfo
 	Queue  *QueueInfo
