@@ -225,35 +225,49 @@ func Policies() []string {
 	return names
 }
 
+// policies are the policies PolicyByName knows. Each says which inputs it
+// reads; every one of them is trusted (SECURITY.md): rates are the job's
+// claim normalized by the tenancy's rate rules (relative to its fastest
+// type, within rates.maxRatio, at rates.reference), weights the queue's
+// jobWeight and the tenant's weight, remaining work the queue's
+// expectedSeconds counted down by the rounds run, tenants the namespace's,
+// attained time what the core measured, priority tiers the PriorityClass
+// capped by the queue, arrival the object's creation time.
 var policies = map[string]func() allocation.Policy{
-	// Gavel's heterogeneity-aware max-min fairness (section 4.1).
+	// Gavel's heterogeneity-aware max-min fairness (section 4.1). Reads:
+	// rates (invariant to their scale), GPUs.
 	"max-min-fairness": func() allocation.Policy { return &allocation.MaxMinFairness{} },
-	// Its heterogeneity-agnostic version (LAS).
+	// Its heterogeneity-agnostic version (LAS). Reads: GPUs.
 	"las": func() allocation.Policy { return &allocation.MaxMinFairness{Agnostic: true} },
-	// Weighted water-filling (section 4.1, hierarchical policies), jobs
-	// weighted by AnnotationWeight.
+	// Weighted water-filling (section 4.1, hierarchical policies). Reads:
+	// rates, GPUs, the queue's jobWeight.
 	"water-filling": func() allocation.Policy { return &allocation.WaterFilling{} },
-	// Hierarchical water-filling over tenants (Config.TenantLabel).
+	// Hierarchical water-filling over tenants. Reads: rates, GPUs, the
+	// tenant's weight, the queue's jobWeight within it.
 	"hierarchical": func() allocation.Policy { return &allocation.WaterFilling{Hierarchical: true} },
-	// Finish-time fairness (Themis; section 4.1).
+	// Finish-time fairness (Themis; section 4.1). Reads: rates (invariant
+	// to their scale), GPUs, remaining work (the queue's model), arrival.
 	"finish-time-fairness": func() allocation.Policy { return &allocation.FinishTimeFairness{} },
 	// Max-min fairness subject to the tenants' quotas of the tenancy
 	// (allocation.QuotaFairness): each tenant with jobs gets what its
 	// guaranteed slice alone would give them, in normalized throughput,
 	// never more than its limits; idle guarantees are lent and reclaimed
-	// at the next round.
+	// at the next round. Reads: rates, GPUs, the tenants' quotas.
 	"quota-fairness": func() allocation.Policy { return &allocation.QuotaFairness{} },
 	// The same, water filling over tenants by the tenancy's weights
-	// (hierarchical) instead of one max-min level.
+	// (hierarchical) instead of one max-min level. Reads: rates, GPUs,
+	// quotas, the tenants' weights and the queues' jobWeight.
 	"quota-water-filling": func() allocation.Policy {
 		return &allocation.QuotaFairness{WaterFilling: true, Hierarchical: true}
 	},
-	// Minimal makespan (section 4.2).
+	// Minimal makespan (section 4.2). Reads: rates, GPUs, remaining work.
 	"makespan": func() allocation.Policy { return &allocation.MinMakespan{} },
-	// Total throughput, and throughput per dollar (section 4.2).
+	// Total throughput, and throughput per dollar (section 4.2). Reads:
+	// rates (normalized: jobs compare in normalized throughput), GPUs.
 	"max-throughput": func() allocation.Policy { return &allocation.MaxThroughput{} },
 	"cost":           func() allocation.Policy { return &allocation.MaxThroughput{Cost: true} },
-	// First come, first served, heterogeneity-aware (section 4.2).
+	// First come, first served, heterogeneity-aware (section 4.2). Reads:
+	// arrival, rates, GPUs.
 	"fifo": func() allocation.Policy { return &allocation.FIFO{Perf: true} },
 }
 
