@@ -132,6 +132,9 @@ var attackRows = []attack{
 // share (within one round) and never stalls the others: each victim gets
 // at least what it gets in the honest run, less one round.
 func TestAttacksGainNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine table: nothing for -race to find, and slow under it")
+	}
 	var table []string
 	for _, a := range attackRows {
 		honest := runAttack(t, a, false)
@@ -167,6 +170,9 @@ func TestAttacksGainNothing(t *testing.T) {
 // compressed (and would be split over ConfigMaps if it grew). The honest
 // run is the same 300 Jobs with a short annotation.
 func TestStateBoundedWhateverTenantsWrite(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine test: nothing for -race to find, and slow under it")
+	}
 	var huge strings.Builder
 	for i := 0; huge.Len() < 4000; i++ {
 		fmt.Fprintf(&huge, "t%04d=1.000000000000001,", i)
