@@ -59,6 +59,18 @@ func objects(t *testing.T, file string) []runtime.Object {
 	}
 }
 
+// admissionDeployment is the Deployment of admission-deployment.yaml.
+func admissionDeployment(t *testing.T) *appsv1.Deployment {
+	t.Helper()
+	for _, o := range objects(t, "admission-deployment.yaml") {
+		if d, ok := o.(*appsv1.Deployment); ok {
+			return d
+		}
+	}
+	t.Fatal("no Deployment in admission-deployment.yaml")
+	return nil
+}
+
 // need is a right a controller's code uses.
 type need struct{ group, resource, verb string }
 
@@ -110,13 +122,7 @@ func allows(rs []rbacv1.PolicyRule, n need) bool {
 // state and the tenancy; the Deployment runs there with the tenancy
 // ConfigMap of tenancy.yaml.
 func TestAdmissionManifests(t *testing.T) {
-	var deploy *appsv1.Deployment
-	for _, o := range objects(t, "admission-deployment.yaml") {
-		if d, ok := o.(*appsv1.Deployment); ok {
-			deploy = d
-		}
-	}
-	require.NotNil(t, deploy)
+	deploy := admissionDeployment(t)
 	ns := deploy.Namespace
 	sa := ns + "/" + deploy.Spec.Template.Spec.ServiceAccountName
 	rb := rules(objects(t, "admission-rbac.yaml"), sa)
@@ -160,13 +166,7 @@ func TestAdmissionManifests(t *testing.T) {
 // admission controller's account, and hold the rules the threat model
 // says (SECURITY.md).
 func TestAdmissionPolicies(t *testing.T) {
-	var deploy *appsv1.Deployment
-	for _, o := range objects(t, "admission-deployment.yaml") {
-		if d, ok := o.(*appsv1.Deployment); ok {
-			deploy = d
-		}
-	}
-	require.NotNil(t, deploy)
+	deploy := admissionDeployment(t)
 	user := "system:serviceaccount:" + deploy.Namespace + ":" + deploy.Spec.Template.Spec.ServiceAccountName
 	var maps []*admissionv1.MutatingAdmissionPolicy
 	var vaps []*admissionv1.ValidatingAdmissionPolicy
