@@ -20,10 +20,13 @@ const goroutines = 8
 func TestPoliciesConcurrent(t *testing.T) {
 	p, _ := gavelProblem(t, 3, 12)
 	stateless := []Policy{&MaxMinFairness{}, &MaxMinFairness{Agnostic: true}, &MaxMinFairness{SpaceSharing: true},
-		&MaxThroughput{}, &MinMakespan{}, &WaterFilling{}, Proportional{}, Isolated{}}
+		&MaxThroughput{}, &MinMakespan{}, &WaterFilling{}, Proportional{}, Isolated{}, &QuotaFairness{}, &QuotaFairness{WaterFilling: true}}
 	for m := range p.Jobs {
 		p.Jobs[m].RemainingSteps = float64(1000 * (m + 1))
+		p.Jobs[m].Entity = []string{"e0", "e1", "e2"}[m%3]
 	}
+	// Quotas, which only QuotaFairness reads.
+	p.EntityQuotas = map[string]Quota{"e0": {GuaranteedShare: 0.5}, "e1": {MaxShare: 0.3}}
 	for _, pol := range stateless {
 		want, err := pol.Allocate(context.Background(), p)
 		require.NoError(t, err, "%T", pol)

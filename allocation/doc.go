@@ -16,6 +16,9 @@
 //   - [WaterFilling]: iterated max-min with exact bottlenecks from the
 //     interior-point solution, flat or hierarchical over entities with
 //     fairness or FIFO inside an entity;
+//   - [QuotaFairness]: max-min fairness or water filling subject to
+//     per-entity guarantees and limits ([Quota], Problem.EntityQuotas),
+//     per GPU type or in normalised throughput, idle guarantees lent;
 //   - [FinishTimeFairness]: Themis's finish-time fairness, stateful, by an
 //     exact bisection over LP feasibility instead of Gavel's SOCP;
 //   - [MinMakespan]: the exact single LP instead of Gavel's bisection;

@@ -16,7 +16,7 @@ import (
 // allPolicies returns a fresh value of every policy of the package.
 func allPolicies() []Policy {
 	return []Policy{&MaxMinFairness{}, &MaxMinFairness{Agnostic: true}, &MaxThroughput{}, &MinMakespan{}, &FinishTimeFairness{},
-		&WaterFilling{}, Proportional{}, Isolated{}, &FIFO{}, &Gandiva{}}
+		&WaterFilling{}, Proportional{}, Isolated{}, &FIFO{}, &Gandiva{}, &QuotaFairness{}, &QuotaFairness{WaterFilling: true}}
 }
 
 // badClasses is space-sharing data whose classes are out of range.
@@ -65,6 +65,20 @@ func TestHostileProblems(t *testing.T) {
 		{"arrival 1e300", func(p *Problem) { p.Jobs[1].Arrival = 1e300 }, "job 11: arrival 1e+300, outside [-1e+15, 1e+15] s"},
 		{"deadline -Inf", func(p *Problem) { p.Jobs[1].Deadline = math.Inf(-1) }, "job 11: deadline -Inf"},
 		{"entity weight Inf", func(p *Problem) { p.EntityWeights = map[string]float64{"x": math.Inf(1)} }, `entity "x": weight +Inf`},
+		{"quota share 2", func(p *Problem) { p.EntityQuotas = map[string]Quota{"x": {GuaranteedShare: 2}} }, `entity "x": quota: guaranteed share 2, outside [0, 1]`},
+		{"quota max share NaN", func(p *Problem) { p.EntityQuotas = map[string]Quota{"x": {MaxShare: math.NaN()}} }, `entity "x": quota: maximum share NaN`},
+		{"quota share above max", func(p *Problem) {
+			p.EntityQuotas = map[string]Quota{"x": {GuaranteedShare: 0.5, MaxShare: 0.25}}
+		}, `entity "x": quota: guaranteed share 0.5 above its maximum share 0.25`},
+		{"quota GPUs negative", func(p *Problem) {
+			p.EntityQuotas = map[string]Quota{"x": {GuaranteedGPUs: map[topology.GPUType]float64{"a": -1}}}
+		}, `entity "x": quota: guaranteed GPUs of a: -1, outside [0, 1073741824]`},
+		{"quota GPUs Inf", func(p *Problem) {
+			p.EntityQuotas = map[string]Quota{"x": {MaxGPUs: map[topology.GPUType]float64{"b": math.Inf(1)}}}
+		}, `entity "x": quota: maximum GPUs of b: +Inf`},
+		{"quota guarantee above limit", func(p *Problem) {
+			p.EntityQuotas = map[string]Quota{"y": {}, "x": {GuaranteedGPUs: map[topology.GPUType]float64{"a": 2}, MaxGPUs: map[topology.GPUType]float64{"a": 1}}}
+		}, `entity "x": quota: guaranteed GPUs of a: 2, above its maximum 1`},
 		{"classes out of range", func(p *Problem) { p.Pairs = badClasses{} }, "space sharing: job 10 is in class 5 of 2"},
 		{"nil throughput", func(p *Problem) { p.Jobs[0].Throughput = nil }, "job 10: 0 throughputs for 2 GPU types"},
 		// A pair of negative IDs read as one job in Rounds (the second

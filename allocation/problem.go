@@ -74,6 +74,11 @@ type Problem struct {
 	Pairs PairRates
 	// EntityWeights weights the entities of hierarchical policies.
 	EntityWeights map[string]float64
+	// EntityQuotas gives entities (Job.Entity) guaranteed shares and
+	// limits per GPU type or in normalised throughput (see Quota), at most
+	// MaxEntityQuotas; QuotaFairness enforces them, other policies ignore
+	// them.
+	EntityQuotas map[string]Quota
 }
 
 // Validate checks the problem and returns an error wrapping
@@ -81,7 +86,8 @@ type Problem struct {
 // disagree, duplicate types or job IDs, negative job IDs, NaN or infinite
 // values, and values outside the ranges of this package (MinRate to
 // MaxRate, MaxSteps, MaxCapacity, MinWeight to MaxWeight, MinPrice to
-// MaxPrice, MaxTime), or space-sharing classes or co-located rates out
+// MaxPrice, MaxTime), quotas out of range or with guarantees above their
+// limits (Quota), or space-sharing classes or co-located rates out
 // of range (see validatePairs: a custom PairRates is checked on every pair
 // of jobs, at most MaxPairRates pairs, unless it is a CheckedPairRates).
 func (p *Problem) Validate() error {
@@ -126,6 +132,9 @@ func (p *Problem) Validate() error {
 		if !inRange(w, MinWeight, MaxWeight) {
 			return invalid("entity %q: weight %v, outside [%g, %g]", e, w, MinWeight, MaxWeight)
 		}
+	}
+	if err := p.validateQuotas(); err != nil {
+		return err
 	}
 	return p.validatePairs()
 }

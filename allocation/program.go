@@ -28,13 +28,35 @@ type program struct {
 // newProgram starts the base program; real holds the throughputs that say
 // where each job can run.
 func newProgram(p *Problem, sense lp.Sense, real [][]float64) *program {
+	return newProgramOn(p, sense, real, nil, nil)
+}
+
+// newProgramOn starts the base program over some of the jobs (indices into
+// p.Jobs, in order; nil means all) on capacities caps (GPUs of each type,
+// nil means p.Capacity): a job gets no variable on a type whose capacity
+// there is 0, and the others none at all.
+func newProgramOn(p *Problem, sense lp.Sense, real [][]float64, jobs []int, caps []float64) *program {
 	g := &program{p: p, m: lp.NewModel(sense), x: make([][]int, len(p.Jobs))}
-	for m := range p.Jobs {
+	capacity := func(k int) float64 {
+		if caps == nil {
+			return float64(p.Capacity[k])
+		}
+		return caps[k]
+	}
+	n := len(p.Jobs)
+	if jobs != nil {
+		n = len(jobs)
+	}
+	for i := range n {
+		m := i
+		if jobs != nil {
+			m = jobs[i]
+		}
 		g.x[m] = make([]int, len(p.Types))
 		g.idx, g.val = g.idx[:0], g.val[:0]
 		for k := range p.Types {
 			g.x[m][k] = -1
-			if p.runnable(m, k, real[m]) {
+			if p.runnable(m, k, real[m]) && capacity(k) > 0 {
 				g.x[m][k] = g.m.AddVar(0, 1, 0)
 				g.idx = append(g.idx, g.x[m][k])
 				g.val = append(g.val, 1)
@@ -46,14 +68,17 @@ func newProgram(p *Problem, sense lp.Sense, real [][]float64) *program {
 	}
 	for k := range p.Types {
 		g.idx, g.val = g.idx[:0], g.val[:0]
-		for m := range p.Jobs {
-			if v := g.x[m][k]; v >= 0 {
+		for m, row := range g.x {
+			if row == nil {
+				continue
+			}
+			if v := row[k]; v >= 0 {
 				g.idx = append(g.idx, v)
 				g.val = append(g.val, float64(p.Jobs[m].ScaleFactor))
 			}
 		}
 		if len(g.idx) > 0 {
-			g.m.AddRow(-lp.Inf, float64(p.Capacity[k]), g.idx, g.val)
+			g.m.AddRow(-lp.Inf, capacity(k), g.idx, g.val)
 		}
 	}
 	return g

@@ -70,6 +70,12 @@ func (pol *WaterFilling) Allocate(ctx context.Context, p *Problem) (a *Allocatio
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	return pol.fill(ctx, p, nil)
+}
+
+// fill is water filling on a valid problem; extra, when set, adds its rows
+// to every stage's program (QuotaFairness's guarantees and limits).
+func (pol *WaterFilling) fill(ctx context.Context, p *Problem, extra func(g *program)) (*Allocation, error) {
 	tput := p.matrix()
 	if pol.Agnostic {
 		tput = p.ones()
@@ -106,6 +112,9 @@ func (pol *WaterFilling) Allocate(ctx context.Context, p *Problem) (a *Allocatio
 			break
 		}
 		g := newProgram(p, lp.Maximize, p.matrix())
+		if extra != nil {
+			extra(g)
+		}
 		t := g.m.AddVar(0, lp.Inf, 1)
 		rows := make([]int, n)
 		for m := range p.Jobs {

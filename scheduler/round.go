@@ -290,6 +290,7 @@ func (s *Scheduler) buildProblem(t *tier) {
 	p.Types = s.types
 	p.Capacity = resize(p.Capacity, len(s.types))
 	p.EntityWeights = s.cfg.TenantWeights
+	p.EntityQuotas = s.cfg.TenantQuotas
 	if !t.dirty && len(p.Jobs) == len(t.jobs) {
 		return
 	}

@@ -16,8 +16,8 @@ import (
 
 // Config configures a Scheduler. Only Policy and Cluster are required.
 // A Config is a plain value, safe for concurrent reads; the Scheduler
-// keeps what it refers to (the policy, the models, TenantWeights, Types),
-// which must not change while it is in use.
+// keeps what it refers to (the policy, the models, TenantWeights,
+// TenantQuotas, Types), which must not change while it is in use.
 type Config struct {
 	// Policy allocates each tier's jobs (allocation.MaxMinFairness for
 	// Gavel's heterogeneity-aware max-min fairness, or any other).
@@ -70,6 +70,12 @@ type Config struct {
 
 	// TenantWeights weights tenants for hierarchical policies.
 	TenantWeights map[string]float64
+	// TenantQuotas gives tenants (JobSpec.Tenant) guaranteed shares and
+	// limits, per GPU type or in normalised throughput, which
+	// allocation.QuotaFairness enforces (other policies ignore them; see
+	// allocation.Quota); each priority tier's problem carries them, over
+	// the GPUs that tier sees.
+	TenantQuotas map[string]allocation.Quota
 
 	// Logger receives a debug record per round, and records of capacity
 	// changes and evictions; nil logs nothing.
@@ -164,6 +170,9 @@ func New(cfg Config) (*Scheduler, error) {
 		if !(w >= allocation.MinWeight && w <= allocation.MaxWeight) {
 			return nil, fmt.Errorf("%w: tenant %q weight %v (want %g to %g)", ErrInvalid, tenant, w, allocation.MinWeight, allocation.MaxWeight)
 		}
+	}
+	if err := (&allocation.Problem{EntityQuotas: cfg.TenantQuotas}).Validate(); err != nil {
+		return nil, fmt.Errorf("%w: Config.TenantQuotas: %w", ErrInvalid, err)
 	}
 	st, err := cluster.New(cfg.Cluster)
 	if err != nil {

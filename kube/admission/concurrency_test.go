@@ -58,7 +58,6 @@ func TestConcurrentRoundsAndSweeps(t *testing.T) {
 	require.NoError(t, err)
 	checkInvariants(t, cs, res)
 	assert.Greater(t, res.Round, 15)
-	cm, err := cs.CoreV1().ConfigMaps("gpusched").Get(ctx, DefaultStateName, metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Contains(t, cm.Data[stateKeyController], `"rounds":`)
+	st := savedState(t, cs)
+	assert.Equal(t, res.Round, st.Rounds)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/kube/tenancy"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
 	corev1 "k8s.io/api/core/v1"
@@ -28,15 +29,20 @@ const (
 	// models of one batch size).
 	AnnotationJobKind   = "gpusched.io/job-kind"
 	AnnotationBatchSize = "gpusched.io/batch-size"
-	// AnnotationSteps is the job's work in steps (finish-time fairness and
-	// makespan need it).
-	AnnotationSteps = "gpusched.io/steps"
-	// AnnotationWeight is the job's weight for weighted policies.
+	// AnnotationSteps and AnnotationWeight were a job's work in steps and
+	// its weight; they are ignored (with a Normal event): a job's weight
+	// and remaining work come from its queue in the admin's tenancy.
+	AnnotationSteps  = "gpusched.io/steps"
 	AnnotationWeight = "gpusched.io/weight"
-	// LabelQueue is the default label naming a job's tenant (its queue)
-	// when Config.TenantLabel is "queue"; see Config.TenantLabel.
-	LabelQueue = "gpusched.io/queue"
+	// LabelQueue picks one of the queues a workload's namespace may use
+	// (tenancy.LabelQueue).
+	LabelQueue = tenancy.LabelQueue
 
+	// The decision annotations: written by the controller for people to
+	// read, never read back (the controller's records in its state say
+	// what it admitted), and refused on tenants' writes by the
+	// ValidatingAdmissionPolicy of kube/deploy.
+	//
 	// AnnotationAdmittedType is written at admission: the GPU type the job
 	// runs on.
 	AnnotationAdmittedType = "gpusched.io/admitted-type"
@@ -55,12 +61,31 @@ const (
 	DefaultStateName = "gpusched-admission-state"
 )
 
+// DecisionAnnotations lists the annotations only the controller writes.
+var DecisionAnnotations = []string{AnnotationAdmittedType, AnnotationAdmittedAt, AnnotationPreempted, AnnotationDeleteAfter, AnnotationPreemptions}
+
 // Event reasons.
 const (
 	ReasonMalformed = "GPUSchedMalformed"
 	ReasonAdmitted  = "GPUSchedAdmitted"
 	ReasonPreempted = "GPUSchedPreempted"
-	ReasonDefault   = "GPUSchedDefaultThroughput"
+	// ReasonDefault: what the tenant wrote was not taken as written (rates
+	// normalized or clamped, weight or steps ignored, priority capped).
+	ReasonDefault = "GPUSchedDefaultThroughput"
+	// ReasonWaiting: a workload waits outside the rounds (MaxJobs).
+	ReasonWaiting = "GPUSchedWaiting"
+	// ReasonBypass: a workload ran without the controller's admission and
+	// was preempted.
+	ReasonBypass = "GPUSchedBypass"
+	// ReasonAdopted: a workload found running at a clean start was taken
+	// as admitted.
+	ReasonAdopted = "GPUSchedAdopted"
+	// ReasonBadState: the saved state could not be read; the controller
+	// started clean.
+	ReasonBadState = "GPUSchedBadState"
+	// ReasonBadTenancy: the tenancy ConfigMap does not parse; the last
+	// good tenancy stays in force.
+	ReasonBadTenancy = "GPUSchedBadTenancy"
 )
 
 // Config configures a Controller. Client and Policy are required. New
@@ -121,24 +146,27 @@ type Config struct {
 	// it only where the kubelet's grace is not needed, as in tests).
 	PodDeletionGrace *int64
 
-	// TenantLabel names the label whose value is a job's tenant for
-	// hierarchical policies; "" takes the namespace as the tenant, and a
-	// workload without the label falls back to its namespace.
-	TenantLabel string
-	// TenantWeights weights tenants (default 1).
-	TenantWeights map[string]float64
+	// Tenancy is the admin's tenancy: which namespaces are managed and
+	// whose they are, the tenants' weights, queues and quotas, the rules
+	// for claimed rates. nil means tenancy.PerNamespace() (every namespace
+	// a tenant of its own, weight 1), unless TenancyConfigMap is set.
+	Tenancy *tenancy.Tenancy
+	// TenancyConfigMap names a ConfigMap in StateNamespace holding the
+	// tenancy (key tenancy.ConfigKey), read at New and at every round: an
+	// edit applies at the next round; one that does not parse gets a
+	// Warning event and the tenancy in force stays. Until one has loaded,
+	// Tenancy is used if set, else no round runs.
+	TenancyConfigMap string
 
-	// Throughput rates jobs by kind (AnnotationJobKind); nil means Gavel's
-	// table (perfmodel/gavel.Simulation).
+	// Throughput rates jobs by kind (AnnotationJobKind), as a claim: a
+	// job's rates count only relative to each other (tenancy.RateRules);
+	// nil means Gavel's table (perfmodel/gavel.Simulation).
 	Throughput perfmodel.ThroughputModel
-	// DefaultThroughput is the rate, on every type, of a job whose rates
-	// are unknown (no annotation, a kind the model does not know); 0
-	// means 1 step/s.
-	DefaultThroughput float64
 
-	// StateNamespace and StateName locate the ConfigMap that keeps the
-	// state across restarts; StateName "" means DefaultStateName and
-	// StateNamespace "" means Namespace, or "default".
+	// StateNamespace (required unless NoState) and StateName locate the
+	// ConfigMap that keeps the state across restarts, in the controller's
+	// own namespace, where RBAC lets only the controller write;
+	// StateName "" means DefaultStateName.
 	StateNamespace, StateName string
 	// NoState keeps no state (tests).
 	NoState bool
@@ -155,17 +183,12 @@ func (c *Config) check() error {
 		return fmt.Errorf("%w: no policy", ErrConfig)
 	case !(c.RoundSeconds >= 0) || c.RoundSeconds > 1e9:
 		return fmt.Errorf("%w: round of %v s (want 0 to 1e9)", ErrConfig, c.RoundSeconds)
-	case !(c.DefaultThroughput >= 0) || math.IsInf(c.DefaultThroughput, 0):
-		return fmt.Errorf("%w: default throughput %v (want a finite number >= 0)", ErrConfig, c.DefaultThroughput)
+	case c.StateNamespace == "" && (!c.NoState || c.TenancyConfigMap != ""):
+		return fmt.Errorf("%w: no state namespace (the controller's own: its state and tenancy live there)", ErrConfig)
 	case c.Grace < 0 || c.Interval < 0:
 		return fmt.Errorf("%w: grace %v, interval %v (want >= 0)", ErrConfig, c.Grace, c.Interval)
 	case math.IsNaN(c.MinResetInterval):
 		return fmt.Errorf("%w: min reset interval NaN", ErrConfig)
-	}
-	for k, v := range c.TenantWeights {
-		if !(v > 0) || math.IsInf(v, 0) {
-			return fmt.Errorf("%w: tenant %q weight %v (want a finite number > 0)", ErrConfig, k, v)
-		}
 	}
 	return nil
 }
@@ -175,13 +198,6 @@ func (c *Config) roundSeconds() float64 {
 		return c.RoundSeconds
 	}
 	return 360
-}
-
-func (c *Config) defaultRate() float64 {
-	if c.DefaultThroughput > 0 {
-		return c.DefaultThroughput
-	}
-	return 1
 }
 
 func (c *Config) model() perfmodel.ThroughputModel {
@@ -196,12 +212,6 @@ func (c *Config) stateLocation() (ns, name string) {
 	if name == "" {
 		name = DefaultStateName
 	}
-	if ns == "" {
-		ns = c.Namespace
-	}
-	if ns == "" {
-		ns = "default"
-	}
 	return ns, name
 }
 
@@ -215,24 +225,49 @@ func Policies() []string {
 	return names
 }
 
+// policies are the policies PolicyByName knows. Each says which inputs it
+// reads; every one of them is trusted (SECURITY.md): rates are the job's
+// claim normalized by the tenancy's rate rules (relative to its fastest
+// type, within rates.maxRatio, at rates.reference), weights the queue's
+// jobWeight and the tenant's weight, remaining work the queue's
+// expectedSeconds counted down by the rounds run, tenants the namespace's,
+// attained time what the core measured, priority tiers the PriorityClass
+// capped by the queue, arrival the object's creation time.
 var policies = map[string]func() allocation.Policy{
-	// Gavel's heterogeneity-aware max-min fairness (section 4.1).
+	// Gavel's heterogeneity-aware max-min fairness (section 4.1). Reads:
+	// rates (invariant to their scale), GPUs.
 	"max-min-fairness": func() allocation.Policy { return &allocation.MaxMinFairness{} },
-	// Its heterogeneity-agnostic version (LAS).
+	// Its heterogeneity-agnostic version (LAS). Reads: GPUs.
 	"las": func() allocation.Policy { return &allocation.MaxMinFairness{Agnostic: true} },
-	// Weighted water-filling (section 4.1, hierarchical policies), jobs
-	// weighted by AnnotationWeight.
+	// Weighted water-filling (section 4.1, hierarchical policies). Reads:
+	// rates, GPUs, the queue's jobWeight.
 	"water-filling": func() allocation.Policy { return &allocation.WaterFilling{} },
-	// Hierarchical water-filling over tenants (Config.TenantLabel).
+	// Hierarchical water-filling over tenants. Reads: rates, GPUs, the
+	// tenant's weight, the queue's jobWeight within it.
 	"hierarchical": func() allocation.Policy { return &allocation.WaterFilling{Hierarchical: true} },
-	// Finish-time fairness (Themis; section 4.1).
+	// Finish-time fairness (Themis; section 4.1). Reads: rates (invariant
+	// to their scale), GPUs, remaining work (the queue's model), arrival.
 	"finish-time-fairness": func() allocation.Policy { return &allocation.FinishTimeFairness{} },
-	// Minimal makespan (section 4.2).
+	// Max-min fairness subject to the tenants' quotas of the tenancy
+	// (allocation.QuotaFairness): each tenant with jobs gets what its
+	// guaranteed slice alone would give them, in normalized throughput,
+	// never more than its limits; idle guarantees are lent and reclaimed
+	// at the next round. Reads: rates, GPUs, the tenants' quotas.
+	"quota-fairness": func() allocation.Policy { return &allocation.QuotaFairness{} },
+	// The same, water filling over tenants by the tenancy's weights
+	// (hierarchical) instead of one max-min level. Reads: rates, GPUs,
+	// quotas, the tenants' weights and the queues' jobWeight.
+	"quota-water-filling": func() allocation.Policy {
+		return &allocation.QuotaFairness{WaterFilling: true, Hierarchical: true}
+	},
+	// Minimal makespan (section 4.2). Reads: rates, GPUs, remaining work.
 	"makespan": func() allocation.Policy { return &allocation.MinMakespan{} },
-	// Total throughput, and throughput per dollar (section 4.2).
+	// Total throughput, and throughput per dollar (section 4.2). Reads:
+	// rates (normalized: jobs compare in normalized throughput), GPUs.
 	"max-throughput": func() allocation.Policy { return &allocation.MaxThroughput{} },
 	"cost":           func() allocation.Policy { return &allocation.MaxThroughput{Cost: true} },
-	// First come, first served, heterogeneity-aware (section 4.2).
+	// First come, first served, heterogeneity-aware (section 4.2). Reads:
+	// arrival, rates, GPUs.
 	"fifo": func() allocation.Policy { return &allocation.FIFO{Perf: true} },
 }
 

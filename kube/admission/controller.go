@@ -3,15 +3,20 @@ package admission
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/kube/model"
+	"github.com/gpusched/gpusched/kube/tenancy"
 	"github.com/gpusched/gpusched/scheduler"
 	"github.com/gpusched/gpusched/topology"
 	batchv1 "k8s.io/api/batch/v1"
@@ -30,32 +35,31 @@ type Controller struct {
 	log   *slog.Logger
 	sched *scheduler.Scheduler
 
+	ten        *tenancy.Tenancy
+	tenancyRV  string // resourceVersion of the tenancy ConfigMap last read
+	tenancyBad string // resourceVersion and error last reported
+	// tenancyLoaded: the ConfigMap has loaded once.
+	tenancyLoaded bool
+	specKey       string // tenancy and types the present jobs' specs were derived from
+
 	nodes    map[string]nodeInfo
 	products map[topology.GPUType][]string // node product labels per type
 	capacity map[topology.GPUType]int      // healthy GPUs of ready nodes
 
+	priorities      map[string]int32
+	defaultPriority int32
+
 	state   ctrlState
-	events  map[string]bool // events already recorded (object, reason, message)
+	gen     int64 // generation of the state last saved or loaded
+	chunks  int   // chunks it took
+	adopt   bool  // a clean start: adopt what runs at the next round
+	events  map[string]bool
 	created map[string][]*corev1.Pod
+	// jobPodTypes is the type of a node a Job's pod is bound to, by Job UID.
+	jobPodTypes map[types.UID]topology.GPUType
+	// memCopies holds requeued pods' copies under Config.NoState.
+	memCopies map[string][]byte
 }
-
-// ctrlState is what the controller keeps beside the core's snapshot.
-type ctrlState struct {
-	Version int `json:"version"`
-	// Rounds counts the rounds run.
-	Rounds int `json:"rounds"`
-	// Requeue holds preempted bare pods to create again, gated, once the
-	// deleted ones are gone, by workload key.
-	Requeue map[string][]requeued `json:"requeue,omitempty"`
-}
-
-type requeued struct {
-	Pod corev1.Pod `json:"pod"`
-	// Old is the UID of the pod that was deleted.
-	Old types.UID `json:"old"`
-}
-
-const stateVersion = 1
 
 // RoundResult says what a round decided and did. It belongs to the
 // caller (the controller keeps no reference): safe for concurrent reads,
@@ -68,50 +72,141 @@ type RoundResult struct {
 	// round and their GPU types.
 	Assigned map[string]topology.GPUType
 	// Admitted holds the workloads admitted after the round (newly or
-	// still), with their types: the gates that are off.
+	// still), with their types, by the controller's records.
 	Admitted map[string]topology.GPUType
 	// Started lists the workloads admitted in this round, Preempted those
 	// preempted, Held those assigned but not admitted (their pods are not
 	// back yet, or, without preemption, no GPUs are free), Finished those
-	// found done and forgotten, Skipped the malformed ones; all sorted.
-	Started, Preempted, Held, Finished, Skipped []string
+	// found done and forgotten, Skipped the malformed ones, Waiting those
+	// kept out of the round by their tenant's MaxJobs (or the tenancy's),
+	// Bypassed those found running without the controller's admission
+	// (and preempted), Adopted those found running at a clean start and
+	// taken as admitted; all sorted.
+	Started, Preempted, Held, Finished, Skipped, Waiting, Bypassed, Adopted []string
 	// Capacity is the healthy GPUs of each type.
 	Capacity map[topology.GPUType]int
 	// GPUs gives each job's GPU count, by key, for the jobs present.
 	GPUs map[string]int
 }
 
-// New returns a controller for cfg; unless cfg.NoState, it loads the
-// state a previous controller saved (the nodes are read first, so that
-// the core's Restore finds the cluster as it is).
+// New returns a controller for cfg. Unless cfg.NoState, it loads the
+// state a previous controller saved (the tenancy and the nodes are read
+// first, so that the core's Restore finds the cluster as it is); a state
+// it cannot read (corrupt, hostile, of another version) gets a Warning
+// event on its ConfigMap and a clean start, never an error, so that no
+// saved state keeps the controller from starting. A clean start adopts
+// the GPU workloads it finds running (no record says otherwise).
 func New(ctx context.Context, cfg Config) (*Controller, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	c := &Controller{cfg: cfg, log: cfg.Logger, nodes: map[string]nodeInfo{}, events: map[string]bool{}}
+	c := &Controller{cfg: cfg, log: cfg.Logger, nodes: map[string]nodeInfo{}, events: map[string]bool{}, state: newCtrlState(), memCopies: map[string][]byte{}}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	c.state = ctrlState{Version: stateVersion, Requeue: map[string][]requeued{}}
+	c.ten = cfg.Tenancy
+	if c.ten == nil {
+		c.ten = tenancy.PerNamespace()
+	}
+	if cfg.TenancyConfigMap != "" {
+		if err := c.reloadTenancy(ctx); err != nil {
+			c.log.Warn("no tenancy yet: nothing is admitted until it loads", "err", err)
+		}
+	}
+	if err := c.resetScheduler(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.NoState {
+		return c, nil
+	}
+	fresh, err := c.load(ctx)
+	switch {
+	case errors.Is(err, ErrState):
+		ns, name := cfg.stateLocation()
+		c.eventOn(ctx, corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: ns, Name: name}, corev1.EventTypeWarning, ReasonBadState,
+			fmt.Sprintf("the saved state cannot be read, starting clean (running GPU workloads are adopted; the next save replaces it): %v", err))
+		c.state = newCtrlState()
+		if err := c.resetScheduler(ctx); err != nil {
+			return nil, err
+		}
+		c.adopt = true
+	case err != nil:
+		return nil, err
+	default:
+		c.adopt = fresh
+	}
+	return c, nil
+}
+
+// resetScheduler builds a new core for the current tenancy and adds the
+// nodes to it.
+func (c *Controller) resetScheduler(ctx context.Context) error {
+	var weights map[string]float64
+	var quotas map[string]allocation.Quota
+	if c.ten != nil { // nil while a tenancy ConfigMap has not loaded: no round runs
+		weights, quotas = c.ten.Weights(), c.ten.Quotas()
+	}
 	s, err := scheduler.New(scheduler.Config{
-		Policy: cfg.Policy, Throughput: cfg.model(), RoundLength: cfg.roundSeconds(),
-		MinResetInterval: cfg.MinResetInterval, TenantWeights: cfg.TenantWeights,
+		Policy: c.cfg.Policy, Throughput: c.cfg.model(), RoundLength: c.cfg.roundSeconds(),
+		MinResetInterval: c.cfg.MinResetInterval, TenantWeights: weights, TenantQuotas: quotas,
 		// Admission decides types, not devices: a job may span nodes.
 		MigrationCost: -1, Logger: c.log,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	c.sched = s
-	if err := c.syncNodes(ctx); err != nil {
-		return nil, err
-	}
-	if !cfg.NoState {
-		if err := c.load(ctx); err != nil {
-			return nil, err
+	c.nodes = map[string]nodeInfo{}
+	c.specKey = ""
+	return c.syncNodes(ctx)
+}
+
+// reloadTenancy reads the tenancy ConfigMap; a document that does not
+// parse keeps the tenancy in force and gets a Warning event (once per
+// version). A change of weights or quotas rebuilds the core from its
+// snapshot.
+func (c *Controller) reloadTenancy(ctx context.Context) error {
+	ns, _ := c.cfg.stateLocation()
+	t, rv, err := tenancy.Load(ctx, c.cfg.Client, ns, c.cfg.TenancyConfigMap)
+	if err != nil {
+		if bad := rv + "|" + err.Error(); bad != c.tenancyBad && !apierrors.IsNotFound(err) {
+			c.tenancyBad = bad
+			c.eventOn(ctx, corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: ns, Name: c.cfg.TenancyConfigMap},
+				corev1.EventTypeWarning, ReasonBadTenancy, fmt.Sprintf("tenancy not applied, the last good one stays in force: %v", err))
 		}
+		if !c.tenancyLoaded && c.cfg.Tenancy == nil {
+			c.ten = nil // nothing to go by yet
+		}
+		return err
 	}
-	return c, nil
+	if rv == c.tenancyRV && rv != "" && c.tenancyLoaded {
+		return nil
+	}
+	old := c.ten
+	if !c.tenancyLoaded {
+		old = nil
+	}
+	c.ten, c.tenancyRV, c.tenancyLoaded = t, rv, true
+	c.log.Info("tenancy loaded", "configmap", ns+"/"+c.cfg.TenancyConfigMap, "tenants", len(t.Tenants()), "version", rv)
+	if c.sched != nil && (old == nil || !maps.Equal(old.Weights(), t.Weights()) || !reflect.DeepEqual(old.Quotas(), t.Quotas())) {
+		return c.rebuild(ctx)
+	}
+	return nil
+}
+
+// rebuild moves the core's state into a new core built for the tenancy.
+func (c *Controller) rebuild(ctx context.Context) error {
+	snap, err := c.sched.Snapshot()
+	if err != nil {
+		return fmt.Errorf("admission: snapshot: %w", err)
+	}
+	if err := c.resetScheduler(ctx); err != nil {
+		return err
+	}
+	if err := c.restore(snap); err != nil {
+		return fmt.Errorf("admission: rebuilding the core for the new tenancy: %w", err)
+	}
+	return nil
 }
 
 func (c *Controller) now() float64 {
@@ -133,6 +228,14 @@ func (c *Controller) wall() time.Time {
 // mistake).
 func (c *Controller) Scheduler() *scheduler.Scheduler { return c.sched }
 
+// Tenancy returns the tenancy in force (nil while a TenancyConfigMap has
+// not loaded yet).
+func (c *Controller) Tenancy() *tenancy.Tenancy {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ten
+}
+
 // Run runs a round every Config.Interval and sweeps (graces, requeued
 // pods) every second in between, until ctx ends. A round that fails is
 // logged and retried at the next tick.
@@ -151,7 +254,8 @@ func (c *Controller) Run(ctx context.Context) error {
 				c.log.Error("round failed", "err", err)
 			} else {
 				c.log.Info("round", "round", r.Round, "assigned", len(r.Assigned), "started", len(r.Started),
-					"preempted", len(r.Preempted), "held", len(r.Held), "finished", len(r.Finished), "skipped", len(r.Skipped))
+					"preempted", len(r.Preempted), "held", len(r.Held), "finished", len(r.Finished), "skipped", len(r.Skipped),
+					"waiting", len(r.Waiting), "bypassed", len(r.Bypassed))
 			}
 		} else if err := c.Sweep(ctx); err != nil {
 			c.log.Warn("sweep failed", "err", err)
@@ -164,8 +268,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 }
 
-// Round runs one round at the clock's time: sweep, read nodes and
-// workloads, the core's round, preempt, admit, save the state.
+// Round runs one round at the clock's time: sweep, read the tenancy,
+// nodes and workloads, preempt what bypassed admission, the core's round,
+// preempt, admit, save the state.
 func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -173,7 +278,15 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 	if err := c.sweep(ctx); err != nil {
 		return nil, err
 	}
+	if c.cfg.TenancyConfigMap != "" {
+		if err := c.reloadTenancy(ctx); err != nil && c.ten == nil {
+			return nil, fmt.Errorf("admission: no tenancy to go by: %w", err)
+		}
+	}
 	if err := c.syncNodes(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.syncPriorities(ctx); err != nil {
 		return nil, err
 	}
 	ws, err := c.workloads(ctx)
@@ -182,6 +295,11 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 	}
 	res := &RoundResult{Round: c.state.Rounds + 1, Now: now, Assigned: map[string]topology.GPUType{},
 		Admitted: map[string]topology.GPUType{}, Capacity: maps.Clone(c.capacity), GPUs: map[string]int{}}
+	if c.adopt {
+		c.adoptRunning(ctx, ws, res)
+		c.adopt = false
+	}
+	c.enforce(ctx, ws, res)
 	present := c.syncJobs(ctx, ws, now, res)
 
 	r, err := c.sched.Round(ctx, now)
@@ -264,7 +382,13 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 				w.admitted = as.Type
 				res.Started = append(res.Started, key)
 			}
-			report.Ran = append(report.Ran, scheduler.Ran{Job: key, Seconds: r.Length})
+			ran := scheduler.Ran{Job: key, Seconds: r.Length}
+			if st, err := c.sched.Status(key); err == nil && st.Spec.RemainingSteps > 0 {
+				// The work of the round at the job's (trusted) rate counts
+				// the admin's model of its remaining work down.
+				ran.Steps = r.Length * st.Spec.Throughput[as.Type]
+			}
+			report.Ran = append(report.Ran, ran)
 		}
 	}
 	for key, w := range present {
@@ -275,7 +399,7 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 	if err := c.sched.Report(report); err != nil {
 		c.log.Warn("report", "err", err)
 	}
-	for _, l := range [][]string{res.Started, res.Preempted, res.Held, res.Finished, res.Skipped} {
+	for _, l := range [][]string{res.Started, res.Preempted, res.Held, res.Finished, res.Skipped, res.Waiting, res.Bypassed, res.Adopted} {
 		slices.Sort(l)
 	}
 	if !c.cfg.NoState {
@@ -298,17 +422,31 @@ func nodesOf(as scheduler.Assignment) []string {
 	return out
 }
 
-// preemptedOn is the type a preempted pod ran on.
+// preemptedOn is the type a preempted workload ran on, by its record.
 func (c *Controller) preemptedOn(w *workload) topology.GPUType {
-	for _, p := range w.pods {
-		if t := p.Annotations[AnnotationAdmittedType]; t != "" {
-			return topology.GPUType(t)
-		}
+	if r := c.state.Admitted[w.key]; r != nil {
+		return r.Type
 	}
 	return ""
 }
 
-// workloads lists the managed pods and Jobs.
+// syncPriorities reads the cluster's PriorityClasses.
+func (c *Controller) syncPriorities(ctx context.Context) error {
+	list, err := c.cfg.Client.SchedulingV1().PriorityClasses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("admission: listing priority classes: %w", err)
+	}
+	c.priorities, c.defaultPriority = make(map[string]int32, len(list.Items)), 0
+	for _, pc := range list.Items {
+		c.priorities[pc.Name] = pc.Value
+		if pc.GlobalDefault {
+			c.defaultPriority = pc.Value
+		}
+	}
+	return nil
+}
+
+// workloads lists the managed pods and Jobs of the managed namespaces.
 func (c *Controller) workloads(ctx context.Context) ([]*workload, error) {
 	pods, err := c.cfg.Client.CoreV1().Pods(c.cfg.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -318,7 +456,94 @@ func (c *Controller) workloads(ctx context.Context) ([]*workload, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admission: listing jobs: %w", err)
 	}
-	return collect(pods.Items, jobs.Items, c.cfg.Resource), nil
+	ws := collect(pods.Items, jobs.Items, c.cfg.Resource, c.ten.Managed, c.state.Admitted)
+	c.jobPodTypes = map[types.UID]topology.GPUType{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if o := controllerOf(p); o != nil && o.Kind == "Job" && p.Spec.NodeName != "" {
+			if n, ok := c.nodes[p.Spec.NodeName]; ok {
+				c.jobPodTypes[o.UID] = n.typ()
+			}
+		}
+	}
+	return ws, nil
+}
+
+// adoptRunning takes as admitted, at a clean start, the workloads found
+// running on nodes: their type is that of the nodes their pods are bound
+// to (admin-owned objects), never what an annotation says. What is not
+// bound is left to enforce.
+func (c *Controller) adoptRunning(ctx context.Context, ws []*workload, res *RoundResult) {
+	for _, w := range ws {
+		if w.err != nil || w.done {
+			continue
+		}
+		var t topology.GPUType
+		switch {
+		case w.kind == kindJob && w.jobRun:
+			t = c.jobPodTypes[w.job.UID]
+		case len(w.bypass) > 0:
+			for _, p := range w.bypass {
+				if n, ok := c.nodes[p.Spec.NodeName]; ok && t == "" {
+					t = n.typ()
+				}
+			}
+		default:
+			continue
+		}
+		if t == "" {
+			continue
+		}
+		rec := &record{Type: t, NS: w.ns, Adopted: true}
+		if w.kind == kindJob {
+			rec.UIDs = []types.UID{w.job.UID}
+			w.jobRun = false
+		} else {
+			for _, p := range w.bypass {
+				rec.UIDs, rec.Pods = append(rec.UIDs, p.UID), append(rec.Pods, p.Name)
+			}
+			w.bypass = nil
+		}
+		c.state.Admitted[w.key] = rec
+		w.admitted = t
+		res.Adopted = append(res.Adopted, w.key)
+		c.event(ctx, w, corev1.EventTypeNormal, ReasonAdopted, fmt.Sprintf("found running on %s GPUs at a clean start: taken as admitted", t))
+	}
+}
+
+// enforce preempts what runs without the controller's admission (no gate
+// and no record: a tenant that dropped the gate, or created the workload
+// where no admission policy added it): a Job is suspended, a bare pod is
+// deleted and created again gated, a pod another controller owns is
+// deleted (its controller creates it again, gated by the admission
+// policy). Each gets a Warning event.
+func (c *Controller) enforce(ctx context.Context, ws []*workload, res *RoundResult) {
+	for _, w := range ws {
+		if !w.jobRun && len(w.bypass) == 0 {
+			continue
+		}
+		msg := "ran without gpusched's admission (no scheduling gate " + GateName + " and no admission by the controller): "
+		var err error
+		if w.kind == kindJob {
+			err = c.updateJob(ctx, w.job, func(j *batchv1.Job) { j.Spec.Suspend = ptrTo(true) })
+			msg += "suspended; it waits for a round like any other"
+			w.jobRun = false
+		} else {
+			for _, p := range w.bypass {
+				if e := c.deleteAndRequeue(ctx, w.key, p); e != nil {
+					err = e
+				}
+			}
+			msg += "deleted and created again with the gate; it waits for a round like any other"
+			w.bypass = nil
+		}
+		if err != nil {
+			c.log.Warn("enforce admission", "workload", w.key, "err", err)
+			continue
+		}
+		res.Bypassed = append(res.Bypassed, w.key)
+		c.event(ctx, w, corev1.EventTypeWarning, ReasonBypass, msg)
+	}
 }
 
 // syncJobs submits new workloads to the core and removes those done,
@@ -329,9 +554,25 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 	for _, k := range c.sched.Jobs() {
 		known[k] = true
 	}
-	types := c.types()
+	env := &specEnv{ten: c.ten, model: c.cfg.model(), known: c.types(), priorities: c.priorities, defaultPriority: c.defaultPriority}
 	var fresh []*workload
 	for _, w := range ws {
+		if w.err == nil {
+			var err error
+			if w.place, err = c.ten.Resolve(w.ns, w.labels); err != nil {
+				w.err = fmt.Errorf("%w: %s %s/%s: %w", ErrMalformed, w.kind, w.ns, w.name, err)
+			}
+		}
+		if w.err == nil && w.kind != kindJob && !known[w.key] {
+			// Checked once, when it enters the rounds: a pod too large to
+			// keep a copy of could not be preempted.
+			for _, p := range w.pods {
+				if _, err := podCopy(requeueCopy(p, c.cfg.NodeSelector)); err != nil {
+					w.err = fmt.Errorf("%w: %w", ErrMalformed, err)
+					break
+				}
+			}
+		}
 		switch {
 		case w.err != nil:
 			c.event(ctx, w, corev1.EventTypeWarning, ReasonMalformed, w.err.Error())
@@ -362,14 +603,79 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 			if err := c.sched.Remove(k); err != nil {
 				c.log.Warn("remove", "job", k, "err", err)
 			}
+			delete(known, k)
 			if !slices.Contains(res.Finished, k) && !slices.Contains(res.Skipped, k) {
 				res.Finished = append(res.Finished, k)
 			}
 		}
 	}
-	slices.SortStableFunc(fresh, func(a, b *workload) int { return cmp.Compare(a.created, b.created) })
+	for k := range c.state.Admitted {
+		if present[k] == nil {
+			delete(c.state.Admitted, k)
+		}
+	}
+	// The admin's tenancy or the cluster's types changed: the jobs' specs
+	// are derived again (their remaining work kept).
+	if key := c.tenancyRV + "|" + fmt.Sprint(env.known); key != c.specKey {
+		c.specKey = key
+		for k := range known {
+			w := present[k]
+			if w == nil || w.place.Tenant == nil {
+				continue
+			}
+			spec, _, err := w.spec(env)
+			if err == nil {
+				if st, serr := c.sched.Status(k); serr == nil {
+					spec.RemainingSteps = st.Spec.RemainingSteps
+				}
+				err = c.sched.Update(k, spec)
+			}
+			if err != nil {
+				c.log.Warn("update spec", "job", k, "err", err)
+			}
+		}
+	}
+	// The admin's model of remaining work never runs out while the job
+	// runs: a job past its queue's expected time has two rounds of work
+	// left (a round's report takes at most one).
+	floor := 2 * c.ten.Rates().Ref() * c.cfg.roundSeconds()
+	for k := range known {
+		w := present[k]
+		if w == nil || w.place.Queue == nil || w.place.Queue.ExpectedSeconds == 0 {
+			continue
+		}
+		st, err := c.sched.Status(k)
+		if err != nil || st.Spec.RemainingSteps >= floor {
+			continue
+		}
+		spec := st.Spec
+		spec.RemainingSteps = floor
+		if err := c.sched.Update(k, spec); err != nil {
+			c.log.Warn("update remaining work", "job", k, "err", err)
+		}
+	}
+	// New jobs, oldest first, as far as their tenant's MaxJobs (and the
+	// tenancy's) allow: the others wait outside the round.
+	perTenant := map[string]int{}
+	for k := range known {
+		if w := present[k]; w != nil && w.place.Tenant != nil {
+			perTenant[w.place.Tenant.Name]++
+		}
+	}
+	total := len(known)
+	taken := map[string]int{} // GPUs bound so far to adopted jobs, by node
+	slices.SortStableFunc(fresh, func(a, b *workload) int { return cmp.Or(cmp.Compare(a.created, b.created), cmp.Compare(a.key, b.key)) })
 	for _, w := range fresh {
-		spec, warn, err := w.spec(&c.cfg, types)
+		tn := w.place.Tenant
+		if perTenant[tn.Name] >= tn.MaxJobs || total >= c.ten.MaxJobs() {
+			delete(present, w.key)
+			delete(res.GPUs, w.key)
+			res.Waiting = append(res.Waiting, w.key)
+			c.event(ctx, w, corev1.EventTypeNormal, ReasonWaiting, fmt.Sprintf("waits outside the rounds: tenant %s has %d jobs in them (maxJobs %d), %d in all (at most %d)",
+				tn.Name, perTenant[tn.Name], tn.MaxJobs, total, c.ten.MaxJobs()))
+			continue
+		}
+		spec, notes, err := w.spec(env)
 		if err == nil {
 			err = c.sched.Submit(w.key, spec, now)
 		}
@@ -383,14 +689,46 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 			delete(res.GPUs, w.key)
 			continue
 		}
-		if warn != "" {
-			c.event(ctx, w, corev1.EventTypeNormal, ReasonDefault, warn)
+		perTenant[tn.Name]++
+		total++
+		if rec := c.state.Admitted[w.key]; rec != nil && rec.Adopted {
+			c.bindAdopted(w, taken)
+		}
+		for _, n := range notes {
+			c.event(ctx, w, corev1.EventTypeNormal, ReasonDefault, n)
 		}
 	}
 	return present
 }
 
-// admit lets a workload run on type t.
+// bindAdopted tells the core where an adopted workload runs: its pods'
+// nodes, as many GPUs of each as the pods there ask for (which ones does
+// not matter to admission), so that the next round keeps it there if the
+// policy lets it run on that type.
+func (c *Controller) bindAdopted(w *workload, taken map[string]int) {
+	var devs []scheduler.Device
+	for _, p := range w.pods {
+		n, ok := c.nodes[p.Spec.NodeName]
+		if !ok || terminal(p) {
+			continue
+		}
+		g, _ := model.PodGPUs(p, c.cfg.Resource)
+		for range g {
+			if taken[p.Spec.NodeName] < len(n.server.GPUs) {
+				devs = append(devs, scheduler.Device{Server: p.Spec.NodeName, Index: n.server.GPUs[taken[p.Spec.NodeName]].Index})
+				taken[p.Spec.NodeName]++
+			}
+		}
+	}
+	if len(devs) == 0 {
+		return
+	}
+	if err := c.sched.Bind(w.key, devs); err != nil {
+		c.log.Warn("bind adopted", "job", w.key, "err", err)
+	}
+}
+
+// admit lets a workload run on type t, and records it.
 func (c *Controller) admit(ctx context.Context, w *workload, t topology.GPUType, nodes []string, now float64) error {
 	at := strconv.FormatFloat(now, 'f', 3, 64)
 	mark := func(m *metav1.ObjectMeta) {
@@ -402,6 +740,7 @@ func (c *Controller) admit(ctx context.Context, w *workload, t topology.GPUType,
 		delete(m.Annotations, AnnotationPreempted)
 		delete(m.Annotations, AnnotationDeleteAfter)
 	}
+	rec := &record{Type: t, NS: w.ns}
 	if w.kind == kindJob {
 		err := c.updateJob(ctx, w.job, func(j *batchv1.Job) {
 			mark(&j.ObjectMeta)
@@ -412,6 +751,7 @@ func (c *Controller) admit(ctx context.Context, w *workload, t topology.GPUType,
 		if err != nil {
 			return err
 		}
+		rec.UIDs = []types.UID{w.job.UID}
 	} else {
 		for _, p := range w.pods {
 			if terminal(p) {
@@ -424,18 +764,24 @@ func (c *Controller) admit(ctx context.Context, w *workload, t topology.GPUType,
 					c.affinity(&p.Spec, t, nodes)
 				}
 			})
+			// Recorded as it goes, so that a pod whose gate is off is
+			// never taken for one that bypassed admission.
+			if err == nil || rec.has(p.UID) {
+				rec.UIDs, rec.Pods = append(rec.UIDs, p.UID), append(rec.Pods, p.Name)
+				c.state.Admitted[w.key] = rec
+			}
 			if err != nil {
 				return err
 			}
 		}
 	}
+	c.state.Admitted[w.key] = rec
 	c.event(ctx, w, corev1.EventTypeNormal, ReasonAdmitted, fmt.Sprintf("admitted on %s GPUs (%d) at t=%.0f s", t, w.gpus, now))
 	return nil
 }
 
-// preempt takes a workload's GPUs back: a Job is suspended; a
-// pod is marked with the reason and deleted after the grace (then
-// requeued).
+// preempt takes a workload's GPUs back: a Job is suspended; a pod is
+// marked with the reason and deleted after the grace (then requeued).
 func (c *Controller) preempt(ctx context.Context, w *workload, reason string) error {
 	if w.kind == kindJob {
 		err := c.updateJob(ctx, w.job, func(j *batchv1.Job) {
@@ -446,11 +792,11 @@ func (c *Controller) preempt(ctx context.Context, w *workload, reason string) er
 			j.Annotations[AnnotationPreemptions] = strconv.Itoa(atoi(j.Annotations[AnnotationPreemptions]) + 1)
 			// Only spec.suspend: the API server takes no change to the
 			// template of a Job that is not suspended. The job controller
-			// deletes its pods; AnnotationAdmittedType (the last type)
-			// keeps the Job managed.
+			// deletes its pods.
 			j.Spec.Suspend = ptrTo(true)
 		})
 		if err == nil {
+			delete(c.state.Admitted, w.key)
 			c.event(ctx, w, corev1.EventTypeNormal, ReasonPreempted, "suspended: "+reason)
 		}
 		return err
@@ -470,6 +816,9 @@ func (c *Controller) preempt(ctx context.Context, w *workload, reason string) er
 		if err != nil {
 			return err
 		}
+	}
+	if rec := c.state.Admitted[w.key]; rec != nil {
+		rec.DeleteAfter = deadline
 	}
 	c.event(ctx, w, corev1.EventTypeNormal, ReasonPreempted, fmt.Sprintf("%s; deleted after %v and created again, gated", reason, c.cfg.Grace))
 	if c.cfg.Grace == 0 {
@@ -498,21 +847,53 @@ func (c *Controller) unpreempt(ctx context.Context, w *workload) error {
 			return err
 		}
 	}
+	if rec := c.state.Admitted[w.key]; rec != nil {
+		rec.DeleteAfter = ""
+	}
 	return nil
 }
 
-// deleteAndRequeue deletes a preempted pod and remembers a gated copy to
-// create once it is gone.
+// deleteAndRequeue deletes a preempted pod and, for a bare pod, keeps a
+// gated copy, in a ConfigMap of its own, to create once it is gone; a pod
+// another controller owns is only deleted (its controller creates it
+// again). The pod leaves the workload's record.
 func (c *Controller) deleteAndRequeue(ctx context.Context, key string, p *corev1.Pod) error {
-	cp := requeueCopy(p, c.cfg.NodeSelector)
 	uid := p.UID
+	bare := controllerOf(p) == nil
+	var ref requeued
+	if bare && !slices.ContainsFunc(c.state.Requeue[key], func(r requeued) bool { return r.Old == uid }) {
+		b, err := podCopy(requeueCopy(p, c.cfg.NodeSelector))
+		if err != nil {
+			return fmt.Errorf("admission: %w", err)
+		}
+		ns, name := c.cfg.stateLocation()
+		ref = requeued{NS: p.Namespace, Name: p.Name, Old: uid, Copy: requeueName(name, p.Namespace, p.Name)}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ref.Copy, Namespace: ns,
+			Labels: map[string]string{labelStateOf: name + "-requeue"}}, BinaryData: map[string][]byte{requeueKey: b}}
+		if c.cfg.NoState {
+			c.memCopies[ref.Copy] = b
+		} else if err := c.put(ctx, cm); err != nil {
+			return err
+		}
+	}
 	err := c.cfg.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid}, GracePeriodSeconds: c.cfg.PodDeletionGrace})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("admission: deleting pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
-	if !slices.ContainsFunc(c.state.Requeue[key], func(r requeued) bool { return r.Old == uid }) {
-		c.state.Requeue[key] = append(c.state.Requeue[key], requeued{Pod: *cp, Old: uid})
+	if ref.Copy != "" {
+		c.state.Requeue[key] = append(c.state.Requeue[key], ref)
+	}
+	if rec := c.state.Admitted[key]; rec != nil {
+		if i := slices.Index(rec.UIDs, uid); i >= 0 {
+			rec.UIDs = slices.Delete(rec.UIDs, i, i+1)
+			if i < len(rec.Pods) {
+				rec.Pods = slices.Delete(rec.Pods, i, i+1)
+			}
+		}
+		if len(rec.UIDs) == 0 {
+			delete(c.state.Admitted, key)
+		}
 	}
 	return nil
 }
@@ -530,7 +911,7 @@ func requeueCopy(p *corev1.Pod, selector map[string]string) *corev1.Pod {
 	for _, a := range []string{AnnotationAdmittedType, AnnotationAdmittedAt, AnnotationPreempted, AnnotationDeleteAfter} {
 		delete(cp.Annotations, a)
 	}
-	cp.Annotations[AnnotationPreemptions] = strconv.Itoa(atoi(p.Annotations[AnnotationPreemptions]) + 1)
+	cp.Annotations[AnnotationPreemptions] = strconv.Itoa(min(atoi(p.Annotations[AnnotationPreemptions]), 1<<30) + 1)
 	spec := p.Spec.DeepCopy()
 	spec.NodeName = ""
 	stripAffinity(spec, selector)
@@ -551,29 +932,39 @@ func (c *Controller) Sweep(ctx context.Context) error {
 }
 
 func (c *Controller) sweep(ctx context.Context) error {
-	if c.cfg.Grace > 0 {
-		pods, err := c.cfg.Client.CoreV1().Pods(c.cfg.Namespace).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return fmt.Errorf("admission: listing pods: %w", err)
+	changed := false
+	now := c.wall()
+	for _, key := range slices.Sorted(maps.Keys(c.state.Admitted)) {
+		rec := c.state.Admitted[key]
+		if rec.DeleteAfter == "" {
+			continue
 		}
-		now := c.wall()
-		for _, w := range collect(pods.Items, nil, c.cfg.Resource) {
-			for _, p := range w.pods {
-				v := p.Annotations[AnnotationDeleteAfter]
-				if v == "" || p.DeletionTimestamp != nil || terminal(p) {
-					continue
-				}
-				t, err := time.Parse(time.RFC3339Nano, v)
-				if err == nil && now.Before(t) {
-					continue
-				}
-				if err := c.deleteAndRequeue(ctx, w.key, p); err != nil {
+		if t, err := time.Parse(time.RFC3339Nano, rec.DeleteAfter); err == nil && now.Before(t) {
+			continue
+		}
+		for i := len(rec.Pods) - 1; i >= 0; i-- {
+			p, err := c.cfg.Client.CoreV1().Pods(rec.NS).Get(ctx, rec.Pods[i], metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err) || err == nil && p.UID != rec.UIDs[i]:
+				rec.UIDs, rec.Pods = slices.Delete(rec.UIDs, i, i+1), slices.Delete(rec.Pods, i, i+1)
+			case err != nil:
+				c.log.Warn("sweep: get pod", "pod", rec.NS+"/"+rec.Pods[i], "err", err)
+			case p.DeletionTimestamp != nil || terminal(p):
+			default:
+				if err := c.deleteAndRequeue(ctx, key, p); err != nil {
 					c.log.Warn("delete preempted pod", "pod", p.Namespace+"/"+p.Name, "err", err)
 				}
 			}
+			changed = true
+		}
+		if r := c.state.Admitted[key]; r != nil && len(r.UIDs) == 0 {
+			delete(c.state.Admitted, key)
 		}
 	}
-	if c.requeue(ctx) && !c.cfg.NoState {
+	if c.requeue(ctx) {
+		changed = true
+	}
+	if changed && !c.cfg.NoState {
 		return c.save(ctx)
 	}
 	return nil
@@ -585,32 +976,57 @@ func (c *Controller) sweep(ctx context.Context) error {
 func (c *Controller) requeue(ctx context.Context) bool {
 	changed := false
 	c.created = map[string][]*corev1.Pod{}
+	ns, _ := c.cfg.stateLocation()
+	cms := c.cfg.Client.CoreV1().ConfigMaps(ns)
 	for _, key := range slices.Sorted(maps.Keys(c.state.Requeue)) {
 		var left []requeued
 		for _, rq := range c.state.Requeue[key] {
-			pods := c.cfg.Client.CoreV1().Pods(rq.Pod.Namespace)
-			cur, err := pods.Get(ctx, rq.Pod.Name, metav1.GetOptions{})
+			pods := c.cfg.Client.CoreV1().Pods(rq.NS)
+			cur, err := pods.Get(ctx, rq.Name, metav1.GetOptions{})
 			switch {
 			case err == nil && cur.UID == rq.Old:
 				left = append(left, rq) // still terminating
 				continue
 			case err == nil:
 				changed = true // created again already
+				c.dropCopy(ctx, rq.Copy)
 				continue
 			case !apierrors.IsNotFound(err):
 				left = append(left, rq)
-				c.log.Warn("requeue: get pod", "pod", rq.Pod.Name, "err", err)
+				c.log.Warn("requeue: get pod", "pod", rq.Name, "err", err)
 				continue
 			}
-			p, err := pods.Create(ctx, rq.Pod.DeepCopy(), metav1.CreateOptions{})
+			var b []byte
+			if c.cfg.NoState {
+				b = c.memCopies[rq.Copy]
+			} else {
+				cm, err := cms.Get(ctx, rq.Copy, metav1.GetOptions{})
+				if err != nil && !apierrors.IsNotFound(err) {
+					left = append(left, rq)
+					c.log.Warn("requeue: get copy", "configmap", rq.Copy, "err", err)
+					continue
+				}
+				if cm != nil {
+					b = cm.BinaryData[requeueKey]
+				}
+			}
+			var cp corev1.Pod
+			if err := json.Unmarshal(b, &cp); err != nil || cp.Name != rq.Name || cp.Namespace != rq.NS {
+				changed = true
+				c.log.Warn("requeue: the pod's copy is missing or damaged; it is not created again", "pod", rq.NS+"/"+rq.Name, "configmap", rq.Copy)
+				c.dropCopy(ctx, rq.Copy)
+				continue
+			}
+			p, err := pods.Create(ctx, &cp, metav1.CreateOptions{})
 			if err != nil && !apierrors.IsAlreadyExists(err) {
 				left = append(left, rq)
-				c.log.Warn("requeue: create pod", "pod", rq.Pod.Name, "err", err)
+				c.log.Warn("requeue: create pod", "pod", rq.Name, "err", err)
 				continue
 			}
 			if err == nil {
 				c.created[key] = append(c.created[key], p)
 			}
+			c.dropCopy(ctx, rq.Copy)
 			changed = true
 		}
 		if len(left) == 0 {
@@ -620,6 +1036,18 @@ func (c *Controller) requeue(ctx context.Context) bool {
 		}
 	}
 	return changed
+}
+
+// dropCopy deletes a requeued pod's copy.
+func (c *Controller) dropCopy(ctx context.Context, name string) {
+	if c.cfg.NoState {
+		delete(c.memCopies, name)
+		return
+	}
+	ns, _ := c.cfg.stateLocation()
+	if err := c.cfg.Client.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		c.log.Warn("deleting a requeued pod's copy", "configmap", name, "err", err)
+	}
 }
 
 func (c *Controller) updatePod(ctx context.Context, p *corev1.Pod, mutate func(*corev1.Pod)) error {
@@ -681,7 +1109,16 @@ func policyName(p any) string {
 // event records an event on the workload's object once per message.
 func (c *Controller) event(ctx context.Context, w *workload, typ, reason, msg string) {
 	kind, ns, name, uid := w.object()
-	id := uid + "|" + reason + "|" + msg
+	apiVersion := "v1"
+	if kind == "Job" {
+		apiVersion = "batch/v1"
+	}
+	c.eventOn(ctx, corev1.ObjectReference{Kind: kind, APIVersion: apiVersion, Namespace: ns, Name: name, UID: types.UID(uid)}, typ, reason, msg)
+}
+
+// eventOn records an event on an object once per message.
+func (c *Controller) eventOn(ctx context.Context, obj corev1.ObjectReference, typ, reason, msg string) {
+	id := obj.Namespace + "/" + obj.Name + "|" + string(obj.UID) + "|" + reason + "|" + msg
 	if c.events[id] {
 		return
 	}
@@ -689,24 +1126,28 @@ func (c *Controller) event(ctx context.Context, w *workload, typ, reason, msg st
 	if len(c.events) > 1<<16 {
 		clear(c.events)
 	}
-	apiVersion := "v1"
-	if kind == "Job" {
-		apiVersion = "batch/v1"
-	}
 	now := metav1.NewTime(c.wall())
 	ev := &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", name, c.wall().UnixNano()+int64(len(c.events))), Namespace: ns},
-		InvolvedObject: corev1.ObjectReference{Kind: kind, APIVersion: apiVersion, Namespace: ns, Name: name, UID: types.UID(uid)},
+		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", cutName(obj.Name), c.wall().UnixNano()+int64(len(c.events))), Namespace: obj.Namespace},
+		InvolvedObject: obj,
 		Reason:         reason, Message: cut1k(msg), Type: typ,
 		Source:         corev1.EventSource{Component: "gpusched-admission"},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 	}
-	if _, err := c.cfg.Client.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		c.log.Warn("event", "object", ns+"/"+name, "reason", reason, "err", err)
+	if _, err := c.cfg.Client.CoreV1().Events(obj.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		c.log.Warn("event", "object", obj.Namespace+"/"+obj.Name, "reason", reason, "err", err)
 	}
 	if typ == corev1.EventTypeWarning {
-		c.log.Warn(reason, "object", ns+"/"+name, "msg", msg)
+		c.log.Warn(reason, "object", obj.Namespace+"/"+obj.Name, "msg", msg)
 	}
+}
+
+// cutName keeps an event's name within the API's 253 bytes.
+func cutName(s string) string {
+	if len(s) > 200 {
+		return s[:200]
+	}
+	return s
 }
 
 func cut1k(s string) string {

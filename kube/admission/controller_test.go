@@ -2,7 +2,6 @@ package admission
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -12,6 +11,9 @@ import (
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/kube/model"
+	"github.com/gpusched/gpusched/kube/tenancy"
+	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -129,7 +131,11 @@ func TestMalformedWorkloadsReportedAndSkipped(t *testing.T) {
 	bad := []*corev1.Pod{
 		gatedPod(testNS, "bad-rates", 1, rates("v100=fast")),
 		gatedPod(testNS, "no-gpus", 0, nil),
-		gatedPod(testNS, "bad-weight", 1, map[string]string{AnnotationWeight: "-1"}),
+		func() *corev1.Pod {
+			p := gatedPod(testNS, "bad-queue", 1, nil)
+			p.Labels = map[string]string{LabelQueue: "team-b"}
+			return p
+		}(),
 		gatedPod(testNS, "bad-types", 1, map[string]string{model.AnnotationGPUTypes: ""}),
 	}
 	g1 := gatedPod(testNS, "gang-0", 1, map[string]string{model.AnnotationMinMember: "2"})
@@ -146,7 +152,7 @@ func TestMalformedWorkloadsReportedAndSkipped(t *testing.T) {
 	res, err := c.Round(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]topology.GPUType{"pod/team-a/good": topology.V100}, res.Admitted)
-	assert.Equal(t, []string{"group/team-a/g", "pod/team-a/bad-rates", "pod/team-a/bad-types", "pod/team-a/bad-weight", "pod/team-a/no-gpus"}, res.Skipped)
+	assert.Equal(t, []string{"group/team-a/g", "pod/team-a/bad-queue", "pod/team-a/bad-rates", "pod/team-a/bad-types", "pod/team-a/no-gpus"}, res.Skipped)
 	checkInvariants(t, cs, res)
 	evs, err := cs.CoreV1().Events(testNS).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
@@ -159,7 +165,7 @@ func TestMalformedWorkloadsReportedAndSkipped(t *testing.T) {
 	}
 	assert.Contains(t, warned["bad-rates"], AnnotationThroughput)
 	assert.Contains(t, warned["no-gpus"], "asks for no GPUs")
-	assert.Contains(t, warned["bad-weight"], AnnotationWeight)
+	assert.Contains(t, warned["bad-queue"], "may use only queue team-a")
 	assert.Contains(t, warned["gang-0"], "members disagree")
 	// A second round records no second event for the same fault.
 	clk.t = 360
@@ -358,49 +364,91 @@ func TestRestartChangesNothing(t *testing.T) {
 	}
 }
 
+// The rates a job gets are its claim (annotation, or the model's entry
+// for its kind) relative to itself, within the admin's ratio, at the
+// admin's reference rate; weight, steps and tenant never come from the
+// workload.
 func TestThroughputSources(t *testing.T) {
-	cfg := Config{}
 	known := []topology.GPUType{topology.K80, topology.V100}
+	env := &specEnv{ten: tenancy.PerNamespace(), model: gavel.Simulation(), known: known}
 	mk := func(ann map[string]string) *workload {
-		return &workload{key: "pod/ns/x", kind: kindPod, ns: "ns", name: "x", gpus: 1, ann: ann}
+		w := &workload{key: "pod/ns/x", kind: kindPod, ns: "ns", name: "x", gpus: 1, ann: ann,
+			pods: []*corev1.Pod{{}}}
+		var err error
+		w.place, err = env.ten.Resolve("ns", nil)
+		require.NoError(t, err)
+		return w
 	}
-	spec, warn, err := mk(rates("Tesla-V100-SXM2-16GB=3, k80=1")).spec(&cfg, known)
+	spec, notes, err := mk(rates("Tesla-V100-SXM2-16GB=3, k80=1")).spec(env)
 	require.NoError(t, err)
-	assert.Empty(t, warn)
-	assert.Equal(t, map[topology.GPUType]float64{topology.V100: 3, topology.K80: 1}, spec.Throughput)
+	assert.Empty(t, notes)
+	assert.Equal(t, map[topology.GPUType]float64{topology.V100: 1, topology.K80: 0.3333}, spec.Throughput)
+	assert.Equal(t, "ns", spec.Tenant)
+	assert.InDelta(t, 1, spec.Weight, 0)
 
-	spec, warn, err = mk(map[string]string{AnnotationJobKind: "ResNet-18", AnnotationBatchSize: "64"}).spec(&cfg, known)
+	// A claim a billion times larger is the same job.
+	spec2, _, err := mk(rates("v100=3e9,k80=1e9")).spec(env)
 	require.NoError(t, err)
-	assert.Empty(t, warn)
-	require.NotNil(t, spec.Model)
-	assert.Equal(t, "ResNet-18", spec.Model.Model)
-	assert.Equal(t, 64, spec.Model.BatchSize)
+	assert.Equal(t, spec.Throughput, spec2.Throughput)
 
-	spec, warn, err = mk(map[string]string{AnnotationJobKind: "NoSuchNet"}).spec(&cfg, known)
+	// The model's rates for the kind, normalized too.
+	spec, notes, err = mk(map[string]string{AnnotationJobKind: "ResNet-18", AnnotationBatchSize: "64"}).spec(env)
 	require.NoError(t, err)
-	assert.Contains(t, warn, "does not know NoSuchNet")
+	assert.Empty(t, notes)
+	assert.Nil(t, spec.Model)
+	assert.InDelta(t, 1, spec.Throughput[topology.V100], 0)
+	k80, _ := gavel.Simulation().Throughput(perfmodel.JobKey{Model: "ResNet-18", BatchSize: 64, ScaleFactor: 1}, topology.K80)
+	v100, _ := gavel.Simulation().Throughput(perfmodel.JobKey{Model: "ResNet-18", BatchSize: 64, ScaleFactor: 1}, topology.V100)
+	assert.InDelta(t, k80/v100, spec.Throughput[topology.K80], 1e-3)
+
+	spec, notes, err = mk(map[string]string{AnnotationJobKind: "NoSuchNet"}).spec(env)
+	require.NoError(t, err)
+	assert.Contains(t, strings.Join(notes, ";"), "does not know NoSuchNet")
 	assert.Equal(t, map[topology.GPUType]float64{topology.V100: 1, topology.K80: 1}, spec.Throughput)
 
-	cfg.DefaultThroughput = 2.5
-	spec, warn, err = mk(nil).spec(&cfg, known)
+	// Weight and steps annotations are ignored, and said so.
+	spec, notes, err = mk(map[string]string{AnnotationWeight: "1e9", AnnotationSteps: "1"}).spec(env)
 	require.NoError(t, err)
-	assert.Contains(t, warn, "2.5 steps/s")
-	assert.Equal(t, map[topology.GPUType]float64{topology.V100: 2.5, topology.K80: 2.5}, spec.Throughput)
+	assert.InDelta(t, 1, spec.Weight, 0)
+	assert.Zero(t, spec.RemainingSteps)
+	assert.Contains(t, strings.Join(notes, ";"), AnnotationWeight+" ignored")
+	assert.Contains(t, strings.Join(notes, ";"), AnnotationSteps+" ignored")
 
-	cfg.TenantLabel = LabelQueue
-	w := mk(nil)
-	w.labels = map[string]string{LabelQueue: "research"}
-	spec, _, err = w.spec(&cfg, known)
+	// A tenancy: the queue's weight, priority cap and expected run time.
+	ten, err := tenancy.Parse([]byte(`
+rates: {maxRatio: 4, reference: 2}
+tenants:
+- name: vision
+  weight: 3
+  namespaces: [ns]
+  queues:
+  - {name: batch, jobWeight: 2, maxPriority: 10, expectedSeconds: 100}`))
 	require.NoError(t, err)
-	assert.Equal(t, "research", spec.Tenant)
-	spec, _, err = mk(nil).spec(&cfg, known)
+	env.ten = ten
+	w := mk(rates("v100=100,k80=1"))
+	w.pods[0].Spec.Priority = ptrTo(int32(1000))
+	spec, notes, err = w.spec(env)
 	require.NoError(t, err)
-	assert.Equal(t, "ns", spec.Tenant)
+	assert.Equal(t, "vision", spec.Tenant)
+	assert.InDelta(t, 2, spec.Weight, 0)
+	assert.Equal(t, 10, spec.Priority)
+	assert.InDelta(t, 200, spec.RemainingSteps, 0)
+	assert.Equal(t, map[topology.GPUType]float64{topology.V100: 2, topology.K80: 0.5}, spec.Throughput)
+	assert.Contains(t, strings.Join(notes, ";"), "capped at 10")
+	assert.Contains(t, strings.Join(notes, ";"), "maxRatio")
 
-	for _, bad := range []string{"", "v100", "v100=1,v100=2", "v100=-1", "v100=NaN", "=1", strings.Repeat("a", 5000)} {
-		_, _, err := mk(rates(bad)).spec(&cfg, known)
+	// Types the cluster lacks are dropped; a claim rating none of the
+	// cluster's types is refused.
+	spec, _, err = mk(map[string]string{AnnotationThroughput: "v100=1,a100=2", model.AnnotationGPUTypes: "v100,a100"}).spec(env)
+	require.NoError(t, err)
+	assert.Equal(t, []topology.GPUType{topology.V100}, spec.Types)
+	assert.Equal(t, map[topology.GPUType]float64{topology.V100: 2}, spec.Throughput)
+	for _, bad := range []string{"", "v100", "v100=1,v100=2", "v100=-1", "v100=NaN", "=1", strings.Repeat("a", 5000), "a100=1"} {
+		_, _, err := mk(rates(bad)).spec(env)
 		assert.ErrorIs(t, err, ErrMalformed, "%q", bad)
 	}
+	_, _, err = mk(map[string]string{model.AnnotationGPUTypes: "a100"}).spec(env)
+	assert.ErrorIs(t, err, ErrMalformed)
 }
 
 func TestConfigErrors(t *testing.T) {
@@ -411,10 +459,10 @@ func TestConfigErrors(t *testing.T) {
 		"no client":   {Policy: pol},
 		"no policy":   {Client: cs},
 		"round":       {Client: cs, Policy: pol, RoundSeconds: -1},
-		"rate":        {Client: cs, Policy: pol, DefaultThroughput: -2},
-		"grace":       {Client: cs, Policy: pol, Grace: -time.Second},
-		"tenant":      {Client: cs, Policy: pol, TenantWeights: map[string]float64{"x": 0}},
-		"round (NaN)": {Client: cs, Policy: pol, RoundSeconds: nan()},
+		"grace":       {Client: cs, Policy: pol, Grace: -time.Second, StateNamespace: "x"},
+		"round (NaN)": {Client: cs, Policy: pol, RoundSeconds: nan(), StateNamespace: "x"},
+		"no state ns": {Client: cs, Policy: pol},
+		"tenancy cm":  {Client: cs, Policy: pol, NoState: true, TenancyConfigMap: "t"},
 	} {
 		_, err := New(context.Background(), cfg)
 		assert.ErrorIs(t, err, ErrConfig, name)
@@ -430,17 +478,37 @@ func TestConfigErrors(t *testing.T) {
 
 func nan() float64 { z := 0.0; return z / z }
 
-// State that this controller did not write is refused, not ignored.
-func TestBadStateRefused(t *testing.T) {
-	cs := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: DefaultStateName, Namespace: "gpusched"},
-		Data: map[string]string{stateKeyController: `{"version":99}`}})
-	_, err := New(context.Background(), Config{Client: cs, Policy: &allocation.MaxMinFairness{}, StateNamespace: "gpusched"})
-	require.ErrorIs(t, err, ErrState)
-	cs = fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: DefaultStateName, Namespace: "gpusched"},
-		Data: map[string]string{stateKeyScheduler: `{"version":`}})
-	_, err = New(context.Background(), Config{Client: cs, Policy: &allocation.MaxMinFairness{}, StateNamespace: "gpusched"})
-	require.ErrorIs(t, err, ErrState)
-	require.False(t, errors.Is(err, ErrConfig))
+// A state this controller cannot read (hostile, corrupt, of another
+// format) gets a Warning event on its ConfigMap and a clean start, never
+// an error: no saved state can keep the controller from starting.
+func TestBadStateCleanStart(t *testing.T) {
+	for name, data := range map[string]map[string]string{
+		"old format":  {"controller.json": `{"version":1}`},
+		"bad head":    {stateKeyHead: `{"version":`},
+		"big head":    {stateKeyHead: `{"version":2,"gen":1,"chunks":1000000,"bytes":1,"sha256":""}`},
+		"hash":        {stateKeyHead: `{"version":2,"gen":1,"chunks":0,"bytes":0,"sha256":"00"}`},
+		"extra field": {stateKeyHead: `{"version":2,"evil":1}`},
+	} {
+		cs := fake.NewClientset(gpuNode("v1", "Tesla-V100-SXM2-16GB", 4), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: DefaultStateName, Namespace: "gpusched"}, Data: data},
+			gatedPod(testNS, "a", 4, rates("v100=1")))
+		c, err := New(context.Background(), Config{Client: cs, Policy: &allocation.MaxMinFairness{}, StateNamespace: "gpusched"})
+		require.NoError(t, err, name)
+		evs, err := cs.CoreV1().Events("gpusched").List(context.Background(), metav1.ListOptions{})
+		require.NoError(t, err)
+		require.Len(t, evs.Items, 1, name)
+		assert.Equal(t, ReasonBadState, evs.Items[0].Reason, name)
+		assert.Equal(t, corev1.EventTypeWarning, evs.Items[0].Type, name)
+		assert.Equal(t, "ConfigMap", evs.Items[0].InvolvedObject.Kind, name)
+		res, err := c.Round(context.Background())
+		require.NoError(t, err, name)
+		assert.Len(t, res.Admitted, 1, name)
+		// The next save replaced it: a second controller starts quietly.
+		_, err = New(context.Background(), Config{Client: cs, Policy: &allocation.MaxMinFairness{}, StateNamespace: "gpusched"})
+		require.NoError(t, err, name)
+		evs, err = cs.CoreV1().Events("gpusched").List(context.Background(), metav1.ListOptions{})
+		require.NoError(t, err)
+		assert.Len(t, evs.Items, 1, name)
+	}
 }
 
 var _ kubernetes.Interface = (*fake.Clientset)(nil)

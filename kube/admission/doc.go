@@ -3,9 +3,13 @@
 // (Narayanan et al., OSDI 2020, sections 3 to 5) run on a live cluster
 // through gpusched's scheduling core (scheduler.Scheduler).
 //
-// Workloads are created held back by a scheduling gate ([GateName] in
-// spec.schedulingGates of a pod, or of a batch/v1 Job's pod template, the
-// Job created suspended). Every round the [Controller]:
+// The controller manages the GPU workloads of the namespaces its admin's
+// tenancy (package kube/tenancy, Config.Tenancy or Config.TenancyConfigMap)
+// assigns to tenants. They are created held back by a scheduling gate
+// ([GateName] in spec.schedulingGates of a pod, or of a batch/v1 Job's pod
+// template, the Job created suspended), which the MutatingAdmissionPolicy
+// of kube/deploy adds to every GPU pod and Job of a managed namespace.
+// Every round the [Controller]:
 //
 //  1. reads the nodes (GPU feature discovery labels, kube/model) into the
 //     core's live cluster, and the gated or admitted workloads into jobs:
@@ -13,6 +17,13 @@
 //     gpusched.io/min-member annotation, admitted whole), or one Job
 //     (parallelism x the template's GPUs). A workload that cannot be read
 //     gets a Warning event and is skipped; the others go on;
+//     Each job's tenant is its namespace's, its queue the one its
+//     [LabelQueue] label names among those its namespace may use; its
+//     weight, priority cap and expected work come from the queue. A GPU
+//     workload that runs without the controller's admission (its gate
+//     removed, or never added) is preempted and reported (Warning event
+//     [ReasonBypass]): a Job suspended, a pod deleted and created again
+//     gated;
 //  2. runs the core's round: the allocation policy (any
 //     allocation.Policy: max-min fairness, weighted or hierarchical
 //     water-filling with tenants from the namespace or a queue label,
@@ -31,18 +42,37 @@
 //     With Config.NoPreemption a job once admitted runs to its end
 //     (admission only, as Kueue does) and jobs are admitted only into
 //     free capacity;
-//  5. saves the core's Snapshot and its own state in a ConfigMap, from
-//     which a restarted controller continues as if it had not stopped.
+//  5. saves the core's Snapshot and its own records (what it admitted,
+//     on which type; what it preempted) in ConfigMaps of its own
+//     namespace, from which a restarted controller continues as if it
+//     had not stopped.
 //
-// Throughputs: the annotation [AnnotationThroughput] ("v100=3.2,k80=1")
-// gives a job's rates per type in steps per second; else
-// [AnnotationJobKind] (with [AnnotationBatchSize]) looks them up in
-// Config.Throughput (default: Gavel's measured table,
-// perfmodel/gavel.Simulation) for the job's GPU count, GPU types coming
-// from the nodes' product labels through topology.ParseProduct; a job
-// with neither, or of a kind the model does not know, runs at
-// Config.DefaultThroughput (default 1 step/s) on every type, which makes
-// the policies heterogeneity-agnostic for it.
+// # What it trusts
+//
+// Only the controller's own records say what runs: the decision
+// annotations it writes ([DecisionAnnotations]: admitted type and time,
+// preemption, deletion deadline, count) are for people and are never read
+// back, and the ValidatingAdmissionPolicy of kube/deploy refuses them on
+// tenants' writes. What a tenant writes on its workload is a hint,
+// bounded: the GPUs it asks for and the types it allows (it can only
+// narrow its own chances); its rates (the annotation [AnnotationThroughput],
+// "v100=3.2,k80=1", else [AnnotationJobKind] with [AnnotationBatchSize]
+// looked up in Config.Throughput, default Gavel's measured table
+// perfmodel/gavel.Simulation), used only relative to each other, within
+// the admin's ratio, at the admin's reference rate on the job's fastest
+// type (tenancy.RateRules.Trusted), so that every policy compares jobs in
+// normalized throughput; a job with neither runs at the reference rate on
+// every type. Weights ([AnnotationWeight]), remaining work
+// ([AnnotationSteps]) and attained service never come from the tenant:
+// weights are the admin's (tenant and queue), remaining work the queue's
+// expected run time counted down by the rounds the job ran, attained
+// service what the core measured in the rounds it ran. Priority follows
+// the cluster's PriorityClasses, capped by the queue's maxPriority. A
+// tenant's jobs enter the rounds up to its MaxJobs, oldest first.
+//
+// The saved state is bounded whatever tenants write, and a state the
+// controller cannot read gets a Warning event ([ReasonBadState]) and a
+// clean start, never an error at start: see kube/SECURITY.md.
 //
 // The controller assumes it owns the GPUs of the nodes it selects.
 package admission

@@ -132,3 +132,22 @@ func checkInvariants(t *testing.T, cs kubernetes.Interface, res *RoundResult) {
 		require.LessOrEqual(t, n, res.Capacity[typ], "type %s over capacity", typ)
 	}
 }
+
+// savedState decodes the controller's state ConfigMap in namespace
+// gpusched.
+func savedState(t *testing.T, cs kubernetes.Interface) ctrlState {
+	t.Helper()
+	ctx := context.Background()
+	cms := cs.CoreV1().ConfigMaps("gpusched")
+	head, err := cms.Get(ctx, DefaultStateName, metav1.GetOptions{})
+	require.NoError(t, err)
+	st, _, _, err := decodeState(head.Data, head.BinaryData, func(slot int64, i int) ([]byte, error) {
+		cm, err := cms.Get(ctx, chunkName(DefaultStateName, slot, i), metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return cm.BinaryData[chunkKey], nil
+	})
+	require.NoError(t, err)
+	return st
+}

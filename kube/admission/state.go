@@ -1,86 +1,419 @@
 package admission
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"slices"
+	"strconv"
 
+	"github.com/gpusched/gpusched/kube/model"
+	"github.com/gpusched/gpusched/topology"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 )
 
-// Keys of the state ConfigMap.
+// The saved state. The head ConfigMap (Config.StateName in
+// Config.StateNamespace) holds stateKeyHead, a small JSON header, and,
+// when the compressed state fits, the state itself (stateKeyBlob); a
+// larger state is split over chunk ConfigMaps name-<slot>-<i>, written
+// before the head that names them, in one of two slots taken in turn, so
+// that a save cut short leaves the last complete state in place. The
+// state is one gzip'd JSON document: the controller's records (ctrlState)
+// and the core's Snapshot. What tenants write reaches it only bounded:
+// job keys (object names), at most Tenancy.MaxJobs jobs, rates rounded to
+// four digits on the cluster's types, records of the admitted workloads
+// (at most one per GPU); a preempted pod's gated copy goes to a ConfigMap
+// of its own (requeueName), at most maxPodCopy bytes. Saving therefore
+// never fails for what tenants write.
 const (
-	stateKeyScheduler  = "scheduler.json"
-	stateKeyController = "controller.json"
-	// maxState bounds the state a ConfigMap holds (the API server's limit
-	// is 1 MiB).
-	maxState = 1 << 20
+	stateKeyHead  = "head.json"
+	stateKeyBlob  = "state.json.gz"
+	chunkKey      = "part"
+	requeueKey    = "pod.json"
+	stateVersion  = 2
+	labelStateOf  = "gpusched.io/state-of"
+	labelStateGen = "gpusched.io/state-generation"
+	// maxChunks bounds the chunks, maxStateBytes the uncompressed state.
+	maxChunks     = 64
+	maxStateBytes = 256 << 20
+	// maxRecords bounds the records and requeued pods a state may hold.
+	maxRecords = 1 << 20
+	// maxPodCopy bounds a preempted pod's gated copy: a pod larger than
+	// this is not admitted (it could not be created again).
+	maxPodCopy = 768 << 10
 )
 
-// load restores the state a previous controller saved; no ConfigMap is a
-// fresh start.
-func (c *Controller) load(ctx context.Context) error {
+// inlineMax is the largest compressed state kept in the head; chunkMax
+// the size of a chunk (a ConfigMap holds at most 1 MiB). Variables for
+// tests only.
+var inlineMax, chunkMax = 900 << 10, 900 << 10
+
+// ctrlState is what the controller keeps beside the core's snapshot.
+type ctrlState struct {
+	Version int `json:"version"`
+	// Rounds counts the rounds run.
+	Rounds int `json:"rounds"`
+	// Admitted holds the controller's records of the workloads it
+	// admitted, by key: the only source of what runs where (annotations
+	// on the objects are for people, never read back).
+	Admitted map[string]*record `json:"admitted,omitempty"`
+	// Requeue holds preempted bare pods to create again, gated, once the
+	// deleted ones are gone, by workload key.
+	Requeue map[string][]requeued `json:"requeue,omitempty"`
+}
+
+// record is the controller's record of an admitted workload.
+type record struct {
+	Type topology.GPUType `json:"type"`
+	// UIDs are the admitted objects' (the Job, or the pods).
+	UIDs []types.UID `json:"uids"`
+	// Pods names the admitted pods (UIDs in the same order), for the
+	// sweep of preemption graces.
+	Pods []string `json:"pods,omitempty"`
+	NS   string   `json:"ns"`
+	// DeleteAfter is the RFC 3339 time after which the preempted pods are
+	// deleted; "" while admitted.
+	DeleteAfter string `json:"delete_after,omitempty"`
+	// Adopted: found running at a clean start, not admitted by this
+	// controller.
+	Adopted bool `json:"adopted,omitempty"`
+}
+
+func (r *record) has(uid types.UID) bool { return r != nil && slices.Contains(r.UIDs, uid) }
+
+// requeued is a preempted pod waiting to be created again: its gated copy
+// is in the ConfigMap Copy.
+type requeued struct {
+	NS   string    `json:"ns"`
+	Name string    `json:"name"`
+	Old  types.UID `json:"old"`
+	Copy string    `json:"copy"`
+}
+
+// stateHead is the head ConfigMap's header.
+type stateHead struct {
+	Version int    `json:"version"`
+	Gen     int64  `json:"gen"`
+	Chunks  int    `json:"chunks"`
+	Bytes   int    `json:"bytes"`
+	SHA256  string `json:"sha256"`
+}
+
+// stateDoc is the saved state, before compression.
+type stateDoc struct {
+	Controller ctrlState       `json:"controller"`
+	Scheduler  json.RawMessage `json:"scheduler"`
+}
+
+func newCtrlState() ctrlState {
+	return ctrlState{Version: stateVersion, Admitted: map[string]*record{}, Requeue: map[string][]requeued{}}
+}
+
+// load restores the state a previous controller saved. No state is a
+// clean start (fresh reports it). A state that cannot be read is an error
+// wrapping ErrState; New reports it and starts clean.
+func (c *Controller) load(ctx context.Context) (fresh bool, err error) {
 	ns, name := c.cfg.stateLocation()
-	cm, err := c.cfg.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	cms := c.cfg.Client.CoreV1().ConfigMaps(ns)
+	head, err := cms.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil
+		return true, nil
 	}
 	if err != nil {
-		return fmt.Errorf("admission: reading state %s/%s: %w", ns, name, err)
+		return false, fmt.Errorf("admission: reading state %s/%s: %w", ns, name, err)
 	}
-	var st ctrlState
-	if raw := cm.Data[stateKeyController]; raw != "" {
-		if err := json.Unmarshal([]byte(raw), &st); err != nil {
-			return fmt.Errorf("%w: %s/%s %s: %w", ErrState, ns, name, stateKeyController, err)
+	chunk := func(slot int64, i int) ([]byte, error) {
+		cm, err := cms.Get(ctx, chunkName(name, slot, i), metav1.GetOptions{})
+		if err != nil {
+			return nil, err
 		}
-		if st.Version != stateVersion || st.Rounds < 0 {
-			return fmt.Errorf("%w: %s/%s: version %d, %d rounds", ErrState, ns, name, st.Version, st.Rounds)
+		if cm.Labels[labelStateOf] != name {
+			return nil, fmt.Errorf("chunk %s is not of state %s", cm.Name, name)
 		}
+		return cm.BinaryData[chunkKey], nil
+	}
+	st, snap, h, err := decodeState(head.Data, head.BinaryData, chunk)
+	if err != nil {
+		return false, fmt.Errorf("%w: %s/%s: %w", ErrState, ns, name, err)
+	}
+	if err := c.restore(snap); err != nil {
+		return false, fmt.Errorf("%w: %s/%s: %w", ErrState, ns, name, err)
+	}
+	c.state, c.gen, c.chunks = st, h.Gen, h.Chunks
+	c.log.Info("state restored", "configmap", ns+"/"+name, "rounds", st.Rounds, "jobs", len(c.sched.Jobs()), "bytes", h.Bytes)
+	return false, nil
+}
+
+// restore restores the core's snapshot; a panic in it (which would be a
+// bug) is an error, so that no saved state can crash the controller.
+func (c *Controller) restore(snap []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("restoring the scheduler's snapshot panicked: %v", r)
+		}
+	}()
+	return c.sched.Restore(snap)
+}
+
+// decodeState reads a saved state: the head's header, the compressed
+// state inline or in chunks (chunk reads them), checked against the
+// header's size and hash, and the controller's records checked against
+// their bounds. It never panics on any input.
+func decodeState(data map[string]string, bin map[string][]byte, chunk func(slot int64, i int) ([]byte, error)) (ctrlState, []byte, stateHead, error) {
+	var h stateHead
+	raw, ok := data[stateKeyHead]
+	if !ok {
+		return ctrlState{}, nil, h, errors.New("no " + stateKeyHead + " (a state of another format)")
+	}
+	if err := strictJSON([]byte(raw), &h); err != nil {
+		return ctrlState{}, nil, h, fmt.Errorf("%s: %w", stateKeyHead, err)
+	}
+	switch {
+	case h.Version != stateVersion:
+		return ctrlState{}, nil, h, fmt.Errorf("state version %d (this controller reads %d)", h.Version, stateVersion)
+	case h.Chunks < 0 || h.Chunks > maxChunks:
+		return ctrlState{}, nil, h, fmt.Errorf("%d chunks (at most %d)", h.Chunks, maxChunks)
+	case h.Bytes < 0 || h.Bytes > maxChunks*chunkMax:
+		return ctrlState{}, nil, h, fmt.Errorf("%d bytes", h.Bytes)
+	case h.Gen < 0:
+		return ctrlState{}, nil, h, fmt.Errorf("generation %d", h.Gen)
+	}
+	var gz []byte
+	if h.Chunks == 0 {
+		gz = bin[stateKeyBlob]
 	} else {
-		st.Version = stateVersion
-	}
-	if st.Requeue == nil {
-		st.Requeue = map[string][]requeued{}
-	}
-	if raw := cm.Data[stateKeyScheduler]; raw != "" {
-		if err := c.sched.Restore([]byte(raw)); err != nil {
-			return fmt.Errorf("%w: %s/%s: %w", ErrState, ns, name, err)
+		for i := range h.Chunks {
+			part, err := chunk(h.Gen%2, i)
+			if err != nil {
+				return ctrlState{}, nil, h, fmt.Errorf("chunk %d: %w", i, err)
+			}
+			if len(gz)+len(part) > h.Bytes {
+				return ctrlState{}, nil, h, fmt.Errorf("chunks longer than the %d bytes the head says", h.Bytes)
+			}
+			gz = append(gz, part...)
 		}
 	}
-	c.state = st
-	c.log.Info("state restored", "configmap", ns+"/"+name, "rounds", st.Rounds, "jobs", len(c.sched.Jobs()))
+	if len(gz) != h.Bytes {
+		return ctrlState{}, nil, h, fmt.Errorf("%d bytes of state, the head says %d", len(gz), h.Bytes)
+	}
+	if sum := sha256.Sum256(gz); hex.EncodeToString(sum[:]) != h.SHA256 {
+		return ctrlState{}, nil, h, errors.New("the state's hash does not match the head's")
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		return ctrlState{}, nil, h, fmt.Errorf("gzip: %w", err)
+	}
+	plain, err := io.ReadAll(io.LimitReader(zr, maxStateBytes+1))
+	if err != nil {
+		return ctrlState{}, nil, h, fmt.Errorf("gzip: %w", err)
+	}
+	if len(plain) > maxStateBytes {
+		return ctrlState{}, nil, h, fmt.Errorf("more than %d bytes uncompressed", maxStateBytes)
+	}
+	var doc stateDoc
+	if err := strictJSON(plain, &doc); err != nil {
+		return ctrlState{}, nil, h, err
+	}
+	if err := doc.Controller.check(); err != nil {
+		return ctrlState{}, nil, h, err
+	}
+	if doc.Controller.Admitted == nil {
+		doc.Controller.Admitted = map[string]*record{}
+	}
+	if doc.Controller.Requeue == nil {
+		doc.Controller.Requeue = map[string][]requeued{}
+	}
+	return doc.Controller, doc.Scheduler, h, nil
+}
+
+func strictJSON(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("data after the JSON document")
+	}
 	return nil
 }
 
-// save writes the core's snapshot and the controller's state.
+// check bounds what a state holds.
+func (st *ctrlState) check() error {
+	switch {
+	case st.Version != stateVersion:
+		return fmt.Errorf("controller state version %d", st.Version)
+	case st.Rounds < 0:
+		return fmt.Errorf("%d rounds", st.Rounds)
+	case len(st.Admitted) > maxRecords || len(st.Requeue) > maxRecords:
+		return fmt.Errorf("%d records, %d requeued workloads (at most %d)", len(st.Admitted), len(st.Requeue), maxRecords)
+	}
+	for key, r := range st.Admitted {
+		switch {
+		case r == nil:
+			return fmt.Errorf("record %q is null", cut(key))
+		case len(key) > 2*maxName:
+			return fmt.Errorf("record key of %d bytes", len(key))
+		case r.Type.Validate() != nil:
+			return fmt.Errorf("record %q: type %q", cut(key), cut(string(r.Type)))
+		case len(r.UIDs) == 0 || len(r.UIDs) > model.MaxGroupMembers || len(r.Pods) > len(r.UIDs):
+			return fmt.Errorf("record %q: %d objects, %d pods", cut(key), len(r.UIDs), len(r.Pods))
+		case len(r.NS) > maxName:
+			return fmt.Errorf("record %q: namespace of %d bytes", cut(key), len(r.NS))
+		}
+		for _, p := range r.Pods {
+			if len(p) > maxName {
+				return fmt.Errorf("record %q: pod name of %d bytes", cut(key), len(p))
+			}
+		}
+	}
+	n := 0
+	for key, rs := range st.Requeue {
+		n += len(rs)
+		if len(key) > 2*maxName || n > maxRecords {
+			return fmt.Errorf("requeue entry %q", cut(key))
+		}
+		for _, r := range rs {
+			if len(r.NS) > maxName || len(r.Name) > maxName || len(r.Copy) > maxName {
+				return fmt.Errorf("requeue entry %q: names too long", cut(key))
+			}
+		}
+	}
+	return nil
+}
+
+// maxName bounds a Kubernetes object name.
+const maxName = 253
+
+// save writes the controller's records and the core's snapshot.
 func (c *Controller) save(ctx context.Context) error {
 	snap, err := c.sched.Snapshot()
 	if err != nil {
 		return fmt.Errorf("admission: snapshot: %w", err)
 	}
-	own, err := json.Marshal(c.state)
+	plain, err := json.Marshal(stateDoc{Controller: c.state, Scheduler: snap})
 	if err != nil {
 		return fmt.Errorf("admission: state: %w", err)
 	}
-	if len(snap)+len(own) > maxState {
-		return fmt.Errorf("%w: %d bytes of state exceed a ConfigMap's %d", ErrState, len(snap)+len(own), maxState)
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	if err != nil {
+		return err
+	}
+	if _, err := zw.Write(plain); err != nil {
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	gz := buf.Bytes()
+	if len(gz) > maxChunks*chunkMax {
+		return fmt.Errorf("%w: %d bytes of compressed state exceed %d chunks", ErrState, len(gz), maxChunks)
 	}
 	ns, name := c.cfg.stateLocation()
-	cms := c.cfg.Client.CoreV1().ConfigMaps(ns)
-	data := map[string]string{stateKeyScheduler: string(snap), stateKeyController: string(own)}
-	cm, err := cms.Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "gpusched-admission"}}, Data: data}, metav1.CreateOptions{})
-	} else if err == nil {
-		cm = cm.DeepCopy()
-		cm.Data = data
-		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+	sum := sha256.Sum256(gz)
+	h := stateHead{Version: stateVersion, Gen: c.gen + 1, Bytes: len(gz), SHA256: hex.EncodeToString(sum[:])}
+	head := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+		Labels: map[string]string{"app.kubernetes.io/managed-by": "gpusched-admission"}}}
+	if len(gz) <= inlineMax {
+		head.BinaryData = map[string][]byte{stateKeyBlob: gz}
+	} else {
+		for i := 0; i*chunkMax < len(gz); i++ {
+			part := gz[i*chunkMax : min(len(gz), (i+1)*chunkMax)]
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: chunkName(name, h.Gen%2, i), Namespace: ns,
+				Labels: map[string]string{labelStateOf: name, labelStateGen: strconv.FormatInt(h.Gen, 10)}},
+				BinaryData: map[string][]byte{chunkKey: part}}
+			if err := c.put(ctx, cm); err != nil {
+				return err
+			}
+			h.Chunks++
+		}
+	}
+	hj, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	head.Data = map[string]string{stateKeyHead: string(hj)}
+	if err := c.put(ctx, head); err != nil {
+		return err
+	}
+	if c.chunks > 0 || h.Chunks > 0 {
+		c.dropChunks(ctx, name, h)
+	}
+	c.gen, c.chunks = h.Gen, h.Chunks
+	return nil
+}
+
+// put creates or replaces a ConfigMap of the state.
+func (c *Controller) put(ctx context.Context, cm *corev1.ConfigMap) error {
+	cms := c.cfg.Client.CoreV1().ConfigMaps(cm.Namespace)
+	cur, err := cms.Get(ctx, cm.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+	case err == nil:
+		cur = cur.DeepCopy()
+		cur.Labels, cur.Data, cur.BinaryData = cm.Labels, cm.Data, cm.BinaryData
+		_, err = cms.Update(ctx, cur, metav1.UpdateOptions{})
 	}
 	if err != nil {
-		return fmt.Errorf("admission: saving state %s/%s: %w", ns, name, err)
+		return fmt.Errorf("admission: saving state %s/%s: %w", cm.Namespace, cm.Name, err)
 	}
 	return nil
+}
+
+// dropChunks deletes the chunks the head h does not name.
+func (c *Controller) dropChunks(ctx context.Context, name string, h stateHead) {
+	ns, _ := c.cfg.stateLocation()
+	cms := c.cfg.Client.CoreV1().ConfigMaps(ns)
+	list, err := cms.List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{labelStateOf: name}).String()})
+	if err != nil {
+		c.log.Warn("listing state chunks", "err", err)
+		return
+	}
+	for _, cm := range list.Items {
+		keep := false
+		for i := range h.Chunks {
+			keep = keep || cm.Name == chunkName(name, h.Gen%2, i)
+		}
+		if !keep {
+			if err := cms.Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				c.log.Warn("deleting a state chunk", "configmap", cm.Name, "err", err)
+			}
+		}
+	}
+}
+
+func chunkName(name string, slot int64, i int) string {
+	return fmt.Sprintf("%s-%d-%d", name, slot, i)
+}
+
+// requeueName is the ConfigMap of a preempted pod's gated copy: the state
+// name and a hash of the pod's namespace and name (bounded length
+// whatever they are).
+func requeueName(state, ns, pod string) string {
+	sum := sha256.Sum256([]byte(ns + "/" + pod))
+	return state + "-rq-" + hex.EncodeToString(sum[:10])
+}
+
+// podCopy encodes a pod's gated copy, or says it is too large to keep.
+func podCopy(p *corev1.Pod) ([]byte, error) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxPodCopy {
+		return nil, fmt.Errorf("pod %s/%s is %d bytes, more than the %d a preempted pod's copy may take", p.Namespace, p.Name, len(b), maxPodCopy)
+	}
+	return b, nil
 }

@@ -9,12 +9,14 @@ import (
 	"strings"
 
 	"github.com/gpusched/gpusched/kube/model"
+	"github.com/gpusched/gpusched/kube/tenancy"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/scheduler"
 	"github.com/gpusched/gpusched/topology"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // kind is what a workload is made of.
@@ -41,10 +43,16 @@ type workload struct {
 	// min is a group's member count (from the min-member annotation).
 	min  int
 	gpus int
-	// admitted is the type the workload runs on ("" while it waits);
-	// preempting reports a preempted pod still in its grace.
+	// admitted is the type the workload runs on by the controller's own
+	// record ("" while it waits); preempting reports a preempted pod
+	// still in its grace.
 	admitted   topology.GPUType
 	preempting bool
+	// bypass lists the workload's pods that run without the controller's
+	// admission (no gate, no record), or holds the Job if it runs
+	// unsuspended without one.
+	bypass []*corev1.Pod
+	jobRun bool
 	// done: every pod ended, or the Job completed or failed.
 	done bool
 	// incomplete: a group with fewer members than it needs (it waits).
@@ -53,22 +61,48 @@ type workload struct {
 	created    int64 // creation time, Unix seconds, for submission order
 	labels     map[string]string
 	ann        map[string]string
+	// place is the workload's tenant and queue.
+	place tenancy.Placement
 }
 
 func hasGate(gates []corev1.PodSchedulingGate) bool {
 	return slices.ContainsFunc(gates, func(g corev1.PodSchedulingGate) bool { return g.Name == GateName })
 }
 
-// managedPod reports whether the controller handles the pod.
-func managedPod(p *corev1.Pod) bool {
-	if slices.ContainsFunc(p.OwnerReferences, func(o metav1.OwnerReference) bool { return o.Kind == "Job" }) {
-		return false // a Job's pod: the Job is the workload
+// controllerOf returns the pod's controller owner reference, if any.
+func controllerOf(p *corev1.Pod) *metav1.OwnerReference {
+	for i := range p.OwnerReferences {
+		if o := &p.OwnerReferences[i]; o.Controller != nil && *o.Controller {
+			return o
+		}
 	}
-	return hasGate(p.Spec.SchedulingGates) || p.Annotations[AnnotationAdmittedType] != ""
+	return nil
 }
 
-func managedJob(j *batchv1.Job) bool {
-	return hasGate(j.Spec.Template.Spec.SchedulingGates) || j.Annotations[AnnotationAdmittedType] != ""
+// managedPod reports whether the controller handles the pod as (part of)
+// a workload of its own: a pod of a managed namespace that is gated or
+// asks for GPUs, unless a Job of the listing controls it (the Job is the
+// workload). An owner reference to a Job that does not exist makes no
+// difference: a tenant can write any owner reference.
+func managedPod(p *corev1.Pod, jobs map[types.UID]bool, res corev1.ResourceName) bool {
+	if o := controllerOf(p); o != nil && o.Kind == "Job" && jobs[o.UID] {
+		return false
+	}
+	if hasGate(p.Spec.SchedulingGates) {
+		return true
+	}
+	n, err := model.PodGPUs(p, res)
+	return err != nil || n > 0
+}
+
+// managedJob reports whether a Job is a workload: gated, or asking for
+// GPUs.
+func managedJob(j *batchv1.Job, res corev1.ResourceName) bool {
+	if hasGate(j.Spec.Template.Spec.SchedulingGates) {
+		return true
+	}
+	n, err := model.PodGPUs(&corev1.Pod{Spec: j.Spec.Template.Spec}, res)
+	return err != nil || n > 0
 }
 
 func terminal(p *corev1.Pod) bool {
@@ -84,18 +118,31 @@ func jobFinished(j *batchv1.Job) bool {
 	return false
 }
 
-// collect turns the managed pods and Jobs into workloads, sorted by key.
-func collect(pods []corev1.Pod, jobs []batchv1.Job, res corev1.ResourceName) []*workload {
+func suspended(j *batchv1.Job) bool { return j.Spec.Suspend != nil && *j.Spec.Suspend }
+
+// workloadKey is the key of the workload a managed pod belongs to.
+func workloadKey(p *corev1.Pod) (string, kind) {
+	if g := model.PodGroup(p); g != "" {
+		return "group/" + g, kindGroup
+	}
+	return "pod/" + p.Namespace + "/" + p.Name, kindPod
+}
+
+// collect turns the managed pods and Jobs of the managed namespaces into
+// workloads, sorted by key; recs are the controller's own records of
+// what it admitted, the only source of a workload's admitted type.
+func collect(pods []corev1.Pod, jobs []batchv1.Job, res corev1.ResourceName, managed func(string) bool, recs map[string]*record) []*workload {
 	byKey := map[string]*workload{}
+	jobUIDs := map[types.UID]bool{}
+	for i := range jobs {
+		jobUIDs[jobs[i].UID] = true
+	}
 	for i := range pods {
 		p := &pods[i]
-		if !managedPod(p) {
+		if !managed(p.Namespace) || !managedPod(p, jobUIDs, res) {
 			continue
 		}
-		key, k := "pod/"+p.Namespace+"/"+p.Name, kindPod
-		if g := model.PodGroup(p); g != "" {
-			key, k = "group/"+g, kindGroup
-		}
+		key, k := workloadKey(p)
 		w := byKey[key]
 		if w == nil {
 			w = &workload{key: key, kind: k, ns: p.Namespace, name: p.Name, created: p.CreationTimestamp.Unix(), labels: p.Labels, ann: p.Annotations}
@@ -109,7 +156,7 @@ func collect(pods []corev1.Pod, jobs []batchv1.Job, res corev1.ResourceName) []*
 	}
 	for i := range jobs {
 		j := &jobs[i]
-		if !managedJob(j) {
+		if !managed(j.Namespace) || !managedJob(j, res) {
 			continue
 		}
 		key := "job/" + j.Namespace + "/" + j.Name
@@ -118,7 +165,7 @@ func collect(pods []corev1.Pod, jobs []batchv1.Job, res corev1.ResourceName) []*
 	out := make([]*workload, 0, len(byKey))
 	for _, w := range byKey {
 		slices.SortFunc(w.pods, func(a, b *corev1.Pod) int { return cmp.Compare(a.Name, b.Name) })
-		w.inspect(res)
+		w.inspect(res, recs[w.key])
 		out = append(out, w)
 	}
 	slices.SortFunc(out, func(a, b *workload) int { return cmp.Compare(a.key, b.key) })
@@ -126,17 +173,22 @@ func collect(pods []corev1.Pod, jobs []batchv1.Job, res corev1.ResourceName) []*
 }
 
 // inspect fills the workload's size and state, or its error.
-func (w *workload) inspect(res corev1.ResourceName) {
+func (w *workload) inspect(res corev1.ResourceName, rec *record) {
 	bad := func(format string, args ...any) {
 		w.err = fmt.Errorf("%w: %s %s/%s: %s", ErrMalformed, w.kind, w.ns, w.name, fmt.Sprintf(format, args...))
 	}
 	if w.kind == kindJob {
 		j := w.job
 		w.done = jobFinished(j)
-		// Admitted: running (not suspended), its gate gone. A suspended
-		// Job waits, gated or (after a preemption) not.
-		if !hasGate(j.Spec.Template.Spec.SchedulingGates) && (j.Spec.Suspend == nil || !*j.Spec.Suspend) {
-			w.admitted = topology.GPUType(j.Annotations[AnnotationAdmittedType])
+		// Admitted: running (not suspended) by the controller's record. A
+		// suspended Job waits, gated or (after a preemption) not; one that
+		// runs without a record bypassed admission.
+		if !suspended(j) && !w.done {
+			if rec.has(j.UID) {
+				w.admitted = rec.Type
+			} else {
+				w.jobRun = true
+			}
 		}
 		per, err := model.PodGPUs(&corev1.Pod{Spec: j.Spec.Template.Spec}, res)
 		if err != nil {
@@ -159,14 +211,16 @@ func (w *workload) inspect(res corev1.ResourceName) {
 		if terminal(p) {
 			ended++
 		}
-		if !hasGate(p.Spec.SchedulingGates) && p.DeletionTimestamp == nil {
-			if t := p.Annotations[AnnotationAdmittedType]; t != "" {
-				if p.Annotations[AnnotationPreempted] != "" {
-					w.preempting = true
-				} else if !terminal(p) {
-					w.admitted = topology.GPUType(t)
-				}
-			}
+		if hasGate(p.Spec.SchedulingGates) || p.DeletionTimestamp != nil || terminal(p) {
+			continue
+		}
+		switch {
+		case !rec.has(p.UID):
+			w.bypass = append(w.bypass, p)
+		case rec.DeleteAfter != "":
+			w.preempting = true
+		default:
+			w.admitted = rec.Type
 		}
 	}
 	w.done = ended == len(w.pods) && ended > 0
@@ -209,10 +263,47 @@ func (w *workload) object() (kind, ns, name, uid string) {
 	return "Pod", p.Namespace, p.Name, string(p.UID)
 }
 
-// spec builds the job's spec: its GPUs, allowed types, rates, weight,
-// tenant and steps. known lists the cluster's types; warn says when the
-// default rate is used.
-func (w *workload) spec(cfg *Config, known []topology.GPUType) (spec scheduler.JobSpec, warn string, err error) {
+// specEnv is what a workload's spec is derived from besides the
+// workload: the admin's tenancy and model, the cluster's types and
+// priority classes.
+type specEnv struct {
+	ten        *tenancy.Tenancy
+	model      perfmodel.ThroughputModel
+	known      []topology.GPUType
+	priorities map[string]int32 // PriorityClass values by name
+	// defaultPriority is the value of the globalDefault PriorityClass (0
+	// without one).
+	defaultPriority int32
+}
+
+// priority returns the value of the workload's PriorityClass: a pod's
+// spec.priority (the API server's Priority admission resolved it from its
+// class), else its class looked up (a Job's template is not resolved),
+// else the cluster's default.
+func (e *specEnv) priority(ps *corev1.PodSpec) int32 {
+	if ps.Priority != nil {
+		return *ps.Priority
+	}
+	if v, ok := e.priorities[ps.PriorityClassName]; ok && ps.PriorityClassName != "" {
+		return v
+	}
+	return e.defaultPriority
+}
+
+// podSpec is the spec of the workload's pods (a Job's template).
+func (w *workload) podSpec() *corev1.PodSpec {
+	if w.kind == kindJob {
+		return &w.job.Spec.Template.Spec
+	}
+	return &w.pods[0].Spec
+}
+
+// spec builds the job's spec from what the admin decides (tenant, queue
+// weight, priority cap, expected work: tenancy) and, bounded, from what
+// the tenant claims (its GPUs, the types it allows, its rates used only
+// relative to each other: tenancy.RateRules.Trusted). notes tell the
+// tenant what was not taken as written.
+func (w *workload) spec(env *specEnv) (spec scheduler.JobSpec, notes []string, err error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s %s/%s: %s", ErrMalformed, w.kind, w.ns, w.name, fmt.Sprintf(format, args...))
 	}
@@ -223,70 +314,76 @@ func (w *workload) spec(cfg *Config, known []topology.GPUType) (spec scheduler.J
 	if w.kind == kindJob {
 		ann = mergedAnnotations(w.job)
 	}
+	allowed := env.known
 	if v, ok := ann[model.AnnotationGPUTypes]; ok {
 		ts, err := model.ParseTypes(v)
 		if err != nil {
-			return spec, "", bad("%v", err)
+			return spec, nil, bad("%v", err)
 		}
-		spec.Types = ts
-	}
-	if v, ok := ann[AnnotationWeight]; ok {
-		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil || !(f > 0) || f > 1e9 {
-			return spec, "", bad("annotation %s %q: want a weight from 0 to 1e9", AnnotationWeight, cut(v))
+		allowed = nil
+		for _, t := range env.known {
+			if slices.Contains(ts, t) {
+				allowed = append(allowed, t)
+			}
 		}
-		spec.Weight = f
-	}
-	if v, ok := ann[AnnotationSteps]; ok {
-		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil || !(f >= 0) || f > 1e15 {
-			return spec, "", bad("annotation %s %q: want steps from 0 to 1e15", AnnotationSteps, cut(v))
-		}
-		spec.RemainingSteps = f
-	}
-	spec.Tenant = w.ns
-	if cfg.TenantLabel != "" {
-		if v := w.labels[cfg.TenantLabel]; v != "" {
-			spec.Tenant = v
+		spec.Types = allowed
+		if len(allowed) == 0 && len(env.known) > 0 {
+			return spec, nil, bad("annotation %s %q allows none of the cluster's types %v", model.AnnotationGPUTypes, cut(v), env.known)
 		}
 	}
+	q := w.place.Queue
+	spec.Tenant = w.place.Tenant.Name
+	spec.Weight = q.JobWeight
+	rules := env.ten.Rates()
+	spec.RemainingSteps = q.RemainingSteps(rules.Ref())
+	pri := env.priority(w.podSpec())
+	spec.Priority = q.Priority(pri)
+	if spec.Priority != int(pri) {
+		notes = append(notes, fmt.Sprintf("priority %d capped at %d, queue %s's maxPriority", pri, spec.Priority, q.Name))
+	}
+	for _, a := range []string{AnnotationWeight, AnnotationSteps} {
+		if _, ok := ann[a]; ok {
+			notes = append(notes, fmt.Sprintf("annotation %s ignored: weights and remaining work come from queue %s (the admin's)", a, q.Name))
+		}
+	}
+	// The claim: rates by annotation, else the model's rates for the job
+	// kind, else none (every type alike).
+	var claimed map[topology.GPUType]float64
 	if v, ok := ann[AnnotationThroughput]; ok {
-		rates, err := parseRates(v)
-		if err != nil {
-			return spec, "", bad("annotation %s: %v", AnnotationThroughput, err)
+		if claimed, err = parseRates(v); err != nil {
+			return spec, nil, bad("annotation %s: %v", AnnotationThroughput, err)
 		}
-		spec.Throughput = rates
-		return spec, "", nil
-	}
-	if v, ok := ann[AnnotationJobKind]; ok {
+	} else if v, ok := ann[AnnotationJobKind]; ok {
 		key := perfmodel.JobKey{Model: strings.TrimSpace(v), ScaleFactor: w.gpus}
 		if b, ok := ann[AnnotationBatchSize]; ok {
 			n, err := strconv.Atoi(strings.TrimSpace(b))
 			if err != nil || n < 0 || n > 1<<20 {
-				return spec, "", bad("annotation %s %q: want a batch size from 0 to %d", AnnotationBatchSize, cut(b), 1<<20)
+				return spec, nil, bad("annotation %s %q: want a batch size from 0 to %d", AnnotationBatchSize, cut(b), 1<<20)
 			}
 			key.BatchSize = n
 		}
-		rates := map[topology.GPUType]float64{}
-		for _, t := range known {
-			if r, err := cfg.model().Throughput(key, t); err == nil && r > 0 && !math.IsInf(r, 0) {
-				rates[t] = r
+		claimed = map[topology.GPUType]float64{}
+		for _, t := range allowed {
+			if r, err := env.model.Throughput(key, t); err == nil && r > 0 && !math.IsInf(r, 0) {
+				claimed[t] = r
 			}
 		}
-		if len(rates) > 0 || len(known) == 0 {
-			k := key
-			spec.Model = &k
-			return spec, "", nil
+		if len(claimed) == 0 {
+			claimed = nil
+			notes = append(notes, fmt.Sprintf("the performance model does not know %s on %d GPUs: the same rate on every type", cut(key.Name()), w.gpus))
 		}
-		warn = fmt.Sprintf("the performance model does not know %s on %d GPUs: %v steps/s on every type", key.Name(), w.gpus, cfg.defaultRate())
 	} else {
-		warn = fmt.Sprintf("no %s or %s annotation: %v steps/s on every type", AnnotationThroughput, AnnotationJobKind, cfg.defaultRate())
+		notes = append(notes, fmt.Sprintf("no %s or %s annotation: the same rate on every type", AnnotationThroughput, AnnotationJobKind))
 	}
-	spec.Throughput = map[topology.GPUType]float64{}
-	for _, t := range known {
-		spec.Throughput[t] = cfg.defaultRate()
+	rates, clamped := rules.Trusted(claimed, allowed)
+	if clamped {
+		notes = append(notes, fmt.Sprintf("rates more than %gx apart raised to 1/%g of the fastest type's (the admin's rates.maxRatio)", rules.Ratio(), rules.Ratio()))
 	}
-	return spec, warn, nil
+	if len(rates) == 0 && len(allowed) > 0 {
+		return spec, nil, bad("annotation %s rates none of the cluster's types %v it may run on", AnnotationThroughput, allowed)
+	}
+	spec.Throughput = rates
+	return spec, notes, nil
 }
 
 // mergedAnnotations are a Job's annotations over its template's.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/gpusched/gpusched/kube/admission"
 	"github.com/gpusched/gpusched/kube/internal/kubetest"
+	"github.com/gpusched/gpusched/kube/tenancy"
 	"github.com/gpusched/gpusched/perfmodel"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -32,9 +34,11 @@ import (
 // admission-deployment.yaml (as objects: nothing runs the Deployment
 // here) and runs the gpusched-admission binary as the Deployment would,
 // with the ServiceAccount's token, its flags and leader election, with
-// 2-second rounds: it takes its lease, keeps its state in its ConfigMap,
-// admits gated pods, rotates them (a pod preempted, deleted and created
-// again, gated), and reports a malformed pod, with no request refused.
+// 2-second rounds and a tenancy ConfigMap in its namespace: it takes its
+// lease, keeps its state in its ConfigMap, admits gated pods, rotates them
+// (a pod preempted, deleted and created again, gated), reports a
+// malformed pod, and keeps its tenancy when an edit does not parse, with
+// no request refused.
 func TestE2EAdmissionDeploy(t *testing.T) {
 	c, _ := controlPlane(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -79,10 +83,15 @@ func TestE2EAdmissionDeploy(t *testing.T) {
 		must(t, err, "create %s", j.name)
 	}
 	bad := admJob{name: "bad", key: perfmodel.JobKey{Model: "ResNet-50", BatchSize: 64, ScaleFactor: 1}, steps: 1,
-		ann: map[string]string{admission.AnnotationWeight: "heavy"}}
+		ann: map[string]string{admission.AnnotationThroughput: "v100=fast"}}
 	_, err = cs.CoreV1().Pods(ns).Create(ctx, bad.pod(ns), metav1.CreateOptions{})
 	must(t, err, "create bad")
 
+	// The admin's tenancy, in the controller's namespace.
+	tenancyCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: sysNS, Name: tenancy.DefaultConfigMap},
+		Data: map[string]string{tenancy.ConfigKey: "tenants:\n- {name: deploy, namespaces: [" + ns + "]}\n"}}
+	_, err = cs.CoreV1().ConfigMaps(sysNS).Create(ctx, tenancyCM, metav1.CreateOptions{})
+	must(t, err, "tenancy")
 	// The Deployment's command, with this test's kubeconfig, rounds and
 	// nodes; POD_NAMESPACE (the downward API) given as a flag.
 	args := deploy.Spec.Template.Spec.Containers[0].Command[1:]
@@ -119,14 +128,40 @@ func TestE2EAdmissionDeploy(t *testing.T) {
 		}
 		return admitted == 2 && preempted > 0, fmt.Sprintf("%d admitted, %d preempted", admitted, preempted)
 	})
-	if msg := malformedEvent(ctx, t, cs, ns, "bad"); !strings.Contains(msg, admission.AnnotationWeight) {
+	if msg := malformedEvent(ctx, t, cs, ns, "bad"); !strings.Contains(msg, admission.AnnotationThroughput) {
 		t.Errorf("malformed pod: event %q", msg)
 	}
 	cm, err := cs.CoreV1().ConfigMaps(sysNS).Get(ctx, admission.DefaultStateName, metav1.GetOptions{})
 	must(t, err, "state ConfigMap")
-	if !strings.Contains(cm.Data["scheduler.json"], "pod/"+ns+"/job-0") {
-		t.Errorf("state ConfigMap without the jobs: %.200s", cm.Data["scheduler.json"])
+	zr, err := gzip.NewReader(bytes.NewReader(cm.BinaryData["state.json.gz"]))
+	must(t, err, "state")
+	st, err := io.ReadAll(zr)
+	must(t, err, "state")
+	if !strings.Contains(string(st), "pod/"+ns+"/job-0") {
+		t.Errorf("state ConfigMap without the jobs: %.200s", st)
 	}
+	// An edit of the tenancy that does not parse: a Warning event, and the
+	// rounds go on with the last good one.
+	tenancyCM.Data[tenancy.ConfigKey] = "tenants: [{name: Bad}]"
+	_, err = cs.CoreV1().ConfigMaps(sysNS).Update(ctx, tenancyCM, metav1.UpdateOptions{})
+	must(t, err, "bad tenancy")
+	waitFor(ctx, t, "a Warning event on the tenancy ConfigMap", p, func() (bool, string) {
+		evs, err := cs.CoreV1().Events(sysNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range evs.Items {
+			if e.Reason == admission.ReasonBadTenancy && e.InvolvedObject.Name == tenancy.DefaultConfigMap {
+				return true, ""
+			}
+		}
+		return false, "none yet"
+	})
+	before := strings.Count(p.LogTail(1<<20), "msg=round ")
+	waitFor(ctx, t, "rounds after the bad edit", p, func() (bool, string) {
+		n := strings.Count(p.LogTail(1<<20), "msg=round ")
+		return n >= before+2, fmt.Sprintf("%d rounds", n)
+	})
 	if log := p.LogTail(1 << 20); strings.Contains(log, "forbidden") {
 		t.Errorf("the controller was refused something:\n%s", grepLines(log, "forbidden", 10))
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpusched/gpusched/gang"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 )
 
@@ -61,6 +63,19 @@ type Args struct {
 	// StatsFile, if set, is where the plugin writes its per-pod latency
 	// statistics as JSON, every second while they change and at exit.
 	StatsFile string `json:"statsFile,omitempty"`
+	// ExpectedSeconds is the admin's model of a job's run time, from
+	// which SRTF's remaining time is counted down by the service the
+	// plugin measured (the job's attained GPU-seconds over its GPUs); 0
+	// means unknown, which makes SRTF first come, first served. A pod's
+	// own claims of its remaining or attained time are never read.
+	ExpectedSeconds float64 `json:"expectedSeconds,omitempty"`
+	// RecordKeySecret ("namespace/name") is the Secret holding the key
+	// that signs the device records written at binding (created, with a
+	// random key, if missing); RecordKeyFile, if set instead, is a file
+	// holding it (a mounted Secret). With neither the key is random per
+	// process: after a restart every bound pod is booked as a stand-in.
+	RecordKeySecret string `json:"recordKeySecret,omitempty"`
+	RecordKeyFile   string `json:"recordKeyFile,omitempty"`
 }
 
 // maxSamples bounds GittinsSamples and LASThresholds.
@@ -130,6 +145,18 @@ func (a *Args) validate() error {
 	}
 	if a.BackoffSeconds > 86400 {
 		return bad("backoffSeconds %d (at most 86400)", a.BackoffSeconds)
+	}
+	if !(a.ExpectedSeconds >= 0 && a.ExpectedSeconds <= 1e15) {
+		return bad("expectedSeconds %g (want 0 to 1e15)", a.ExpectedSeconds)
+	}
+	if a.RecordKeySecret != "" {
+		ns, name, ok := strings.Cut(a.RecordKeySecret, "/")
+		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			return bad("recordKeySecret %q (want namespace/name)", a.RecordKeySecret)
+		}
+		if a.RecordKeyFile != "" {
+			return bad("recordKeySecret and recordKeyFile both set (give one)")
+		}
 	}
 	for _, w := range []float64{a.LinkWeight, a.PackWeight, a.GangWeight} {
 		if !(w >= 0) || math.IsInf(w, 0) {

@@ -9,12 +9,17 @@
 // holders are pod UIDs. What each extension point does, and which part of
 // gpusched it calls:
 //
-//   - QueueSort orders pending pods by priority, then by one of gang's
+//   - QueueSort orders pending pods by priority (spec.priority, which the
+//     API server sets from the pod's PriorityClass), then by one of gang's
 //     orders on the job the pod belongs to: FIFO (gang.ByArrival), SRTF
-//     (gang.ShortestRemaining, from the remaining-seconds annotation),
-//     Tiresias's 2D-LAS (gang.LAS2D) or 2D-Gittins (gang.Gittins2D) on the
-//     attained GPU-seconds annotation; then by the job's arrival, keeping
-//     the members of a pod group next to each other.
+//     (gang.ShortestRemaining, on the admin's model: Args.ExpectedSeconds
+//     less the service received), Tiresias's 2D-LAS (gang.LAS2D) or
+//     2D-Gittins (gang.Gittins2D) on the attained service the plugin
+//     measures itself (each bound pod's GPUs times the time since its
+//     PodScheduled condition, kept for its job, a pod group or the pod's
+//     controller or the pod by name, when the pod ends); then by the
+//     job's arrival, keeping the members of a pod group next to each
+//     other. No pod's claim of its attained or remaining time is read.
 //   - PreFilter reads the pod's request (model.ParseRequest) and rejects bad
 //     input with a message naming the label or annotation at fault, a pod
 //     larger than every node of its allowed types, a pod group whose members
@@ -34,18 +39,26 @@
 //   - Permit admits pod groups all or nothing through gang.Coscheduler, with
 //     a timeout and a backoff after a rejection.
 //   - Bind posts the Binding with the booked GPUs as an annotation
-//     (model.AnnotationGPUs): the API server copies a Binding's annotations
-//     onto the pod as it sets spec.nodeName, so a pod is never bound without
-//     its GPUs recorded, nor recorded without being bound. A device plugin's
+//     (model.AnnotationGPUs) and the plugin's record of them
+//     (model.AnnotationGPUsMAC, an HMAC under its RecordKey): the API
+//     server copies a Binding's annotations onto the pod as it sets
+//     spec.nodeName, so a pod is never bound without its GPUs recorded, nor
+//     recorded without being bound. A device plugin's
 //     GetPreferredAllocation or a DRA driver can read them there.
 //   - PostBind marks the booking as bound.
 //
 // The ledger follows the node and pod informers: nodes added, changed
-// (health, GPUs, links) and deleted; pods bound (their annotation is the
-// source of truth, so a restarted scheduler books exactly what its
-// predecessor bound), finished or deleted. A GPU pod bound without the
-// annotation (by another scheduler) is booked on free GPUs of its node as a
-// stand-in, so the count stays right.
+// (health, GPUs, links) and deleted; pods bound, finished or deleted. Only
+// the plugin's own records count: its bookings, and annotations whose
+// record verifies under the key (Args.RecordKeySecret: a Secret only the
+// scheduler reads), so a restarted scheduler books exactly what its
+// predecessor bound, whatever tenants wrote on their pods since. A GPU pod
+// bound without a record that verifies (by another scheduler, on
+// spec.nodeName, or with an annotation a tenant edited), or whose record
+// names GPUs the node lacks or another pod holds, is booked on free GPUs
+// of its node as a stand-in, which gives way to a verified pod, so the
+// count stays right whatever the order; each is reported by a Warning
+// event.
 //
 // The plugin never panics on input: bad labels, annotations and arguments
 // become framework statuses (and so FailedScheduling events on the pod) or

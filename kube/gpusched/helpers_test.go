@@ -38,12 +38,37 @@ func node(name, product string, gpus int, ready bool, ann map[string]string, lab
 
 type podOpt func(*corev1.Pod)
 
+// testKey is the record key of the tests' ledgers and plugins.
+var testKey, _ = NewRecordKey([]byte("gpusched-test-record-key"))
+
+func newTestLedger(opts model.NodeOptions, warn func(any, string, string)) *Ledger {
+	l := NewLedger(opts, warn)
+	l.SetRecordKey(testKey)
+	return l
+}
+
+// onNode binds the pod to node n with devices recorded as the plugin
+// records them (signed with testKey).
 func onNode(n string, devices string) podOpt {
 	return func(p *corev1.Pod) {
 		p.Spec.NodeName = n
 		if devices != "" {
 			p.Annotations[model.AnnotationGPUs] = devices
+			d, err := model.ParseIndices("", devices)
+			if err == nil {
+				p.Annotations[model.AnnotationGPUsMAC] = testKey.Sign(p.UID, n, d)
+			}
 		}
+	}
+}
+
+// forged binds the pod to node n with a devices annotation but no valid
+// record (what a tenant can write).
+func forged(n string, devices string) podOpt {
+	return func(p *corev1.Pod) {
+		p.Spec.NodeName = n
+		p.Annotations[model.AnnotationGPUs] = devices
+		p.Annotations[model.AnnotationGPUsMAC] = "v1:00000000000000000000000000000000"
 	}
 }
 

@@ -3,8 +3,10 @@ package gpusched
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/gpusched/gpusched/cluster"
@@ -18,9 +20,17 @@ import (
 // Ledger is the device-level book of which pod holds which GPUs: a
 // cluster.State over the GPU nodes whose holders are pod UIDs, kept in step
 // with the node and pod objects (OnNode, OnNodeDelete, OnPod, OnPodDelete)
-// and with the scheduler's own bookings (Reserve, Release). Bound pods'
-// annotations are the source of truth, so a ledger fed the API objects at
-// start books exactly what was bound before.
+// and with the scheduler's own bookings (Reserve, Release). Only the
+// scheduler's own records count: its bookings, and the device annotations
+// of bound pods whose record (model.AnnotationGPUsMAC) verifies under its
+// RecordKey, so that a ledger fed the API objects at start books exactly
+// what a scheduler holding the key bound before. A bound pod whose
+// annotation is missing, does not verify, names GPUs the node lacks or
+// that a verified pod holds is booked as a stand-in: on free GPUs, given
+// up to a verified pod that claims them (then booked elsewhere), and
+// reported by a Warning event. So whatever order the pods come in, and
+// whatever a tenant writes on its pods, the verified bookings are the
+// same and every bound pod's GPUs are counted.
 //
 // It is safe for concurrent use: Filter and Score read it from many
 // goroutines while the informers and the binding cycles change it.
@@ -36,6 +46,8 @@ type Ledger struct {
 	used    map[string]int // GPUs of the pods in byNode, per node
 	// warn reports a problem with an object (a Warning event).
 	warn func(obj any, reason, msg string)
+	// key verifies the device records of bound pods.
+	key *RecordKey
 }
 
 type nodeEntry struct {
@@ -66,16 +78,22 @@ func (l *Ledger) touchLocked(node string) {
 
 type podEntry struct {
 	ns, name, node string
-	// devices are NVML indices; nil while a pod bound without the
-	// annotation waits for its node, to be given stand-ins.
+	// devices are NVML indices; nil for a stand-in that waits for its
+	// node or for free GPUs.
 	devices []int
 	gpus    int
 	// bound: the API shows the pod bound (versus booked at Reserve).
 	bound bool
+	// trusted: the devices are the scheduler's own booking or a verified
+	// record; else the pod is a stand-in.
+	trusted bool
+	// warned is the annotation last reported as not believed.
+	warned string
 }
 
 // NewLedger returns an empty ledger. warn, if not nil, is told of bad node
-// labels and annotations and of conflicting bookings.
+// labels and annotations and of conflicting bookings. Its record key is
+// random until SetRecordKey.
 func NewLedger(opts model.NodeOptions, warn func(obj any, reason, msg string)) *Ledger {
 	st, err := cluster.New(nil)
 	if err != nil { // cannot happen for an empty cluster
@@ -89,7 +107,22 @@ func NewLedger(opts model.NodeOptions, warn func(obj any, reason, msg string)) *
 		res = model.ResourceGPU
 	}
 	return &Ledger{st: st, opts: opts, res: res, nodes: map[string]*nodeEntry{},
-		pods: map[types.UID]*podEntry{}, byNode: map[string]map[types.UID]bool{}, used: map[string]int{}, warn: warn}
+		pods: map[types.UID]*podEntry{}, byNode: map[string]map[types.UID]bool{}, used: map[string]int{}, warn: warn, key: RandomRecordKey()}
+}
+
+// SetRecordKey sets the key under which bound pods' device records
+// verify; call it before the ledger sees pods.
+func (l *Ledger) SetRecordKey(k *RecordKey) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.key = k
+}
+
+// Sign returns the record of a booking, for the Binding.
+func (l *Ledger) Sign(uid types.UID, node string, devices []int) string {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.key.Sign(uid, node, devices)
 }
 
 // OnNode follows a node added or updated.
@@ -123,7 +156,18 @@ func (l *Ledger) OnNode(n *corev1.Node) {
 		return
 	}
 	l.nodes[n.Name] = &nodeEntry{node: nd, warned: joinErrs(nd.Warnings)}
-	for uid := range l.byNode[n.Name] {
+	uids := slices.Collect(maps.Keys(l.byNode[n.Name]))
+	slices.SortFunc(uids, func(a, b types.UID) int {
+		ta, tb := l.pods[a].trusted, l.pods[b].trusted
+		if ta != tb {
+			if ta {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(string(a), string(b))
+	})
+	for _, uid := range uids {
 		l.bookLocked(uid, l.pods[uid])
 	}
 	l.applyHealthLocked(n.Name)
@@ -173,8 +217,9 @@ func (l *Ledger) applyHealthLocked(name string) {
 }
 
 // OnPod follows a pod added or updated. Pods that are not bound are the
-// scheduler's business (Reserve); bound pods are booked as their
-// annotation says.
+// scheduler's business (Reserve); bound pods are booked as the scheduler's
+// own records say: its booking, or an annotation whose record verifies;
+// any other bound GPU pod is a stand-in.
 func (l *Ledger) OnPod(p *corev1.Pod) {
 	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil && p.Spec.NodeName == "" {
 		l.OnPodDelete(p.UID)
@@ -188,25 +233,54 @@ func (l *Ledger) OnPod(p *corev1.Pod) {
 		l.OnPodDelete(p.UID)
 		return
 	}
-	var devices []int
-	if v, ok := p.Annotations[model.AnnotationGPUs]; ok {
-		d, err := model.ParseIndices(model.AnnotationGPUs, v)
-		if err == nil && len(d) == gpus {
-			devices = d
-		} else {
-			l.warn(p, "InvalidGPUAnnotation", fmt.Sprintf("annotation %s %q does not name the pod's %d GPUs; gpusched books stand-ins", model.AnnotationGPUs, v, gpus))
-		}
-	}
+	node := p.Spec.NodeName
+	v, hasAnn := p.Annotations[model.AnnotationGPUs]
+	mac := p.Annotations[model.AnnotationGPUsMAC]
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if e := l.pods[p.UID]; e != nil && e.node == p.Spec.NodeName && (devices == nil || slices.Equal(e.devices, devices)) && e.devices != nil {
+	var devices []int
+	why := "the pod is bound without gpusched's device record (by another scheduler, or on spec.nodeName)"
+	if hasAnn {
+		d, err := model.ParseIndices(model.AnnotationGPUs, v)
+		switch {
+		case err != nil || len(d) != gpus:
+			why = fmt.Sprintf("annotation %s %q does not name the pod's %d GPUs", model.AnnotationGPUs, cutStr(v), gpus)
+		case !l.key.Verify(p.UID, node, d, mac):
+			why = fmt.Sprintf("annotation %s %q is not gpusched's record (%s does not verify)", model.AnnotationGPUs, cutStr(v), model.AnnotationGPUsMAC)
+		default:
+			devices = d
+		}
+	}
+	if e := l.pods[p.UID]; e != nil && e.node == node && (e.trusted || devices == nil) {
+		// The scheduler's own booking, or a stand-in that stays one: an
+		// annotation changed since (by whoever may edit the pod) changes
+		// nothing.
 		e.bound = true
+		if e.trusted && hasAnn && !slices.Equal(devices, e.devices) && e.warned != v {
+			e.warned = v
+			l.warn(p, "GPURecordChanged", fmt.Sprintf("annotation %s %q is not what gpusched booked (%s); gpusched keeps its record", model.AnnotationGPUs, cutStr(v), model.FormatIndices(e.devices)))
+		}
+		if !e.trusted && e.warned != v+"|"+mac {
+			e.warned = v + "|" + mac
+			l.warn(p, "InvalidGPUAnnotation", why+"; gpusched books stand-ins on free GPUs")
+		}
 		return
 	}
 	l.dropLocked(p.UID)
-	e := &podEntry{ns: p.Namespace, name: p.Name, node: p.Spec.NodeName, devices: devices, gpus: gpus, bound: true}
+	e := &podEntry{ns: p.Namespace, name: p.Name, node: node, devices: devices, gpus: gpus, bound: true, trusted: devices != nil}
+	if !e.trusted {
+		e.warned = v + "|" + mac
+		l.warn(p, "InvalidGPUAnnotation", why+"; gpusched books stand-ins on free GPUs")
+	}
 	l.addLocked(p.UID, e)
 	l.bookLocked(p.UID, e)
+}
+
+func cutStr(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
 }
 
 // OnPodDelete follows a pod deleted or finished: its GPUs are free.
@@ -241,38 +315,65 @@ func (l *Ledger) dropLocked(uid types.UID) {
 	}
 }
 
-// bookLocked binds a pod's GPUs in the state, if its node is there. A pod
-// without devices gets stand-ins (the lowest free GPUs); devices that
-// another pod holds are reported and left to it.
+// bookLocked binds a pod's GPUs in the state, if its node is there. A
+// trusted pod takes its devices, moving the stand-ins that hold some of
+// them to other free GPUs; if a device is missing or another trusted pod
+// holds it, the pod becomes a stand-in (reported). A stand-in takes the
+// lowest free GPUs, as many as it has (fewer if there are not, reported).
 func (l *Ledger) bookLocked(uid types.UID, e *podEntry) {
 	s, ok := l.st.ServerIndex(e.node)
 	if !ok || len(l.st.Held(string(uid))) > 0 {
 		return
 	}
-	srv := l.st.Server(s)
-	if e.devices == nil {
-		for i := range srv.GPUs {
-			if len(e.devices) < e.gpus && l.st.Holder(cluster.GPURef{Server: s, GPU: i}) == "" {
-				e.devices = append(e.devices, srv.GPUs[i].Index)
+	if e.trusted {
+		var refs []cluster.GPURef
+		var missing, taken []int
+		var displaced []types.UID
+		for _, d := range e.devices {
+			r, err := l.st.Lookup(e.node, d)
+			if err != nil {
+				missing = append(missing, d)
+				continue
 			}
-		}
-		slices.Sort(e.devices)
-	}
-	var refs []cluster.GPURef
-	var missing, taken []int
-	for _, d := range e.devices {
-		r, err := l.st.Lookup(e.node, d)
-		switch {
-		case err != nil:
-			missing = append(missing, d)
-		case l.st.Holder(r) != "":
-			taken = append(taken, d)
-		default:
+			if h := l.st.Holder(r); h != "" {
+				if o := l.pods[types.UID(h)]; o != nil && !o.trusted {
+					if !slices.Contains(displaced, types.UID(h)) {
+						displaced = append(displaced, types.UID(h))
+					}
+				} else {
+					taken = append(taken, d)
+					continue
+				}
+			}
 			refs = append(refs, r)
 		}
+		if len(missing)+len(taken) == 0 {
+			for _, h := range displaced {
+				l.st.Release(string(h))
+				l.pods[h].devices = nil
+			}
+			l.bindLocked(string(uid), refs)
+			for _, h := range displaced {
+				l.bookLocked(h, l.pods[h])
+			}
+			return
+		}
+		l.warn(podRef(e), "GPUConflict", fmt.Sprintf("GPUs %v of node %s are missing and %v are booked by another pod; gpusched books stand-ins on free GPUs", missing, e.node, taken))
+		e.trusted, e.devices = false, nil
 	}
-	if len(missing)+len(taken) > 0 {
-		l.warn(podRef(e), "GPUConflict", fmt.Sprintf("GPUs %v of node %s are missing and %v are booked by another pod; gpusched books the others", missing, e.node, taken))
+	srv := l.st.Server(s)
+	e.devices = e.devices[:0]
+	var refs []cluster.GPURef
+	for i := range srv.GPUs {
+		r := cluster.GPURef{Server: s, GPU: i}
+		if len(refs) < e.gpus && l.st.Holder(r) == "" {
+			refs = append(refs, r)
+			e.devices = append(e.devices, srv.GPUs[i].Index)
+		}
+	}
+	slices.Sort(e.devices)
+	if len(refs) < e.gpus {
+		l.warn(podRef(e), "GPUConflict", fmt.Sprintf("node %s has %d free GPUs for a pod bound with %d; gpusched counts the %d", e.node, len(refs), e.gpus, len(refs)))
 	}
 	l.bindLocked(string(uid), refs)
 }
@@ -448,7 +549,7 @@ func (l *Ledger) Reserve(p *corev1.Pod, node string, n int) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &podEntry{ns: p.Namespace, name: p.Name, node: node, devices: c.Devices, gpus: n}
+	e := &podEntry{ns: p.Namespace, name: p.Name, node: node, devices: c.Devices, gpus: n, trusted: true}
 	l.addLocked(p.UID, e)
 	l.bookLocked(p.UID, e)
 	return c.Devices, nil
@@ -556,8 +657,13 @@ func (l *Ledger) Check() error {
 			continue
 		}
 		held := l.st.Held(string(uid))
-		if len(held) > len(e.devices) {
-			return fmt.Errorf("gpusched: pod %s/%s holds %d GPUs, booked %d", e.ns, e.name, len(held), len(e.devices))
+		if len(held) != len(e.devices) || len(e.devices) > e.gpus || e.trusted && len(e.devices) != e.gpus {
+			return fmt.Errorf("gpusched: pod %s/%s holds %d GPUs, booked %d, asks %d", e.ns, e.name, len(held), len(e.devices), e.gpus)
+		}
+		for _, r := range held {
+			if !slices.Contains(e.devices, l.st.Server(r.Server).GPUs[r.GPU].Index) {
+				return fmt.Errorf("gpusched: pod %s/%s holds GPU %d of %s, not booked", e.ns, e.name, r.GPU, e.node)
+			}
 		}
 	}
 	return nil

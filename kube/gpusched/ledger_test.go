@@ -3,6 +3,7 @@ package gpusched
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -27,7 +28,7 @@ func (w *warnings) warn(_ any, reason, msg string) {
 }
 
 func TestLedgerDGX1PairIsNVLinked(t *testing.T) {
-	l := NewLedger(model.NodeOptions{}, nil)
+	l := newTestLedger(model.NodeOptions{}, nil)
 	l.OnNode(node("dgx", kubeV100, 8, true, map[string]string{model.AnnotationLinks: dgx1Links}, nil))
 	devs, err := l.Reserve(gpuPod("a", 2), "dgx", 2)
 	require.NoError(t, err)
@@ -51,7 +52,7 @@ func TestLedgerRebuildFromAnnotations(t *testing.T) {
 	// books the same GPUs, and so never hands them out twice.
 	n1 := node("n1", kubeV100, 8, true, map[string]string{model.AnnotationLinks: dgx1Links}, nil)
 	n2 := node("n2", kubeV100, 8, true, nil, nil)
-	first := NewLedger(model.NodeOptions{}, nil)
+	first := newTestLedger(model.NodeOptions{}, nil)
 	first.OnNode(n1)
 	first.OnNode(n2)
 	var bound []*corev1.Pod
@@ -66,7 +67,7 @@ func TestLedgerRebuildFromAnnotations(t *testing.T) {
 		onNode(nodeName, model.FormatIndices(devs))(p)
 		bound = append(bound, p)
 	}
-	second := NewLedger(model.NodeOptions{}, nil)
+	second := newTestLedger(model.NodeOptions{}, nil)
 	for _, p := range bound {
 		second.OnPod(p)
 	}
@@ -87,7 +88,7 @@ func TestLedgerRebuildFromAnnotations(t *testing.T) {
 }
 
 func TestLedgerHealth(t *testing.T) {
-	l := NewLedger(model.NodeOptions{}, nil)
+	l := newTestLedger(model.NodeOptions{}, nil)
 	n := node("n", kubeV100, 8, true, nil, nil)
 	l.OnNode(n)
 	p := gpuPod("p", 2, onNode("n", "0,1"))
@@ -124,28 +125,97 @@ func TestLedgerHealth(t *testing.T) {
 
 func TestLedgerStandInsAndConflicts(t *testing.T) {
 	w := &warnings{}
-	l := NewLedger(model.NodeOptions{}, w.warn)
+	l := newTestLedger(model.NodeOptions{}, w.warn)
 	l.OnNode(node("n", kubeV100, 4, true, nil, nil))
-	// Bound by another scheduler, without the annotation: stand-ins.
+	// Bound by another scheduler, without the annotation: stand-ins, reported.
 	l.OnPod(gpuPod("other", 2, onNode("n", "")))
 	_, devs, _ := l.Booking("uid-other")
 	assert.Equal(t, []int{0, 1}, devs)
-	// An annotation naming GPUs another pod holds: reported, the rest booked.
-	l.OnPod(gpuPod("clash", 2, onNode("n", "1,2")))
 	require.NotEmpty(t, w.got)
-	assert.Contains(t, w.got[len(w.got)-1], "GPUConflict")
-	c, err := l.Choose("n", 1)
-	require.NoError(t, err)
-	assert.Equal(t, []int{3}, c.Devices)
-	// A malformed annotation is reported and treated as absent.
-	l.OnPodDelete("uid-clash")
+	assert.Contains(t, w.got[len(w.got)-1], "InvalidGPUAnnotation")
+	// A verified record naming GPUs a stand-in holds: the stand-in moves.
+	l.OnPod(gpuPod("mine", 2, onNode("n", "1,2")))
+	_, devs, _ = l.Booking("uid-mine")
+	assert.Equal(t, []int{1, 2}, devs)
+	_, devs, _ = l.Booking("uid-other")
+	assert.Equal(t, []int{0, 3}, devs)
+	_, err := l.Choose("n", 1)
+	require.ErrorIs(t, err, ErrNoRoom)
+	require.NoError(t, l.Check())
+	// Two verified records of one GPU (a double booking): the second is a
+	// stand-in, reported; with no GPU free it holds none.
+	l.OnPod(gpuPod("twice", 1, onNode("n", "2")))
+	assert.Contains(t, strings.Join(w.got, "\n"), "GPUConflict")
+	_, devs, _ = l.Booking("uid-twice")
+	assert.Empty(t, devs)
+	require.NoError(t, l.Check())
+	// A malformed or forged annotation is a stand-in, reported.
+	l.OnPodDelete("uid-twice")
+	l.OnPodDelete("uid-mine")
 	l.OnPod(gpuPod("bad", 1, onNode("n", "x")))
 	assert.Contains(t, w.got[len(w.got)-1], "InvalidGPUAnnotation")
+	l.OnPod(gpuPod("forger", 1, forged("n", "0")))
+	assert.Contains(t, w.got[len(w.got)-1], "does not verify")
+	_, devs, _ = l.Booking("uid-forger")
+	assert.Len(t, devs, 1)
+	assert.NotEqual(t, []int{0}, devs, "GPU 0 is the other pod's")
 	require.NoError(t, l.Check())
 }
 
+// The forged-annotation attack: a tenant rewrites its bound pod's
+// gpus annotation to name a victim's GPUs, or indices the node lacks.
+// The ledger keeps its own booking (every GPU in use stays booked; Check
+// holds), and a restarted ledger, fed the pods in either order, books the
+// victim on its GPUs and the forger as a stand-in on the others.
+func TestLedgerForgedAnnotation(t *testing.T) {
+	n := node("n", kubeV100, 8, true, nil, nil)
+	victim := gpuPod("victim", 4)
+	forger := gpuPod("forger", 4)
+	l := newTestLedger(model.NodeOptions{}, nil)
+	l.OnNode(n)
+	for _, p := range []*corev1.Pod{victim, forger} {
+		devs, err := l.Reserve(p, "n", 4)
+		require.NoError(t, err)
+		onNode("n", model.FormatIndices(devs))(p)
+		l.OnPod(p)
+	}
+	for _, lie := range []string{"0,1,2,3", "12,13,14,15", "9"} {
+		f := forger.DeepCopy()
+		f.Annotations[model.AnnotationGPUs] = lie
+		l.OnPod(f)
+		assert.Zero(t, l.Free(anyType), "%s: GPUs in use shown free", lie)
+		_, devs, _ := l.Booking(forger.UID)
+		assert.Equal(t, []int{4, 5, 6, 7}, devs, lie)
+		require.NoError(t, l.Check())
+	}
+	f := forger.DeepCopy()
+	f.Annotations[model.AnnotationGPUs] = "0,1,2,3"
+	for _, order := range [][]*corev1.Pod{{f, victim}, {victim, f}} {
+		r := newTestLedger(model.NodeOptions{}, nil)
+		r.OnNode(n)
+		for _, p := range order {
+			r.OnPod(p)
+		}
+		_, vd, _ := r.Booking(victim.UID)
+		_, fd, _ := r.Booking(forger.UID)
+		assert.Equal(t, []int{0, 1, 2, 3}, vd)
+		assert.Equal(t, []int{4, 5, 6, 7}, fd)
+		assert.Zero(t, r.Free(anyType))
+		require.NoError(t, r.Check())
+	}
+	// A record signed under another key (another cluster's scheduler) is
+	// not believed either.
+	other, err := NewRecordKey([]byte("another-key-of-16-bytes"))
+	require.NoError(t, err)
+	p := gpuPod("elsewhere", 2, onNode("n", "0,1"))
+	p.Annotations[model.AnnotationGPUsMAC] = other.Sign(p.UID, "n", []int{0, 1})
+	assert.False(t, testKey.Verify(p.UID, "n", []int{0, 1}, p.Annotations[model.AnnotationGPUsMAC]))
+	assert.False(t, testKey.Verify("uid-other", "n", []int{0, 1}, testKey.Sign(p.UID, "n", []int{0, 1})), "a record is its pod's only")
+	assert.False(t, testKey.Verify(p.UID, "m", []int{0, 1}, testKey.Sign(p.UID, "n", []int{0, 1})), "and its node's")
+}
+
 func TestLedgerReserveRelease(t *testing.T) {
-	l := NewLedger(model.NodeOptions{}, nil)
+	l := newTestLedger(model.NodeOptions{}, nil)
 	l.OnNode(node("n", kubeV100, 8, true, nil, nil))
 	p := gpuPod("p", 4)
 	_, err := l.Reserve(p, "n", 4)
@@ -166,7 +236,7 @@ func TestLedgerReserveRelease(t *testing.T) {
 
 func TestLedgerNodeChanges(t *testing.T) {
 	w := &warnings{}
-	l := NewLedger(model.NodeOptions{}, w.warn)
+	l := newTestLedger(model.NodeOptions{}, w.warn)
 	n := node("n", kubeV100, 8, true, map[string]string{model.AnnotationLinks: "not a matrix"}, nil)
 	l.OnNode(n)
 	require.Len(t, w.got, 1)
@@ -191,7 +261,7 @@ func TestLedgerNodeChanges(t *testing.T) {
 }
 
 func TestLedgerConcurrent(t *testing.T) {
-	l := NewLedger(model.NodeOptions{}, nil)
+	l := newTestLedger(model.NodeOptions{}, nil)
 	for i := range 4 {
 		l.OnNode(node(fmt.Sprint("n", i), kubeV100, 8, true, map[string]string{model.AnnotationLinks: dgx1Links}, nil))
 	}
@@ -228,7 +298,7 @@ func TestLedgerConcurrent(t *testing.T) {
 // found unhealthy, without saying which) takes no more pods' GPUs than
 // that, bound or reserved, and gets them back when it raises it again.
 func TestLedgerAllocatable(t *testing.T) {
-	l := NewLedger(model.NodeOptions{}, nil)
+	l := newTestLedger(model.NodeOptions{}, nil)
 	n := node("n", kubeV100, 8, true, map[string]string{model.AnnotationLinks: dgx1Links}, nil)
 	n.Status.Allocatable[model.ResourceGPU] = resourceMust("3")
 	l.OnNode(n)

@@ -38,6 +38,7 @@ type Plugin struct {
 	groups  *groups
 	cosched *gang.Coscheduler
 	stats   *stats
+	service *service
 	logger  klog.Logger
 
 	linkW, packW, gangW float64
@@ -84,13 +85,27 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	pl.cosched = &gang.Coscheduler{Timeout: args.permitTimeout(), Backoff: args.backoff()}
 	pl.groups = newGroups(pl.cosched.Delete)
 	pl.ledger = NewLedger(model.NodeOptions{Resource: pl.res, RackLabel: args.RackLabel, DomainLabel: args.DomainLabel}, pl.warn)
+	pl.service = newService(nil)
+	if h == nil || h.SharedInformerFactory() == nil {
+		return nil, errors.New("gpusched: the framework handle has no informer factory")
+	}
+	key, err := loadRecordKey(ctx, &args, h.ClientSet())
+	switch {
+	case err != nil && args.RecordKeyFile != "":
+		return nil, err
+	case err != nil:
+		// The scheduler still schedules; only its records from before a
+		// restart are lost (stand-ins), so the error is loud, not fatal.
+		pl.logger.Error(err, "no record key from the Secret: device records are signed with a key of this process only, and bound pods are stand-ins after a restart")
+		key = RandomRecordKey()
+	case args.RecordKeySecret == "" && args.RecordKeyFile == "":
+		pl.logger.Info("no recordKeySecret or recordKeyFile: device records are signed with a key of this process only, and bound pods are stand-ins after a restart")
+	}
+	pl.ledger.SetRecordKey(key)
 	ctx, pl.stop = context.WithCancel(ctx)
 	pl.stats = newStats(args.StatsFile)
 	if args.StatsFile != "" {
 		go pl.stats.run(ctx, pl.logger)
-	}
-	if h == nil || h.SharedInformerFactory() == nil {
-		return nil, errors.New("gpusched: the framework handle has no informer factory")
 	}
 	nodes := h.SharedInformerFactory().Core().V1().Nodes().Informer()
 	reg, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -163,6 +178,12 @@ func (pl *Plugin) onPod(o any) {
 	}
 	pl.groups.onPod(p, pl.res)
 	pl.ledger.OnPod(p)
+	switch gpus, _ := model.PodGPUs(p, pl.res); {
+	case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil:
+		pl.service.ended(p.UID)
+	case p.Spec.NodeName != "" && gpus > 0:
+		pl.service.bound(p, gpus)
+	}
 }
 
 func (pl *Plugin) onPodDelete(o any) {
@@ -172,6 +193,7 @@ func (pl *Plugin) onPodDelete(o any) {
 	if p, ok := o.(*corev1.Pod); ok {
 		pl.groups.onPodDelete(p)
 		pl.ledger.OnPodDelete(p.UID)
+		pl.service.ended(p.UID)
 	}
 }
 
@@ -577,7 +599,8 @@ func (pl *Plugin) Bind(ctx context.Context, _ fwk.CycleState, p *corev1.Pod, nod
 	}
 	b := &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID,
-			Annotations: map[string]string{model.AnnotationGPUs: model.FormatIndices(devices)}},
+			Annotations: map[string]string{model.AnnotationGPUs: model.FormatIndices(devices),
+				model.AnnotationGPUsMAC: pl.ledger.Sign(p.UID, node, devices)}},
 		Target: corev1.ObjectReference{Kind: "Node", Name: node},
 	}
 	if err := pl.h.ClientSet().CoreV1().Pods(p.Namespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil {

@@ -3,6 +3,7 @@ package gpusched
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -64,6 +65,7 @@ func newEnv(t *testing.T, args runtime.Object, objs ...runtime.Object) *env {
 		p, err := New(ctx, args, h)
 		if err == nil {
 			e.pl = p.(*Plugin)
+			e.pl.ledger.SetRecordKey(testKey)
 		}
 		return p, err
 	}
@@ -167,6 +169,7 @@ func TestPluginPlacesOnNVLinkPair(t *testing.T) {
 	require.Len(t, devs, 2)
 	_, booked, _ := e.pl.Ledger().Booking(p.UID)
 	assert.Equal(t, devs, booked)
+	assert.True(t, testKey.Verify(p.UID, "dgx", devs, b.Annotations[model.AnnotationGPUsMAC]), "the Binding carries the plugin's record")
 	// A pod without GPUs is left to the next binder.
 	assert.True(t, e.fw.RunBindPlugins(context.Background(), framework.NewCycleState(), gpuPod("cpu", 0), "pcie").IsSkip())
 }
@@ -355,4 +358,33 @@ func TestPluginHooksWithoutState(t *testing.T) {
 	e.pl.onPodDelete(nil)
 	e.pl.onNodeDelete(cache.DeletedFinalStateUnknown{Key: "x", Obj: "y"})
 	require.NoError(t, e.pl.Ledger().Check())
+}
+
+// The record key comes from its Secret (created with a random key when
+// missing, the same for every replica after), or from a file.
+func TestRecordKeySources(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	a := &Args{RecordKeySecret: "kube-system/rk"}
+	k1, err := loadRecordKey(ctx, a, cs)
+	require.NoError(t, err)
+	k2, err := loadRecordKey(ctx, a, cs)
+	require.NoError(t, err)
+	assert.Equal(t, k1.Sign("u", "n", []int{1}), k2.Sign("u", "n", []int{1}), "one key for every replica")
+	s, err := cs.CoreV1().Secrets("kube-system").Get(ctx, "rk", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Len(t, s.Data["key"], 64)
+	f := t.TempDir() + "/key"
+	require.NoError(t, os.WriteFile(f, []byte("a-key-of-at-least-16-bytes\n"), 0o600))
+	k3, err := loadRecordKey(ctx, &Args{RecordKeyFile: f}, nil)
+	require.NoError(t, err)
+	assert.True(t, k3.Verify("u", "n", []int{0, 1}, k3.Sign("u", "n", []int{0, 1})))
+	require.NoError(t, os.WriteFile(f, []byte("short"), 0o600))
+	_, err = loadRecordKey(ctx, &Args{RecordKeyFile: f}, nil)
+	require.ErrorIs(t, err, ErrArgs)
+	_, err = loadRecordKey(ctx, &Args{RecordKeyFile: f + ".missing"}, nil)
+	require.ErrorIs(t, err, ErrArgs)
+	k4, err := loadRecordKey(ctx, &Args{}, nil)
+	require.NoError(t, err)
+	assert.False(t, k4.Verify("u", "n", []int{1}, k1.Sign("u", "n", []int{1})))
 }

@@ -2,8 +2,6 @@ package gpusched
 
 import (
 	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gpusched/gpusched/gang"
@@ -61,16 +59,17 @@ func (pl *Plugin) sortKey(e fwk.QueuedEntityInfo) sortKey {
 	if _, fifo := pl.order.(gang.ByArrival); fifo {
 		k.key = float64(k.arrival.UnixNano()) / 1e9
 	} else {
-		k.key = pl.order.Key(jobView(p, pl.res, k.arrival), 0)
+		k.key = pl.order.Key(pl.jobView(p, k.arrival), 0)
 	}
 	return k
 }
 
-// jobView describes a pod's job to a gang.Order: arrival, GPUs, attained
-// service and remaining time (as a rate of 1 over remaining seconds), read
-// leniently (a bad annotation reads as absent; PreFilter reports it).
-func jobView(p *corev1.Pod, res corev1.ResourceName, arrival time.Time) gang.JobView {
-	gpus, _ := model.PodGPUs(p, res)
+// jobView describes a pod's job to a gang.Order: arrival, GPUs, the
+// attained service the plugin measured (never a pod's claim), and its
+// remaining time from the admin's model (Args.ExpectedSeconds less the
+// attained service over its GPUs; unknown without a model).
+func (pl *Plugin) jobView(p *corev1.Pod, arrival time.Time) gang.JobView {
+	gpus, _ := model.PodGPUs(p, pl.res)
 	j := gang.JobView{
 		Arrival:     float64(arrival.UnixNano()) / 1e9,
 		ScaleFactor: max(gpus, 1),
@@ -79,23 +78,12 @@ func jobView(p *corev1.Pod, res corev1.ResourceName, arrival time.Time) gang.Job
 		Throughput:  []float64{1},
 		Remaining:   math.MaxFloat64,
 	}
-	if v, ok := seconds(p.Annotations[model.AnnotationAttained]); ok {
-		j.Attained = v
+	if pl.service != nil {
+		j.Attained = pl.service.attained(jobOf(p))
 	}
-	if v, ok := seconds(p.Annotations[model.AnnotationRemaining]); ok {
-		j.Remaining = v
+	if e := pl.args.ExpectedSeconds; e > 0 {
+		j.Remaining = max(0, e-j.Attained/float64(j.ScaleFactor))
 	}
 	j.Steps = j.Remaining
 	return j
-}
-
-func seconds(v string) (float64, bool) {
-	if v == "" {
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-	if err != nil || !(f >= 0 && f <= 1e12) {
-		return 0, false
-	}
-	return f, true
 }

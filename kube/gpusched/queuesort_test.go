@@ -1,6 +1,8 @@
 package gpusched
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -8,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
@@ -45,17 +49,28 @@ func plugin(t *testing.T, a Args) *Plugin {
 	require.NoError(t, a.validate())
 	order, err := a.order()
 	require.NoError(t, err)
-	return &Plugin{args: a, order: order, res: model.ResourceGPU, groups: newGroups(nil)}
+	return &Plugin{args: a, order: order, res: model.ResourceGPU, groups: newGroups(nil), service: newService(nil)}
+}
+
+// served gives a pod's job attained service, as the plugin would have
+// measured it from its pods' bind times.
+func served(pl *Plugin, p *corev1.Pod, gpuSeconds float64) {
+	pl.service.mu.Lock()
+	defer pl.service.mu.Unlock()
+	pl.service.jobLocked(jobOf(p)).done += gpuSeconds
 }
 
 func TestQueueSortOrders(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s int) podOpt { return created(t0.Add(time.Duration(s) * time.Second)) }
+	// What the pods claim is never read: each claims to have had no
+	// service and to have none left.
+	claims := []podOpt{ann("gpusched.io/attained-gpu-seconds", "0"), ann("gpusched.io/remaining-seconds", "0")}
 	pods := func() []*corev1.Pod {
 		return []*corev1.Pod{
-			gpuPod("old-long", 1, at(0), ann(model.AnnotationRemaining, "9000"), ann(model.AnnotationAttained, "20000")),
-			gpuPod("mid-short", 1, at(10), ann(model.AnnotationRemaining, "60"), ann(model.AnnotationAttained, "4000")),
-			gpuPod("new-fresh", 1, at(20), ann(model.AnnotationRemaining, "600")),
+			gpuPod("old-long", 1, append(claims, at(0))...),
+			gpuPod("mid-short", 1, append(claims, at(10))...),
+			gpuPod("new-fresh", 1, append(claims, at(20))...),
 			gpuPod("newest-unknown", 1, at(30)),
 		}
 	}
@@ -64,8 +79,11 @@ func TestQueueSortOrders(t *testing.T) {
 		want []string
 	}{
 		{Args{}, []string{"old-long", "mid-short", "new-fresh", "newest-unknown"}},
-		{Args{Order: OrderSRTF}, []string{"mid-short", "new-fresh", "old-long", "newest-unknown"}},
-		// 2D-LAS: queues by attained GPU-seconds (3250, 7200, 18000), FIFO inside.
+		// SRTF on the admin's model of 24000 s less what each received.
+		{Args{Order: OrderSRTF, ExpectedSeconds: 24000}, []string{"old-long", "mid-short", "new-fresh", "newest-unknown"}},
+		// Without a model SRTF knows nothing: first come, first served.
+		{Args{Order: OrderSRTF}, []string{"old-long", "mid-short", "new-fresh", "newest-unknown"}},
+		// 2D-LAS: queues by measured GPU-seconds (3250, 7200, 18000), FIFO inside.
 		{Args{Order: OrderLAS}, []string{"new-fresh", "newest-unknown", "mid-short", "old-long"}},
 		// 2D-Gittins over jobs of 1000 or 5000 GPU-seconds, quantum 1000: a
 		// job that attained 4000 will surely finish within the next quantum
@@ -75,9 +93,71 @@ func TestQueueSortOrders(t *testing.T) {
 			[]string{"old-long", "mid-short", "new-fresh", "newest-unknown"}},
 	} {
 		t.Run(tc.args.Order, func(t *testing.T) {
-			assert.Equal(t, tc.want, sorted(t, plugin(t, tc.args), pods()...))
+			pl := plugin(t, tc.args)
+			ps := pods()
+			served(pl, ps[0], 20000)
+			served(pl, ps[1], 4000)
+			assert.Equal(t, tc.want, sorted(t, pl, ps...))
 		})
 	}
+}
+
+// The plugin measures attained service itself: a pod's GPUs times the
+// time since its PodScheduled condition (or since the plugin saw it
+// bound), kept for its job when the pod ends and when it is created again
+// under the same name; a Job's pods share their Job's.
+func TestServiceMeasured(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	s := newService(func() time.Time { return now })
+	p := gpuPod("a", 4, onNode("n", ""))
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue,
+		LastTransitionTime: metav1.NewTime(now.Add(-100 * time.Second))}}
+	s.bound(p, 4)
+	s.bound(p, 4) // updates change nothing
+	assert.InDelta(t, 400, s.attained(jobOf(p)), 1e-6)
+	now = now.Add(50 * time.Second)
+	assert.InDelta(t, 600, s.attained(jobOf(p)), 1e-6)
+	s.ended(p.UID)
+	now = now.Add(time.Hour)
+	assert.InDelta(t, 600, s.attained(jobOf(p)), 1e-6, "an ended pod's service stays with its job")
+	// Created again under the same name (preempted, requeued): it resumes.
+	q := gpuPod("a", 4, onNode("n", ""))
+	q.UID = "uid-a2"
+	s.bound(q, 4)
+	now = now.Add(10 * time.Second)
+	assert.InDelta(t, 640, s.attained(jobOf(q)), 1e-6)
+	// A condition in the future (a clock skew) counts from now.
+	r := gpuPod("b", 1, onNode("n", ""))
+	r.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(time.Hour))}}
+	s.bound(r, 1)
+	assert.InDelta(t, 0, s.attained(jobOf(r)), 1e-6)
+	// The pods of a Job are one job.
+	yes := true
+	for i, n := range []string{"job-x-1", "job-x-2"} {
+		jp := gpuPod(n, 2, onNode("n", ""))
+		jp.OwnerReferences = []metav1.OwnerReference{{Kind: "Job", Name: "x", Controller: &yes}}
+		s.bound(jp, 2)
+		assert.Equal(t, "owner/ns/Job/x", jobOf(jp), "%d", i)
+	}
+	now = now.Add(5 * time.Second)
+	assert.InDelta(t, 20, s.attained("owner/ns/Job/x"), 1e-6)
+}
+
+// The meter stays bounded: past maxServiceJobs it forgets the jobs seen
+// longest ago, never one with a pod running.
+func TestServiceBounded(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	s := newService(func() time.Time { return now })
+	run := gpuPod("running", 1, onNode("n", ""))
+	s.bound(run, 1)
+	for i := range maxServiceJobs + 100 {
+		p := gpuPod(fmt.Sprint("p", i), 1, onNode("n", ""))
+		now = now.Add(time.Millisecond)
+		s.bound(p, 1)
+		s.ended(p.UID)
+	}
+	assert.LessOrEqual(t, len(s.jobs), maxServiceJobs)
+	assert.Contains(t, s.jobs, jobOf(run))
 }
 
 func TestQueueSortPriorityAndGroups(t *testing.T) {
@@ -109,6 +189,9 @@ func TestArgs(t *testing.T) {
 		"weights":        {LinkWeight: -1},
 		"backoff":        {BackoffSeconds: 1 << 20},
 		"quantum is NaN": {GittinsQuantum: nan()},
+		"expected":       {ExpectedSeconds: -1},
+		"key secret":     {RecordKeySecret: "no-slash"},
+		"key both":       {RecordKeySecret: "a/b", RecordKeyFile: "/k"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			assert.ErrorIs(t, a.validate(), ErrArgs)
@@ -126,4 +209,57 @@ func TestArgs(t *testing.T) {
 	assert.Equal(t, 10*time.Second, a.backoff())
 	l, p, g := a.weights()
 	assert.Equal(t, [3]float64{2, 1, 2}, [3]float64{l, p, g})
+}
+
+// The attained and remaining-time rows of the attack table: four jobs of
+// 4 GPUs on 8 GPUs for 20 rounds, the two first in the plugin's queue
+// order running each round (bound, then ended 360 s later, as the plugin
+// sees it). The attacker, last to arrive, claims no attained service and
+// no remaining time on its pods; the honest run claims nothing. The
+// claims change nothing: 2D-LAS gives each job its honest 10 rounds, and
+// SRTF (on the admin's model) the same order as the honest run.
+func TestQueueSortAttacks(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	var th []float64
+	for k := 1; k <= 40; k++ {
+		th = append(th, float64(1440*k))
+	}
+	run := func(args Args, attack bool) map[string]int {
+		now := t0.Add(time.Hour)
+		pl := plugin(t, args)
+		pl.service = newService(func() time.Time { return now })
+		ran := map[string]int{}
+		for r := range 20 {
+			var pods []*corev1.Pod
+			for i, n := range []string{"v1", "v2", "v3", "att"} {
+				p := gpuPod(n, 4, created(t0.Add(time.Duration(i)*time.Second)))
+				p.UID = types.UID(fmt.Sprintf("%s-%d", n, r))
+				if attack && n == "att" {
+					p.Annotations["gpusched.io/attained-gpu-seconds"] = "0"
+					p.Annotations["gpusched.io/remaining-seconds"] = "0"
+				}
+				pods = append(pods, p)
+			}
+			order := sorted(t, pl, pods...)
+			for _, p := range pods {
+				if slices.Contains(order[:2], p.Name) {
+					ran[p.Name]++
+					pl.service.bound(p, 4)
+				}
+			}
+			now = now.Add(360 * time.Second)
+			for _, p := range pods {
+				pl.service.ended(p.UID)
+			}
+		}
+		return ran
+	}
+	for _, args := range []Args{{Order: OrderLAS, LASThresholds: th}, {Order: OrderSRTF, ExpectedSeconds: 28800}} {
+		honest, got := run(args, false), run(args, true)
+		t.Logf("| claimed attained 0 / remaining 0 under %s | %d | %d %d %d | %d |", args.Order, got["att"], got["v1"], got["v2"], got["v3"], honest["att"])
+		assert.Equal(t, honest, got, args.Order)
+		if args.Order == OrderLAS {
+			assert.Equal(t, map[string]int{"v1": 10, "v2": 10, "v3": 10, "att": 10}, got)
+		}
+	}
 }

@@ -3,9 +3,8 @@
 // and memory from its labels, the link matrix from an optional annotation in
 // nvidia-smi topo -m notation or gpusched's JSON, health from its Ready
 // condition and an annotation of failed devices), and a Pod becomes a
-// Request (GPUs asked for, allowed GPU types, pod group and its size, the
-// attained and remaining service that queue orders read). It also reads and
-// writes the device ledger annotation that the scheduler plugin puts on a
+// Request (GPUs asked for, allowed GPU types, pod group and its size). It
+// also reads and writes the device ledger annotation that the scheduler plugin puts on a
 // pod when it binds it, which a device plugin's GetPreferredAllocation or a
 // DRA driver can honour and from which the ledger is rebuilt after a
 // restart. Request.JobSpec turns a pod into a job of the scheduling core
@@ -40,10 +39,10 @@
 //	gpusched.io/gpu-types               allowed GPU types, e.g. "v100,a100"
 //	gpusched.io/pod-group (label)       the pod's gang (or scheduling.x-k8s.io/pod-group)
 //	gpusched.io/min-member              members the gang needs to start
-//	gpusched.io/attained-gpu-seconds    service the job received (Tiresias)
-//	gpusched.io/remaining-seconds       estimated remaining run time (SRTF)
 //
-// Written on pods at binding:
+// Written on pods at binding (and believed only with a record that
+// verifies, see AnnotationGPUsMAC):
 //
 //	gpusched.io/gpus                    NVML indices of the GPUs booked, e.g. "0,1"
+//	gpusched.io/gpus-mac                the scheduler's record of them
 package model

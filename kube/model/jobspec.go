@@ -1,7 +1,6 @@
 package model
 
 import (
-	"math"
 	"slices"
 	"strconv"
 
@@ -15,9 +14,10 @@ import (
 // controller keyed by pod UID, say). Each pod is one job; the pods of a pod
 // group share its name as their Gang, so that the core runs all of them in
 // a round or none. A pod states no rates, so the job runs one step per
-// second on each type of types (the cluster's types) that the pod allows,
-// which makes its remaining seconds, when the pod gives them, its
-// remaining steps. priority is the job's tier (the pod's spec.priority).
+// second on each type of types (the cluster's types) that the pod allows;
+// its remaining work is unknown (0): a pod's own claims of its work are not
+// trusted, so the embedder sets RemainingSteps from its own model.
+// priority is the job's tier (the pod's spec.priority).
 //
 // It returns a *FieldError wrapping ErrInvalid when the pod asks for no
 // GPUs or allows none of types.
@@ -38,9 +38,6 @@ func (r *Request) JobSpec(types []topology.GPUType, priority int) (scheduler.Job
 	spec = scheduler.JobSpec{GPUs: r.GPUs, Throughput: rates, Gang: r.Group, Priority: priority}
 	if r.Types != nil {
 		spec.Types = slices.Clone(r.Types)
-	}
-	if !math.IsInf(r.Remaining, 1) {
-		spec.RemainingSteps = r.Remaining
 	}
 	return spec, nil
 }

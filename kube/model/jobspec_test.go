@@ -35,10 +35,10 @@ func TestJobSpec(t *testing.T) {
 	}{
 		{"any type", gpuPod("p", 2, nil, nil),
 			scheduler.JobSpec{GPUs: 2, Throughput: map[topology.GPUType]float64{topology.A100: 1, topology.V100: 1}}, ""},
-		{"types, remaining seconds, pod group", gpuPod("g-0", 4, map[string]string{LabelPodGroup: "train"},
-			map[string]string{AnnotationMinMember: "2", AnnotationGPUTypes: "v100,k80", AnnotationRemaining: "600"}),
+		{"types, pod group; a claimed remaining time is not read", gpuPod("g-0", 4, map[string]string{LabelPodGroup: "train"},
+			map[string]string{AnnotationMinMember: "2", AnnotationGPUTypes: "v100,k80", "gpusched.io/remaining-seconds": "600"}),
 			scheduler.JobSpec{GPUs: 4, Types: []topology.GPUType{topology.V100, topology.K80},
-				Throughput: map[topology.GPUType]float64{topology.V100: 1}, Gang: "ml/train", RemainingSteps: 600, Priority: 3}, ""},
+				Throughput: map[topology.GPUType]float64{topology.V100: 1}, Gang: "ml/train", Priority: 3}, ""},
 		{"no GPUs", gpuPod("cpu", 0, nil, nil), scheduler.JobSpec{}, "at least one GPU"},
 		{"no type of the cluster", gpuPod("k", 1, nil, map[string]string{AnnotationGPUTypes: "k80"}),
 			scheduler.JobSpec{}, `"k80": allows none of the cluster's types [a100 v100]`},

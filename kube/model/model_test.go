@@ -2,7 +2,6 @@ package model
 
 import (
 	"errors"
-	"math"
 	"os"
 	"testing"
 
@@ -154,7 +153,7 @@ func pod(ann map[string]string, labels map[string]string, gpus ...string) *corev
 func TestParseRequest(t *testing.T) {
 	p := pod(map[string]string{
 		AnnotationGPUTypes: "V100, NVIDIA-A100-SXM4-80GB,v100", AnnotationMinMember: "4",
-		AnnotationAttained: "3600.5", AnnotationRemaining: "120",
+		"gpusched.io/attained-gpu-seconds": "-1", "gpusched.io/remaining-seconds": "NaN", // no longer read
 	}, map[string]string{LabelPodGroup: "job1"}, "2", "1")
 	always := corev1.ContainerRestartPolicyAlways
 	p.Spec.InitContainers = []corev1.Container{
@@ -163,8 +162,7 @@ func TestParseRequest(t *testing.T) {
 	}
 	r, err := ParseRequest(p, "")
 	require.NoError(t, err)
-	assert.Equal(t, Request{GPUs: 4, Types: []topology.GPUType{topology.V100, topology.A100}, Group: "ns/job1", MinMember: 4,
-		Attained: 3600.5, Remaining: 120}, r)
+	assert.Equal(t, Request{GPUs: 4, Types: []topology.GPUType{topology.V100, topology.A100}, Group: "ns/job1", MinMember: 4}, r)
 	assert.True(t, r.Allows(topology.A100))
 	assert.False(t, r.Allows(topology.K80))
 
@@ -174,22 +172,19 @@ func TestParseRequest(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 0, r.GPUs)
 	assert.Equal(t, 1, r.MinMember)
-	assert.True(t, math.IsInf(r.Remaining, 1))
 	assert.Nil(t, r.Types)
 }
 
 func TestParseRequestErrors(t *testing.T) {
 	grp := map[string]string{LabelPodGroup: "g"}
 	for name, p := range map[string]*corev1.Pod{
-		"fractional":      pod(nil, nil, "500m"),
-		"too many":        pod(nil, nil, "2000"),
-		"bad types":       pod(map[string]string{AnnotationGPUTypes: "v100,!!"}, nil, "1"),
-		"empty types":     pod(map[string]string{AnnotationGPUTypes: " , "}, nil, "1"),
-		"bad min":         pod(map[string]string{AnnotationMinMember: "two"}, grp, "1"),
-		"zero min":        pod(map[string]string{AnnotationMinMember: "0"}, grp, "1"),
-		"min no group":    pod(map[string]string{AnnotationMinMember: "2"}, nil, "1"),
-		"negative attain": pod(map[string]string{AnnotationAttained: "-1"}, nil, "1"),
-		"NaN remaining":   pod(map[string]string{AnnotationRemaining: "NaN"}, nil, "1"),
+		"fractional":   pod(nil, nil, "500m"),
+		"too many":     pod(nil, nil, "2000"),
+		"bad types":    pod(map[string]string{AnnotationGPUTypes: "v100,!!"}, nil, "1"),
+		"empty types":  pod(map[string]string{AnnotationGPUTypes: " , "}, nil, "1"),
+		"bad min":      pod(map[string]string{AnnotationMinMember: "two"}, grp, "1"),
+		"zero min":     pod(map[string]string{AnnotationMinMember: "0"}, grp, "1"),
+		"min no group": pod(map[string]string{AnnotationMinMember: "2"}, nil, "1"),
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParseRequest(p, "")

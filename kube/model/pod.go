@@ -1,7 +1,6 @@
 package model
 
 import (
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,22 +22,21 @@ const (
 	// AnnotationGPUTypes lists the GPU types the pod may run on, by
 	// gpusched's type names or product names ("v100,a100").
 	AnnotationGPUTypes = "gpusched.io/gpu-types"
-	// AnnotationAttained is the GPU time the pod's job has received, in
-	// GPU-seconds (Tiresias's attained service).
-	AnnotationAttained = "gpusched.io/attained-gpu-seconds"
-	// AnnotationRemaining is the job's estimated remaining run time in
-	// seconds (SRTF).
-	AnnotationRemaining = "gpusched.io/remaining-seconds"
 	// AnnotationGPUs is written at binding: the NVML indices of the GPUs
 	// booked for the pod on its node, ascending ("0,1").
 	AnnotationGPUs = "gpusched.io/gpus"
+	// AnnotationGPUsMAC is written with AnnotationGPUs: the scheduler's
+	// record of it, an HMAC over the pod's UID, its node and the indices
+	// under a key only the scheduler holds, so that a restarted scheduler
+	// believes the indices only where it wrote them (a tenant can edit its
+	// pods' annotations).
+	AnnotationGPUsMAC = "gpusched.io/gpus-mac"
 )
 
 const (
 	// MaxGroupMembers bounds a gang's size.
 	MaxGroupMembers = 10000
 	maxTypes        = 64
-	maxSeconds      = 1e12
 )
 
 // Request is what a pod asks of the scheduler. ParseRequest returns a new
@@ -52,10 +50,6 @@ type Request struct {
 	// MinMember the members it needs (1 without a group).
 	Group     string
 	MinMember int
-	// Attained is the job's attained service in GPU-seconds (0 if not
-	// given), Remaining its estimated remaining seconds (+Inf if not
-	// given).
-	Attained, Remaining float64
 }
 
 // Allows reports whether the request may run on GPUs of type t.
@@ -126,7 +120,7 @@ func PodGroup(p *corev1.Pod) string {
 // ParseRequest reads a pod's request. Bad input is a *FieldError wrapping
 // ErrInvalid that names the label, annotation or resource at fault.
 func ParseRequest(p *corev1.Pod, res corev1.ResourceName) (Request, error) {
-	r := Request{MinMember: 1, Remaining: math.Inf(1)}
+	r := Request{MinMember: 1}
 	var err error
 	if r.GPUs, err = PodGPUs(p, res); err != nil {
 		return r, err
@@ -150,25 +144,7 @@ func ParseRequest(p *corev1.Pod, res corev1.ResourceName) (Request, error) {
 	} else if r.Group != "" {
 		return r, fieldErr("label "+LabelPodGroup, r.Group, nil, "a pod group needs the annotation %s", AnnotationMinMember)
 	}
-	if v, ok := a[AnnotationAttained]; ok {
-		if r.Attained, err = parseSeconds(AnnotationAttained, v); err != nil {
-			return r, err
-		}
-	}
-	if v, ok := a[AnnotationRemaining]; ok {
-		if r.Remaining, err = parseSeconds(AnnotationRemaining, v); err != nil {
-			return r, err
-		}
-	}
 	return r, nil
-}
-
-func parseSeconds(field, v string) (float64, error) {
-	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-	if err != nil || !(f >= 0 && f <= maxSeconds) {
-		return 0, fieldErr("annotation "+field, v, nil, "want seconds from 0 to %g", maxSeconds)
-	}
-	return f, nil
 }
 
 // ParseTypes reads a list of GPU types ("v100,a100"); each entry is a type

@@ -2,8 +2,12 @@
 // controller (package admission) against a cluster: workloads created with
 // the scheduling gate gpusched.io/admission are admitted, every round, on
 // the GPU type the allocation policy gives them, and preempted when their
-// lease ends. deploy/admission-rbac.yaml and deploy/admission-deployment.yaml
-// run it in a cluster; outside one, give --kubeconfig.
+// lease ends. Tenants, their weights, queues and quotas come from the
+// admin's tenancy ConfigMap (--tenancy-configmap, in the controller's own
+// namespace; see kube/docs/shared-cluster.md), which it reads every round.
+// deploy/admission-rbac.yaml, admission-deployment.yaml, tenancy.yaml and
+// admission-policies.yaml run it in a cluster; outside one, give
+// --kubeconfig and --state-namespace.
 package main
 
 import (
@@ -11,14 +15,18 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/gpusched/gpusched/kube/admission"
+	"github.com/gpusched/gpusched/kube/tenancy"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -34,11 +42,11 @@ func main() {
 }
 
 type options struct {
-	kubeconfig, namespace, policy, tenantLabel, nodeSelector string
-	stateNamespace, stateName                                string
-	round, grace                                             time.Duration
-	noPreemption, leaderElect, debug                         bool
-	defaultRate                                              float64
+	kubeconfig, namespace, policy, nodeSelector string
+	stateNamespace, stateName, tenancyConfigMap string
+	round, grace                                time.Duration
+	noPreemption, leaderElect, debug            bool
+	checkTenancy                                string
 }
 
 func parse(args []string) (options, error) {
@@ -50,10 +58,10 @@ func parse(args []string) (options, error) {
 	fs.DurationVar(&o.round, "round", 6*time.Minute, "round length")
 	fs.BoolVar(&o.noPreemption, "no-preemption", false, "admit only: an admitted job runs to its end")
 	fs.DurationVar(&o.grace, "grace", 30*time.Second, "how long a preempted pod runs, annotated, before it is deleted")
-	fs.StringVar(&o.tenantLabel, "tenant-label", "", "label naming a job's tenant (e.g. "+admission.LabelQueue+"); default: its namespace")
 	fs.StringVar(&o.nodeSelector, "node-selector", "", "nodes whose GPUs are handed out, as key=value,...")
-	fs.Float64Var(&o.defaultRate, "default-throughput", 1, "steps/s on every type of a job whose rates are unknown")
-	fs.StringVar(&o.stateNamespace, "state-namespace", "", "namespace of the state ConfigMap and the leader lease (default: the pod's, or default)")
+	fs.StringVar(&o.stateNamespace, "state-namespace", "", "the controller's own namespace: its state, tenancy ConfigMap and leader lease (default: $POD_NAMESPACE; required)")
+	fs.StringVar(&o.tenancyConfigMap, "tenancy-configmap", tenancy.DefaultConfigMap, "ConfigMap in the state namespace holding the admin's tenancy (key "+tenancy.ConfigKey+")")
+	fs.StringVar(&o.checkTenancy, "check-tenancy", "", "validate a tenancy document (file, - for stdin), print a summary and exit")
 	fs.StringVar(&o.stateName, "state-name", admission.DefaultStateName, "name of the state ConfigMap and the leader lease")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "run only while holding the leader lease")
 	fs.BoolVar(&o.debug, "debug", false, "log at debug level")
@@ -69,8 +77,17 @@ func parse(args []string) (options, error) {
 	if _, err := admission.PolicyByName(o.policy); err != nil {
 		return o, err
 	}
+	if o.checkTenancy != "" {
+		return o, nil
+	}
 	if o.stateNamespace == "" {
 		o.stateNamespace = os.Getenv("POD_NAMESPACE")
+	}
+	if o.stateNamespace == "" {
+		return o, errors.New("no --state-namespace and no $POD_NAMESPACE: the controller's state and tenancy live in its own namespace, named explicitly")
+	}
+	if o.tenancyConfigMap == "" {
+		return o, errors.New("--tenancy-configmap is empty: tenants come from the admin's ConfigMap")
 	}
 	return o, nil
 }
@@ -94,6 +111,9 @@ func run(args []string) error {
 	o, err := parse(args)
 	if err != nil {
 		return err
+	}
+	if o.checkTenancy != "" {
+		return checkTenancy(o.checkTenancy, os.Stdout)
 	}
 	level := slog.LevelInfo
 	if o.debug {
@@ -124,8 +144,8 @@ func run(args []string) error {
 	cfg := admission.Config{
 		Client: cs, Namespace: o.namespace, NodeSelector: sel, Policy: pol,
 		RoundSeconds: o.round.Seconds(), Interval: o.round, NoPreemption: o.noPreemption, Grace: o.grace,
-		TenantLabel: o.tenantLabel, DefaultThroughput: o.defaultRate,
-		StateNamespace: o.stateNamespace, StateName: o.stateName, Logger: log,
+		TenancyConfigMap: o.tenancyConfigMap,
+		StateNamespace:   o.stateNamespace, StateName: o.stateName, Logger: log,
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -149,11 +169,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	ns := o.stateNamespace
-	if ns == "" {
-		ns = "default"
-	}
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, o.stateName, cs.CoreV1(), cs.CoordinationV1(),
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.stateNamespace, o.stateName, cs.CoreV1(), cs.CoordinationV1(),
 		resourcelock.ResourceLockConfig{Identity: id})
 	if err != nil {
 		return err
@@ -173,4 +189,51 @@ func run(args []string) error {
 		},
 	})
 	return runErr
+}
+
+// checkTenancy validates a tenancy document, for an admin before applying
+// it: the tenants with their namespaces, queues and quotas, or the error.
+func checkTenancy(path string, out io.Writer) error {
+	var b []byte
+	var err error
+	if path == "-" {
+		b, err = io.ReadAll(io.LimitReader(os.Stdin, tenancy.MaxConfigBytes+1))
+	} else {
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return err
+	}
+	t, err := tenancy.Parse(b)
+	if err != nil {
+		return err
+	}
+	r := t.Rates()
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "rates: at most %gx apart, %g steps/s on a job's fastest type; at most %d jobs in the rounds\n", r.Ratio(), r.Ref(), t.MaxJobs())
+	for _, name := range t.Tenants() {
+		ti, _ := t.Tenant(name)
+		fmt.Fprintf(&sb, "tenant %s: weight %g, at most %d jobs, namespaces %s, queues %s", name, ti.Weight, ti.MaxJobs,
+			strings.Join(ti.Namespaces(), ","), strings.Join(ti.Queues(), ","))
+		if ti.Guaranteed != nil {
+			fmt.Fprintf(&sb, ", guaranteed %s", share(ti.Guaranteed))
+		}
+		if ti.Limit != nil {
+			fmt.Fprintf(&sb, ", limit %s", share(ti.Limit))
+		}
+		sb.WriteByte('\n')
+	}
+	_, err = io.WriteString(out, sb.String())
+	return err
+}
+
+func share(s *tenancy.TypeShare) string {
+	var parts []string
+	if s.Throughput > 0 {
+		parts = append(parts, fmt.Sprintf("%g of the throughput", s.Throughput))
+	}
+	for _, t := range slices.Sorted(maps.Keys(s.GPUs)) {
+		parts = append(parts, fmt.Sprintf("%g %s", s.GPUs[t], t))
+	}
+	return strings.Join(parts, " and ")
 }

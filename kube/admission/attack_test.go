@@ -1,0 +1,355 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/kube/tenancy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// attackTenancy: four tenants of one namespace each, and an idle one of
+// weight 3 (vip), as the issue's attack table has them.
+const attackTenancy = `
+tenants:
+- {name: att, namespaces: [att]}
+- {name: v1, namespaces: [v1]}
+- {name: v2, namespaces: [v2]}
+- {name: v3, namespaces: [v3]}
+- {name: vip, weight: 3, namespaces: [vip]}
+`
+
+// attack is one row of the attack table: what the attacker (a tenant with
+// the right to create pods in its namespace only) writes, under which
+// policy; the honest run is the same workload without it.
+type attack struct {
+	name, policy string
+	// att and vic are annotations of the attacker's and the victims' pods;
+	// label is the attacker's labels.
+	att, vic, label map[string]string
+	gpus            int  // the attacker's GPUs (default 4)
+	ungated         bool // the attacker's pod has no gate
+	noPreemption    bool
+	rounds          int
+}
+
+type attackRun struct {
+	att    int   // rounds the attacker's job was admitted
+	vic    []int // the victims'
+	failed int   // rounds that returned an error
+	events []corev1.Event
+}
+
+// runAttack runs 20 rounds (or a.rounds) on 8 V100s in two nodes of 4,
+// the attacker's job and three victims' of 4 GPUs each: the honest share
+// is 10 rounds each.
+func runAttack(t *testing.T, a attack, attacking bool) attackRun {
+	t.Helper()
+	ctx := context.Background()
+	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), gpuNode("n2", "Tesla-V100-SXM2-16GB", 4))
+	for i, ns := range []string{"att", "v1", "v2", "v3"} {
+		ann := map[string]string{AnnotationThroughput: "v100=1"}
+		for k, v := range a.vic {
+			ann[k] = v
+		}
+		g := 4
+		var labels map[string]string
+		if i == 0 && attacking {
+			for k, v := range a.att {
+				ann[k] = v
+			}
+			labels = a.label
+			if a.gpus > 0 {
+				g = a.gpus
+			}
+		}
+		p := gatedPod(ns, "job", g, ann)
+		p.Labels = labels
+		if i == 0 && attacking && a.ungated {
+			p.Spec.SchedulingGates = nil
+		}
+		_, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	ten, err := tenancy.Parse([]byte(attackTenancy))
+	require.NoError(t, err)
+	clk := &testClock{}
+	zero := int64(0)
+	c := newController(t, cs, clk, func(cfg *Config) {
+		pol, err := PolicyByName(a.policy)
+		require.NoError(t, err)
+		cfg.Policy, cfg.Tenancy, cfg.PodDeletionGrace, cfg.NoPreemption = pol, ten, &zero, a.noPreemption
+	})
+	run := attackRun{vic: make([]int, 3)}
+	n := a.rounds
+	if n == 0 {
+		n = 20
+	}
+	for r := range n {
+		clk.t = float64(r) * 360
+		res, err := c.Round(ctx)
+		if err != nil {
+			run.failed++
+			continue
+		}
+		checkInvariants(t, cs, res)
+		for k := range res.Admitted {
+			switch {
+			case strings.HasPrefix(k, "pod/att/"):
+				run.att++
+			case strings.HasPrefix(k, "pod/v"):
+				run.vic[k[5]-'1']++
+			}
+		}
+	}
+	evs, err := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	run.events = evs.Items
+	return run
+}
+
+// attackRows are the rows of the issue's table that a unit test of the
+// controller plays (the others: the state rows below, the plugin's in
+// package gpusched, the admission policies in e2e).
+var attackRows = []attack{
+	{name: "weight 1e9 under water-filling", policy: "water-filling", att: map[string]string{AnnotationWeight: "1e9"}},
+	{name: "claimed rate 1e9 steps/s under max-throughput", policy: "max-throughput", att: map[string]string{AnnotationThroughput: "v100=1e9"}},
+	{name: "steps 1 under finish-time fairness", policy: "finish-time-fairness", att: map[string]string{AnnotationSteps: "1"}},
+	{name: "queue label naming another tenant (hierarchical)", policy: "hierarchical", label: map[string]string{LabelQueue: "vip"}},
+	{name: "ungated pod with admitted-type, no preemption", policy: "max-min-fairness", ungated: true, gpus: 8, noPreemption: true, rounds: 6,
+		att: map[string]string{AnnotationAdmittedType: "v100"}},
+	{name: "no scheduling gate", policy: "max-min-fairness", ungated: true},
+}
+
+// Every attack of the table yields the attacker no more than its honest
+// share (within one round) and never stalls the others: each victim gets
+// at least what it gets in the honest run, less one round.
+func TestAttacksGainNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine table: nothing for -race to find, and slow under it")
+	}
+	var table []string
+	for _, a := range attackRows {
+		honest := runAttack(t, a, false)
+		got := runAttack(t, a, true)
+		table = append(table, fmt.Sprintf("| %s | %d | %v | %d (victims %v) |", a.name, got.att, got.vic, honest.att, honest.vic))
+		assert.Zero(t, got.failed+honest.failed, a.name)
+		assert.LessOrEqual(t, got.att, honest.att+1, "%s: the attacker gained", a.name)
+		for i := range got.vic {
+			assert.GreaterOrEqual(t, got.vic[i], honest.vic[i]-1, "%s: victim %d lost", a.name, i+1)
+		}
+		reasons := map[string]bool{}
+		for _, e := range got.events {
+			if e.InvolvedObject.Namespace == "att" {
+				reasons[e.Reason] = true
+			}
+		}
+		switch a.name {
+		case attackRows[3].name:
+			assert.True(t, reasons[ReasonMalformed], "a queue of another tenant is refused: %v", reasons)
+		case attackRows[4].name, attackRows[5].name:
+			assert.True(t, reasons[ReasonBypass], "the bypass is reported: %v", reasons)
+		case attackRows[0].name, attackRows[2].name:
+			assert.True(t, reasons[ReasonDefault], "the ignored annotation is reported: %v", reasons)
+		}
+	}
+	t.Logf("attack | attacker rounds | victims' rounds | honest share\n%s", strings.Join(table, "\n"))
+}
+
+// 300 suspended, gated Jobs with 4 KB throughput annotations (no GPUs
+// used) neither make a round fail to save nor take the victims' rounds:
+// the attacker's jobs in the rounds are capped by its tenant's MaxJobs,
+// its rates are stored on the cluster's types, rounded, and the state is
+// compressed (and would be split over ConfigMaps if it grew). The honest
+// run is the same 300 Jobs with a short annotation.
+func TestStateBoundedWhateverTenantsWrite(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine test: nothing for -race to find, and slow under it")
+	}
+	var huge strings.Builder
+	for i := 0; huge.Len() < 4000; i++ {
+		fmt.Fprintf(&huge, "t%04d=1.000000000000001,", i)
+	}
+	huge.WriteString("v100=3.14159265358979")
+	run := func(rates string) (vic []int, jobs int, bytes int, fails int) {
+		ctx := context.Background()
+		cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), gpuNode("n2", "Tesla-V100-SXM2-16GB", 4))
+		for i := range 300 {
+			j := gatedJob("att", fmt.Sprintf("j%03d-%s", i, strings.Repeat("x", 50)), 1, 1, map[string]string{AnnotationThroughput: rates})
+			_, err := cs.BatchV1().Jobs("att").Create(ctx, j, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		for _, ns := range []string{"v1", "v2", "v3"} {
+			_, err := cs.CoreV1().Pods(ns).Create(ctx, gatedPod(ns, "job", 4, map[string]string{AnnotationThroughput: "v100=1"}), metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		ten, err := tenancy.Parse([]byte(attackTenancy))
+		require.NoError(t, err)
+		clk := &testClock{}
+		c := newController(t, cs, clk, func(cfg *Config) {
+			cfg.Tenancy = ten
+			cfg.Policy = mustPolicy(t, "hierarchical")
+		})
+		vic = make([]int, 3)
+		for r := range 20 {
+			clk.t = float64(r) * 360
+			res, err := c.Round(ctx)
+			if err != nil {
+				fails++
+				continue
+			}
+			for k := range res.Admitted {
+				if strings.HasPrefix(k, "pod/v") {
+					vic[k[5]-'1']++
+				}
+			}
+			assert.Len(t, res.Waiting, 300-tenancy.DefaultTenantMaxJobs)
+		}
+		head, err := cs.CoreV1().ConfigMaps("gpusched").Get(ctx, DefaultStateName, metav1.GetOptions{})
+		require.NoError(t, err)
+		return vic, len(c.sched.Jobs()), len(head.BinaryData[stateKeyBlob]), fails
+	}
+	hv, hjobs, hbytes, hfails := run("v100=1")
+	av, ajobs, abytes, afails := run(huge.String())
+	t.Logf("honest: victims %v, %d jobs in the rounds, %d bytes of state; attack: victims %v, %d jobs, %d bytes", hv, hjobs, hbytes, av, ajobs, abytes)
+	assert.Zero(t, hfails+afails, "a round failed")
+	assert.Equal(t, tenancy.DefaultTenantMaxJobs+3, ajobs)
+	assert.Equal(t, hv, av)
+	assert.Less(t, abytes, hbytes+hbytes/10, "the annotations grew the state")
+	assert.Less(t, abytes, 64<<10)
+	for _, v := range av {
+		assert.Positive(t, v, "a victim stalled")
+	}
+}
+
+func mustPolicy(t *testing.T, name string) allocation.Policy {
+	t.Helper()
+	p, err := PolicyByName(name)
+	require.NoError(t, err)
+	return p
+}
+
+// A state too large for one ConfigMap is split over chunks, written
+// before the head that names them, and read back whole: a controller
+// restarted from it decides as one that ran on. Chunks of an older save
+// are deleted.
+func TestChunkedStateRestores(t *testing.T) {
+	defer func(i, c int) { inlineMax, chunkMax = i, c }(inlineMax, chunkMax)
+	inlineMax, chunkMax = 512, 700
+	ctx := context.Background()
+	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), gpuNode("k1", "Tesla-K80", 4))
+	for i := range 12 {
+		_, err := cs.CoreV1().Pods(testNS).Create(ctx, gatedPod(testNS, fmt.Sprintf("job-%02d", i), 1+i%3, rates(fmt.Sprintf("v100=%d,k80=1", 2+i%4))), metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	clk := &testClock{}
+	c := newController(t, cs, clk, nil)
+	for r := range 3 {
+		clk.t = float64(r) * 360
+		_, err := c.Round(ctx)
+		require.NoError(t, err)
+	}
+	st := savedState(t, cs)
+	assert.Equal(t, 3, st.Rounds)
+	cms, err := cs.CoreV1().ConfigMaps("gpusched").List(ctx, metav1.ListOptions{LabelSelector: labelStateOf + "=" + DefaultStateName})
+	require.NoError(t, err)
+	require.Greater(t, len(cms.Items), 1, "the state is in chunks")
+	gens := map[string]bool{}
+	for _, cm := range cms.Items {
+		gens[cm.Labels[labelStateGen]] = true
+	}
+	assert.Len(t, gens, 1, "older chunks are deleted")
+	d := newController(t, cs, clk, nil)
+	clk.t = 3 * 360
+	want, err := c.Round(ctx)
+	require.NoError(t, err)
+	// d restored the state of round 3; c moved on: d must decide round 4
+	// as c did.
+	got, err := d.Round(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, want.Assigned, got.Assigned)
+	assert.Equal(t, want.Round, got.Round)
+}
+
+// The queue's expected run time is the job's remaining work, counted down
+// by the rounds it ran, and never runs out while it runs: past its
+// expected time, a job has two rounds of work left before a round.
+func TestRemainingWorkFromTheQueue(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4))
+	_, err := cs.CoreV1().Pods("att").Create(ctx, gatedPod("att", "job", 4, map[string]string{AnnotationSteps: "1"}), metav1.CreateOptions{})
+	require.NoError(t, err)
+	ten, err := tenancy.Parse([]byte(`tenants: [{name: att, namespaces: [att], queues: [{name: q, expectedSeconds: 1000}]}]`))
+	require.NoError(t, err)
+	clk := &testClock{}
+	c := newController(t, cs, clk, func(cfg *Config) { cfg.Tenancy = ten })
+	var left []float64
+	for r := range 5 {
+		clk.t = float64(r) * 360
+		_, err := c.Round(ctx)
+		require.NoError(t, err)
+		st, err := c.sched.Status("pod/att/job")
+		require.NoError(t, err)
+		left = append(left, st.Spec.RemainingSteps)
+	}
+	assert.Equal(t, []float64{640, 360, 360, 360, 360}, left, "1000 s at 1 step/s, 360 s a round, floored at two rounds less the round run")
+}
+
+// The tenancy's quotas reach the quota policy: tenant a is guaranteed half
+// of the cluster's throughput, b nothing. While a is idle its half is
+// lent to b (all 8 GPUs busy); from the round a's jobs arrive, a runs at
+// least its half every round, and b keeps the rest.
+func TestQuotaLentAndReclaimed(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), gpuNode("n2", "Tesla-V100-SXM2-16GB", 4))
+	for i := range 4 {
+		_, err := cs.CoreV1().Pods("b").Create(ctx, gatedPod("b", fmt.Sprint("job-", i), 2, rates("v100=1")), metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	ten, err := tenancy.Parse([]byte(`
+tenants:
+- {name: a, namespaces: [a], quota: {guaranteed: {throughput: 0.5}}}
+- {name: b, namespaces: [b]}`))
+	require.NoError(t, err)
+	clk := &testClock{}
+	zero := int64(0)
+	c := newController(t, cs, clk, func(cfg *Config) {
+		cfg.Tenancy, cfg.Policy, cfg.PodDeletionGrace = ten, mustPolicy(t, "quota-fairness"), &zero
+		cfg.MinResetInterval = -1
+	})
+	gpus := func(res *RoundResult, ns string) int {
+		n := 0
+		for k := range res.Admitted {
+			if strings.HasPrefix(k, "pod/"+ns+"/") {
+				n += res.GPUs[k]
+			}
+		}
+		return n
+	}
+	for r := range 10 {
+		if r == 4 {
+			for i := range 2 {
+				_, err := cs.CoreV1().Pods("a").Create(ctx, gatedPod("a", fmt.Sprint("job-", i), 2, rates("v100=1")), metav1.CreateOptions{})
+				require.NoError(t, err)
+			}
+		}
+		clk.t = float64(r) * 360
+		res, err := c.Round(ctx)
+		require.NoError(t, err)
+		checkInvariants(t, cs, res)
+		a, b := gpus(res, "a"), gpus(res, "b")
+		if r < 4 {
+			assert.Equal(t, 8, b, "round %d: a's idle half is lent to b", r)
+		} else {
+			assert.GreaterOrEqual(t, a, 4, "round %d: a's guarantee reclaimed", r)
+			assert.Equal(t, 8, a+b, "round %d: no GPU idle", r)
+		}
+	}
+}

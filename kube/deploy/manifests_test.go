@@ -1,0 +1,269 @@
+// Package deploy_test keeps the manifests of kube/deploy consistent with
+// the code: the names the admission policies match are the controllers',
+// the RBAC rules cover every call the controllers make and no more
+// namespaces than they need, the example tenancy parses and sits where
+// the controller reads it.
+package deploy_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpusched/gpusched/kube/admission"
+	"github.com/gpusched/gpusched/kube/gpusched"
+	"github.com/gpusched/gpusched/kube/model"
+	"github.com/gpusched/gpusched/kube/tenancy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+)
+
+var strict = kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, kjson.SerializerOptions{Yaml: true, Strict: true})
+
+// objects decodes a multi-document manifest strictly into typed objects.
+func objects(t *testing.T, file string) []runtime.Object {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	var out []runtime.Object
+	for {
+		var raw runtime.RawExtension
+		if err := dec.Decode(&raw); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			require.NoError(t, err, file)
+		}
+		if len(bytes.TrimSpace(raw.Raw)) == 0 {
+			continue
+		}
+		// Strictly: a field the type lacks (a typo) is an error.
+		obj, _, err := strict.Decode(raw.Raw, nil, nil)
+		require.NoError(t, err, file)
+		out = append(out, obj)
+	}
+}
+
+// admissionDeployment is the Deployment of admission-deployment.yaml.
+func admissionDeployment(t *testing.T) *appsv1.Deployment {
+	t.Helper()
+	for _, o := range objects(t, "admission-deployment.yaml") {
+		if d, ok := o.(*appsv1.Deployment); ok {
+			return d
+		}
+	}
+	t.Fatal("no Deployment in admission-deployment.yaml")
+	return nil
+}
+
+// need is a right a controller's code uses.
+type need struct{ group, resource, verb string }
+
+// rules returns the rights a set of RBAC objects grants a subject, by
+// namespace ("" for a ClusterRole).
+func rules(objs []runtime.Object, sa string) map[string][]rbacv1.PolicyRule {
+	roles := map[string][]rbacv1.PolicyRule{}
+	for _, o := range objs {
+		switch r := o.(type) {
+		case *rbacv1.ClusterRole:
+			roles["ClusterRole/"+r.Name] = r.Rules
+		case *rbacv1.Role:
+			roles["Role/"+r.Namespace+"/"+r.Name] = r.Rules
+		}
+	}
+	out := map[string][]rbacv1.PolicyRule{}
+	for _, o := range objs {
+		var subjects []rbacv1.Subject
+		var ref rbacv1.RoleRef
+		ns := ""
+		switch b := o.(type) {
+		case *rbacv1.ClusterRoleBinding:
+			subjects, ref = b.Subjects, b.RoleRef
+		case *rbacv1.RoleBinding:
+			subjects, ref, ns = b.Subjects, b.RoleRef, b.Namespace
+		default:
+			continue
+		}
+		if !slices.ContainsFunc(subjects, func(s rbacv1.Subject) bool { return s.Kind == "ServiceAccount" && s.Namespace+"/"+s.Name == sa }) {
+			continue
+		}
+		key := ref.Kind + "/" + ref.Name
+		if ref.Kind == "Role" {
+			key = "Role/" + ns + "/" + ref.Name
+		}
+		out[ns] = append(out[ns], roles[key]...)
+	}
+	return out
+}
+
+func allows(rs []rbacv1.PolicyRule, n need) bool {
+	return slices.ContainsFunc(rs, func(r rbacv1.PolicyRule) bool {
+		return slices.Contains(r.APIGroups, n.group) && slices.Contains(r.Resources, n.resource) && slices.Contains(r.Verbs, n.verb)
+	})
+}
+
+// The admission controller's manifests: its RBAC covers what it calls,
+// cluster-wide for the workloads and only in its own namespace for its
+// state and the tenancy; the Deployment runs there with the tenancy
+// ConfigMap of tenancy.yaml.
+func TestAdmissionManifests(t *testing.T) {
+	deploy := admissionDeployment(t)
+	ns := deploy.Namespace
+	sa := ns + "/" + deploy.Spec.Template.Spec.ServiceAccountName
+	rb := rules(objects(t, "admission-rbac.yaml"), sa)
+	cluster := []need{
+		{"", "nodes", "list"}, {"", "pods", "list"}, {"", "pods", "get"}, {"", "pods", "update"}, {"", "pods", "delete"}, {"", "pods", "create"},
+		{"batch", "jobs", "list"}, {"batch", "jobs", "get"}, {"batch", "jobs", "update"},
+		{"scheduling.k8s.io", "priorityclasses", "list"}, {"", "events", "create"},
+	}
+	for _, n := range cluster {
+		assert.True(t, allows(rb[""], n), "cluster-wide %+v", n)
+	}
+	for _, n := range []need{{"", "configmaps", "get"}, {"", "configmaps", "list"}, {"", "configmaps", "create"}, {"", "configmaps", "update"},
+		{"", "configmaps", "delete"}, {"coordination.k8s.io", "leases", "get"}, {"coordination.k8s.io", "leases", "create"}, {"coordination.k8s.io", "leases", "update"}} {
+		assert.True(t, allows(rb[ns], n), "in %s: %+v", ns, n)
+		assert.False(t, allows(rb[""], n), "%+v must not be cluster-wide: the state is its namespace's only", n)
+	}
+	for k := range rb {
+		assert.Contains(t, []string{"", ns}, k, "rights in a namespace not its own")
+	}
+	// Its flags: the tenancy ConfigMap of tenancy.yaml, in its namespace.
+	c := deploy.Spec.Template.Spec.Containers[0]
+	assert.Contains(t, c.Command, "--tenancy-configmap="+tenancy.DefaultConfigMap)
+	assert.True(t, slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "POD_NAMESPACE" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace"
+	}), "the state namespace is the pod's own")
+	for _, f := range c.Command {
+		assert.False(t, strings.HasPrefix(f, "--tenant-label") || strings.HasPrefix(f, "--default-throughput"), "removed flag %s", f)
+	}
+	var cm *corev1.ConfigMap
+	for _, o := range objects(t, "tenancy.yaml") {
+		cm, _ = o.(*corev1.ConfigMap)
+	}
+	require.NotNil(t, cm)
+	assert.Equal(t, ns, cm.Namespace)
+	assert.Equal(t, tenancy.DefaultConfigMap, cm.Name)
+	_, err := tenancy.Parse([]byte(cm.Data[tenancy.ConfigKey]))
+	require.NoError(t, err)
+}
+
+// The admission policies name the code's gate, label, annotations and the
+// admission controller's account, and hold the rules the threat model
+// says (SECURITY.md).
+func TestAdmissionPolicies(t *testing.T) {
+	deploy := admissionDeployment(t)
+	user := "system:serviceaccount:" + deploy.Namespace + ":" + deploy.Spec.Template.Spec.ServiceAccountName
+	var maps []*admissionv1.MutatingAdmissionPolicy
+	var vaps []*admissionv1.ValidatingAdmissionPolicy
+	bound := map[string]*admissionv1.MatchResources{}
+	for _, o := range objects(t, "admission-policies.yaml") {
+		switch p := o.(type) {
+		case *admissionv1.MutatingAdmissionPolicy:
+			maps = append(maps, p)
+		case *admissionv1.ValidatingAdmissionPolicy:
+			vaps = append(vaps, p)
+		case *admissionv1.MutatingAdmissionPolicyBinding:
+			bound[p.Spec.PolicyName] = p.Spec.MatchResources
+		case *admissionv1.ValidatingAdmissionPolicyBinding:
+			bound[p.Spec.PolicyName] = p.Spec.MatchResources
+			assert.Equal(t, []admissionv1.ValidationAction{admissionv1.Deny}, p.Spec.ValidationActions)
+		default:
+			t.Errorf("unexpected %T", o)
+		}
+	}
+	require.Len(t, maps, 2)
+	require.Len(t, vaps, 1)
+	for name, m := range bound {
+		require.NotNil(t, m, name)
+		assert.Equal(t, map[string]string{tenancy.LabelManaged: "true"}, m.NamespaceSelector.MatchLabels, name)
+	}
+	resources := map[string]bool{}
+	for _, p := range maps {
+		require.Contains(t, bound, p.Name, "policy %s has no binding", p.Name)
+		for _, r := range p.Spec.MatchConstraints.ResourceRules {
+			resources[strings.Join(r.Resources, ",")] = true
+		}
+		require.Len(t, p.Spec.Mutations, 1)
+		assert.Contains(t, p.Spec.Mutations[0].ApplyConfiguration.Expression, `"`+admission.GateName+`"`, p.Name)
+		assert.Equal(t, admissionv1.Fail, *p.Spec.FailurePolicy)
+		var cond string
+		for _, c := range p.Spec.MatchConditions {
+			cond += c.Expression
+		}
+		assert.Contains(t, cond, "'"+string(model.ResourceGPU)+"'", p.Name)
+	}
+	assert.Equal(t, map[string]bool{"pods": true, "jobs": true}, resources)
+	v := vaps[0]
+	require.Contains(t, bound, v.Name)
+	var all string
+	for _, c := range v.Spec.MatchConditions {
+		all += c.Expression
+	}
+	assert.Contains(t, all, "'"+user+"'", "the controller's account is exempt")
+	vars := map[string]string{}
+	for _, x := range v.Spec.Variables {
+		vars[x.Name] = x.Expression
+	}
+	for _, a := range append(slices.Clone(admission.DecisionAnnotations), model.AnnotationGPUs, model.AnnotationGPUsMAC) {
+		assert.Contains(t, vars["decisions"], "'"+a+"'", "decision annotation %s not protected", a)
+	}
+	var rules string
+	for _, x := range v.Spec.Validations {
+		rules += x.Expression
+	}
+	assert.Contains(t, rules, "'"+admission.GateName+"'")
+	assert.Contains(t, rules, "oldObject.spec.suspend")
+	assert.Equal(t, admissionv1.Fail, *v.Spec.FailurePolicy)
+}
+
+// The scheduler's manifests: its profile's args decode, and its RBAC lets
+// it read (and create) exactly the Secret of its record key.
+func TestSchedulerManifests(t *testing.T) {
+	b, err := os.ReadFile("scheduler-config.yaml")
+	require.NoError(t, err)
+	var cfg struct {
+		Profiles []struct {
+			PluginConfig []struct {
+				Name string          `json:"name"`
+				Args json.RawMessage `json:"args"`
+			} `json:"pluginConfig"`
+		} `json:"profiles"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &cfg))
+	var args gpusched.Args
+	for _, pc := range cfg.Profiles[0].PluginConfig {
+		if pc.Name == gpusched.Name {
+			require.NoError(t, yaml.UnmarshalStrict(pc.Args, &args))
+		}
+	}
+	require.NotEmpty(t, args.RecordKeySecret)
+	ns, name, _ := strings.Cut(args.RecordKeySecret, "/")
+	rb := rules(objects(t, "rbac.yaml"), "kube-system/gpusched-scheduler")
+	found := false
+	for _, r := range rb[ns] {
+		if slices.Contains(r.Resources, "secrets") && slices.Contains(r.Verbs, "get") {
+			assert.Equal(t, []string{name}, r.ResourceNames, "the scheduler reads only its key's Secret")
+			found = true
+		}
+	}
+	assert.True(t, found, "no rule to read the Secret %s", args.RecordKeySecret)
+	assert.True(t, allows(rb[ns], need{"", "secrets", "create"}))
+	for _, r := range rb[""] {
+		assert.NotContains(t, r.Resources, "secrets")
+	}
+}
