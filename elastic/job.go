@@ -127,14 +127,19 @@ func (j *Job) Validate() error {
 
 // State is a job as a policy sees it: how much work is left and how many
 // workers it holds now (0 when queued); Age (seconds since arrival) and
-// Restarts (times it was resized or restarted) feed restart penalties. A
-// State is a plain value, safe for concurrent reads as its Job is.
+// Restarts (times it was resized or restarted) feed restart penalties;
+// Attained (GPU-seconds held so far) and Waiting (seconds since it last
+// arrived or was stopped, 0 while it runs) feed least-attained-service
+// orders (Tiresias). A State is a plain value, safe for concurrent reads
+// as its Job is.
 type State struct {
 	*Job
 	Remaining float64
 	Workers   int
 	Age       float64
 	Restarts  int
+	Attained  float64
+	Waiting   float64
 }
 
 // Time returns the time the job still needs on w workers (+Inf for none).
@@ -149,8 +154,10 @@ func (s *State) Time(w int) float64 {
 // Policy chooses the number of workers of every job given the GPUs there
 // are: 0 (queued) or a count between the job's bounds, using at most gpus
 // GPUs in all. Policies keep running jobs running (at least at their base
-// demand): preemption is the orchestrator's business, when it reclaims
-// servers. The policies of this package hold no state: one is safe for
+// demand), preemption being the orchestrator's business when it reclaims
+// servers, except those that preempt by rank, as Tiresias does: a running
+// job given 0 workers is stopped (a simulator counts a preemption and
+// charges its restart). The policies of this package hold no state: one is safe for
 // concurrent use when the jobs' curves are (Linear and Table are). gpus is
 // at most MaxGPUs.
 type Policy interface {
@@ -171,6 +178,9 @@ func validate(jobs []State, gpus int) error {
 		}
 		if !(s.Remaining > 0) || math.IsInf(s.Remaining, 0) {
 			return fmt.Errorf("%w: job %d has %v work left", ErrInvalid, s.ID, s.Remaining)
+		}
+		if err := checkService(s); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -261,6 +261,7 @@ func applyElastic(c *elastic.Cluster, active []*elJob, states []elastic.State, w
 			c.Release(e.job.ID)
 			e.rec.Preemptions++
 			e.overhead = overhead
+			e.queued = now
 		case from > 0 && w < from:
 			if _, err := c.Resize(e.job, w); err != nil {
 				return false, err

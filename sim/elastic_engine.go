@@ -15,6 +15,7 @@ type elJob struct {
 	rec       *ElasticRecord
 	remaining float64
 	overhead  float64 // seconds of restart left
+	queued    float64 // when it arrived or was last stopped
 	started   bool
 }
 
@@ -159,7 +160,7 @@ func newElasticEngine(cfg ElasticConfig, jobs []elastic.Job) (*elasticEngine, er
 			return nil, err
 		}
 		e.res.Records[i] = ElasticRecord{ID: j.ID, Arrival: j.Arrival, Start: math.NaN(), Finish: math.NaN()}
-		e.all[i] = &elJob{job: j, rec: &e.res.Records[i], remaining: j.Work}
+		e.all[i] = &elJob{job: j, rec: &e.res.Records[i], remaining: j.Work, queued: j.Arrival}
 	}
 	slices.SortStableFunc(e.all, func(a, b *elJob) int { return cmp.Compare(a.job.Arrival, b.job.Arrival) })
 	if len(e.all) > 0 {
@@ -235,6 +236,7 @@ func (e *elasticEngine) orchestrate() error {
 			j := e.byID[id]
 			j.rec.Preemptions++
 			j.overhead = cfg.RestartOverhead
+			j.queued = e.t
 		}
 		for _, id := range r.ScaledIn {
 			j := e.byID[id]
@@ -257,8 +259,12 @@ func (e *elasticEngine) allocate() error {
 		if pc, ok := j.job.Curve.(elastic.ProgressCurve); ok {
 			pc.SetProgress(j.job.Work - j.remaining)
 		}
-		e.states = append(e.states, elastic.State{Job: j.job, Remaining: j.remaining, Workers: e.c.Workers(j.job.ID),
-			Age: e.t - j.job.Arrival, Restarts: j.rec.Resizes + j.rec.Preemptions})
+		st := elastic.State{Job: j.job, Remaining: j.remaining, Workers: e.c.Workers(j.job.ID),
+			Age: e.t - j.job.Arrival, Restarts: j.rec.Resizes + j.rec.Preemptions, Attained: j.rec.GPUSeconds}
+		if st.Workers == 0 {
+			st.Waiting = e.t - j.queued
+		}
+		e.states = append(e.states, st)
 	}
 	total, _ := e.c.GPUs()
 	want, err := e.cfg.Policy.Allocate(e.states, total)

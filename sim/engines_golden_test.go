@@ -151,6 +151,8 @@ func TestElasticResultsGolden(t *testing.T) {
 			{"optimus", elastic.Optimus{Admission: elastic.ArrivalOrder}, false, false},
 			{"afs", elastic.AFS{Admission: elastic.ArrivalOrder}, false, false},
 			{"fifo", elastic.FIFO{}, false, true},
+			{"tiresias", elastic.Tiresias{Order: gang.LAS2D{Thresholds: []float64{16 * 3600}}}, false, true},
+			{"tiresias-las", elastic.Tiresias{Order: gang.LAS2D{Starvation: 2}}, false, true},
 		} {
 			cases = append(cases, goldenCase{fmt.Sprintf("pollux-wl%d/%s", wl, p.name), func(t *testing.T) string {
 				jobs, err := PolluxJobs(readWorkload(t, wl), loadPollux(t), 4, 64, p.adaptive, p.fixed)

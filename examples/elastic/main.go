@@ -13,11 +13,14 @@
 // goodput policy (adaptive batch sizes), the Optimus-style and AFS-style
 // policies (the workload's batch sizes, elastic GPUs), and FIFO at the
 // workload's fixed GPUs and batch sizes, beside Pollux's published mean
-// JCTs.
+// JCTs, and Tiresias (2D-LAS with the artifact's two queues and with
+// Tiresias's own thresholds, and 2D-Gittins) at the workload's GPUs beside
+// the artifact's stored results; -policies picks the rows.
 //
 //	go run ./examples/elastic
 //	go run ./examples/elastic -days 30 -servers 72 -usage 0.8
 //	go run ./examples/elastic -pollux
+//	go run ./examples/elastic -pollux -policies pollux,tiresias
 package main
 
 import (
@@ -28,6 +31,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -48,6 +52,8 @@ type options struct {
 	usageMean, usageAmp  float64
 	usageNoise           float64
 	seed                 uint64
+	policies             string
+	names                []string // parsed from policies
 }
 
 func main() { os.Exit(command(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -71,13 +77,14 @@ func command(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.usageNoise, "noise", 0.05, "inference usage: noise every 5 minutes, 0 to 1")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the elastic jobs and the usage noise")
 	pollux := fs.Bool("pollux", false, "run Pollux's eight workloads instead")
+	fs.StringVar(&o.policies, "policies", "", "with -pollux: the rows to run, comma-separated (default all): "+strings.Join(polluxNames(), ", "))
 	return cli.Main(fs, args, stderr, func(ctx context.Context) error {
 		if err := o.check(); err != nil {
 			return err
 		}
 		var err error
 		if *pollux {
-			_, err = runPollux(ctx, stdout, filepath.Join("sim", "testdata", "pollux"), 8)
+			_, err = runPollux(ctx, stdout, filepath.Join("sim", "testdata", "pollux"), 8, o.names)
 		} else {
 			_, err = run(ctx, stdout, o)
 		}
@@ -105,6 +112,7 @@ func (o *options) check() error {
 	c.Float("usage", o.usageMean, 0, 1)
 	c.Float("amplitude", o.usageAmp, 0, 1)
 	c.Float("noise", o.usageNoise, 0, 1)
+	o.names = c.List("policies", o.policies, true, polluxNames()...)
 	return c.Err()
 }
 
