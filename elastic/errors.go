@@ -46,4 +46,6 @@ const (
 	MaxKnapsackWork  = 1 << 30
 	// MaxTime bounds the magnitude of a job's arrival, in seconds.
 	MaxTime = 1e15
+	// MaxPools bounds the pools (GPU types) of a heterogeneous cluster.
+	MaxPools = 64
 )

@@ -159,6 +159,10 @@ type ElasticResult struct {
 	Loans, Reclaims int
 	// Allocations counts the policy's calls.
 	Allocations int
+	// PoolBusy gives the busy GPU-seconds on each pool (RunHetero's GPU
+	// types; one entry, training and loaned servers together, for
+	// RunElastic).
+	PoolBusy []float64
 }
 
 // ElasticSummary gives Lyra's metrics (Table 5).
@@ -214,93 +218,116 @@ func (r *ElasticResult) Summarise() ElasticSummary {
 	return s
 }
 
-// bestRate is the largest throughput of a job whose curve is Linear or
-// Table; ok is false for other curves, whose maximum is not known.
-func bestRate(j *elastic.Job) (rate float64, ok bool) {
-	switch c := j.Curve.(type) {
-	case elastic.Linear:
-		return c.PerWorker * float64(j.MaxWorkers), true
-	case elastic.Table:
-		for w := 1; w <= min(j.MaxWorkers, len(c)); w++ {
-			rate = math.Max(rate, c[w-1])
+// bestRate is the largest throughput of a job whose curves are Linear or
+// Table, over its pools; ok is false when a curve is of another kind,
+// whose maximum is not known.
+func bestRate(j *elastic.Job, pools int) (rate float64, ok bool) {
+	for k := range pools {
+		switch c := j.On(k).(type) {
+		case nil:
+		case elastic.Linear:
+			rate = math.Max(rate, c.PerWorker*float64(j.MaxWorkers))
+		case elastic.Table:
+			for w := 1; w <= min(j.MaxWorkers, len(c)); w++ {
+				rate = math.Max(rate, c[w-1])
+			}
+		default:
+			return 0, false
 		}
-		return rate, rate > 0
 	}
-	return 0, false
+	return rate, rate > 0
 }
 
-// throughputOn is the job's throughput on its placement, and how many of
-// its workers are on loaned servers; buf is scratch space.
-func throughputOn(c *elastic.Cluster, j *elastic.Job, w int, buf *[]int) (float64, int) {
-	perServer, onLoan := c.Span(j.ID, (*buf)[:0])
+// throughputOn is a curve's throughput on a job's placement, and how many
+// of its workers are on loaned servers; buf is scratch space.
+func throughputOn(c *elastic.Cluster, curve elastic.Curve, id, w int, buf *[]int) (float64, int) {
+	perServer, onLoan := c.Span(id, (*buf)[:0])
 	*buf = perServer
-	if pc, ok := j.Curve.(elastic.PlacedCurve); ok {
+	if pc, ok := curve.(elastic.PlacedCurve); ok {
 		return pc.ThroughputOn(perServer), onLoan
 	}
-	return j.Curve.Throughput(w), onLoan
+	return curve.Throughput(w), onLoan
 }
 
-// applyElastic moves the cluster to the policy's allocation: shrinks
-// first, then starts and growths, the jobs with the largest workers first
-// (best fit decreasing).
-func applyElastic(c *elastic.Cluster, active []*elJob, states []elastic.State, want []int, overhead, now float64, chargeStart bool) (unplaced bool, err error) {
-	if len(want) != len(states) {
-		return false, fmt.Errorf("%w: the policy answered for %d of %d jobs", elastic.ErrInvalid, len(want), len(states))
+// apply moves the pools to the policy's answer: preemptions, shrinks and
+// moves off a pool first, in the jobs' order, then starts (on the new pool
+// for a move) and growths, the jobs with the largest workers first (best
+// fit decreasing). A move restarts the job (a resize); a start that does
+// not fit (fragmentation) leaves the job waiting and sets unplaced.
+func (e *elasticEngine) apply(want []elastic.Assignment) (unplaced bool, err error) {
+	if len(want) != len(e.states) {
+		return false, fmt.Errorf("%w: the policy answered for %d of %d jobs", elastic.ErrInvalid, len(want), len(e.states))
 	}
+	overhead, now := e.cfg.RestartOverhead, e.t
 	type change struct {
-		e       *elJob
-		from, w int
+		j             *elJob
+		pool, from, w int
+		moved         bool
 	}
 	var grow []change
-	for i, e := range active {
-		from, w := states[i].Workers, want[i]
+	for i, j := range e.active {
+		from, pool := e.states[i].Workers, e.states[i].Pool
+		to, w := want[i].Pool, want[i].Workers
+		if w > 0 && (to < 0 || to >= len(e.pools) || j.job.On(to) == nil) {
+			return false, fmt.Errorf("%w: the policy put job %d on pool %d, where it cannot run", elastic.ErrInvalid, j.job.ID, to)
+		}
+		c := e.pools[pool]
 		switch {
-		case w == from:
+		case w == from && (w == 0 || to == pool):
 		case w == 0:
 			// Policies keep running jobs; a policy that stops one preempts it.
-			c.Release(e.job.ID)
-			e.rec.Preemptions++
-			e.overhead = overhead
-			e.queued = now
+			c.Release(j.job.ID)
+			j.rec.Preemptions++
+			j.overhead = overhead
+			j.queued = now
+		case from > 0 && to != pool:
+			c.Release(j.job.ID)
+			j.rec.Resizes++
+			j.overhead = overhead
+			grow = append(grow, change{j, to, 0, w, true})
 		case from > 0 && w < from:
-			if _, err := c.Resize(e.job, w); err != nil {
+			if _, err := c.Resize(j.job, w); err != nil {
 				return false, err
 			}
-			e.rec.Resizes++
-			e.overhead = overhead
+			j.rec.Resizes++
+			j.overhead = overhead
 		default:
-			grow = append(grow, change{e, from, w})
+			grow = append(grow, change{j, to, from, w, false})
 		}
 	}
 	slices.SortStableFunc(grow, func(a, b change) int {
-		return cmp.Or(cmp.Compare(b.e.job.GPUsPerWorker, a.e.job.GPUsPerWorker), cmp.Compare((b.w-b.from)*b.e.job.GPUsPerWorker, (a.w-a.from)*a.e.job.GPUsPerWorker))
+		return cmp.Or(cmp.Compare(b.j.job.GPUsPerWorker, a.j.job.GPUsPerWorker), cmp.Compare((b.w-b.from)*b.j.job.GPUsPerWorker, (a.w-a.from)*a.j.job.GPUsPerWorker))
 	})
 	for _, g := range grow {
-		j := g.e.job
+		j, c := g.j, e.pools[g.pool]
 		if g.from == 0 {
-			if _, err := c.Place(j, g.w); err != nil {
+			if _, err := c.Place(j.job, g.w); err != nil {
 				if errors.Is(err, elastic.ErrUnplaceable) {
 					unplaced = true
+					if g.moved {
+						j.queued = now // it stopped on its old pool
+					}
 					continue // fragmented: it waits
 				}
 				return false, err
 			}
-			if !g.e.started {
-				g.e.started = true
-				g.e.rec.Start = now
-				if chargeStart {
-					g.e.overhead = overhead
+			j.pool = g.pool
+			if !j.started {
+				j.started = true
+				j.rec.Start = now
+				if e.cfg.ChargeStart {
+					j.overhead = overhead
 				}
 			}
 			continue
 		}
-		n, err := c.Resize(j, g.w)
+		n, err := c.Resize(j.job, g.w)
 		if err != nil {
 			return false, err
 		}
 		if n != g.from {
-			g.e.rec.Resizes++
-			g.e.overhead = overhead
+			j.rec.Resizes++
+			j.overhead = overhead
 		}
 	}
 	return unplaced, nil

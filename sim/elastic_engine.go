@@ -17,6 +17,8 @@ type elJob struct {
 	overhead  float64 // seconds of restart left
 	queued    float64 // when it arrived or was last stopped
 	started   bool
+	pool      int   // the pool its workers are on (while it holds some)
+	seen      []int // the most workers it has held on each pool
 }
 
 // RunElastic simulates the jobs (in any order) to completion. Input out of
@@ -37,6 +39,11 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 	if err != nil {
 		return nil, err
 	}
+	return e.loop(ctx)
+}
+
+// loop runs the engine's intervals until every job has finished.
+func (e *elasticEngine) loop(ctx context.Context) (*ElasticResult, error) {
 	if len(e.all) == 0 {
 		return e.res, nil
 	}
@@ -64,16 +71,26 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*El
 	}
 	e.res.End = e.t
 	slices.SortFunc(e.res.Records, func(a, b ElasticRecord) int { return cmp.Compare(a.ID, b.ID) })
-	return e.res, e.c.Check()
+	for _, c := range e.pools {
+		if err := c.Check(); err != nil {
+			return nil, err
+		}
+	}
+	return e.res, nil
 }
 
 // elasticEngine is RunElastic's state: the cluster, the jobs by arrival,
 // the clock, and the step's scratch space.
 type elasticEngine struct {
-	cfg          ElasticConfig
-	dt, orchDT   float64 // the scheduler's and the orchestrator's periods
-	limit        int     // MaxIntervals
+	cfg        ElasticConfig
+	dt, orchDT float64 // the scheduler's and the orchestrator's periods
+	limit      int     // MaxIntervals
+	// pools are the clusters of each GPU type (one for RunElastic, whose
+	// loans go to it: c); typed and shape are RunHetero's policy and pools.
+	pools        []*elastic.Cluster
 	c            *elastic.Cluster
+	typed        elastic.TypedPolicy
+	shape        []elastic.Pool
 	res          *ElasticResult
 	all          []*elJob // by arrival
 	byID         map[int]*elJob
@@ -83,6 +100,7 @@ type elasticEngine struct {
 	dirty        bool    // the policy is due: an arrival, a completion, a change of capacity or a start that did not fit
 	lastRun      float64 // the last time a job ran or arrived
 	total, loans int     // GPUs held, and those on loaned servers, this interval
+	assign       []elastic.Assignment
 	states       []elastic.State
 	spanBuf      []int
 }
@@ -145,22 +163,29 @@ func newElasticEngine(cfg ElasticConfig, jobs []elastic.Job) (*elasticEngine, er
 		return nil, err
 	}
 	c.SetPacking(cfg.Pack)
-	e := &elasticEngine{cfg: cfg, dt: dt, orchDT: orchDT, limit: limit, c: c, byID: map[int]*elJob{}, dirty: true,
-		all: make([]*elJob, len(jobs)), res: &ElasticResult{Records: make([]ElasticRecord, len(jobs))}}
 	// The most servers training can ever hold: its own and every
 	// inference server but the headroom.
 	maxServers := cfg.TrainingServers
 	if cfg.Usage != nil {
 		maxServers += cfg.InferenceServers - int(math.Ceil(float64(cfg.InferenceServers)*cfg.Headroom-1e-9))
 	}
+	shape := []elastic.Pool{{Nodes: maxServers, GPUsPerNode: cfg.GPUsPerServer}}
+	return prepareElastic(cfg, dt, orchDT, limit, []*elastic.Cluster{c}, shape, jobs)
+}
+
+// prepareElastic builds the engine over its pools (shape gives the most
+// each can hold) and checks and sorts the jobs.
+func prepareElastic(cfg ElasticConfig, dt, orchDT float64, limit int, pools []*elastic.Cluster, shape []elastic.Pool, jobs []elastic.Job) (*elasticEngine, error) {
+	e := &elasticEngine{cfg: cfg, dt: dt, orchDT: orchDT, limit: limit, pools: pools, c: pools[0], byID: map[int]*elJob{}, dirty: true,
+		all: make([]*elJob, len(jobs)), res: &ElasticResult{Records: make([]ElasticRecord, len(jobs)), PoolBusy: make([]float64, len(pools))}}
 	seen := map[int]bool{}
 	for i := range jobs {
 		j := &jobs[i]
-		if err := e.checkJob(j, seen, maxServers); err != nil {
+		if err := e.checkJob(j, seen, shape); err != nil {
 			return nil, err
 		}
 		e.res.Records[i] = ElasticRecord{ID: j.ID, Arrival: j.Arrival, Start: math.NaN(), Finish: math.NaN()}
-		e.all[i] = &elJob{job: j, rec: &e.res.Records[i], remaining: j.Work, queued: j.Arrival}
+		e.all[i] = &elJob{job: j, rec: &e.res.Records[i], remaining: j.Work, queued: j.Arrival, seen: make([]int, len(pools))}
 	}
 	slices.SortStableFunc(e.all, func(a, b *elJob) int { return cmp.Compare(a.job.Arrival, b.job.Arrival) })
 	if len(e.all) > 0 {
@@ -170,9 +195,10 @@ func newElasticEngine(cfg ElasticConfig, jobs []elastic.Job) (*elasticEngine, er
 	return e, nil
 }
 
-// checkJob refuses a job that is invalid, repeats an ID, can never fit,
-// or would need more than MaxIntervals intervals.
-func (e *elasticEngine) checkJob(j *elastic.Job, seen map[int]bool, maxServers int) error {
+// checkJob refuses a job that is invalid, repeats an ID, can never fit
+// on a pool it has a curve for (shape gives the most servers each pool can
+// hold), or would need more than MaxIntervals intervals.
+func (e *elasticEngine) checkJob(j *elastic.Job, seen map[int]bool, shape []elastic.Pool) error {
 	if err := j.Validate(); err != nil {
 		return err
 	}
@@ -180,11 +206,22 @@ func (e *elasticEngine) checkJob(j *elastic.Job, seen map[int]bool, maxServers i
 		return fmt.Errorf("%w: job ID %d twice", elastic.ErrInvalid, j.ID)
 	}
 	seen[j.ID] = true
-	per := e.cfg.GPUsPerServer
-	if j.GPUsPerWorker > per || j.MinWorkers > maxServers*(per/j.GPUsPerWorker) {
-		return fmt.Errorf("%w: job %d needs %d workers of %d GPUs; the cluster never holds more than %d servers of %d GPUs", elastic.ErrInvalid, j.ID, j.MinWorkers, j.GPUsPerWorker, maxServers, per)
+	if j.Curves != nil && len(j.Curves) != len(shape) {
+		return fmt.Errorf("%w: job %d has curves on %d pools, the cluster has %d", elastic.ErrInvalid, j.ID, len(j.Curves), len(shape))
 	}
-	if rate, ok := bestRate(j); ok && j.Work/rate/e.dt > float64(e.limit) {
+	fits := false
+	for k, p := range shape {
+		if j.On(k) != nil && j.GPUsPerWorker <= p.GPUsPerNode && j.MinWorkers <= p.Nodes*(p.GPUsPerNode/j.GPUsPerWorker) {
+			fits = true
+		}
+	}
+	if !fits {
+		if len(shape) == 1 {
+			return fmt.Errorf("%w: job %d needs %d workers of %d GPUs; the cluster never holds more than %d servers of %d GPUs", elastic.ErrInvalid, j.ID, j.MinWorkers, j.GPUsPerWorker, shape[0].Nodes, shape[0].GPUsPerNode)
+		}
+		return fmt.Errorf("%w: job %d needs %d workers of %d GPUs, more than any pool it can run on holds", elastic.ErrInvalid, j.ID, j.MinWorkers, j.GPUsPerWorker)
+	}
+	if rate, ok := bestRate(j, len(shape)); ok && j.Work/rate/e.dt > float64(e.limit) {
 		return fmt.Errorf("%w: job %d needs at least %.3g intervals of %g s (work %g at %g per second), more than MaxIntervals (%d)",
 			ErrNoProgress, j.ID, j.Work/rate/e.dt, e.dt, j.Work, rate, e.limit)
 	}
@@ -248,31 +285,39 @@ func (e *elasticEngine) orchestrate() error {
 	return nil
 }
 
-// allocate asks the policy for every job's workers, when it is due, and
-// moves the cluster to its answer.
+// allocate asks the policy for every job's workers (and pool), when it is
+// due, and moves the pools to its answer.
 func (e *elasticEngine) allocate() error {
 	if !e.dirty && !e.cfg.EveryInterval {
 		return nil
 	}
 	e.states = e.states[:0]
 	for _, j := range e.active {
-		if pc, ok := j.job.Curve.(elastic.ProgressCurve); ok {
-			pc.SetProgress(j.job.Work - j.remaining)
-		}
-		st := elastic.State{Job: j.job, Remaining: j.remaining, Workers: e.c.Workers(j.job.ID),
-			Age: e.t - j.job.Arrival, Restarts: j.rec.Resizes + j.rec.Preemptions, Attained: j.rec.GPUSeconds}
+		setProgress(j.job, j.job.Work-j.remaining, len(e.pools))
+		st := elastic.State{Job: j.job, Remaining: j.remaining, Workers: e.pools[j.pool].Workers(j.job.ID),
+			Age: e.t - j.job.Arrival, Restarts: j.rec.Resizes + j.rec.Preemptions, Attained: j.rec.GPUSeconds, Pool: j.pool, Seen: j.seen}
 		if st.Workers == 0 {
 			st.Waiting = e.t - j.queued
 		}
 		e.states = append(e.states, st)
 	}
-	total, _ := e.c.GPUs()
-	want, err := e.cfg.Policy.Allocate(e.states, total)
+	var err error
+	if e.typed != nil {
+		e.assign, err = e.typed.AllocateTyped(e.states, e.shape)
+	} else {
+		total, _ := e.c.GPUs()
+		var want []int
+		want, err = e.cfg.Policy.Allocate(e.states, total)
+		e.assign = e.assign[:0]
+		for _, w := range want {
+			e.assign = append(e.assign, elastic.Assignment{Workers: w})
+		}
+	}
 	e.res.Allocations++
 	if err != nil {
 		return fmt.Errorf("sim: elastic policy at %v s: %w", e.t, err)
 	}
-	unplaced, err := applyElastic(e.c, e.active, e.states, want, e.cfg.RestartOverhead, e.t, e.cfg.ChargeStart)
+	unplaced, err := e.apply(e.assign)
 	if err != nil {
 		return fmt.Errorf("sim: at %v s: %w", e.t, err)
 	}
@@ -282,10 +327,30 @@ func (e *elasticEngine) allocate() error {
 	return nil
 }
 
+// setProgress tells the job's progress curves (on every pool) the work
+// done.
+func setProgress(j *elastic.Job, done float64, pools int) {
+	if j.Curves == nil {
+		if pc, ok := j.Curve.(elastic.ProgressCurve); ok {
+			pc.SetProgress(done)
+		}
+		return
+	}
+	for k := range pools {
+		if pc, ok := j.On(k).(elastic.ProgressCurve); ok {
+			pc.SetProgress(done)
+		}
+	}
+}
+
 // sample accounts the interval's capacity, on training and on loaned
 // servers.
 func (e *elasticEngine) sample() {
 	e.total, _ = e.c.GPUs()
+	for _, c := range e.pools[1:] {
+		t, _ := c.GPUs()
+		e.total += t
+	}
 	e.loans, _ = e.c.LoanedGPUs()
 	e.res.TrainingCapacity += float64(e.total-e.loans) * e.dt
 	e.res.LoanedCapacity += float64(e.loans) * e.dt
@@ -311,10 +376,12 @@ func (e *elasticEngine) execute() error {
 
 // run runs one job for the interval and reports whether it finished.
 func (e *elasticEngine) run(j *elJob) (bool, error) {
-	w := e.c.Workers(j.job.ID)
+	c := e.pools[j.pool]
+	w := c.Workers(j.job.ID)
 	if w == 0 {
 		return false, nil
 	}
+	j.seen[j.pool] = max(j.seen[j.pool], w)
 	dt, t := e.dt, e.t
 	run := dt
 	if j.overhead > 0 {
@@ -322,10 +389,11 @@ func (e *elasticEngine) run(j *elJob) (bool, error) {
 		j.overhead -= o
 		run -= o
 	}
-	if pc, ok := j.job.Curve.(elastic.ProgressCurve); ok {
+	curve := j.job.On(j.pool)
+	if pc, ok := curve.(elastic.ProgressCurve); ok {
 		pc.SetProgress(j.job.Work - j.remaining)
 	}
-	x, onLoan := throughputOn(e.c, j.job, w, &e.spanBuf)
+	x, onLoan := throughputOn(c, curve, j.job.ID, w, &e.spanBuf)
 	if !(x > 0) || math.IsInf(x, 0) {
 		return false, fmt.Errorf("%w: job %d has throughput %v on %d workers at %v s", elastic.ErrInvalid, j.job.ID, x, w, t)
 	}
@@ -340,9 +408,10 @@ func (e *elasticEngine) run(j *elJob) (bool, error) {
 	j.rec.GPUSeconds += float64(w) * g * held
 	e.res.TrainingBusy += float64(w-onLoan) * g * held
 	e.res.LoanedBusy += float64(onLoan) * g * held
+	e.res.PoolBusy[j.pool] += float64(w) * g * held
 	if finished {
 		j.remaining = 0
-		e.c.Release(j.job.ID)
+		c.Release(j.job.ID)
 		e.done++
 		e.dirty = true
 		return true, nil
