@@ -53,8 +53,15 @@ const (
 
 // SolveChoice solves a ChoiceProblem exactly by branch and bound on its LP
 // relaxation, solved by the pure-Go interior point (allocation/lp) with
-// crossover to a vertex (at a vertex at most as many groups as pools are
-// fractional, so the tree stays small). Options with a value of 0 or less, or more
+// crossover to a vertex. Groups with the same options (jobs of one
+// application in one state: a scheduler sees many) are merged into one
+// class whose variables count how many of its groups take each option, so
+// that the search does not explore their permutations. The search is
+// best-first on the bound, branches on the most fractional count (below
+// its floor, or above its ceiling), fixes counts by reduced costs at every
+// node, and takes its incumbents from the LP point rounded down and
+// completed greedily, and from the classes it splits tried in every
+// combination of one more option each. Options with a value of 0 or less, or more
 // GPUs than their pool, are never chosen; an option of a group that takes
 // as many GPUs of its pool as another and is worth less is dropped
 // (dominance), so the LPs are small. The search takes at most maxNodes
@@ -112,26 +119,37 @@ func (p *ChoiceProblem) validate() error {
 	return nil
 }
 
-// choiceVar is an option kept for the LP.
+// choiceVar is an option of a class kept for the LP: y of the class's
+// groups take it.
 type choiceVar struct {
-	group, option int
+	class, option int // option: the index in the class's first group
 	pool, gpus    int
 	value         float64
 }
 
+// choiceClass is a set of groups with the same kept options.
+type choiceClass struct {
+	groups []int
+	vars   []int
+}
+
 type choiceSearch struct {
-	p      *ChoiceProblem
-	vars   []choiceVar
-	model  *lp.Model
-	solver lp.InteriorPoint
-	stats  ChoiceStats
-	// best is the incumbent: a variable index per group (-1 none).
+	p       *ChoiceProblem
+	vars    []choiceVar
+	classes []choiceClass
+	model   *lp.Model
+	solver  lp.InteriorPoint
+	stats   ChoiceStats
+	// best is the incumbent: a count per variable.
 	best      []int
 	bestValue float64
+	byValue   []int // the variables by value, largest first (fill)
 }
 
 func newChoiceSearch(p *ChoiceProblem) *choiceSearch {
 	s := &choiceSearch{p: p, solver: lp.InteriorPoint{Crossover: true}}
+	index := map[string]int{}
+	var key []byte
 	for g, opts := range p.Groups {
 		// Keep the options worth more than every option of the same pool
 		// with as few GPUs or fewer (the others are dominated).
@@ -144,6 +162,7 @@ func newChoiceSearch(p *ChoiceProblem) *choiceSearch {
 		slices.SortStableFunc(idx, func(a, b int) int {
 			return cmp.Or(cmp.Compare(opts[a].Pool, opts[b].Pool), cmp.Compare(opts[a].GPUs, opts[b].GPUs), cmp.Compare(opts[b].Value, opts[a].Value))
 		})
+		kept := idx[:0]
 		bestPool, bestValue := -1, 0.0
 		for _, o := range idx {
 			x := opts[o]
@@ -151,36 +170,51 @@ func newChoiceSearch(p *ChoiceProblem) *choiceSearch {
 				bestPool, bestValue = x.Pool, 0
 			}
 			if x.Value > bestValue {
-				s.vars = append(s.vars, choiceVar{g, o, x.Pool, x.GPUs, x.Value})
+				kept = append(kept, o)
 				bestValue = x.Value
 			}
 		}
+		if len(kept) == 0 {
+			continue
+		}
+		key = key[:0]
+		for _, o := range kept {
+			key = fmt.Appendf(key, "%d,%d,%x;", opts[o].Pool, opts[o].GPUs, math.Float64bits(opts[o].Value))
+		}
+		c, ok := index[string(key)]
+		if !ok {
+			c = len(s.classes)
+			index[string(key)] = c
+			cl := choiceClass{}
+			for _, o := range kept {
+				cl.vars = append(cl.vars, len(s.vars))
+				s.vars = append(s.vars, choiceVar{c, o, opts[o].Pool, opts[o].GPUs, opts[o].Value})
+			}
+			s.classes = append(s.classes, cl)
+		}
+		s.classes[c].groups = append(s.classes[c].groups, g)
 	}
-	s.best = make([]int, len(p.Groups))
-	for i := range s.best {
-		s.best[i] = -1
-	}
+	s.best = make([]int, len(s.vars))
 	return s
 }
 
-// build makes the LP: x in [0, 1] per kept option, one row per group (at
-// most one option) and one per pool (capacity).
+// build makes the LP: a count in [0, n] per kept option of a class of n
+// groups, one row per class (at most n options in all) and one per pool
+// (capacity).
 func (s *choiceSearch) build() {
 	m := lp.NewModel(lp.Maximize)
-	byGroup := make([][]int, len(s.p.Groups))
 	byPool := make([][]int, len(s.p.Capacity))
 	for v, x := range s.vars {
-		m.AddVar(0, 1, x.value)
-		byGroup[x.group] = append(byGroup[x.group], v)
+		m.AddVar(0, float64(len(s.classes[x.class].groups)), x.value)
 		byPool[x.pool] = append(byPool[x.pool], v)
 	}
-	for _, vs := range byGroup {
-		if len(vs) > 1 {
-			ones := make([]float64, len(vs))
+	for _, c := range s.classes {
+		if len(c.vars) > 1 {
+			ones := make([]float64, len(c.vars))
 			for i := range ones {
 				ones[i] = 1
 			}
-			m.AddRow(-lp.Inf, 1, vs, ones)
+			m.AddRow(-lp.Inf, float64(len(c.groups)), c.vars, ones)
 		}
 	}
 	for k, vs := range byPool {
@@ -190,8 +224,9 @@ func (s *choiceSearch) build() {
 		w := make([]float64, len(vs))
 		total := 0
 		for i, v := range vs {
-			w[i] = float64(s.vars[v].gpus)
-			total += s.vars[v].gpus
+			x := s.vars[v]
+			w[i] = float64(x.gpus)
+			total += x.gpus * len(s.classes[x.class].groups)
 		}
 		if total > s.p.Capacity[k] {
 			m.AddRow(-lp.Inf, float64(s.p.Capacity[k]), vs, w)
@@ -200,40 +235,47 @@ func (s *choiceSearch) build() {
 	s.model = m
 }
 
-// fix is a branching decision: variable v set to 0 or 1.
-type fix struct {
-	v   int
-	one bool
+// limits are a node's bounds on the counts.
+type limits struct{ lo, up []int }
+
+func (s *choiceSearch) rootLimits() limits {
+	l := limits{lo: make([]int, len(s.vars)), up: make([]int, len(s.vars))}
+	for v, x := range s.vars {
+		l.up[v] = len(s.classes[x.class].groups)
+	}
+	return l
 }
 
+func (l limits) clone() limits { return limits{slices.Clone(l.lo), slices.Clone(l.up)} }
+
 // search is best-first branch and bound: the open node of the highest
-// parent bound is solved next; a node branches on its most fractional
-// variable (set to 1, and to 0).
+// parent bound is solved next.
 func (s *choiceSearch) search(ctx context.Context, maxNodes int, gap float64) error {
 	s.build()
 	if s.model.NumRows() == 0 {
 		// Nothing binds: every group takes its one option.
-		x := make([]float64, len(s.vars))
-		for v := range x {
-			x[v] = 1
+		y := make([]float64, len(s.vars))
+		for v, x := range s.vars {
+			y[v] = float64(len(s.classes[x.class].groups))
 		}
-		s.round(x)
+		s.round(y)
 		s.stats = ChoiceStats{Bound: s.bestValue, Optimal: true}
 		return nil
 	}
-	open := &nodeHeap{{bound: math.Inf(1)}}
+	target := func() float64 { return s.bestValue + gap*math.Max(1, math.Abs(s.bestValue)) }
+	open := &nodeHeap{{bound: math.Inf(1), limits: s.rootLimits()}}
 	for open.Len() > 0 {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		n := heap.Pop(open).(choiceNode)
-		if n.bound <= s.bestValue+gap*math.Max(1, math.Abs(s.bestValue)) {
+		if n.bound <= target() {
 			continue
 		}
 		if s.stats.Nodes >= maxNodes {
 			return nil // the best found; stats.Optimal stays false
 		}
-		x, bound, ok, err := s.relax(ctx, n.fixes)
+		y, reduced, bound, ok, err := s.relax(ctx, n.limits)
 		if err != nil {
 			return err
 		}
@@ -241,25 +283,31 @@ func (s *choiceSearch) search(ctx context.Context, maxNodes int, gap float64) er
 		if s.stats.Nodes == 1 {
 			s.stats.Bound = bound
 		}
-		if !ok || bound <= s.bestValue+gap*math.Max(1, math.Abs(s.bestValue)) {
+		if !ok || bound <= target() {
 			continue
 		}
-		s.round(x)
-		v := s.branchVar(x)
+		s.round(y)
+		s.complete(y, n.limits)
+		v := s.branchVar(y)
 		if v < 0 {
 			continue // integral: round took it
 		}
-		heap.Push(open, choiceNode{bound: bound, fixes: append(slices.Clone(n.fixes), fix{v, true})})
-		heap.Push(open, choiceNode{bound: bound, fixes: append(slices.Clone(n.fixes), fix{v, false})})
+		l := n.limits.clone()
+		s.fixByReducedCost(l, y, reduced, bound, target(), 1e-7*math.Max(1, math.Abs(bound)))
+		down, up := l.clone(), l
+		down.up[v] = int(math.Floor(y[v]))
+		up.lo[v] = int(math.Floor(y[v])) + 1
+		heap.Push(open, choiceNode{bound: bound, limits: down})
+		heap.Push(open, choiceNode{bound: bound, limits: up})
 	}
 	s.stats.Optimal = true
 	return nil
 }
 
-// choiceNode is an open node: its fixes and its parent's bound.
+// choiceNode is an open node: its bounds and its parent's bound.
 type choiceNode struct {
-	bound float64
-	fixes []fix
+	bound  float64
+	limits limits
 }
 
 // nodeHeap pops the node of the highest bound (the later pushed on ties).
@@ -276,101 +324,220 @@ func (h *nodeHeap) Pop() any {
 	return x
 }
 
-// relax solves the LP with the fixes; ok is false when they are
+// relax solves the LP within the node's bounds; ok is false when they are
 // infeasible.
-func (s *choiceSearch) relax(ctx context.Context, fixes []fix) (x []float64, bound float64, ok bool, err error) {
-	m := s.model
-	for v := range s.vars {
-		m.SetVarBounds(v, 0, 1)
-	}
+func (s *choiceSearch) relax(ctx context.Context, l limits) (y, reduced []float64, bound float64, ok bool, err error) {
 	used := make([]int, len(s.p.Capacity))
-	taken := map[int]bool{}
-	for _, f := range fixes {
-		if f.one {
-			m.SetVarBounds(f.v, 1, 1)
-			x := s.vars[f.v]
-			used[x.pool] += x.gpus
-			if taken[x.group] || used[x.pool] > s.p.Capacity[x.pool] {
-				return nil, 0, false, nil
-			}
-			taken[x.group] = true
-		} else {
-			m.SetVarBounds(f.v, 0, 0)
+	for c := range s.classes {
+		n := 0
+		for _, v := range s.classes[c].vars {
+			n += l.lo[v]
+			used[s.vars[v].pool] += l.lo[v] * s.vars[v].gpus
+		}
+		if n > len(s.classes[c].groups) {
+			return nil, nil, 0, false, nil
 		}
 	}
-	sol, err := s.solver.Solve(ctx, m)
+	for k, u := range used {
+		if u > s.p.Capacity[k] {
+			return nil, nil, 0, false, nil
+		}
+	}
+	for v := range s.vars {
+		if l.lo[v] > l.up[v] {
+			return nil, nil, 0, false, nil
+		}
+		s.model.SetVarBounds(v, float64(l.lo[v]), float64(l.up[v]))
+	}
+	sol, err := s.solver.Solve(ctx, s.model)
 	if errors.Is(err, lp.ErrInfeasible) {
-		return nil, 0, false, nil
+		return nil, nil, 0, false, nil
 	}
 	if err != nil {
-		return nil, 0, false, fmt.Errorf("elastic: Sia's LP relaxation: %w", err)
+		return nil, nil, 0, false, fmt.Errorf("elastic: Sia's LP relaxation: %w", err)
 	}
-	return sol.X, sol.Objective, true, nil
+	return sol.X, sol.ReducedCosts, sol.Objective, true, nil
 }
 
-// round turns an LP point into an answer (each group its largest option,
-// largest first, while it fits; then the groups left, each its most
-// valuable option that fits) and keeps it if it beats the incumbent.
-func (s *choiceSearch) round(x []float64) {
-	const eps = 1e-6
+// fixByReducedCost tightens the node's bounds on the counts that no
+// answer better than target can move from where the LP put them: with
+// dual-feasible prices, an answer is worth at most bound + d_v per unit
+// it raises a count of reduced cost d_v < 0 above its lower bound, and
+// at most bound - d_v per unit it lowers one of d_v > 0 below its upper
+// bound (reduced-cost fixing; Nemhauser and Wolsey, "Integer and
+// Combinatorial Optimization", 1988, section II.5.1), a margin of tol kept
+// for the LP's accuracy.
+func (s *choiceSearch) fixByReducedCost(l limits, y, reduced []float64, bound, target, tol float64) {
+	for v, d := range reduced {
+		switch {
+		case d < 0 && y[v] < float64(l.lo[v])+1e-6:
+			// Raising it by k costs k|d|: at most floor((bound - target) / |d|) units.
+			if room := (bound - target + tol) / -d; room < float64(l.up[v]-l.lo[v]) {
+				l.up[v] = l.lo[v] + int(math.Floor(room))
+			}
+		case d > 0 && y[v] > float64(l.up[v])-1e-6:
+			if room := (bound - target + tol) / d; room < float64(l.up[v]-l.lo[v]) {
+				l.lo[v] = l.up[v] - int(math.Floor(room))
+			}
+		}
+	}
+}
+
+// round turns an LP point into an answer (every count rounded down, then
+// completed greedily) and keeps it if it beats the incumbent.
+func (s *choiceSearch) round(y []float64) {
+	count := make([]int, len(s.vars))
+	for v := range y {
+		count[v] = int(math.Floor(y[v] + 1e-6))
+	}
+	s.fill(count)
+}
+
+// complete is a second heuristic: every count rounded down, then each
+// class the LP splits (at most as many as pools at a vertex) tries one more
+// group on each of its split options, or none, in every combination (up
+// to 4,096), each completed greedily.
+func (s *choiceSearch) complete(y []float64, l limits) {
+	const eps, maxCombos = 1e-6, 4096
+	count := make([]int, len(s.vars))
+	split := map[int]bool{}
+	for v := range y {
+		count[v] = int(math.Floor(y[v] + eps))
+		if y[v]-float64(count[v]) > eps {
+			split[s.vars[v].class] = true
+		}
+	}
+	var classes []int
+	for c := range split {
+		classes = append(classes, c)
+	}
+	slices.Sort(classes)
+	opts := make([][]int, len(classes))
+	combos := 1
+	for i, c := range classes {
+		opts[i] = []int{-1}
+		for _, v := range s.classes[c].vars {
+			if y[v]-float64(count[v]) > eps && count[v] < l.up[v] {
+				opts[i] = append(opts[i], v)
+			}
+		}
+		if combos *= len(opts[i]); combos > maxCombos {
+			return
+		}
+	}
+	var rec func(i int)
+	rec = func(i int) {
+		if i == len(classes) {
+			s.fill(count)
+			return
+		}
+		for _, v := range opts[i] {
+			if v >= 0 {
+				count[v]++
+			}
+			rec(i + 1)
+			if v >= 0 {
+				count[v]--
+			}
+		}
+	}
+	rec(0)
+}
+
+// fill completes counts greedily (the most valuable options that fit, for
+// the groups of each class without one) and keeps the answer if it is
+// feasible and beats the incumbent; count is left as it was.
+func (s *choiceSearch) fill(count []int) {
+	count = slices.Clone(count)
 	free := slices.Clone(s.p.Capacity)
-	choice := make([]int, len(s.p.Groups))
-	for i := range choice {
-		choice[i] = -1
-	}
-	order := make([]int, 0, len(s.vars))
-	for v := range s.vars {
-		if x[v] > eps {
-			order = append(order, v)
-		}
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(x[b], x[a]) })
+	left := make([]int, len(s.classes))
 	value := 0.0
-	take := func(v int) bool {
-		c := s.vars[v]
-		if choice[c.group] >= 0 || free[c.pool] < c.gpus {
-			return false
+	for c, cl := range s.classes {
+		left[c] = len(cl.groups)
+	}
+	for v, n := range count {
+		x := s.vars[v]
+		free[x.pool] -= n * x.gpus
+		left[x.class] -= n
+		value += float64(n) * x.value
+	}
+	for k := range free {
+		if free[k] < 0 {
+			return
 		}
-		choice[c.group], free[c.pool] = v, free[c.pool]-c.gpus
-		value += c.value
-		return true
 	}
-	for _, v := range order {
-		take(v)
+	for c := range left {
+		if left[c] < 0 {
+			return
+		}
 	}
-	byValue := make([]int, len(s.vars))
-	for v := range byValue {
-		byValue[v] = v
+	if s.byValue == nil {
+		s.byValue = make([]int, len(s.vars))
+		for v := range s.byValue {
+			s.byValue[v] = v
+		}
+		slices.SortStableFunc(s.byValue, func(a, b int) int { return cmp.Compare(s.vars[b].value, s.vars[a].value) })
 	}
-	slices.SortStableFunc(byValue, func(a, b int) int { return cmp.Compare(s.vars[b].value, s.vars[a].value) })
-	for _, v := range byValue {
-		take(v)
+	for _, v := range s.byValue {
+		x := s.vars[v]
+		if n := min(left[x.class], free[x.pool]/max(x.gpus, 1)); n > 0 {
+			if x.gpus == 0 {
+				n = left[x.class]
+			}
+			count[v] += n
+			left[x.class] -= n
+			free[x.pool] -= n * x.gpus
+			value += float64(n) * x.value
+		}
 	}
 	if value > s.bestValue {
-		s.best, s.bestValue = choice, value
+		s.best, s.bestValue = count, value
 	}
 }
 
-// branchVar is the variable farthest from 0 and 1, or -1 when x is
+// branchVar is the count farthest from a whole number, or -1 when y is
 // integral.
-func (s *choiceSearch) branchVar(x []float64) int {
+func (s *choiceSearch) branchVar(y []float64) int {
 	best, dist := -1, 1e-6
 	for v := range s.vars {
-		if d := math.Min(x[v], 1-x[v]); d > dist {
+		f := y[v] - math.Floor(y[v])
+		if d := math.Min(f, 1-f); d > dist {
 			best, dist = v, d
 		}
 	}
 	return best
 }
 
-// answer maps the incumbent to option indices per group.
+// answer hands each class's counts to its groups in order: option indices
+// per group.
 func (s *choiceSearch) answer() []int {
 	out := make([]int, len(s.p.Groups))
-	for g, v := range s.best {
+	for g := range out {
 		out[g] = -1
-		if v >= 0 {
-			out[g] = s.vars[v].option
+	}
+	for _, cl := range s.classes {
+		next := 0
+		for _, v := range cl.vars {
+			x := s.vars[v]
+			for range s.best[v] {
+				g := cl.groups[next]
+				next++
+				// The option of the same pool and GPUs in this group (the
+				// groups of a class have the same kept options, maybe at
+				// other indices).
+				out[g] = s.optionOf(g, x)
+			}
 		}
 	}
 	return out
+}
+
+// optionOf is the index in group g of the kept option x stands for.
+func (s *choiceSearch) optionOf(g int, x choiceVar) int {
+	for o, opt := range s.p.Groups[g] {
+		if opt.Pool == x.pool && opt.GPUs == x.gpus && opt.Value == x.value {
+			return o
+		}
+	}
+	return -1 // not reached: the class was built from this group's options
 }

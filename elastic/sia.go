@@ -44,7 +44,7 @@ import (
 //     -Lambda for a job left without one (Lambda > 1 makes every job worth
 //     allocating when p < 0, as G^p <= 1 there). It is solved exactly by
 //     SolveChoice (branch and bound on the LP relaxation, to a relative gap
-//     of Gap).
+//     of Gap: Sia's artifact stops CBC at 1e-4).
 //
 // Sia's defaults are P = -0.5 and Lambda = 1.1 (section 4.3; the
 // artifact's simulator_config.py), restart penalties of 25 to 250 s per
@@ -69,8 +69,8 @@ type Sia struct {
 	// Oracle estimates with every pool's model from the start (no
 	// bootstrapping).
 	Oracle bool
-	// Gap is the integer program's relative optimality gap (0 means 1e-6;
-	// the artifact runs CBC to 1e-4), MaxNodes its node limit (0 means
+	// Gap is the integer program's relative optimality gap (0 means 1e-4,
+	// the artifact's CBC setting), MaxNodes its node limit (0 means
 	// DefaultChoiceNodes; the best answer found is used beyond it).
 	Gap      float64
 	MaxNodes int
@@ -96,7 +96,7 @@ func (s Sia) settings() (siaSettings, error) {
 		c.growth = 2
 	}
 	if c.gap == 0 {
-		c.gap = 1e-6
+		c.gap = 1e-4
 	}
 	for _, v := range []float64{c.p, c.lambda, c.penalty, c.growth, c.gap} {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
@@ -141,26 +141,11 @@ func (s Sia) AllocateTyped(jobs []State, pools []Pool) ([]Assignment, error) {
 }
 
 func (s Sia) allocate(ctx context.Context, jobs []State, pools []Pool) ([]Assignment, error) {
-	c, err := s.settings()
+	prob, owner, err := s.Program(jobs, pools)
 	if err != nil {
 		return nil, err
 	}
-	if err := validateTyped(jobs, pools); err != nil {
-		return nil, err
-	}
-	configs := SiaConfigs(pools)
-	prob := &ChoiceProblem{Capacity: make([]int, len(pools)), Groups: make([][]Option, len(jobs))}
-	for k, p := range pools {
-		prob.Capacity[k] = p.GPUs()
-	}
-	owner := make([][]SiaConfig, len(jobs)) // the configuration of each option
-	for i := range jobs {
-		opts, cfgs, err := s.options(&jobs[i], configs, c)
-		if err != nil {
-			return nil, err
-		}
-		prob.Groups[i], owner[i] = opts, cfgs
-	}
+	c, _ := s.settings()
 	choice, _, err := SolveChoice(ctx, prob, s.MaxNodes, c.gap)
 	if err != nil {
 		return nil, err
@@ -175,9 +160,33 @@ func (s Sia) allocate(ctx context.Context, jobs []State, pools []Pool) ([]Assign
 	return out, nil
 }
 
+// Program returns the integer program Sia solves for these jobs on these
+// pools (for inspection, or for another solver): one group per job, its
+// options' values sign(p) G^p + Lambda, and the configuration of each
+// option.
+func (s Sia) Program(jobs []State, pools []Pool) (*ChoiceProblem, [][]SiaConfig, error) {
+	c, err := s.settings()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := validateTyped(jobs, pools); err != nil {
+		return nil, nil, err
+	}
+	configs := SiaConfigs(pools)
+	prob := &ChoiceProblem{Capacity: make([]int, len(pools)), Groups: make([][]Option, len(jobs))}
+	for k, p := range pools {
+		prob.Capacity[k] = p.GPUs()
+	}
+	owner := make([][]SiaConfig, len(jobs)) // the configuration of each option
+	for i := range jobs {
+		prob.Groups[i], owner[i] = s.options(&jobs[i], configs, c)
+	}
+	return prob, owner, nil
+}
+
 // options are job s's configurations with their values, sign(p) G^p +
 // Lambda (the objective's gain over leaving the job without GPUs).
-func (s Sia) options(st *State, configs []SiaConfig, c siaSettings) ([]Option, []SiaConfig, error) {
+func (s Sia) options(st *State, configs []SiaConfig, c siaSettings) ([]Option, []SiaConfig) {
 	limit := st.MaxWorkers
 	if c.growth > 0 {
 		held := st.Workers
@@ -204,7 +213,7 @@ func (s Sia) options(st *State, configs []SiaConfig, c siaSettings) ([]Option, [
 		cfgs, raw = append(cfgs, cf), append(raw, g)
 	}
 	if len(raw) == 0 {
-		return nil, nil, nil
+		return nil, nil
 	}
 	least := math.Inf(1)
 	for _, g := range raw {
@@ -235,7 +244,7 @@ func (s Sia) options(st *State, configs []SiaConfig, c siaSettings) ([]Option, [
 		}
 		opts[j] = Option{Pool: cf.Pool, GPUs: cf.GPUs, Value: v}
 	}
-	return opts, cfgs, nil
+	return opts, cfgs
 }
 
 // estimate is Sia's goodput estimate of the job on w workers of pool k

@@ -11,10 +11,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/elastic"
 	"github.com/gpusched/gpusched/gang"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
+	"github.com/gpusched/gpusched/perfmodel/hw"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -167,6 +169,44 @@ func TestElasticResultsGolden(t *testing.T) {
 				return elasticDigest(res)
 			}})
 		}
+	}
+	// Sia's heterogeneous comparison on workload 1 (RunHetero).
+	for _, c := range []struct {
+		name            string
+		policy          func() elastic.TypedPolicy
+		adaptive, fixed bool
+		interval        float64
+	}{
+		{"sia", func() elastic.TypedPolicy { return elastic.Sia{} }, true, false, 60},
+		{"pollux", func() elastic.TypedPolicy { return elastic.Unaware{Policy: elastic.Pollux{}} }, true, false, 60},
+		{"gavel", func() elastic.TypedPolicy {
+			return &GavelRounds{Rounds: &allocation.Rounds{Policy: &allocation.MaxThroughput{}}}
+		}, false, true, 360},
+		{"tiresias", func() elastic.TypedPolicy {
+			return elastic.Unaware{Policy: elastic.Tiresias{Order: gang.LAS2D{Thresholds: []float64{16 * 3600}}}}
+		}, false, true, 60},
+	} {
+		cases = append(cases, goldenCase{"sia-wl1/" + c.name, func(t *testing.T) string {
+			m, err := hw.Model(perfmodel.Observations(gavel.Simulation(), perfmodel.FP32, "Gavel simulation table"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pools := siaPools(1)
+			on, err := PolluxOnPools(loadPollux(t), pools, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			jobs, err := PolluxHeteroJobs(readWorkload(t, 1), on, pools, 64, c.adaptive, c.fixed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := RunHetero(context.Background(), HeteroConfig{Pools: pools, Policy: c.policy(), Interval: c.interval,
+				RestartOverhead: 30, ChargeStart: true, EveryInterval: true}, jobs)
+			if err != nil {
+				t.Fatal(c.name, err)
+			}
+			return elasticDigest(res)
+		}})
 	}
 	checkGolden(t, "elastic.txt", cases)
 }
