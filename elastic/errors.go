@@ -48,4 +48,6 @@ const (
 	MaxTime = 1e15
 	// MaxPools bounds the pools (GPU types) of a heterogeneous cluster.
 	MaxPools = 64
+	// MaxRestartCost bounds a job's restart cost, in seconds (a day).
+	MaxRestartCost = 86400
 )

@@ -98,6 +98,12 @@ type Job struct {
 	Work                   float64
 	Curve                  Curve
 	Curves                 []Curve
+	// RestartCost is the time, in seconds, the job makes no progress after
+	// each restart or resize (checkpoint and restore; Sia measured 25 to
+	// 250 s by model, SOSP 2023, section 3.3): Sia's S_i, and what a
+	// simulator charges it; 0 means the simulator's default. At most
+	// MaxRestartCost.
+	RestartCost float64
 }
 
 // On returns the job's curve on pool k: Curves[k], or Curve when the job
@@ -137,6 +143,8 @@ func (j *Job) Validate() error {
 		return fmt.Errorf("%w: job %d has curves on %d pools, want 1 to %d", ErrInvalid, j.ID, len(j.Curves), MaxPools)
 	case !(j.Arrival >= -MaxTime && j.Arrival <= MaxTime):
 		return fmt.Errorf("%w: job %d arrives at %v s, outside [%g, %g]", ErrInvalid, j.ID, j.Arrival, -MaxTime, MaxTime)
+	case !(j.RestartCost >= 0 && j.RestartCost <= MaxRestartCost):
+		return fmt.Errorf("%w: job %d has a restart cost of %v s, want 0 to %v", ErrInvalid, j.ID, j.RestartCost, MaxRestartCost)
 	}
 	curves := j.Curves
 	if curves == nil {

@@ -36,8 +36,9 @@ import (
 //     number of GPUs.
 //   - The restart factor (eq. 2): for a running job, every configuration
 //     other than its current one is scaled by r = max(T - N S, 0) / (T +
-//     S), T its age, N its restarts, S RestartPenalty; r = 1 while T < S
-//     (the artifact's rule: no penalty before a job could have paid one).
+//     S), T its age, N its restarts, S the job's RestartCost or else
+//     RestartPenalty; r = 1 while T < S (the artifact's rule: no penalty
+//     before a job could have paid one).
 //   - The integer program (eq. 1, with G^p for fairness): at most one
 //     configuration per job, each pool's GPUs respected, maximising the
 //     sum over the jobs of sign(p) G_ij^p for a configuration chosen and
@@ -60,8 +61,8 @@ type Sia struct {
 	P float64
 	// Lambda is the penalty for a job left without GPUs (0 means 1.1).
 	Lambda float64
-	// RestartPenalty is S of eq. 2 in seconds (0 means 30; negative turns
-	// the restart factor off).
+	// RestartPenalty is S of eq. 2 in seconds for jobs without a
+	// RestartCost (0 means 30; negative turns the restart factor off).
 	RestartPenalty float64
 	// Growth bounds a job's workers at Growth times the most it has held
 	// (0 means 2; negative turns the rule off).
@@ -220,9 +221,12 @@ func (s Sia) options(st *State, configs []SiaConfig, c siaSettings) ([]Option, [
 		least = math.Min(least, g)
 	}
 	scale := float64(st.MinWorkers*st.GPUsPerWorker) / least
-	r := 1.0
-	if st.Workers > 0 && c.penalty > 0 && st.Age >= c.penalty {
-		r = math.Max(st.Age-float64(st.Restarts)*c.penalty, 0) / (st.Age + c.penalty)
+	r, penalty := 1.0, c.penalty
+	if st.RestartCost > 0 && penalty > 0 {
+		penalty = st.RestartCost // the job's own S_i
+	}
+	if st.Workers > 0 && penalty > 0 && st.Age >= penalty {
+		r = math.Max(st.Age-float64(st.Restarts)*penalty, 0) / (st.Age + penalty)
 	}
 	opts := make([]Option, len(cfgs))
 	for j, cf := range cfgs {

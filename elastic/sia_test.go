@@ -60,6 +60,18 @@ func TestSiaRestartFactor(t *testing.T) {
 	a, err = Sia{}.AllocateTyped([]State{st}, pools)
 	require.NoError(t, err)
 	assert.Equal(t, Assignment{Pool: 1, Workers: 2}, a[0])
+	// The job's own restart cost is its S: with 2 restarts, S = 30 s gives
+	// r = 940 / 1030 = 0.91 and the move is worth 1.19 of staying (it
+	// moves); the job's 100 s give r = 800 / 1100 = 0.73, 0.95 (it stays).
+	st.Restarts = 2
+	a, err = Sia{}.AllocateTyped([]State{st}, pools)
+	require.NoError(t, err)
+	assert.Equal(t, Assignment{Pool: 1, Workers: 2}, a[0])
+	j.RestartCost = 100
+	a, err = Sia{}.AllocateTyped([]State{st}, pools)
+	require.NoError(t, err)
+	assert.Equal(t, Assignment{Pool: 0, Workers: 2}, a[0])
+	j.RestartCost = 0
 	// Without the factor (negative penalty) it moves in both cases.
 	st.Restarts = 10
 	a, err = Sia{RestartPenalty: -1}.AllocateTyped([]State{st}, pools)
@@ -212,11 +224,15 @@ func TestSiaLambda(t *testing.T) {
 func TestSiaErrors(t *testing.T) {
 	pools := []Pool{{Nodes: 1, GPUsPerNode: 2}}
 	jobs := []State{{Job: &Job{ID: 1, MinWorkers: 1, MaxWorkers: 1, GPUsPerWorker: 1, Work: 1, Curve: Linear{PerWorker: 1}}, Remaining: 1}}
+	bad := *jobs[0].Job
+	bad.RestartCost = -1
+	_, err := Sia{}.AllocateTyped([]State{{Job: &bad, Remaining: 1}}, pools)
+	assert.ErrorIs(t, err, ErrInvalid, "negative restart cost")
 	for _, s := range []Sia{{P: math.NaN()}, {Lambda: -1}, {Gap: math.Inf(1)}, {Growth: 0.5}, {MaxNodes: -1}} {
 		_, err := s.AllocateTyped(jobs, pools)
 		assert.ErrorIs(t, err, ErrInvalid, "%+v", s)
 	}
-	_, err := Sia{}.AllocateTyped(jobs, nil)
+	_, err = Sia{}.AllocateTyped(jobs, nil)
 	assert.ErrorIs(t, err, ErrInvalid)
 	a, err := Sia{}.AllocateTyped(nil, pools)
 	require.NoError(t, err)

@@ -258,7 +258,7 @@ func (e *elasticEngine) apply(want []elastic.Assignment) (unplaced bool, err err
 	if len(want) != len(e.states) {
 		return false, fmt.Errorf("%w: the policy answered for %d of %d jobs", elastic.ErrInvalid, len(want), len(e.states))
 	}
-	overhead, now := e.cfg.RestartOverhead, e.t
+	now := e.t
 	type change struct {
 		j             *elJob
 		pool, from, w int
@@ -278,19 +278,19 @@ func (e *elasticEngine) apply(want []elastic.Assignment) (unplaced bool, err err
 			// Policies keep running jobs; a policy that stops one preempts it.
 			c.Release(j.job.ID)
 			j.rec.Preemptions++
-			j.overhead = overhead
+			j.overhead = e.restartOf(j)
 			j.queued = now
 		case from > 0 && to != pool:
 			c.Release(j.job.ID)
 			j.rec.Resizes++
-			j.overhead = overhead
+			j.overhead = e.restartOf(j)
 			grow = append(grow, change{j, to, 0, w, true})
 		case from > 0 && w < from:
 			if _, err := c.Resize(j.job, w); err != nil {
 				return false, err
 			}
 			j.rec.Resizes++
-			j.overhead = overhead
+			j.overhead = e.restartOf(j)
 		default:
 			grow = append(grow, change{j, to, from, w, false})
 		}
@@ -316,7 +316,7 @@ func (e *elasticEngine) apply(want []elastic.Assignment) (unplaced bool, err err
 				j.started = true
 				j.rec.Start = now
 				if e.cfg.ChargeStart {
-					j.overhead = overhead
+					j.overhead = e.restartOf(j)
 				}
 			}
 			continue
@@ -327,7 +327,7 @@ func (e *elasticEngine) apply(want []elastic.Assignment) (unplaced bool, err err
 		}
 		if n != g.from {
 			j.rec.Resizes++
-			j.overhead = overhead
+			j.overhead = e.restartOf(j)
 		}
 	}
 	return unplaced, nil

@@ -228,6 +228,15 @@ func (e *elasticEngine) checkJob(j *elastic.Job, seen map[int]bool, shape []elas
 	return nil
 }
 
+// restartOf is the time a restart costs the job: its own RestartCost, or
+// the configuration's RestartOverhead.
+func (e *elasticEngine) restartOf(j *elJob) float64 {
+	if j.job.RestartCost > 0 {
+		return j.job.RestartCost
+	}
+	return e.cfg.RestartOverhead
+}
+
 // arrivals admits the jobs that have arrived by now.
 func (e *elasticEngine) arrivals() {
 	for e.next < len(e.all) && e.all[e.next].job.Arrival <= e.t {
@@ -272,13 +281,13 @@ func (e *elasticEngine) orchestrate() error {
 		for _, id := range r.Preempted {
 			j := e.byID[id]
 			j.rec.Preemptions++
-			j.overhead = cfg.RestartOverhead
+			j.overhead = e.restartOf(j)
 			j.queued = e.t
 		}
 		for _, id := range r.ScaledIn {
 			j := e.byID[id]
 			j.rec.Resizes++
-			j.overhead = cfg.RestartOverhead
+			j.overhead = e.restartOf(j)
 		}
 		e.dirty = true
 	}

@@ -45,6 +45,16 @@ func TestRunHeteroByHand(t *testing.T) {
 	assert.InDelta(t, 60+2*65, res.PoolBusy[1], 1e-9)
 	assert.InDelta(t, r.GPUSeconds, res.PoolBusy[0]+res.PoolBusy[1], 1e-9)
 
+	// The job's own restart cost (20 s) replaces the run's 10 s: 120 units
+	// by 60 s, 120 more by 120 s (40 s at 3), 240 by 180 s (40 s at 6), the
+	// last 120 at 6 units/s: 200 s.
+	job.RestartCost = 20
+	pol.calls = 0
+	res, err = RunHetero(context.Background(), HeteroConfig{Pools: pools, Policy: pol, RestartOverhead: 10, EveryInterval: true}, []elastic.Job{job})
+	require.NoError(t, err)
+	assert.InDelta(t, 200, res.Records[0].Finish, 1e-9)
+	job.RestartCost = 0
+
 	// Errors: a pool where the job has no curve, a bad pool, no policy.
 	job.Curves = []elastic.Curve{nil, elastic.Linear{PerWorker: 3}}
 	_, err = RunHetero(context.Background(), HeteroConfig{Pools: pools, Policy: &scripted{script: [][]elastic.Assignment{{{Pool: 0, Workers: 1}}}}}, []elastic.Job{job})

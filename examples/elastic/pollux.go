@@ -14,6 +14,7 @@ import (
 	"github.com/gpusched/gpusched/elastic"
 	"github.com/gpusched/gpusched/gang"
 	"github.com/gpusched/gpusched/sim"
+	"github.com/gpusched/gpusched/topology"
 )
 
 // artifactJCT are the mean JCTs (s) per workload that the Pollux artifact
@@ -34,8 +35,10 @@ type polluxPolicy struct {
 	adaptive, fixed bool
 	artifact        string
 	// policy builds the policy; gpuTimes are the GPU-seconds of every job
-	// at its fixed GPUs (2D-Gittins's distribution).
+	// at its fixed GPUs (2D-Gittins's distribution). typed, when set,
+	// is a policy for pools of GPU types, run on one pool of the 16 x 4.
 	policy func(gpuTimes []float64) (elastic.Policy, error)
+	typed  func() elastic.TypedPolicy
 }
 
 func fixedPolicy(p elastic.Policy) func([]float64) (elastic.Policy, error) {
@@ -45,21 +48,22 @@ func fixedPolicy(p elastic.Policy) func([]float64) (elastic.Policy, error) {
 // polluxPolicies are the rows, in the order they run (fifo first: its
 // jobs' GPU times are 2D-Gittins's distribution).
 var polluxPolicies = []polluxPolicy{
-	{"fifo", "FIFO, fixed GPUs and batch", false, true, "", fixedPolicy(elastic.FIFO{})},
-	{"pollux", "Pollux-style (goodput, p = -1)", true, false, "Pollux", fixedPolicy(elastic.Pollux{})},
-	{"optimus", "Optimus-style", false, false, "Optimus", fixedPolicy(elastic.Optimus{Admission: elastic.ArrivalOrder})},
-	{"afs", "AFS-style", false, false, "", fixedPolicy(elastic.AFS{Admission: elastic.ArrivalOrder})},
+	{"fifo", "FIFO, fixed GPUs and batch", false, true, "", fixedPolicy(elastic.FIFO{}), nil},
+	{"pollux", "Pollux-style (goodput, p = -1)", true, false, "Pollux", fixedPolicy(elastic.Pollux{}), nil},
+	{"optimus", "Optimus-style", false, false, "Optimus", fixedPolicy(elastic.Optimus{Admission: elastic.ArrivalOrder}), nil},
+	{"afs", "AFS-style", false, false, "", fixedPolicy(elastic.AFS{Admission: elastic.ArrivalOrder}), nil},
 	{"tiresias", "Tiresias 2D-LAS (artifact: 2 queues, 16 GPU-h)", false, true, "Tiresias",
-		fixedPolicy(elastic.Tiresias{Order: gang.LAS2D{Thresholds: []float64{16 * 3600}}})},
+		fixedPolicy(elastic.Tiresias{Order: gang.LAS2D{Thresholds: []float64{16 * 3600}}}), nil},
 	{"tiresias-las", "Tiresias 2D-LAS (Tiresias's 3,250/7,200/18,000 GPU-s)", false, true, "",
-		fixedPolicy(elastic.Tiresias{Order: gang.LAS2D{}})},
+		fixedPolicy(elastic.Tiresias{Order: gang.LAS2D{}}), nil},
 	{"tiresias-gittins", "Tiresias 2D-Gittins (quantum 3,250 GPU-s)", false, true, "", func(times []float64) (elastic.Policy, error) {
 		g, err := gang.NewGittins2D(times, 3250)
 		if err != nil {
 			return nil, err
 		}
 		return elastic.Tiresias{Order: g}, nil
-	}},
+	}, nil},
+	{"sia", "Sia (one GPU type: configurations 1, 2, 4 GPUs, whole nodes)", true, false, "", nil, func() elastic.TypedPolicy { return elastic.Sia{} }},
 }
 
 // polluxNames lists the rows' names for -policies.
@@ -139,9 +143,11 @@ func runPollux(ctx context.Context, out io.Writer, dir string, n int, names []st
 		if !selected(p.name) {
 			continue
 		}
-		policy, err := p.policy(gpuTimes)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p.label, err)
+		var policy elastic.Policy
+		if p.policy != nil {
+			if policy, err = p.policy(gpuTimes); err != nil {
+				return nil, fmt.Errorf("%s: %w", p.label, err)
+			}
 		}
 		_, _ = fmt.Fprintf(tw, "%s\t", p.label)
 		t0 := time.Now()
@@ -151,8 +157,14 @@ func runPollux(ctx context.Context, out io.Writer, dir string, n int, names []st
 			if err != nil {
 				return nil, err
 			}
-			res, err := sim.RunElastic(ctx, sim.ElasticConfig{TrainingServers: 16, GPUsPerServer: 4, Policy: policy,
-				RestartOverhead: 30, ChargeStart: true, EveryInterval: true, Pack: true}, jobs)
+			var res *sim.ElasticResult
+			if p.typed != nil {
+				res, err = sim.RunHetero(ctx, sim.HeteroConfig{Pools: []elastic.Pool{{Type: topology.T4, Nodes: 16, GPUsPerNode: 4}}, Policy: p.typed(),
+					RestartOverhead: 30, ChargeStart: true, EveryInterval: true}, jobs)
+			} else {
+				res, err = sim.RunElastic(ctx, sim.ElasticConfig{TrainingServers: 16, GPUsPerServer: 4, Policy: policy,
+					RestartOverhead: 30, ChargeStart: true, EveryInterval: true, Pack: true}, jobs)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("%s, workload %d: %w", p.label, i+1, err)
 			}
