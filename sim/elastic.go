@@ -250,26 +250,49 @@ func throughputOn(c *elastic.Cluster, curve elastic.Curve, id, w int, buf *[]int
 }
 
 // apply moves the pools to the policy's answer: preemptions, shrinks and
-// moves off a pool first, in the jobs' order, then starts (on the new pool
-// for a move) and growths, the jobs with the largest workers first (best
-// fit decreasing). A move restarts the job (a resize); a start that does
-// not fit (fragmentation) leaves the job waiting and sets unplaced.
+// moves off a pool first, in the jobs' order (shrink), then starts (on the
+// new pool for a move) and growths, the jobs with the largest workers
+// first (best fit decreasing: grow). A move restarts the job (a resize); a
+// start that does not fit (fragmentation) leaves the job waiting and sets
+// unplaced.
 func (e *elasticEngine) apply(want []elastic.Assignment) (unplaced bool, err error) {
 	if len(want) != len(e.states) {
 		return false, fmt.Errorf("%w: the policy answered for %d of %d jobs", elastic.ErrInvalid, len(want), len(e.states))
 	}
-	now := e.t
-	type change struct {
-		j             *elJob
-		pool, from, w int
-		moved         bool
+	changes, err := e.shrink(want)
+	if err != nil {
+		return false, err
 	}
+	slices.SortStableFunc(changes, func(a, b change) int {
+		return cmp.Or(cmp.Compare(b.j.job.GPUsPerWorker, a.j.job.GPUsPerWorker), cmp.Compare((b.w-b.from)*b.j.job.GPUsPerWorker, (a.w-a.from)*a.j.job.GPUsPerWorker))
+	})
+	for _, g := range changes {
+		placed, err := e.grow(g)
+		if err != nil {
+			return false, err
+		}
+		unplaced = unplaced || !placed
+	}
+	return unplaced, nil
+}
+
+// change is a start or growth to make: job j to w workers on pool (from
+// the from it holds there; moved when it just left another pool).
+type change struct {
+	j             *elJob
+	pool, from, w int
+	moved         bool
+}
+
+// shrink stops, shrinks and moves off their pools the jobs the answer
+// takes GPUs from, and returns the starts and growths left to make.
+func (e *elasticEngine) shrink(want []elastic.Assignment) ([]change, error) {
 	var grow []change
 	for i, j := range e.active {
 		from, pool := e.states[i].Workers, e.states[i].Pool
 		to, w := want[i].Pool, want[i].Workers
 		if w > 0 && (to < 0 || to >= len(e.pools) || j.job.On(to) == nil) {
-			return false, fmt.Errorf("%w: the policy put job %d on pool %d, where it cannot run", elastic.ErrInvalid, j.job.ID, to)
+			return nil, fmt.Errorf("%w: the policy put job %d on pool %d, where it cannot run", elastic.ErrInvalid, j.job.ID, to)
 		}
 		c := e.pools[pool]
 		switch {
@@ -279,7 +302,7 @@ func (e *elasticEngine) apply(want []elastic.Assignment) (unplaced bool, err err
 			c.Release(j.job.ID)
 			j.rec.Preemptions++
 			j.overhead = e.restartOf(j)
-			j.queued = now
+			j.queued = e.t
 		case from > 0 && to != pool:
 			c.Release(j.job.ID)
 			j.rec.Resizes++
@@ -287,7 +310,7 @@ func (e *elasticEngine) apply(want []elastic.Assignment) (unplaced bool, err err
 			grow = append(grow, change{j, to, 0, w, true})
 		case from > 0 && w < from:
 			if _, err := c.Resize(j.job, w); err != nil {
-				return false, err
+				return nil, err
 			}
 			j.rec.Resizes++
 			j.overhead = e.restartOf(j)
@@ -295,32 +318,14 @@ func (e *elasticEngine) apply(want []elastic.Assignment) (unplaced bool, err err
 			grow = append(grow, change{j, to, from, w, false})
 		}
 	}
-	slices.SortStableFunc(grow, func(a, b change) int {
-		return cmp.Or(cmp.Compare(b.j.job.GPUsPerWorker, a.j.job.GPUsPerWorker), cmp.Compare((b.w-b.from)*b.j.job.GPUsPerWorker, (a.w-a.from)*a.j.job.GPUsPerWorker))
-	})
-	for _, g := range grow {
-		j, c := g.j, e.pools[g.pool]
-		if g.from == 0 {
-			if _, err := c.Place(j.job, g.w); err != nil {
-				if errors.Is(err, elastic.ErrUnplaceable) {
-					unplaced = true
-					if g.moved {
-						j.queued = now // it stopped on its old pool
-					}
-					continue // fragmented: it waits
-				}
-				return false, err
-			}
-			j.pool = g.pool
-			if !j.started {
-				j.started = true
-				j.rec.Start = now
-				if e.cfg.ChargeStart {
-					j.overhead = e.restartOf(j)
-				}
-			}
-			continue
-		}
+	return grow, nil
+}
+
+// grow makes one start or growth; placed is false when a start did not
+// fit (the job waits).
+func (e *elasticEngine) grow(g change) (placed bool, err error) {
+	j, c := g.j, e.pools[g.pool]
+	if g.from > 0 {
 		n, err := c.Resize(j.job, g.w)
 		if err != nil {
 			return false, err
@@ -329,8 +334,26 @@ func (e *elasticEngine) apply(want []elastic.Assignment) (unplaced bool, err err
 			j.rec.Resizes++
 			j.overhead = e.restartOf(j)
 		}
+		return true, nil
 	}
-	return unplaced, nil
+	if _, err := c.Place(j.job, g.w); err != nil {
+		if errors.Is(err, elastic.ErrUnplaceable) {
+			if g.moved {
+				j.queued = e.t // it stopped on its old pool
+			}
+			return false, nil // fragmented: it waits
+		}
+		return false, err
+	}
+	j.pool = g.pool
+	if !j.started {
+		j.started = true
+		j.rec.Start = e.t
+		if e.cfg.ChargeStart {
+			j.overhead = e.restartOf(j)
+		}
+	}
+	return true, nil
 }
 
 // ElasticSpec turns trace jobs, which give only a GPU count and a
