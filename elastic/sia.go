@@ -179,8 +179,12 @@ func (s Sia) Program(jobs []State, pools []Pool) (*ChoiceProblem, [][]SiaConfig,
 		prob.Capacity[k] = p.GPUs()
 	}
 	owner := make([][]SiaConfig, len(jobs)) // the configuration of each option
+	total := 0
 	for i := range jobs {
 		prob.Groups[i], owner[i] = s.options(&jobs[i], configs, c)
+		if total += len(owner[i]); total > MaxChoiceOptions {
+			return nil, nil, fmt.Errorf("%w: Sia's program would have more than %d options (%d jobs so far); bound the jobs' workers", ErrInvalid, MaxChoiceOptions, i+1)
+		}
 	}
 	return prob, owner, nil
 }
@@ -202,9 +206,18 @@ func (s Sia) options(st *State, configs []SiaConfig, c siaSettings) ([]Option, [
 	}
 	var cfgs []SiaConfig
 	var raw []float64
-	for _, cf := range configs {
+	for i := 0; i < len(configs); i++ {
+		cf := configs[i]
 		w := cf.GPUs / st.GPUsPerWorker
-		if cf.GPUs%st.GPUsPerWorker != 0 || w < st.MinWorkers || w > limit || st.On(cf.Pool) == nil {
+		if st.On(cf.Pool) == nil || w > limit {
+			// The pool's other configurations are no use either (larger,
+			// or on a pool the job cannot run on): skip to the next pool.
+			for i+1 < len(configs) && configs[i+1].Pool == cf.Pool {
+				i++
+			}
+			continue
+		}
+		if cf.GPUs%st.GPUsPerWorker != 0 || w < st.MinWorkers {
 			continue
 		}
 		g := s.estimate(st, cf.Pool, w)

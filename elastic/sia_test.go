@@ -234,6 +234,15 @@ func TestSiaErrors(t *testing.T) {
 	}
 	_, err = Sia{}.AllocateTyped(jobs, nil)
 	assert.ErrorIs(t, err, ErrInvalid)
+	// A program too large to build is refused, not built: two jobs of up to
+	// a million workers, no scale-up rule, on 700,000 one-GPU nodes.
+	huge := []Pool{{Nodes: 700000, GPUsPerNode: 1}}
+	var big []State
+	for id := range 2 {
+		big = append(big, State{Job: &Job{ID: id, MinWorkers: 1, MaxWorkers: MaxWorkers, GPUsPerWorker: 1, Work: 1, Curve: Linear{PerWorker: 1}}, Remaining: 1})
+	}
+	_, err = Sia{Growth: -1}.AllocateTyped(big, huge)
+	assert.ErrorIs(t, err, ErrInvalid)
 	a, err := Sia{}.AllocateTyped(nil, pools)
 	require.NoError(t, err)
 	assert.Empty(t, a)
