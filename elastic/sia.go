@@ -244,7 +244,7 @@ func (s Sia) options(st *State, configs []SiaConfig, c siaSettings) ([]Option, [
 	opts := make([]Option, len(cfgs))
 	for j, cf := range cfgs {
 		g := raw[j] * scale
-		if st.Workers > 0 && !(cf.Pool == st.Pool && cf.GPUs == st.Workers*st.GPUsPerWorker) {
+		if st.Workers > 0 && (cf.Pool != st.Pool || cf.GPUs != st.Workers*st.GPUsPerWorker) {
 			g *= r
 		}
 		v := c.lambda
