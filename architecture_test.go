@@ -28,7 +28,10 @@ var allowed = map[string][]string{
 	// binary that chooses GPUs or admits gangs carries no throughput table.
 	"placement/ring": {"placement", "cluster", "perfmodel", "topology", "internal"},
 	"gang":           {"placement", "cluster", "topology", "internal"},
-	"elastic":        {"placement", "cluster", "perfmodel", "topology", "internal"},
+	// elastic ranks its queue policies with gang's orders (Tiresias) and
+	// solves Sia's integer program with the LP solver (not the Gavel
+	// policies of allocation).
+	"elastic": {"gang", "allocation/lp", "placement", "cluster", "perfmodel", "topology", "internal"},
 	// scheduler composes the policies over the live state; it never
 	// imports sim, which drives it.
 	"scheduler": {"allocation", "placement", "gang", "elastic", "cluster", "perfmodel", "topology", "internal"},

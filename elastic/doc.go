@@ -12,7 +12,17 @@
 // for base demands, then [MultipleChoiceKnapsack] over extra workers),
 // [AFS]-style relative marginal gain (Hwang et al., NSDI 2021), [Optimus]-
 // style greedy time saved (Peng et al., EuroSys 2018), [Pollux]-style
-// power mean of goodput speedups (Qiao et al., OSDI 2021), and [FIFO].
+// power mean of goodput speedups (Qiao et al., OSDI 2021), [Tiresias]'s
+// 2D-LAS and 2D-Gittins over gang's orders (Gu et al., NSDI 2019), and
+// [FIFO].
+//
+// Heterogeneous clusters: [Pool]s of GPU types, jobs with a [Curve] per
+// pool, and a [TypedPolicy] that chooses each job's pool and workers:
+// [Sia] (Jayaram Subramanya et al., SOSP 2023: configurations per GPU
+// type and count, bootstrapped goodput estimates, the restart factor,
+// and its integer program solved exactly by [SolveChoice], branch and
+// bound over allocation/lp), and [Unaware], which runs any Policy blind
+// to types.
 //
 // Capacity: [Cluster] is the orchestrator's API: it loans whole servers,
 // reclaims them with Lyra's heuristic ([Reclaim], checked against the

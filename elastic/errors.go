@@ -46,4 +46,8 @@ const (
 	MaxKnapsackWork  = 1 << 30
 	// MaxTime bounds the magnitude of a job's arrival, in seconds.
 	MaxTime = 1e15
+	// MaxPools bounds the pools (GPU types) of a heterogeneous cluster.
+	MaxPools = 64
+	// MaxRestartCost bounds a job's restart cost, in seconds (a day).
+	MaxRestartCost = 86400
 )

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gpusched/gpusched/cluster"
 	"github.com/gpusched/gpusched/elastic"
+	"github.com/gpusched/gpusched/gang"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/topology"
@@ -113,4 +114,54 @@ func ExampleNewClusterOn() {
 	// Output:
 	// workers 12 GPUs held in the state 12 servers 2 free 1
 	// returned [1] preempted [7] workers left 0 servers 1 free 5
+}
+
+// Sia's worked example (SOSP 2023, section 3.3, Table 1): a node of 2
+// GPUs of type A and one of 4 of type B, two jobs whose goodputs on each
+// configuration are the table's. Maximising the sum of goodputs (P = 1)
+// gives J1 the four B GPUs and J2 the two A GPUs. With Sia's defaults the
+// scale-up rule starts each new job on one GPU, of the type where it is
+// worth most.
+func ExampleSia() {
+	pools := []elastic.Pool{{Type: "a", Nodes: 1, GPUsPerNode: 2}, {Type: "b", Nodes: 1, GPUsPerNode: 4}}
+	job := func(id int, a, b elastic.Table) *elastic.Job {
+		return &elastic.Job{ID: id, MinWorkers: 1, MaxWorkers: 4, GPUsPerWorker: 1, Work: 1, Curves: []elastic.Curve{a, b}}
+	}
+	jobs := []elastic.State{
+		{Job: job(1, elastic.Table{1, 1.5}, elastic.Table{1.5, 2.5, 2.5, 3.5}), Remaining: 1},
+		{Job: job(2, elastic.Table{1.2, 2.1}, elastic.Table{1, 1.9, 1.9, 3.6}), Remaining: 1},
+	}
+	best, err := elastic.Sia{P: 1, Growth: -1}.AllocateTyped(jobs, pools)
+	if err != nil {
+		panic(err)
+	}
+	first, err := elastic.Sia{}.AllocateTyped(jobs, pools)
+	if err != nil {
+		panic(err)
+	}
+	for i, a := range best {
+		fmt.Printf("J%d: %d GPUs of %s (new job: %d GPU of %s)\n", i+1, a.Workers, pools[a.Pool].Type, first[i].Workers, pools[first[i].Pool].Type)
+	}
+	// Output:
+	// J1: 4 GPUs of b (new job: 1 GPU of b)
+	// J2: 2 GPUs of a (new job: 1 GPU of a)
+}
+
+// Tiresias's 2D-LAS with one threshold of 100 GPU-seconds on 4 GPUs: the
+// running job has attained 200 (the second queue), so the job that has
+// attained nothing goes first and preempts it.
+func ExampleTiresias() {
+	rigid := func(id int, g int) *elastic.Job {
+		return &elastic.Job{ID: id, MinWorkers: g, MaxWorkers: g, GPUsPerWorker: 1, Work: 1000, Curve: elastic.Linear{PerWorker: 1}}
+	}
+	jobs := []elastic.State{
+		{Job: rigid(1, 2), Remaining: 500, Workers: 2, Age: 300, Attained: 200},
+		{Job: rigid(2, 4), Remaining: 1000, Age: 50, Waiting: 50},
+	}
+	w, err := elastic.Tiresias{Order: gang.LAS2D{Thresholds: []float64{100}}}.Allocate(jobs, 4)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(w)
+	// Output: [0 4]
 }

@@ -85,7 +85,11 @@ func NewTable(maxWorkers int, f func(workers int) (float64, error)) (Table, erro
 // it runs on between MinWorkers (its base demand, w_min) and MaxWorkers
 // (w_max) workers of GPUsPerWorker GPUs each; a job with MinWorkers equal
 // to MaxWorkers is inelastic. Work is the total work in the Curve's units.
-// A Job is a plain value: safe for concurrent reads if its Curve is.
+// On a heterogeneous cluster (pools of GPU types, TypedPolicy) Curves gives
+// its curve on each pool, in the same units of work (nil where it cannot
+// run), and Curve is not used; a job without Curves runs at Curve on every
+// pool.
+// A Job is a plain value: safe for concurrent reads if its curves are.
 type Job struct {
 	ID                     int
 	Arrival                float64
@@ -93,6 +97,25 @@ type Job struct {
 	GPUsPerWorker          int
 	Work                   float64
 	Curve                  Curve
+	Curves                 []Curve
+	// RestartCost is the time, in seconds, the job makes no progress after
+	// each restart or resize (checkpoint and restore; Sia measured 25 to
+	// 250 s by model, SOSP 2023, section 3.3): Sia's S_i, and what a
+	// simulator charges it; 0 means the simulator's default. At most
+	// MaxRestartCost.
+	RestartCost float64
+}
+
+// On returns the job's curve on pool k: Curves[k], or Curve when the job
+// has no Curves (nil when k is out of range or the job cannot run there).
+func (j *Job) On(k int) Curve {
+	if j.Curves == nil {
+		return j.Curve
+	}
+	if k < 0 || k >= len(j.Curves) {
+		return nil
+	}
+	return j.Curves[k]
 }
 
 // Elastic reports whether the job can change its number of workers.
@@ -101,9 +124,11 @@ func (j *Job) Elastic() bool { return j.MaxWorkers > j.MinWorkers }
 // Validate returns an error wrapping ErrInvalid when the job cannot run:
 // bounds that cross or are below one (or above MaxWorkers), GPUs per
 // worker outside 1 to MaxGPUsPerServer, work that is not positive and
-// finite, an arrival beyond MaxTime, a missing curve, or a curve not
-// positive and finite at its bounds (policies never choose a count in between where the curve
-// gives nothing, and a simulator reports one as an error).
+// finite, an arrival beyond MaxTime, a missing curve (Curves, when given,
+// holds 1 to MaxPools entries, at least one not nil), or a curve not
+// positive and finite at its bounds (policies never choose a count in
+// between where the curve gives nothing, and a simulator reports one as an
+// error).
 func (j *Job) Validate() error {
 	switch {
 	case j.MinWorkers < 1 || j.MaxWorkers < j.MinWorkers || j.MaxWorkers > MaxWorkers:
@@ -112,29 +137,61 @@ func (j *Job) Validate() error {
 		return fmt.Errorf("%w: job %d has %d GPUs per worker, want 1 to %d", ErrInvalid, j.ID, j.GPUsPerWorker, MaxGPUsPerServer)
 	case !(j.Work > 0) || math.IsInf(j.Work, 0):
 		return fmt.Errorf("%w: job %d has work %v", ErrInvalid, j.ID, j.Work)
-	case j.Curve == nil:
+	case j.Curve == nil && j.Curves == nil:
 		return fmt.Errorf("%w: job %d has no scaling curve", ErrInvalid, j.ID)
+	case j.Curves != nil && (len(j.Curves) == 0 || len(j.Curves) > MaxPools):
+		return fmt.Errorf("%w: job %d has curves on %d pools, want 1 to %d", ErrInvalid, j.ID, len(j.Curves), MaxPools)
 	case !(j.Arrival >= -MaxTime && j.Arrival <= MaxTime):
 		return fmt.Errorf("%w: job %d arrives at %v s, outside [%g, %g]", ErrInvalid, j.ID, j.Arrival, -MaxTime, MaxTime)
+	case !(j.RestartCost >= 0 && j.RestartCost <= MaxRestartCost):
+		return fmt.Errorf("%w: job %d has a restart cost of %v s, want 0 to %v", ErrInvalid, j.ID, j.RestartCost, MaxRestartCost)
 	}
-	for _, w := range []int{j.MinWorkers, j.MaxWorkers} {
-		if x := j.Curve.Throughput(w); !(x > 0) || math.IsInf(x, 0) {
-			return fmt.Errorf("%w: job %d has throughput %v on %d workers", ErrInvalid, j.ID, x, w)
+	curves := j.Curves
+	if curves == nil {
+		curves = []Curve{j.Curve}
+	}
+	some := false
+	for k, c := range curves {
+		if c == nil {
+			continue
 		}
+		some = true
+		for _, w := range []int{j.MinWorkers, j.MaxWorkers} {
+			if x := c.Throughput(w); !(x > 0) || math.IsInf(x, 0) {
+				if j.Curves == nil {
+					return fmt.Errorf("%w: job %d has throughput %v on %d workers", ErrInvalid, j.ID, x, w)
+				}
+				return fmt.Errorf("%w: job %d has throughput %v on %d workers of pool %d", ErrInvalid, j.ID, x, w, k)
+			}
+		}
+	}
+	if !some {
+		return fmt.Errorf("%w: job %d can run on no pool (every curve is nil)", ErrInvalid, j.ID)
 	}
 	return nil
 }
 
 // State is a job as a policy sees it: how much work is left and how many
 // workers it holds now (0 when queued); Age (seconds since arrival) and
-// Restarts (times it was resized or restarted) feed restart penalties. A
-// State is a plain value, safe for concurrent reads as its Job is.
+// Restarts (times it was resized or restarted) feed restart penalties;
+// Attained (GPU-seconds held so far) and Waiting (seconds since it last
+// arrived or was stopped, 0 while it runs) feed least-attained-service
+// orders (Tiresias). On a heterogeneous cluster Pool is the pool its
+// workers are on (0 on a cluster of one pool), and Seen[k] the most
+// workers it has held on pool k so far (nil when the simulator does not
+// say; Sia's throughput estimates and scale-up limit read it; policies
+// must not change it). A State is a plain value, safe for concurrent reads
+// as its Job is.
 type State struct {
 	*Job
 	Remaining float64
 	Workers   int
 	Age       float64
 	Restarts  int
+	Attained  float64
+	Waiting   float64
+	Pool      int
+	Seen      []int
 }
 
 // Time returns the time the job still needs on w workers (+Inf for none).
@@ -149,8 +206,10 @@ func (s *State) Time(w int) float64 {
 // Policy chooses the number of workers of every job given the GPUs there
 // are: 0 (queued) or a count between the job's bounds, using at most gpus
 // GPUs in all. Policies keep running jobs running (at least at their base
-// demand): preemption is the orchestrator's business, when it reclaims
-// servers. The policies of this package hold no state: one is safe for
+// demand), preemption being the orchestrator's business when it reclaims
+// servers, except those that preempt by rank, as Tiresias does: a running
+// job given 0 workers is stopped (a simulator counts a preemption and
+// charges its restart). The policies of this package hold no state: one is safe for
 // concurrent use when the jobs' curves are (Linear and Table are). gpus is
 // at most MaxGPUs.
 type Policy interface {
@@ -171,6 +230,9 @@ func validate(jobs []State, gpus int) error {
 		}
 		if !(s.Remaining > 0) || math.IsInf(s.Remaining, 0) {
 			return fmt.Errorf("%w: job %d has %v work left", ErrInvalid, s.ID, s.Remaining)
+		}
+		if err := checkService(s); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -8,7 +8,11 @@
 // at their rates and reports what ran, as Gavel's simulator and its
 // physical mode share one scheduler (Narayanan et al., OSDI 2020, section
 // 6). The event-driven engines ([RunEvents] with gang's schedulers,
-// [RunElastic] with elastic's) keep their own loops.
+// [RunElastic] with elastic's, [RunHetero] with elastic's typed policies
+// on pools of GPU types: Sia, [GavelRounds], type-blind ones) keep their
+// own loops, each a type whose named steps the loop calls in turn.
+// [PolluxHeteroJobs] puts Pollux's workloads on several GPU types, with
+// computation speedups predicted by perfmodel/hw ([PolluxSpeedup]).
 //
 // The model is Gavel's simulator (Narayanan et al., OSDI 2020, section 7;
 // scheduler.py: simulate): 360 s rounds, arrivals admitted at round

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -160,6 +159,10 @@ type ElasticResult struct {
 	Loans, Reclaims int
 	// Allocations counts the policy's calls.
 	Allocations int
+	// PoolBusy gives the busy GPU-seconds on each pool (RunHetero's GPU
+	// types; one entry, training and loaned servers together, for
+	// RunElastic).
+	PoolBusy []float64
 }
 
 // ElasticSummary gives Lyra's metrics (Table 5).
@@ -215,338 +218,142 @@ func (r *ElasticResult) Summarise() ElasticSummary {
 	return s
 }
 
-type elJob struct {
-	job       *elastic.Job
-	rec       *ElasticRecord
-	remaining float64
-	overhead  float64 // seconds of restart left
-	started   bool
+// bestRate is the largest throughput of a job whose curves are Linear or
+// Table, over its pools; ok is false when a curve is of another kind,
+// whose maximum is not known.
+func bestRate(j *elastic.Job, pools int) (rate float64, ok bool) {
+	for k := range pools {
+		switch c := j.On(k).(type) {
+		case nil:
+		case elastic.Linear:
+			rate = math.Max(rate, c.PerWorker*float64(j.MaxWorkers))
+		case elastic.Table:
+			for w := 1; w <= min(j.MaxWorkers, len(c)); w++ {
+				rate = math.Max(rate, c[w-1])
+			}
+		default:
+			return 0, false
+		}
+	}
+	return rate, rate > 0
 }
 
-// RunElastic simulates the jobs (in any order) to completion. Input out of
-// range is an error wrapping elastic.ErrInvalid: jobs (elastic.Job.Validate),
-// intervals (0 or in [MinPeriod, MaxPeriod]), restart overhead (at most
-// MaxPeriod), more than elastic.MaxServers training and inference servers
-// together. A job whose curve is Linear or Table and that would need more
-// than MaxIntervals intervals even at its best rate is refused up front; a
-// run that reaches MaxIntervals, or whose time or work stops changing,
-// stops with ErrNoProgress; one whose waiting jobs never get capacity with
-// ErrStalled.
-func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*ElasticResult, error) {
-	if cfg.Policy == nil {
-		return nil, fmt.Errorf("%w: no policy", elastic.ErrInvalid)
-	}
-	bad := func(x float64) bool { return !(x >= 0) || math.IsInf(x, 0) }
-	if cfg.InferenceServers < 0 || bad(cfg.Headroom) || cfg.Headroom > 1 || bad(cfg.RestartOverhead) || bad(cfg.Interval) || bad(cfg.OrchestratorInterval) {
-		return nil, fmt.Errorf("%w: %d inference servers, headroom %v, restart %v s, intervals %v and %v s", elastic.ErrInvalid, cfg.InferenceServers, cfg.Headroom, cfg.RestartOverhead, cfg.Interval, cfg.OrchestratorInterval)
-	}
-	for _, p := range []struct {
-		name string
-		v    float64
-	}{{"interval", cfg.Interval}, {"orchestrator interval", cfg.OrchestratorInterval}} {
-		if p.v != 0 && !(p.v >= MinPeriod && p.v <= MaxPeriod) {
-			return nil, fmt.Errorf("%w: %s %v s, outside [%g, %g] (0 means the default)", elastic.ErrInvalid, p.name, p.v, MinPeriod, MaxPeriod)
-		}
-	}
-	if cfg.RestartOverhead > MaxPeriod {
-		return nil, fmt.Errorf("%w: restart overhead %v s, more than %g", elastic.ErrInvalid, cfg.RestartOverhead, MaxPeriod)
-	}
-	if cfg.TrainingServers < 0 || cfg.InferenceServers > elastic.MaxServers-max(cfg.TrainingServers, 0) {
-		return nil, fmt.Errorf("%w: %d training and %d inference servers, more than %d together", elastic.ErrInvalid, cfg.TrainingServers, cfg.InferenceServers, elastic.MaxServers)
-	}
-	limit := cfg.MaxIntervals
-	if limit < 0 {
-		return nil, fmt.Errorf("%w: MaxIntervals %d, want >= 0 (0 means %d)", elastic.ErrInvalid, limit, DefaultMaxSteps)
-	}
-	if limit == 0 {
-		limit = DefaultMaxSteps
-	}
-	dt, orchDT := cfg.Interval, cfg.OrchestratorInterval
-	if dt == 0 {
-		dt = 60
-	}
-	if orchDT == 0 {
-		orchDT = 300
-	}
-	c, err := elastic.NewCluster(cfg.TrainingServers, cfg.GPUsPerServer)
-	if err != nil {
-		return nil, err
-	}
-	c.SetPacking(cfg.Pack)
-	// The most servers training can ever hold: its own and every
-	// inference server but the headroom.
-	maxServers := cfg.TrainingServers
-	if cfg.Usage != nil {
-		maxServers += cfg.InferenceServers - int(math.Ceil(float64(cfg.InferenceServers)*cfg.Headroom-1e-9))
-	}
-	all := make([]*elJob, len(jobs))
-	res := &ElasticResult{Records: make([]ElasticRecord, len(jobs))}
-	seen := map[int]bool{}
-	for i := range jobs {
-		j := &jobs[i]
-		if err := j.Validate(); err != nil {
-			return nil, err
-		}
-		if seen[j.ID] {
-			return nil, fmt.Errorf("%w: job ID %d twice", elastic.ErrInvalid, j.ID)
-		}
-		seen[j.ID] = true
-		if j.GPUsPerWorker > cfg.GPUsPerServer || j.MinWorkers > maxServers*(cfg.GPUsPerServer/j.GPUsPerWorker) {
-			return nil, fmt.Errorf("%w: job %d needs %d workers of %d GPUs; the cluster never holds more than %d servers of %d GPUs", elastic.ErrInvalid, j.ID, j.MinWorkers, j.GPUsPerWorker, maxServers, cfg.GPUsPerServer)
-		}
-		if rate, ok := bestRate(j); ok && j.Work/rate/dt > float64(limit) {
-			return nil, fmt.Errorf("%w: job %d needs at least %.3g intervals of %g s (work %g at %g per second), more than MaxIntervals (%d)",
-				ErrNoProgress, j.ID, j.Work/rate/dt, dt, j.Work, rate, limit)
-		}
-		res.Records[i] = ElasticRecord{ID: j.ID, Arrival: j.Arrival, Start: math.NaN(), Finish: math.NaN()}
-		all[i] = &elJob{job: j, rec: &res.Records[i], remaining: j.Work}
-	}
-	slices.SortStableFunc(all, func(a, b *elJob) int { return cmp.Compare(a.job.Arrival, b.job.Arrival) })
-	if len(all) == 0 {
-		return res, nil
-	}
-	byID := map[int]*elJob{}
-	var active []*elJob // arrived, unfinished, by arrival
-	next, done := 0, 0
-	t := all[0].job.Arrival
-	nextOrch := t
-	dirty := true
-	lastRun := t // the last time a job ran or arrived
-	const stallAfter = 30 * 86400.0
-	var states []elastic.State
-	var spanBuf []int
-	for intervals := 0; done < len(all); intervals++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if intervals >= limit {
-			return nil, fmt.Errorf("%w: %d intervals (to %.0f s) with %d of %d jobs left, MaxIntervals reached", ErrNoProgress, intervals, t, len(all)-done, len(all))
-		}
-		for next < len(all) && all[next].job.Arrival <= t {
-			active = append(active, all[next])
-			byID[all[next].job.ID] = all[next]
-			next++
-			dirty, lastRun = true, t
-		}
-		if cfg.Usage != nil && t >= nextOrch {
-			nextOrch += orchDT * math.Max(1, math.Floor((t-nextOrch)/orchDT)+1)
-			u := cfg.Usage.Usage(t)
-			if math.IsNaN(u) {
-				u = 1
-			}
-			u = math.Min(1, math.Max(0, u))
-			want := max(0, cfg.InferenceServers-int(math.Ceil(float64(cfg.InferenceServers)*(u+cfg.Headroom)-1e-9)))
-			have := c.Loaned()
-			switch {
-			case want > have:
-				if _, err := c.Loan(want - have); err != nil {
-					return nil, err
-				}
-				res.Loans += want - have
-				dirty = true
-			case want < have:
-				r, err := c.Reclaim(have - want)
-				if err != nil {
-					return nil, err
-				}
-				res.Reclaims += have - want
-				for _, id := range r.Preempted {
-					e := byID[id]
-					e.rec.Preemptions++
-					e.overhead = cfg.RestartOverhead
-				}
-				for _, id := range r.ScaledIn {
-					e := byID[id]
-					e.rec.Resizes++
-					e.overhead = cfg.RestartOverhead
-				}
-				dirty = true
-			}
-		}
-		if dirty || cfg.EveryInterval {
-			states = states[:0]
-			for _, e := range active {
-				if pc, ok := e.job.Curve.(elastic.ProgressCurve); ok {
-					pc.SetProgress(e.job.Work - e.remaining)
-				}
-				states = append(states, elastic.State{Job: e.job, Remaining: e.remaining, Workers: c.Workers(e.job.ID),
-					Age: t - e.job.Arrival, Restarts: e.rec.Resizes + e.rec.Preemptions})
-			}
-			total, _ := c.GPUs()
-			want, err := cfg.Policy.Allocate(states, total)
-			res.Allocations++
-			if err != nil {
-				return nil, fmt.Errorf("sim: elastic policy at %v s: %w", t, err)
-			}
-			unplaced, err := applyElastic(c, active, states, want, cfg.RestartOverhead, t, cfg.ChargeStart)
-			if err != nil {
-				return nil, fmt.Errorf("sim: at %v s: %w", t, err)
-			}
-			// A start that did not fit (fragmentation): ask again next
-			// interval rather than leave the GPUs set aside for it idle.
-			dirty = unplaced
-		}
-		// Run one interval.
-		total, _ := c.GPUs()
-		loanTotal, _ := c.LoanedGPUs()
-		res.TrainingCapacity += float64(total-loanTotal) * dt
-		res.LoanedCapacity += float64(loanTotal) * dt
-		kept := active[:0]
-		for _, e := range active {
-			w := c.Workers(e.job.ID)
-			if w == 0 {
-				kept = append(kept, e)
-				continue
-			}
-			run := dt
-			if e.overhead > 0 {
-				o := math.Min(e.overhead, dt)
-				e.overhead -= o
-				run -= o
-			}
-			if pc, ok := e.job.Curve.(elastic.ProgressCurve); ok {
-				pc.SetProgress(e.job.Work - e.remaining)
-			}
-			x, onLoan := throughputOn(c, e.job, w, &spanBuf)
-			if !(x > 0) || math.IsInf(x, 0) {
-				return nil, fmt.Errorf("%w: job %d has throughput %v on %d workers at %v s", elastic.ErrInvalid, e.job.ID, x, w, t)
-			}
-			lastRun = t
-			held := dt
-			finished := x*run >= e.remaining
-			if finished {
-				e.rec.Finish = t + (dt - run) + e.remaining/x
-				held = e.rec.Finish - t
-			}
-			g := float64(e.job.GPUsPerWorker)
-			e.rec.GPUSeconds += float64(w) * g * held
-			res.TrainingBusy += float64(w-onLoan) * g * held
-			res.LoanedBusy += float64(onLoan) * g * held
-			if finished {
-				e.remaining = 0
-				c.Release(e.job.ID)
-				done++
-				dirty = true
-				continue
-			}
-			if e.remaining-x*run == e.remaining && run > 0 {
-				return nil, fmt.Errorf("%w: job %d's %g remaining work does not change by %g", ErrNoProgress, e.job.ID, e.remaining, x*run)
-			}
-			e.remaining -= x * run
-			kept = append(kept, e)
-		}
-		active = kept
-		if t+dt == t {
-			return nil, fmt.Errorf("%w: time %g s does not advance by an interval of %g s", ErrNoProgress, t, dt)
-		}
-		t += dt
-		if len(active) == 0 && next < len(all) && all[next].job.Arrival > t {
-			// Idle: jump to the interval of the next arrival; the servers
-			// held are idle meanwhile.
-			skip := math.Floor((all[next].job.Arrival-t)/dt) * dt
-			res.TrainingCapacity += float64(total-loanTotal) * skip
-			res.LoanedCapacity += float64(loanTotal) * skip
-			t += skip
-		}
-		if next == len(all) && t-lastRun > stallAfter {
-			return nil, fmt.Errorf("%w: %d jobs have waited %v s with nothing running (job %d needs %d workers of %d GPUs)",
-				ErrStalled, len(active), t-lastRun, active[0].job.ID, active[0].job.MinWorkers, active[0].job.GPUsPerWorker)
-		}
-	}
-	res.End = t
-	slices.SortFunc(res.Records, func(a, b ElasticRecord) int { return cmp.Compare(a.ID, b.ID) })
-	return res, c.Check()
-}
-
-// bestRate is the largest throughput of a job whose curve is Linear or
-// Table; ok is false for other curves, whose maximum is not known.
-func bestRate(j *elastic.Job) (rate float64, ok bool) {
-	switch c := j.Curve.(type) {
-	case elastic.Linear:
-		return c.PerWorker * float64(j.MaxWorkers), true
-	case elastic.Table:
-		for w := 1; w <= min(j.MaxWorkers, len(c)); w++ {
-			rate = math.Max(rate, c[w-1])
-		}
-		return rate, rate > 0
-	}
-	return 0, false
-}
-
-// throughputOn is the job's throughput on its placement, and how many of
-// its workers are on loaned servers; buf is scratch space.
-func throughputOn(c *elastic.Cluster, j *elastic.Job, w int, buf *[]int) (float64, int) {
-	perServer, onLoan := c.Span(j.ID, (*buf)[:0])
+// throughputOn is a curve's throughput on a job's placement, and how many
+// of its workers are on loaned servers; buf is scratch space.
+func throughputOn(c *elastic.Cluster, curve elastic.Curve, id, w int, buf *[]int) (float64, int) {
+	perServer, onLoan := c.Span(id, (*buf)[:0])
 	*buf = perServer
-	if pc, ok := j.Curve.(elastic.PlacedCurve); ok {
+	if pc, ok := curve.(elastic.PlacedCurve); ok {
 		return pc.ThroughputOn(perServer), onLoan
 	}
-	return j.Curve.Throughput(w), onLoan
+	return curve.Throughput(w), onLoan
 }
 
-// applyElastic moves the cluster to the policy's allocation: shrinks
-// first, then starts and growths, the jobs with the largest workers first
-// (best fit decreasing).
-func applyElastic(c *elastic.Cluster, active []*elJob, states []elastic.State, want []int, overhead, now float64, chargeStart bool) (unplaced bool, err error) {
-	if len(want) != len(states) {
-		return false, fmt.Errorf("%w: the policy answered for %d of %d jobs", elastic.ErrInvalid, len(want), len(states))
+// apply moves the pools to the policy's answer: preemptions, shrinks and
+// moves off a pool first, in the jobs' order (shrink), then starts (on the
+// new pool for a move) and growths, the jobs with the largest workers
+// first (best fit decreasing: grow). A move restarts the job (a resize); a
+// start that does not fit (fragmentation) leaves the job waiting and sets
+// unplaced.
+func (e *elasticEngine) apply(want []elastic.Assignment) (unplaced bool, err error) {
+	if len(want) != len(e.states) {
+		return false, fmt.Errorf("%w: the policy answered for %d of %d jobs", elastic.ErrInvalid, len(want), len(e.states))
 	}
-	type change struct {
-		e       *elJob
-		from, w int
+	changes, err := e.shrink(want)
+	if err != nil {
+		return false, err
 	}
+	slices.SortStableFunc(changes, func(a, b change) int {
+		return cmp.Or(cmp.Compare(b.j.job.GPUsPerWorker, a.j.job.GPUsPerWorker), cmp.Compare((b.w-b.from)*b.j.job.GPUsPerWorker, (a.w-a.from)*a.j.job.GPUsPerWorker))
+	})
+	for _, g := range changes {
+		placed, err := e.grow(g)
+		if err != nil {
+			return false, err
+		}
+		unplaced = unplaced || !placed
+	}
+	return unplaced, nil
+}
+
+// change is a start or growth to make: job j to w workers on pool (from
+// the from it holds there; moved when it just left another pool).
+type change struct {
+	j             *elJob
+	pool, from, w int
+	moved         bool
+}
+
+// shrink stops, shrinks and moves off their pools the jobs the answer
+// takes GPUs from, and returns the starts and growths left to make.
+func (e *elasticEngine) shrink(want []elastic.Assignment) ([]change, error) {
 	var grow []change
-	for i, e := range active {
-		from, w := states[i].Workers, want[i]
+	for i, j := range e.active {
+		from, pool := e.states[i].Workers, e.states[i].Pool
+		to, w := want[i].Pool, want[i].Workers
+		if w > 0 && (to < 0 || to >= len(e.pools) || j.job.On(to) == nil) {
+			return nil, fmt.Errorf("%w: the policy put job %d on pool %d, where it cannot run", elastic.ErrInvalid, j.job.ID, to)
+		}
+		c := e.pools[pool]
 		switch {
-		case w == from:
+		case w == from && (w == 0 || to == pool):
 		case w == 0:
 			// Policies keep running jobs; a policy that stops one preempts it.
-			c.Release(e.job.ID)
-			e.rec.Preemptions++
-			e.overhead = overhead
+			c.Release(j.job.ID)
+			j.rec.Preemptions++
+			j.overhead = e.restartOf(j)
+			j.queued = e.t
+		case from > 0 && to != pool:
+			c.Release(j.job.ID)
+			j.rec.Resizes++
+			j.overhead = e.restartOf(j)
+			grow = append(grow, change{j, to, 0, w, true})
 		case from > 0 && w < from:
-			if _, err := c.Resize(e.job, w); err != nil {
-				return false, err
+			if _, err := c.Resize(j.job, w); err != nil {
+				return nil, err
 			}
-			e.rec.Resizes++
-			e.overhead = overhead
+			j.rec.Resizes++
+			j.overhead = e.restartOf(j)
 		default:
-			grow = append(grow, change{e, from, w})
+			grow = append(grow, change{j, to, from, w, false})
 		}
 	}
-	slices.SortStableFunc(grow, func(a, b change) int {
-		return cmp.Or(cmp.Compare(b.e.job.GPUsPerWorker, a.e.job.GPUsPerWorker), cmp.Compare((b.w-b.from)*b.e.job.GPUsPerWorker, (a.w-a.from)*a.e.job.GPUsPerWorker))
-	})
-	for _, g := range grow {
-		j := g.e.job
-		if g.from == 0 {
-			if _, err := c.Place(j, g.w); err != nil {
-				if errors.Is(err, elastic.ErrUnplaceable) {
-					unplaced = true
-					continue // fragmented: it waits
-				}
-				return false, err
-			}
-			if !g.e.started {
-				g.e.started = true
-				g.e.rec.Start = now
-				if chargeStart {
-					g.e.overhead = overhead
-				}
-			}
-			continue
-		}
-		n, err := c.Resize(j, g.w)
+	return grow, nil
+}
+
+// grow makes one start or growth; placed is false when a start did not
+// fit (the job waits).
+func (e *elasticEngine) grow(g change) (placed bool, err error) {
+	j, c := g.j, e.pools[g.pool]
+	if g.from > 0 {
+		n, err := c.Resize(j.job, g.w)
 		if err != nil {
 			return false, err
 		}
 		if n != g.from {
-			g.e.rec.Resizes++
-			g.e.overhead = overhead
+			j.rec.Resizes++
+			j.overhead = e.restartOf(j)
+		}
+		return true, nil
+	}
+	if _, err := c.Place(j.job, g.w); err != nil {
+		if errors.Is(err, elastic.ErrUnplaceable) {
+			if g.moved {
+				j.queued = e.t // it stopped on its old pool
+			}
+			return false, nil // fragmented: it waits
+		}
+		return false, err
+	}
+	j.pool = g.pool
+	if !j.started {
+		j.started = true
+		j.rec.Start = e.t
+		if e.cfg.ChargeStart {
+			j.overhead = e.restartOf(j)
 		}
 	}
-	return unplaced, nil
+	return true, nil
 }
 
 // ElasticSpec turns trace jobs, which give only a GPU count and a

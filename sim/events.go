@@ -97,7 +97,78 @@ func (h *eventHeap) Pop() any {
 // its best rate is refused up front; a run that reaches MaxEvents events,
 // or whose clock stops advancing, stops with ErrNoProgress. A scheduler's
 // error stops the run and is returned wrapped.
+//
+// Each event takes the steps of eventEngine in turn: the next event's
+// time, execution up to it, completions, arrivals, and the scheduler's
+// decision (with a utilisation sample).
 func RunEvents(ctx context.Context, cfg EventConfig, jobs []Job) (*Result, error) {
+	e, err := newEventEngine(cfg, jobs)
+	if err != nil {
+		return nil, err
+	}
+	for events := 0; e.done < len(e.all); events++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if events >= e.limit {
+			return nil, fmt.Errorf("%w: %d events (to %.0f s) with %d of %d jobs left, MaxEvents reached", ErrNoProgress, events, e.t, len(e.all)-e.done, len(e.all))
+		}
+		nextT, err := e.nextTime()
+		if err != nil {
+			return nil, err
+		}
+		e.execute(nextT)
+		finished := e.completions()
+		arrived := e.arrivals()
+		changed := finished || arrived
+		if !changed && cfg.Timer <= 0 {
+			continue
+		}
+		if err := e.watchIdle(changed); err != nil {
+			return nil, err
+		}
+		e.res.Rounds++
+		if err := e.decide(); err != nil {
+			return nil, err
+		}
+		if len(e.running) == 0 && len(e.waiting) > 0 && e.next == len(e.all) && cfg.Timer <= 0 {
+			return nil, fmt.Errorf("%w at %.0f s: the scheduler starts none of %d waiting jobs", ErrStalled, e.t, len(e.waiting))
+		}
+		if cfg.Progress != nil {
+			cfg.Progress(e.done, len(e.all))
+		}
+	}
+	slices.SortFunc(e.res.Records, func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
+	return e.res, nil
+}
+
+// eventEngine is RunEvents' state: the jobs by arrival, the free GPUs of
+// each type, the waiting and running jobs, the pending completions and
+// the clock.
+type eventEngine struct {
+	cfg              EventConfig
+	res              *Result
+	limit            int // MaxEvents
+	all              []*evJob
+	byID             map[int]*evJob
+	free             []int
+	total            int // GPUs of the cluster
+	waiting, running []*evJob
+	h                eventHeap
+	next, done       int
+	t                float64
+	lastUtil         float64 // the time of the last utilisation sample
+	idleTimers       int     // timer events in a row with nothing run or changed
+}
+
+// maxIdleTimers is how many timer events in a row may find nothing
+// running and nothing changed before the run stalls.
+const maxIdleTimers = 100000
+
+// newEventEngine is the preparation step: the settings checked, rates
+// looked up once, jobs that can run nowhere set aside, the jobs sorted by
+// arrival.
+func newEventEngine(cfg EventConfig, jobs []Job) (*eventEngine, error) {
 	if err := checkCluster(cfg.Types, cfg.Capacity); err != nil {
 		return nil, err
 	}
@@ -114,210 +185,242 @@ func RunEvents(ctx context.Context, cfg EventConfig, jobs []Job) (*Result, error
 	if err != nil {
 		return nil, err
 	}
-	model := cfg.Throughput
-	if model == nil {
-		model = gavel.Simulation()
+	if cfg.Throughput == nil {
+		cfg.Throughput = gavel.Simulation()
 	}
-	res := &Result{Types: cfg.Types, Capacity: cfg.Capacity, prices: prices(Config{Types: cfg.Types})}
+	e := &eventEngine{cfg: cfg, limit: limit, byID: map[int]*evJob{}, free: slices.Clone(cfg.Capacity), lastUtil: -1,
+		res: &Result{Types: cfg.Types, Capacity: cfg.Capacity, prices: prices(Config{Types: cfg.Types})}}
 	order := slices.Clone(jobs)
 	slices.SortStableFunc(order, func(a, b Job) int { return cmp.Or(cmp.Compare(a.Arrival, b.Arrival), cmp.Compare(a.ID, b.ID)) })
-	var all []*evJob
-	byID := map[int]*evJob{}
 	for _, j := range order {
-		if byID[j.ID] != nil {
-			return nil, invalid("job ID %d appears twice", j.ID)
-		}
-		if err := checkJob(&j); err != nil {
+		if err := e.add(j); err != nil {
 			return nil, err
 		}
-		tput, best, err := jobRates(model, cfg.Types, cfg.Capacity, &j)
-		if err != nil {
-			return nil, err
-		}
-		if best == 0 {
-			res.Unschedulable = append(res.Unschedulable, j)
-			continue
-		}
-		// The timer fires while the job is present, at least its run time
-		// at its best rate.
-		if need := j.Steps / best / cfg.Timer; cfg.Timer > 0 && need > float64(limit) {
-			return nil, fmt.Errorf("%w: job %d runs at least %g s (%g steps at %g steps/s): %.3g timer events of %g s, more than MaxEvents (%d)",
-				ErrNoProgress, j.ID, j.Steps/best, j.Steps, best, need, cfg.Timer, limit)
-		}
-		e := &evJob{rec: &Record{Job: j, Start: -1, Finish: -1, GPUSeconds: make([]float64, len(cfg.Types))}}
-		e.view = JobView{ID: j.ID, Arrival: j.Arrival, ScaleFactor: j.Key.ScaleFactor, Weight: j.Weight, Steps: j.Steps, Remaining: j.Steps,
-			Throughput: tput, Type: -1, Duration: j.Duration, Queued: j.Arrival}
-		all = append(all, e)
-		byID[j.ID] = e
 	}
-	free := slices.Clone(cfg.Capacity)
-	total := 0
 	for _, c := range cfg.Capacity {
-		total += c
+		e.total += c
 	}
-	var waiting, running []*evJob
-	h := &eventHeap{}
-	next, done := 0, 0
-	t := 0.0
-	lastUtil := -1.0
-	sample := func() {
-		busy := 0
-		for k, c := range cfg.Capacity {
-			busy += c - free[k]
-		}
-		if t != lastUtil {
-			res.Utilisation = append(res.Utilisation, Sample{t, float64(busy) / float64(total)})
-			lastUtil = t
-		} else {
-			res.Utilisation[len(res.Utilisation)-1].Value = float64(busy) / float64(total)
-		}
+	return e, nil
+}
+
+// add prepares a job, or sets it aside when no type can run it.
+func (e *eventEngine) add(j Job) error {
+	if e.byID[j.ID] != nil {
+		return invalid("job ID %d appears twice", j.ID)
 	}
-	// advance credits running jobs with the time from t to now.
-	advance := func(now float64) {
-		for _, e := range running {
-			d := now - t
-			rate := e.view.Throughput[e.view.Type]
-			lost := math.Min(d, e.restart)
-			e.restart -= lost
-			e.view.Remaining = math.Max(0, e.view.Remaining-rate*(d-lost))
-			sf := float64(e.view.ScaleFactor)
-			e.view.Attained += sf * d
-			e.rec.GPUSeconds[e.view.Type] += sf * d
-		}
-		t = now
+	if err := checkJob(&j); err != nil {
+		return err
 	}
-	schedule := func(e *evJob) {
-		rate := e.view.Throughput[e.view.Type]
-		e.version++
-		e.finish = t + e.restart + e.view.Remaining/rate
-		heap.Push(h, event{t: e.finish, job: e, version: e.version})
+	cfg := &e.cfg
+	tput, best, err := jobRates(cfg.Throughput, cfg.Types, cfg.Capacity, &j)
+	if err != nil {
+		return err
 	}
-	views := func(list []*evJob) []JobView {
-		out := make([]JobView, len(list))
-		for i, e := range list {
-			out[i] = e.view
-		}
-		return out
-	}
-	decide := func() error {
-		d, err := cfg.Scheduler.Decide(t, slices.Clone(free), views(waiting), views(running))
-		if err != nil {
-			return fmt.Errorf("sim: scheduler at %v s: %w", t, err)
-		}
-		for _, id := range d.Preempt {
-			e := byID[id]
-			i := slices.Index(running, e)
-			if e == nil || i < 0 {
-				return fmt.Errorf("%w: preempt job %d, which is not running", ErrBadDecision, id)
-			}
-			running = slices.Delete(running, i, i+1)
-			free[e.view.Type] += e.view.ScaleFactor
-			e.view.Type, e.view.Queued = -1, t
-			e.version++
-			e.rec.Preemptions++
-			e.restart = 0
-			waiting = append(waiting, e)
-		}
-		for _, s := range d.Start {
-			e := byID[s.JobID]
-			i := slices.Index(waiting, e)
-			switch {
-			case e == nil || i < 0:
-				return fmt.Errorf("%w: start job %d, which is not waiting", ErrBadDecision, s.JobID)
-			case s.Type < 0 || s.Type >= len(free) || free[s.Type] < e.view.ScaleFactor:
-				return fmt.Errorf("%w: job %d needs %d GPUs of type %d", ErrBadDecision, s.JobID, e.view.ScaleFactor, s.Type)
-			case e.view.Throughput[s.Type] <= 0:
-				return fmt.Errorf("%w: job %d cannot run on %s", ErrBadDecision, s.JobID, cfg.Types[s.Type])
-			}
-			waiting = slices.Delete(waiting, i, i+1)
-			free[s.Type] -= e.view.ScaleFactor
-			e.view.Type, e.view.Started = s.Type, t
-			if e.rec.Start < 0 {
-				e.rec.Start = t
-			} else {
-				e.restart = cfg.Restart
-			}
-			e.rec.Rounds++
-			running = append(running, e)
-			schedule(e)
-		}
-		sample()
+	if best == 0 {
+		e.res.Unschedulable = append(e.res.Unschedulable, j)
 		return nil
 	}
-	idleTimers := 0
-	for events := 0; done < len(all); events++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if events >= limit {
-			return nil, fmt.Errorf("%w: %d events (to %.0f s) with %d of %d jobs left, MaxEvents reached", ErrNoProgress, events, t, len(all)-done, len(all))
-		}
-		// The next event: an arrival, a completion or a timer.
-		nextT := math.Inf(1)
-		if next < len(all) {
-			nextT = all[next].view.Arrival
-		}
-		for h.Len() > 0 && ((*h)[0].job != nil && (*h)[0].version != (*h)[0].job.version) {
-			heap.Pop(h)
-		}
-		if h.Len() > 0 {
-			nextT = math.Min(nextT, (*h)[0].t)
-		}
-		if cfg.Timer > 0 && (len(waiting) > 0 || len(running) > 0) {
-			nextT = math.Min(nextT, t+cfg.Timer)
-		}
-		if math.IsInf(nextT, 1) {
-			return nil, fmt.Errorf("%w at %.0f s: %d jobs wait and nothing runs", ErrStalled, t, len(waiting))
-		}
-		if nextT <= t && cfg.Timer > 0 && t+cfg.Timer == t {
-			return nil, fmt.Errorf("%w: time %g s does not advance by a timer of %g s", ErrNoProgress, t, cfg.Timer)
-		}
-		advance(nextT)
-		changed := false
-		for h.Len() > 0 && (*h)[0].t <= t {
-			ev := heap.Pop(h).(event)
-			e := ev.job
-			if e == nil || ev.version != e.version {
-				continue
-			}
-			i := slices.Index(running, e)
-			running = slices.Delete(running, i, i+1)
-			free[e.view.Type] += e.view.ScaleFactor
-			e.view.Remaining = 0
-			e.rec.Finish = t
-			e.rec.Isolated = 0
-			res.Records = append(res.Records, *e.rec)
-			res.End = math.Max(res.End, t)
-			done++
-			changed = true
-		}
-		for next < len(all) && all[next].view.Arrival <= t {
-			waiting = append(waiting, all[next])
-			next++
-			changed = true
-		}
-		if !changed && cfg.Timer <= 0 {
+	// The timer fires while the job is present, at least its run time at
+	// its best rate.
+	if need := j.Steps / best / cfg.Timer; cfg.Timer > 0 && need > float64(e.limit) {
+		return fmt.Errorf("%w: job %d runs at least %g s (%g steps at %g steps/s): %.3g timer events of %g s, more than MaxEvents (%d)",
+			ErrNoProgress, j.ID, j.Steps/best, j.Steps, best, need, cfg.Timer, e.limit)
+	}
+	ej := &evJob{rec: &Record{Job: j, Start: -1, Finish: -1, GPUSeconds: make([]float64, len(cfg.Types))}}
+	ej.view = JobView{ID: j.ID, Arrival: j.Arrival, ScaleFactor: j.Key.ScaleFactor, Weight: j.Weight, Steps: j.Steps, Remaining: j.Steps,
+		Throughput: tput, Type: -1, Duration: j.Duration, Queued: j.Arrival}
+	e.all = append(e.all, ej)
+	e.byID[j.ID] = ej
+	return nil
+}
+
+// nextTime is the time of the next event: an arrival, a completion or a
+// timer; stale completions (of jobs preempted or rescheduled since) are
+// dropped.
+func (e *eventEngine) nextTime() (float64, error) {
+	nextT := math.Inf(1)
+	if e.next < len(e.all) {
+		nextT = e.all[e.next].view.Arrival
+	}
+	h := &e.h
+	for h.Len() > 0 && ((*h)[0].job != nil && (*h)[0].version != (*h)[0].job.version) {
+		heap.Pop(h)
+	}
+	if h.Len() > 0 {
+		nextT = math.Min(nextT, (*h)[0].t)
+	}
+	timer := e.cfg.Timer
+	if timer > 0 && (len(e.waiting) > 0 || len(e.running) > 0) {
+		nextT = math.Min(nextT, e.t+timer)
+	}
+	if math.IsInf(nextT, 1) {
+		return 0, fmt.Errorf("%w at %.0f s: %d jobs wait and nothing runs", ErrStalled, e.t, len(e.waiting))
+	}
+	if nextT <= e.t && timer > 0 && e.t+timer == e.t {
+		return 0, fmt.Errorf("%w: time %g s does not advance by a timer of %g s", ErrNoProgress, e.t, timer)
+	}
+	return nextT, nil
+}
+
+// execute credits the running jobs with the time from the clock to now
+// (less what is left of their restarts) and moves the clock there.
+func (e *eventEngine) execute(now float64) {
+	for _, j := range e.running {
+		d := now - e.t
+		rate := j.view.Throughput[j.view.Type]
+		lost := math.Min(d, j.restart)
+		j.restart -= lost
+		j.view.Remaining = math.Max(0, j.view.Remaining-rate*(d-lost))
+		sf := float64(j.view.ScaleFactor)
+		j.view.Attained += sf * d
+		j.rec.GPUSeconds[j.view.Type] += sf * d
+	}
+	e.t = now
+}
+
+// completions records the jobs whose completion is due and frees their
+// GPUs; it reports whether any finished.
+func (e *eventEngine) completions() bool {
+	changed := false
+	for e.h.Len() > 0 && e.h[0].t <= e.t {
+		ev := heap.Pop(&e.h).(event)
+		j := ev.job
+		if j == nil || ev.version != j.version {
 			continue
 		}
-		if !changed && len(running) == 0 {
-			idleTimers++
-			if idleTimers > 100000 {
-				return nil, fmt.Errorf("%w at %.0f s: the scheduler starts none of %d waiting jobs", ErrStalled, t, len(waiting))
-			}
-		} else {
-			idleTimers = 0
-		}
-		res.Rounds++
-		if err := decide(); err != nil {
-			return nil, err
-		}
-		if len(running) == 0 && len(waiting) > 0 && next == len(all) && cfg.Timer <= 0 {
-			return nil, fmt.Errorf("%w at %.0f s: the scheduler starts none of %d waiting jobs", ErrStalled, t, len(waiting))
-		}
-		if cfg.Progress != nil {
-			cfg.Progress(done, len(all))
+		i := slices.Index(e.running, j)
+		e.running = slices.Delete(e.running, i, i+1)
+		e.free[j.view.Type] += j.view.ScaleFactor
+		j.view.Remaining = 0
+		j.rec.Finish = e.t
+		j.rec.Isolated = 0
+		e.res.Records = append(e.res.Records, *j.rec)
+		e.res.End = math.Max(e.res.End, e.t)
+		e.done++
+		changed = true
+	}
+	return changed
+}
+
+// arrivals queues the jobs that have arrived by now and reports whether
+// any did.
+func (e *eventEngine) arrivals() bool {
+	changed := false
+	for e.next < len(e.all) && e.all[e.next].view.Arrival <= e.t {
+		e.waiting = append(e.waiting, e.all[e.next])
+		e.next++
+		changed = true
+	}
+	return changed
+}
+
+// watchIdle counts timer events that change nothing while nothing runs,
+// and stops a run whose scheduler never starts its waiting jobs.
+func (e *eventEngine) watchIdle(changed bool) error {
+	if changed || len(e.running) > 0 {
+		e.idleTimers = 0
+		return nil
+	}
+	e.idleTimers++
+	if e.idleTimers > maxIdleTimers {
+		return fmt.Errorf("%w at %.0f s: the scheduler starts none of %d waiting jobs", ErrStalled, e.t, len(e.waiting))
+	}
+	return nil
+}
+
+// schedule queues a running job's completion at its current rate.
+func (e *eventEngine) schedule(j *evJob) {
+	rate := j.view.Throughput[j.view.Type]
+	j.version++
+	j.finish = e.t + j.restart + j.view.Remaining/rate
+	heap.Push(&e.h, event{t: j.finish, job: j, version: j.version})
+}
+
+func views(list []*evJob) []JobView {
+	out := make([]JobView, len(list))
+	for i, j := range list {
+		out[i] = j.view
+	}
+	return out
+}
+
+// decide asks the scheduler what to do now, checks and applies its
+// preemptions and starts, and samples the utilisation.
+func (e *eventEngine) decide() error {
+	d, err := e.cfg.Scheduler.Decide(e.t, slices.Clone(e.free), views(e.waiting), views(e.running))
+	if err != nil {
+		return fmt.Errorf("sim: scheduler at %v s: %w", e.t, err)
+	}
+	for _, id := range d.Preempt {
+		if err := e.preempt(id); err != nil {
+			return err
 		}
 	}
-	slices.SortFunc(res.Records, func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
-	return res, nil
+	for _, s := range d.Start {
+		if err := e.start(s); err != nil {
+			return err
+		}
+	}
+	e.sample()
+	return nil
+}
+
+// preempt stops a running job and queues it again.
+func (e *eventEngine) preempt(id int) error {
+	j := e.byID[id]
+	i := slices.Index(e.running, j)
+	if j == nil || i < 0 {
+		return fmt.Errorf("%w: preempt job %d, which is not running", ErrBadDecision, id)
+	}
+	e.running = slices.Delete(e.running, i, i+1)
+	e.free[j.view.Type] += j.view.ScaleFactor
+	j.view.Type, j.view.Queued = -1, e.t
+	j.version++
+	j.rec.Preemptions++
+	j.restart = 0
+	e.waiting = append(e.waiting, j)
+	return nil
+}
+
+// start runs a waiting job on a type; a job that ran before pays the
+// restart time.
+func (e *eventEngine) start(s Start) error {
+	j := e.byID[s.JobID]
+	i := slices.Index(e.waiting, j)
+	switch {
+	case j == nil || i < 0:
+		return fmt.Errorf("%w: start job %d, which is not waiting", ErrBadDecision, s.JobID)
+	case s.Type < 0 || s.Type >= len(e.free) || e.free[s.Type] < j.view.ScaleFactor:
+		return fmt.Errorf("%w: job %d needs %d GPUs of type %d", ErrBadDecision, s.JobID, j.view.ScaleFactor, s.Type)
+	case j.view.Throughput[s.Type] <= 0:
+		return fmt.Errorf("%w: job %d cannot run on %s", ErrBadDecision, s.JobID, e.cfg.Types[s.Type])
+	}
+	e.waiting = slices.Delete(e.waiting, i, i+1)
+	e.free[s.Type] -= j.view.ScaleFactor
+	j.view.Type, j.view.Started = s.Type, e.t
+	if j.rec.Start < 0 {
+		j.rec.Start = e.t
+	} else {
+		j.restart = e.cfg.Restart
+	}
+	j.rec.Rounds++
+	e.running = append(e.running, j)
+	e.schedule(j)
+	return nil
+}
+
+// sample records the share of busy GPUs now (replacing a sample taken at
+// the same time).
+func (e *eventEngine) sample() {
+	busy := 0
+	for k, c := range e.cfg.Capacity {
+		busy += c - e.free[k]
+	}
+	u := float64(busy) / float64(e.total)
+	if e.t != e.lastUtil {
+		e.res.Utilisation = append(e.res.Utilisation, Sample{e.t, u})
+		e.lastUtil = e.t
+	} else {
+		e.res.Utilisation[len(e.res.Utilisation)-1].Value = u
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/gpusched/gpusched/elastic"
+	"github.com/gpusched/gpusched/topology"
 )
 
 // PolluxApp is one of the applications of Pollux's evaluation (Qiao et
@@ -26,7 +27,13 @@ import (
 // A PolluxApp is not changed after LoadPolluxApp: safe for concurrent
 // use.
 type PolluxApp struct {
-	Name                string
+	Name string
+	// GPU is the type the application runs on: the profiles' (T4: Pollux
+	// profiled on AWS g4dn.12xlarge nodes of 4 T4s) or, for a copy made by
+	// OnType, another; Speedup is how much faster that type computes a
+	// step than the profiled one (0 or 1 for the profiles themselves).
+	GPU                 topology.GPUType
+	Speedup             float64
 	Samples             []elastic.PerfSample
 	Perf                elastic.PerfParams
 	InitBatch, MaxBatch float64
@@ -65,7 +72,7 @@ func LoadPolluxApp(fsys fs.FS, dir, name string) (*PolluxApp, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: unknown Pollux application %q", ErrUnknownApp, name)
 	}
-	a := &PolluxApp{Name: name, MaxEpochs: epochs, MinLocal: math.Inf(1)}
+	a := &PolluxApp{Name: name, GPU: topology.T4, MaxEpochs: epochs, MinLocal: math.Inf(1)}
 	base := path.Join(dir, name)
 	read := func(file string, cols []string, f func(*row)) error {
 		p := path.Join(base, file)
@@ -302,13 +309,40 @@ func (a *PolluxApp) Measured(perNode []int, atomic float64) (step, sync float64,
 	i, _ := slices.BinarySearchFunc(rows, atomic, func(m measured, x float64) int { return cmp.Compare(m.atomic, x) })
 	switch {
 	case i == 0:
-		return rows[0].step, rows[0].sync, true
+		step, sync = rows[0].step, rows[0].sync
 	case i == len(rows):
-		return rows[i-1].step, rows[i-1].sync, true
+		step, sync = rows[i-1].step, rows[i-1].sync
+	default:
+		lo, hi := rows[i-1], rows[i]
+		f := (atomic - lo.atomic) / (hi.atomic - lo.atomic)
+		step, sync = lo.step+f*(hi.step-lo.step), lo.sync+f*(hi.sync-lo.sync)
 	}
-	lo, hi := rows[i-1], rows[i]
-	f := (atomic - lo.atomic) / (hi.atomic - lo.atomic)
-	return lo.step + f*(hi.step-lo.step), lo.sync + f*(hi.sync-lo.sync), true
+	if a.Speedup > 0 && a.Speedup != 1 {
+		step = sync + (step-sync)/a.Speedup
+	}
+	return step, sync, true
+}
+
+// OnType returns the application on another GPU type that computes
+// speedup times as fast as the profiled one, with the same network: its
+// measured and fitted computation times divided by speedup, its
+// synchronisation times, batch limits and gradient statistics kept. The
+// result is a prediction (Sia's GPU types other than the profiles' have
+// no public profile we may ship). speedup must be finite and positive.
+func (a *PolluxApp) OnType(t topology.GPUType, speedup float64) (*PolluxApp, error) {
+	if !(speedup > 0) || math.IsInf(speedup, 0) {
+		return nil, fmt.Errorf("%w: %s on %s: speedup %v", elastic.ErrInvalid, a.Name, t, speedup)
+	}
+	b := *a
+	b.GPU = t
+	base := a.Speedup
+	if base <= 0 {
+		base = 1
+	}
+	b.Speedup = speedup * base
+	b.Perf.AlphaC /= speedup
+	b.Perf.BetaC /= speedup
+	return &b, nil
 }
 
 // MaxProgress is the progress at which the application's job ends.
@@ -473,28 +507,38 @@ func PolluxJobs(trace []Job, apps map[string]*PolluxApp, gpusPerNode, maxWorkers
 		if a == nil {
 			return nil, fmt.Errorf("%w: job %d runs %q", ErrUnknownApp, j.ID, j.Name)
 		}
-		c := &GoodputCurve{App: a, GPUsPerNode: gpusPerNode}
-		lo, hi := 1, 1
-		switch {
-		case adaptive && a.Name == "ncf":
-			c.Batch = 32768
-		case adaptive:
-			hi = int(a.MaxBatch / a.MinLocal)
-		case fixed:
-			c.Batch = float64(j.Key.BatchSize)
-			lo, hi = j.Key.ScaleFactor, j.Key.ScaleFactor
-		default:
-			c.Batch = float64(j.Key.BatchSize)
-			hi = int(c.Batch / a.MinLocal)
+		lo, hi, batch, err := polluxBounds(j, a, maxWorkers, adaptive, fixed)
+		if err != nil {
+			return nil, err
 		}
-		if !adaptive && !(c.Batch >= 1) {
-			return nil, fmt.Errorf("%w: job %d has batch size %v", elastic.ErrInvalid, j.ID, c.Batch)
-		}
-		hi = max(lo, min(hi, maxWorkers))
-		if lo > maxWorkers {
-			return nil, fmt.Errorf("%w: job %d needs %d GPUs of %d", elastic.ErrInvalid, j.ID, lo, maxWorkers)
-		}
-		out[i] = elastic.Job{ID: j.ID, Arrival: j.Arrival, MinWorkers: lo, MaxWorkers: hi, GPUsPerWorker: 1, Work: a.MaxProgress(), Curve: c}
+		out[i] = elastic.Job{ID: j.ID, Arrival: j.Arrival, MinWorkers: lo, MaxWorkers: hi, GPUsPerWorker: 1, Work: a.MaxProgress(),
+			Curve: &GoodputCurve{App: a, GPUsPerNode: gpusPerNode, Batch: batch}}
 	}
 	return out, nil
+}
+
+// polluxBounds are a Pollux job's workers and batch (0: adaptive) in each
+// mode of PolluxJobs.
+func polluxBounds(j Job, a *PolluxApp, maxWorkers int, adaptive, fixed bool) (lo, hi int, batch float64, err error) {
+	lo, hi = 1, 1
+	switch {
+	case adaptive && a.Name == "ncf":
+		batch = 32768
+	case adaptive:
+		hi = int(a.MaxBatch / a.MinLocal)
+	case fixed:
+		batch = float64(j.Key.BatchSize)
+		lo, hi = j.Key.ScaleFactor, j.Key.ScaleFactor
+	default:
+		batch = float64(j.Key.BatchSize)
+		hi = int(batch / a.MinLocal)
+	}
+	if !adaptive && !(batch >= 1) {
+		return 0, 0, 0, fmt.Errorf("%w: job %d has batch size %v", elastic.ErrInvalid, j.ID, batch)
+	}
+	hi = max(lo, min(hi, maxWorkers))
+	if lo > maxWorkers {
+		return 0, 0, 0, fmt.Errorf("%w: job %d needs %d GPUs of %d", elastic.ErrInvalid, j.ID, lo, maxWorkers)
+	}
+	return lo, hi, batch, nil
 }

@@ -13,11 +13,22 @@
 // goodput policy (adaptive batch sizes), the Optimus-style and AFS-style
 // policies (the workload's batch sizes, elastic GPUs), and FIFO at the
 // workload's fixed GPUs and batch sizes, beside Pollux's published mean
-// JCTs.
+// JCTs, Tiresias (2D-LAS with the artifact's two queues and with
+// Tiresias's own thresholds, and 2D-Gittins) at the workload's GPUs beside
+// the artifact's stored results, and Sia on the one GPU type.
+//
+// With -sia it runs the same workloads on Sia's heterogeneous cluster
+// (Jayaram Subramanya et al., SOSP 2023, section 4.3: 6 nodes of 4 T4s, 3
+// of 8 RTX 2080 Ti, here V100s, and 2 of 8 A100s) under Sia, the
+// Pollux-style policy blind to types, Gavel (max-sum-throughput rounds at
+// the workloads' GPUs), Tiresias and FIFO, beside Sia's Table 3. -policies
+// picks the rows of either table.
 //
 //	go run ./examples/elastic
 //	go run ./examples/elastic -days 30 -servers 72 -usage 0.8
 //	go run ./examples/elastic -pollux
+//	go run ./examples/elastic -pollux -policies pollux,tiresias,sia
+//	go run ./examples/elastic -sia -policies sia,pollux,gavel,tiresias
 package main
 
 import (
@@ -28,6 +39,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -48,6 +60,10 @@ type options struct {
 	usageMean, usageAmp  float64
 	usageNoise           float64
 	seed                 uint64
+	policies             string
+	power                float64
+	rows                 []string // the rows -policies may name (none: Lyra's table)
+	names                []string // parsed from policies
 }
 
 func main() { os.Exit(command(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -71,14 +87,30 @@ func command(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.usageNoise, "noise", 0.05, "inference usage: noise every 5 minutes, 0 to 1")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the elastic jobs and the usage noise")
 	pollux := fs.Bool("pollux", false, "run Pollux's eight workloads instead")
+	fs.Float64Var(&o.power, "speedup-power", 1, "with -sia: raise the predicted speedups of the types other than T4 to this power, 0.1 to 1 (0.5 brings them near those Sia measured)")
+	sia := fs.Bool("sia", false, "run Pollux's eight workloads on Sia's heterogeneous cluster (6 x 4 T4, 3 x 8 V100, 2 x 8 A100) instead")
+	fs.StringVar(&o.policies, "policies", "", "with -pollux or -sia: the rows to run, comma-separated (default all): -pollux "+
+		strings.Join(polluxNames(), ", ")+"; -sia "+strings.Join(siaNames(), ", "))
 	return cli.Main(fs, args, stderr, func(ctx context.Context) error {
+		switch {
+		case *pollux && *sia:
+			return cli.Usage("sia", "true", "-pollux or -sia, not both")
+		case *pollux:
+			o.rows = polluxNames()
+		case *sia:
+			o.rows = siaNames()
+		}
 		if err := o.check(); err != nil {
 			return err
 		}
 		var err error
-		if *pollux {
-			_, err = runPollux(ctx, stdout, filepath.Join("sim", "testdata", "pollux"), 8)
-		} else {
+		dir := filepath.Join("sim", "testdata", "pollux")
+		switch {
+		case *pollux:
+			_, err = runPollux(ctx, stdout, dir, 8, o.names)
+		case *sia:
+			_, err = runSia(ctx, stdout, dir, 8, o.names, o.power)
+		default:
 			_, err = run(ctx, stdout, o)
 		}
 		return err
@@ -105,6 +137,12 @@ func (o *options) check() error {
 	c.Float("usage", o.usageMean, 0, 1)
 	c.Float("amplitude", o.usageAmp, 0, 1)
 	c.Float("noise", o.usageNoise, 0, 1)
+	c.Float("speedup-power", o.power, 0.1, 1)
+	if o.rows == nil && o.policies != "" {
+		c.Fail("policies", o.policies, "no -policies without -pollux or -sia")
+	} else {
+		o.names = c.List("policies", o.policies, true, o.rows...)
+	}
 	return c.Err()
 }
 

@@ -137,8 +137,13 @@ var policies = map[string]struct {
 }{
 	"fifo":      {func(s uint64, c allocation.Compat) allocation.Policy { return &allocation.FIFO{Seed: s, Compat: c} }, false, true, true},
 	"fifo-perf": {func(_ uint64, c allocation.Compat) allocation.Policy { return &allocation.FIFO{Perf: true, Compat: c} }, false, false, false},
-	"las":       {func(uint64, allocation.Compat) allocation.Policy { return &allocation.MaxMinFairness{Agnostic: true} }, false, true, true},
-	"gavel":     {func(uint64, allocation.Compat) allocation.Policy { return &allocation.MaxMinFairness{} }, false, false, false},
+	// fifo-random is FIFO with a random type with room (fifo.py's intent;
+	// our default before #29); with -compat gavel it is fifo.py, as fifo.
+	"fifo-random": {func(s uint64, c allocation.Compat) allocation.Policy {
+		return &allocation.FIFO{Seed: s, Random: true, Compat: c}
+	}, false, true, true},
+	"las":   {func(uint64, allocation.Compat) allocation.Policy { return &allocation.MaxMinFairness{Agnostic: true} }, false, true, true},
+	"gavel": {func(uint64, allocation.Compat) allocation.Policy { return &allocation.MaxMinFairness{} }, false, false, false},
 	"gavel-ss": {func(uint64, allocation.Compat) allocation.Policy {
 		return &allocation.MaxMinFairness{SpaceSharing: true}
 	}, true, false, false},
@@ -168,7 +173,7 @@ func setVertex(p allocation.Policy) {
 }
 
 func policyNames() []string {
-	return []string{"fifo", "fifo-perf", "fifo-events", "las", "gavel", "gavel-ss", "gandiva", "ftf", "makespan", "throughput"}
+	return []string{"fifo", "fifo-perf", "fifo-random", "fifo-events", "las", "gavel", "gavel-ss", "gandiva", "ftf", "makespan", "throughput"}
 }
 
 type outcome struct {
