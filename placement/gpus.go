@@ -9,7 +9,7 @@ import (
 )
 
 // LinkScore scores the connection between two GPUs for GPU choice inside a
-// server, as NVIDIA's go-gpuallocator does (besteffort_policy.go): cross
+// server, as NVIDIA's go-gpuallocator does (its best-effort policy): cross
 // socket 10, same NUMA node 20, host bridge 30, several PCIe switches 40,
 // one PCIe switch 50, same board 60, and 100 per NVLink. go-gpuallocator
 // does not know NVSwitch; here every pair behind NVSwitches scores 100 per

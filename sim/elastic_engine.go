@@ -31,9 +31,9 @@ type elJob struct {
 // stops with ErrNoProgress; one whose waiting jobs never get capacity with
 // ErrStalled.
 //
-// Each interval takes the steps of elasticEngine in turn: arrivals, loans
-// and reclaims (the orchestrator), allocation (the policy), sampling of
-// the capacity, execution of the interval, and the clock's advance.
+// Each interval takes these steps in turn: arrivals, loans and reclaims
+// (the orchestrator), allocation (the policy), sampling of the capacity,
+// execution of the interval, and the clock's advance.
 func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*ElasticResult, error) {
 	e, err := newElasticEngine(cfg, jobs)
 	if err != nil {

@@ -98,9 +98,9 @@ func (h *eventHeap) Pop() any {
 // or whose clock stops advancing, stops with ErrNoProgress. A scheduler's
 // error stops the run and is returned wrapped.
 //
-// Each event takes the steps of eventEngine in turn: the next event's
-// time, execution up to it, completions, arrivals, and the scheduler's
-// decision (with a utilisation sample).
+// Each event takes these steps in turn: the next event's time, execution
+// up to it, completions, arrivals, and the scheduler's decision (with a
+// utilisation sample).
 func RunEvents(ctx context.Context, cfg EventConfig, jobs []Job) (*Result, error) {
 	e, err := newEventEngine(cfg, jobs)
 	if err != nil {

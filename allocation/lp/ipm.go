@@ -9,18 +9,19 @@ import (
 )
 
 // InteriorPoint is gpusched's pure-Go LP solver and the default backend: the
-// homogeneous self-dual interior-point method (see hsd.go for the papers)
-// with Mehrotra's predictor-corrector, on a scaled standard form, solving
+// homogeneous self-dual interior-point method (Ye, Todd and Mizuno, Math.
+// Oper. Res. 19, 1994; Xu, Hung and Ye, Annals Oper. Res. 62, 1996; upper
+// bounds as in Andersen and Andersen's MOSEK optimizer, 2000) with
+// Mehrotra's predictor-corrector, on a scaled standard form, solving
 // its normal equations with a sparse Cholesky factorisation refined by
 // preconditioned conjugate gradients.
 //
 // It stops when the relative primal and dual residuals and the relative
-// duality gap of the scaled problem are all below Tolerance (see
-// hsd.measure: row by row and column by column, relative to the sizes of
-// the data and of the terms, the gap in the model's units), or when a
-// Farkas certificate proves the problem infeasible, or a ray proves the
-// dual infeasible (then a phase-1 check of the constraints tells unbounded
-// from infeasible). When the iterates stop making progress, a best point
+// duality gap of the scaled problem are all below Tolerance (row by row
+// and column by column, relative to the sizes of the data and of the
+// terms, the gap in the model's units), or when a Farkas certificate proves
+// the problem infeasible, or a ray proves the dual infeasible (then a
+// phase-1 check of the constraints tells unbounded from infeasible). When the iterates stop making progress, a best point
 // within ten times the tolerance is accepted as optimal (Solution.Residuals
 // says how near it is), and otherwise the phase-1 and ray LPs classify the
 // problem. A solve that stops short (iteration limit, time limit, no
@@ -30,8 +31,8 @@ import (
 //
 // A solve takes the analysis of its normal equations and its work vectors
 // from one of the last solves of the same sparsity pattern when there is
-// one (workspace.go): exactly what a fresh solve computes, at less cost
-// when a policy solves LPs of one shape round after round.
+// one: exactly what a fresh solve computes, at less cost when a policy
+// solves LPs of one shape round after round.
 //
 // The zero value is ready to use. An InteriorPoint holds only settings: it
 // is safe for concurrent use by several goroutines (the recent workspaces
@@ -43,8 +44,8 @@ type InteriorPoint struct {
 	Tolerance float64
 	// Crossover asks for a vertex: the interior solution, the analytic
 	// centre of the optimal face, is moved to a basic optimal solution (a
-	// vertex of that face) by crossover (crossover.go), and
-	// Solution.Vertex says so. The duals stay the interior ones, which are
+	// vertex of that face) by Megiddo's crossover (ORSA J. Computing 3(1),
+	// 1991) and a primal simplex cleanup, and Solution.Vertex says so. The duals stay the interior ones, which are
 	// optimal for the vertex too. If the crossover fails numerically, the
 	// centre is returned with Vertex false.
 	Crossover bool
