@@ -3,6 +3,7 @@ package allocation
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/gpusched/gpusched/allocation/lp"
 )
@@ -113,7 +114,7 @@ func normalisers(p *Problem, tput [][]float64) []float64 {
 // solveError turns an LP failure into this package's error.
 func solveError(err error) error {
 	if errors.Is(err, lp.ErrInfeasible) || errors.Is(err, lp.ErrUnbounded) {
-		return errors.Join(ErrNoSolution, err)
+		return fmt.Errorf("%w: %w", ErrNoSolution, err)
 	}
 	return err
 }

@@ -46,9 +46,9 @@ func (r *Rounds) Report(rep RoundReport) error {
 	rd := r.st.lastRound
 	switch {
 	case rd == nil:
-		return fmt.Errorf("%w: no round to report", ErrInvalidReport)
+		return fmt.Errorf("%w: no round has run", ErrInvalidReport)
 	case rep.Start != rd.Start:
-		return fmt.Errorf("%w: report for the round at %v s, the last round started at %v s", ErrInvalidReport, rep.Start, rd.Start)
+		return fmt.Errorf("%w: it is for the round at %v s, the last round started at %v s", ErrInvalidReport, rep.Start, rd.Start)
 	case r.st.reported:
 		return fmt.Errorf("%w: the round at %v s is already credited", ErrInvalidReport, rd.Start)
 	}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Kinds of error of this package. An [*Error] wraps exactly one of them, so
@@ -40,7 +41,8 @@ type Error struct {
 	GPU    int
 	// Holder is the holder involved, if any.
 	Holder string
-	// Msg says what is wrong, in words.
+	// Msg says what is wrong, in words, beyond what Kind says; it may be
+	// empty.
 	Msg string
 	// Kind is one of the Err values of this package.
 	Kind error
@@ -51,7 +53,11 @@ type Error struct {
 func (e *Error) Error() string {
 	where := ""
 	if e.Server != "" {
-		where = fmt.Sprintf(" server %q", e.Server)
+		// "remove server "a"", not "remove server server "a"".
+		if !strings.HasSuffix(e.Op, "server") {
+			where = " server"
+		}
+		where += fmt.Sprintf(" %q", e.Server)
 		if e.GPU >= 0 {
 			where += fmt.Sprintf(" gpu %d", e.GPU)
 		}
@@ -59,7 +65,10 @@ func (e *Error) Error() string {
 	if e.Holder != "" {
 		where += fmt.Sprintf(" holder %q", e.Holder)
 	}
-	msg := fmt.Sprintf("cluster: %s%s: %s: %s", e.Op, where, e.Kind, e.Msg)
+	msg := fmt.Sprintf("cluster: %s%s: %s", e.Op, where, e.Kind)
+	if e.Msg != "" {
+		msg += ": " + e.Msg
+	}
 	if e.cause != nil {
 		msg += ": " + e.cause.Error()
 	}

@@ -254,7 +254,7 @@ func (st *State) ServerIndex(id string) (int, bool) {
 func (st *State) Lookup(serverID string, index int) (GPURef, error) {
 	s, ok := st.byID[serverID]
 	if !ok {
-		return GPURef{}, &Error{Op: "lookup", Server: serverID, GPU: -1, Msg: "no such server", Kind: ErrUnknownServer}
+		return GPURef{}, &Error{Op: "lookup", Server: serverID, GPU: -1, Kind: ErrUnknownServer}
 	}
 	for i, g := range st.topo.Servers[s].GPUs {
 		if g.Index == index {
@@ -695,7 +695,7 @@ func (st *State) setHealth(op string, gpus []GPURef, failed bool) ([]string, err
 func (st *State) serverRefs(op, id string) ([]GPURef, error) {
 	s, ok := st.byID[id]
 	if !ok {
-		return nil, &Error{Op: op, Server: id, GPU: -1, Msg: "no such server", Kind: ErrUnknownServer}
+		return nil, &Error{Op: op, Server: id, GPU: -1, Kind: ErrUnknownServer}
 	}
 	refs := make([]GPURef, len(st.servers[s].holder))
 	for i := range refs {
@@ -778,7 +778,7 @@ func (st *State) AddServer(s topology.Server) (int, error) {
 func (st *State) RemoveServer(id string) ([]string, error) {
 	p, ok := st.byID[id]
 	if !ok {
-		return nil, &Error{Op: "remove server", Server: id, GPU: -1, Msg: "no such server", Kind: ErrUnknownServer}
+		return nil, &Error{Op: "remove server", Server: id, GPU: -1, Kind: ErrUnknownServer}
 	}
 	sv := &st.servers[p]
 	var affected []string

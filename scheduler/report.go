@@ -43,7 +43,7 @@ func (s *Scheduler) Report(rep RoundReport) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.last == nil || rep.Start != s.last.Start {
-		return fmt.Errorf("%w: report for the round at %v", ErrStaleReport, rep.Start)
+		return fmt.Errorf("%w: the report is for the round at %v", ErrStaleReport, rep.Start)
 	}
 	if s.reported {
 		return fmt.Errorf("%w: the round at %v is already reported", ErrStaleReport, rep.Start)

@@ -495,7 +495,7 @@ func (s *Scheduler) RemoveServer(id string) ([]string, error) {
 	defer s.mu.Unlock()
 	p, ok := s.st.ServerIndex(id)
 	if !ok {
-		return nil, &cluster.Error{Op: "remove server", Server: id, GPU: -1, Msg: "no such server", Kind: cluster.ErrUnknownServer}
+		return nil, &cluster.Error{Op: "remove server", Server: id, GPU: -1, Kind: cluster.ErrUnknownServer}
 	}
 	evicted := s.evictOn(p, nil)
 	if _, err := s.st.RemoveServer(id); err != nil {
@@ -551,7 +551,7 @@ func (s *Scheduler) RecoverGPUs(server string, indices ...int) error {
 func (s *Scheduler) refsOf(server string, indices []int) ([]cluster.GPURef, error) {
 	p, ok := s.st.ServerIndex(server)
 	if !ok {
-		return nil, &cluster.Error{Op: "lookup", Server: server, GPU: -1, Msg: "no such server", Kind: cluster.ErrUnknownServer}
+		return nil, &cluster.Error{Op: "lookup", Server: server, GPU: -1, Kind: cluster.ErrUnknownServer}
 	}
 	if len(indices) == 0 {
 		refs := make([]cluster.GPURef, len(s.st.Server(p).GPUs))

@@ -70,7 +70,7 @@ var PolluxApps = []string{"bert", "cifar10", "deepspeech2", "imagenet", "ncf", "
 func LoadPolluxApp(fsys fs.FS, dir, name string) (*PolluxApp, error) {
 	epochs, ok := polluxEpochs[name]
 	if !ok {
-		return nil, fmt.Errorf("%w: unknown Pollux application %q", ErrUnknownApp, name)
+		return nil, fmt.Errorf("%w: %q is not one of Pollux's applications", ErrUnknownApp, name)
 	}
 	a := &PolluxApp{Name: name, GPU: topology.T4, MaxEpochs: epochs, MinLocal: math.Inf(1)}
 	base := path.Join(dir, name)

@@ -129,7 +129,8 @@ func (c *Cluster) GPUTypes() []GPUType {
 }
 
 // Validate checks the cluster and returns nil, or every problem found (up to
-// twenty), each a [*SpecError] joined with errors.Join. It checks that there
+// twenty), each a [*SpecError], in one error on one line ("; " between
+// them) whose Unwrap() []error returns them. It checks that there
 // is at least one server, that server ids are non-empty and unique, that
 // every server has GPUs, that GPU types are well formed, indices unique and
 // non-negative, memory positive, UUIDs unique across the cluster, NUMA nodes
