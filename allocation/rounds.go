@@ -262,6 +262,15 @@ type RoundStats struct {
 // minShare is the smallest X the mechanism acts on.
 const minShare = 1e-6
 
+// maxCounter bounds the mechanism's time counters and deficits, in
+// seconds: a thousand times MaxTime, far above any that rounds within
+// MaxTime can reach, so that no sum of reports (at most MaxTime seconds
+// each) can overflow them to infinity. Credits saturate at it.
+const maxCounter = 1e3 * MaxTime
+
+// addCounter returns v + d saturated at +-maxCounter.
+func addCounter(v, d float64) float64 { return min(max(v+d, -maxCounter), maxCounter) }
+
 func (r *Rounds) roundLength() float64 {
 	if r.RoundLength > 0 {
 		return r.RoundLength
@@ -278,6 +287,11 @@ func (r *Rounds) resetInterval() float64 {
 	}
 	return 1920
 }
+
+// Last returns the last round, as Next returned it or Restore restored
+// it; nil before the first. With ReuseRounds it is valid as long as that
+// round is.
+func (r *Rounds) Last() *Round { return r.st.lastRound }
 
 // ForceReset makes the next call of Next recompute the allocation,
 // whatever MinResetInterval says (Gavel's simulator does so when nothing
@@ -406,8 +420,8 @@ func (r *Rounds) credit(u unit, k int, d float64) {
 		r.gavelCredit(u, k, d)
 		return
 	}
-	if st := r.st.units[u]; st != nil && k < len(st.received) {
-		st.received[k] += d
+	if st := r.st.units[u]; st != nil && k >= 0 && k < len(st.received) {
+		st.received[k] = addCounter(st.received[k], d)
 		st.ran = true
 	}
 }
@@ -459,7 +473,7 @@ func (r *Rounds) reset(p *Problem, a *Allocation, now float64) {
 			st.ran = old.ran
 			for k, t := range p.Types {
 				if j, ok := oldIndex[t]; ok && j < len(old.x) {
-					st.deficit[k] = old.deficit[j] + old.x[j]*elapsed - old.received[j]
+					st.deficit[k] = addCounter(old.deficit[j], old.x[j]*elapsed-old.received[j])
 				}
 			}
 		}
@@ -1095,7 +1109,7 @@ func takeFirst(used []bool, n, from int) ([]int, int) {
 
 func fits(used []bool, ws []int) bool {
 	for _, w := range ws {
-		if w >= len(used) || used[w] {
+		if w < 0 || w >= len(used) || used[w] {
 			return false
 		}
 	}
