@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/gpusched/gpusched/allocation"
-	"github.com/gpusched/gpusched/cluster"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -45,7 +44,7 @@ func FuzzRestore(f *testing.F) {
 		if _, err := s.Snapshot(); err != nil {
 			t.Fatal(err)
 		}
-		s.View(func(st *cluster.State) {
+		s.View(func(st *ClusterView) {
 			if err := st.Check(); err != nil {
 				t.Fatal(err)
 			}

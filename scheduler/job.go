@@ -18,6 +18,11 @@ const (
 	MaxJobGPUs = 1 << 16
 )
 
+// maxAttained bounds a job's attained time on a type, in seconds: a
+// thousand times allocation.MaxTime, which no run of rounds within MaxTime
+// reaches; reports saturate at it, so that no report can make it infinite.
+const maxAttained = 1e3 * allocation.MaxTime
+
 // JobSpec describes a job to the scheduler. Every job is a gang: it runs
 // with all its GPUs at once, of one type, or not at all. A JobSpec is a
 // plain value, safe for concurrent reads; Submit and Update copy it.

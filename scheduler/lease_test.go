@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/gpusched/gpusched/allocation"
-	"github.com/gpusched/gpusched/cluster"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/topology"
@@ -133,9 +132,9 @@ func TestLeaseInvariant(t *testing.T) {
 					delete(removed, srv)
 				} else {
 					var sv topology.Server
-					s.View(func(st *cluster.State) {
+					s.View(func(st *ClusterView) {
 						p, _ := st.ServerIndex(srv)
-						sv = *st.Server(p)
+						sv = st.Server(p)
 						sv.GPUs = slices.Clone(sv.GPUs)
 					})
 					_, err := s.RemoveServer(srv)

@@ -36,9 +36,12 @@ type Ran struct {
 
 // Report records what ran in the last round, before the next Round. A
 // round left without a report is credited in full (every job for the
-// time from its start to the next round's, at most its length). With
-// Config.Compat set to allocation.CompatGavel a job may be credited more
-// than a round (Gavel credits from the end of the last busy round).
+// round's length). Seconds
+// are at most the round's length, and the longest of them is when the
+// round ended (the next may start then). With Config.Compat set to
+// allocation.CompatGavel a job may be credited more than a round (Gavel
+// credits from the end of the last busy round), up to allocation.MaxTime
+// seconds; attained times saturate far above any reachable time.
 func (s *Scheduler) Report(rep RoundReport) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -65,7 +68,7 @@ func (s *Scheduler) Report(rep RoundReport) error {
 			return fmt.Errorf("%w: job %q did not run in the round at %v", ErrStaleReport, r.Job, rep.Start)
 		case j.mark == s.mark:
 			return fmt.Errorf("%w: job %q reported twice", ErrInvalid, r.Job)
-		case !(r.Seconds >= 0) || r.Seconds > s.last.Length*(1+1e-9) && s.cfg.Compat != allocation.CompatGavel || math.IsInf(r.Seconds, 0):
+		case !(r.Seconds >= 0 && r.Seconds <= allocation.MaxTime) || r.Seconds > s.last.Length*(1+1e-9) && s.cfg.Compat != allocation.CompatGavel:
 			return fmt.Errorf("%w: job %q ran %v s in a round of %v s", ErrInvalid, r.Job, r.Seconds, s.last.Length)
 		case !finiteNonNeg(r.Steps):
 			return fmt.Errorf("%w: job %q: %v steps", ErrInvalid, r.Job, r.Steps)
@@ -79,10 +82,14 @@ func (s *Scheduler) Report(rep RoundReport) error {
 			return fmt.Errorf("%w: failed job %q did not run in the round at %v", ErrStaleReport, key, rep.Start)
 		}
 	}
+	end := s.last.Start
 	for i, r := range rep.Ran {
 		j := ran[i]
+		if s.cfg.Compat != allocation.CompatGavel {
+			end = max(end, s.last.Start+min(r.Seconds, s.last.Length))
+		}
 		if k := j.unit.typ; k >= 0 { // -1: every GPU of its type left
-			j.attained[k] += r.Seconds
+			j.attained[k] = min(j.attained[k]+r.Seconds, maxAttained)
 		}
 		j.rounds++
 		if r.Steps > 0 {
@@ -111,6 +118,7 @@ func (s *Scheduler) Report(rep RoundReport) error {
 		return err
 	}
 	s.reported = true
+	s.lastEnd = end
 	return nil
 }
 
@@ -160,7 +168,7 @@ func (s *Scheduler) creditUnreported(now float64) error {
 	for _, j := range s.ranBefore {
 		if j.unit != nil && s.jobs[j.key] == j {
 			if k := j.unit.typ; k >= 0 { // -1: every GPU of its type left
-				j.attained[k] += d
+				j.attained[k] = min(j.attained[k]+d, maxAttained)
 			}
 			j.rounds++
 		}

@@ -3,6 +3,8 @@ package scheduler
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -120,22 +122,20 @@ type scratch struct {
 }
 
 // Round computes the round that starts at now (seconds on the clock of
-// Submit; a round starts where the last one ended or later): each tier's
+// Submit). A round starts where the last one ended or later: at its
+// Start plus Length, or, once reported, at its Start plus the longest
+// Seconds its report gives (a round whose jobs all stopped early ended
+// early; under allocation.CompatGavel, whose reports credit more than the
+// round, a reported round ends at its Start); an earlier start is an
+// error wrapping ErrInvalid. A cancelled ctx is an error, whether or not
+// a policy solves. Each tier's
 // policy and round mechanism choose the jobs to run and their GPU types,
 // the jobs are placed on GPUs of the live state, gangs are admitted whole
 // or not at all, and elastic jobs grow into GPUs left over. The last
 // round is credited with its report, or in full without one. It returns
 // the assignments; the GPUs are held in the state until the next round.
 func (s *Scheduler) Round(ctx context.Context, now float64) (*Round, error) {
-	s.mu.Lock()
-	r, err := s.round(ctx, now)
-	var stats RoundStats
-	if err == nil {
-		// Read under the lock: with ReuseRounds, r is the next round's
-		// memory, which another goroutine's Round may overwrite at once.
-		stats = r.Stats
-	}
-	s.mu.Unlock()
+	r, stats, err := s.lockedRound(ctx, now)
 	if err != nil {
 		return nil, err
 	}
@@ -145,14 +145,31 @@ func (s *Scheduler) Round(ctx context.Context, now float64) (*Round, error) {
 	return r, nil
 }
 
+// lockedRound runs a round under the lock, released on every path (a
+// policy that panics included), and returns its statistics read under
+// it: with ReuseRounds, r is the next round's memory, which another
+// goroutine's Round may overwrite at once.
+func (s *Scheduler) lockedRound(ctx context.Context, now float64) (*Round, RoundStats, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.round(ctx, now)
+	if err != nil {
+		return nil, RoundStats{}, err
+	}
+	return r, r.Stats, nil
+}
+
 // round is the engine: named steps around one Rounds call per tier.
 func (s *Scheduler) round(ctx context.Context, now float64) (*Round, error) {
 	t0 := time.Now()
 	if !validTime(now) {
 		return nil, fmt.Errorf("%w: round at %v (want 0 to %g s)", ErrInvalid, now, allocation.MaxTime)
 	}
-	if s.last != nil && now < s.last.Start {
-		return nil, fmt.Errorf("%w: round at %v before the last one (%v)", ErrInvalid, now, s.last.Start)
+	if s.last != nil && now < s.lastEnd {
+		return nil, fmt.Errorf("%w: round at %v before the last one ended (it started at %v and ran until %v)", ErrInvalid, now, s.last.Start, s.lastEnd)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("scheduler: round at %v: %w", now, err)
 	}
 	if err := s.creditUnreported(now); err != nil {
 		return nil, err
@@ -172,6 +189,7 @@ func (s *Scheduler) round(ctx context.Context, now float64) (*Round, error) {
 	s.stats.Took = time.Since(t0)
 	r.Stats = s.stats
 	s.last = r
+	s.lastEnd = now + r.Length
 	s.reported = false
 	s.roundsRun++
 	s.log.Debug("round", "start", now, "jobs", s.stats.Jobs, "reset", s.stats.Reset, "placed", s.stats.Placed,
@@ -310,12 +328,20 @@ func (s *Scheduler) buildProblem(t *tier) {
 	t.dirty = false
 }
 
-// pairHolder is the holder key of two jobs sharing GPUs.
+// pairHolder is the holder key of two jobs sharing GPUs: their keys,
+// the earlier job's first, joined by a NUL byte; when that would be longer
+// than cluster.MaxHolderLen (two keys of MaxKeyLen bytes), the later key
+// is replaced by two NUL bytes and the hex SHA-256 of it. Job keys hold no
+// NUL byte, so no two pairs, and no pair and a job, share a holder.
 func pairHolder(a, b *job) string {
 	if a.id > b.id {
 		a, b = b, a
 	}
-	return a.key + "\x00" + b.key
+	if len(a.key)+1+len(b.key) <= cluster.MaxHolderLen {
+		return a.key + "\x00" + b.key
+	}
+	sum := sha256.Sum256([]byte(b.key))
+	return a.key + "\x00\x00" + hex.EncodeToString(sum[:])
 }
 
 // plan turns the mechanism's assignments into units and extends the

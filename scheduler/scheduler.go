@@ -127,7 +127,8 @@ type Scheduler struct {
 	epoch      uint64
 	mark       uint64 // Report's
 
-	last      *Round // the last round, for Report
+	last      *Round  // the last round, for Report
+	lastEnd   float64 // when it ended (see Round)
 	reported  bool
 	ranBefore []*job // the jobs of the last round's units
 	stats     RoundStats
@@ -646,13 +647,16 @@ func (s *Scheduler) Bind(key string, devices []Device) error {
 	return nil
 }
 
-// View calls fn with the live cluster state under the scheduler's lock,
-// for readers such as a Kubernetes plugin's Filter and Score. fn must not
-// change the state nor keep it after it returns.
-func (s *Scheduler) View(fn func(st *cluster.State)) {
+// View calls fn with read-only access to the live cluster state, under
+// the scheduler's lock, for readers such as a Kubernetes plugin's Filter
+// and Score. The view is valid until fn returns; fn must not call the
+// scheduler (its lock is held).
+func (s *Scheduler) View(fn func(v *ClusterView)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	fn(s.st)
+	v := &ClusterView{st: s.st}
+	defer func() { v.st = nil }()
+	fn(v)
 }
 
 // JobStatus is what the scheduler knows of a job: a copy the caller
