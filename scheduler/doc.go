@@ -32,7 +32,18 @@
 //  6. consolidate: a kept job spread over several servers moves to fewer
 //     when the speed gained over the round exceeds the migration cost;
 //  7. grow: GPUs left over go to elastic jobs by Lyra's knapsack;
-//  8. publish: the assignments, with devices by server id and NVML index.
+//  8. publish: the assignments, with devices by server id and NVML index,
+//     and the fate of every other job (Round.Waiting, Round.Finished).
+//
+// A job's fate ([JobState], [Reason]) is visible in each Round and in
+// [Scheduler.Status]: it waits (new, no capacity this round, no room on
+// the servers, preempted, its gang incomplete), runs, has finished (its
+// known remaining steps reached 0 at a report: it leaves the rounds and
+// is listed once), or is unrunnable (no type present it may run on, no
+// rate for any, larger than the cluster or, for a SingleServer job, than
+// any server of its types, or a job of its gang unrunnable): an
+// unrunnable job takes no share of the policy's allocation, and is looked
+// at again when servers join or leave or its spec changes.
 //
 // [Scheduler.Report] then says what really ran (and what failed to
 // start), and only that is credited to the mechanism; a round without a

@@ -64,7 +64,10 @@ type JobSpec struct {
 	SingleServer bool `json:"single_server,omitempty"`
 	// RemainingSteps is the work left, in steps, in [0,
 	// allocation.MaxSteps] (policies such as makespan and finish-time
-	// fairness use it); reports of steps run count it down.
+	// fairness use it); 0 means unknown: the job runs until it is removed
+	// (JobStatus.RemainingKnown says which). Reports of steps run count
+	// known work down; when it reaches 0 the job has finished: it leaves
+	// the rounds (JobState Finished).
 	RemainingSteps float64 `json:"remaining_steps,omitempty"`
 	// Deadline is the time by which the job should finish (same clock as
 	// the rounds), in [0, allocation.MaxTime] seconds; 0 means none.
@@ -164,6 +167,19 @@ type job struct {
 	lease  *lease
 	mark   uint64  // Report's mark
 	ranFor float64 // seconds reported with the mark
+
+	// Fate. own is the job's own unrunnability (NoReason when it can run
+	// on the cluster), unrun the same with its gang's (see refreshGang);
+	// finished is set when a report counts known remaining steps down to
+	// 0, announced once a Round has listed it; inTier tells whether it is
+	// in its tier's list (it takes part in the rounds); wait is why it
+	// waited in the last round (ReasonNew before its first).
+	own, unrun Reason
+	finished   bool
+	announced  bool
+	inTier     bool
+	wait       Reason
+	waitRound  uint64 // the epoch of the round wait is for
 }
 
 // ratesFor fills the job's rates over the scheduler's types. A type the

@@ -30,7 +30,9 @@ type Ran struct {
 	Job string `json:"job"`
 	// Seconds is how long it ran, at most the round's length.
 	Seconds float64 `json:"seconds"`
-	// Steps is the work it did; it counts RemainingSteps down.
+	// Steps is the work it did; it counts RemainingSteps down, when they
+	// are known (above 0). A job whose known steps reach 0 has finished:
+	// it leaves the rounds and the next Round lists it in Finished.
 	Steps float64 `json:"steps,omitempty"`
 }
 
@@ -83,6 +85,7 @@ func (s *Scheduler) Report(rep RoundReport) error {
 		}
 	}
 	end := s.last.Start
+	var finished []*job
 	for i, r := range rep.Ran {
 		j := ran[i]
 		if s.cfg.Compat != allocation.CompatGavel {
@@ -92,13 +95,17 @@ func (s *Scheduler) Report(rep RoundReport) error {
 			j.attained[k] = min(j.attained[k]+r.Seconds, maxAttained)
 		}
 		j.rounds++
-		if r.Steps > 0 {
+		if r.Steps > 0 && j.spec.RemainingSteps > 0 {
 			j.spec.RemainingSteps = math.Max(0, j.spec.RemainingSteps-r.Steps)
 			if t := j.tier; !t.dirty && j.pidx >= 0 && j.pidx < len(t.problem.Jobs) && t.problem.Jobs[j.pidx].ID == j.id {
 				t.problem.Jobs[j.pidx].RemainingSteps = j.spec.RemainingSteps
 			}
+			if j.spec.RemainingSteps == 0 {
+				finished = append(finished, j)
+			}
 		}
 	}
+
 	for _, key := range rep.Failed {
 		if j := inRound(key); j.lease != nil {
 			s.evict(j.lease.holder)
@@ -119,6 +126,15 @@ func (s *Scheduler) Report(rep RoundReport) error {
 	}
 	s.reported = true
 	s.lastEnd = end
+	for _, j := range finished {
+		// It leaves the rounds (its GPUs are released at the next one).
+		j.finished = true
+		if g := j.spec.Gang; g != "" {
+			s.refreshGang(g)
+		} else {
+			s.settle(j)
+		}
+	}
 	return nil
 }
 

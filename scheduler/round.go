@@ -26,8 +26,16 @@ type Round struct {
 	// Assignments are the jobs that run, each on its GPUs.
 	Assignments []Assignment
 	// Preempted are the jobs that ran in the last round and do not run in
-	// this one, sorted.
+	// this one (finished ones aside), sorted: an embedder stops them.
 	Preempted []string
+	// Waiting lists every job that does not run in this round, in order of
+	// submission, with its state (Waiting or Unrunnable) and the reason;
+	// with Assignments and Finished, a Round says what became of every
+	// job submitted (jobs that finished in an earlier round aside).
+	Waiting []JobFate
+	// Finished lists the jobs whose known remaining steps reached 0 at the
+	// last report, sorted: they left the rounds. Each is listed once.
+	Finished []string
 	// Reset reports that a policy solved its allocation for this round.
 	Reset bool
 	Stats RoundStats
@@ -495,15 +503,15 @@ func (s *Scheduler) admitGangs(units []unit) {
 	if running == nil {
 		return
 	}
-	members := map[string]int{}
-	for _, j := range s.jobs {
-		if j.spec.Gang != "" {
-			members[j.spec.Gang]++
-		}
-	}
 	dropped := map[string]bool{}
 	for g, n := range running {
-		if n < members[g] {
+		members := 0
+		for _, m := range s.gangs[g] {
+			if m.inTier {
+				members++
+			}
+		}
+		if n < members {
 			dropped[g] = true
 		}
 	}
@@ -520,7 +528,35 @@ func (s *Scheduler) admitGangs(units []unit) {
 			}
 		}
 	}
+	for g := range dropped {
+		for _, m := range s.gangs[g] {
+			s.waits(m, ReasonGang)
+		}
+	}
 	s.stats.GangsDropped = len(dropped)
+}
+
+// waits records why a job waits in this round, the most telling reason
+// kept: its gang, then the loss of its GPUs, then no room, then no
+// capacity.
+func (s *Scheduler) waits(j *job, r Reason) {
+	if j.waitRound != s.epoch || waitRank(r) > waitRank(j.wait) {
+		j.wait, j.waitRound = r, s.epoch
+	}
+}
+
+func waitRank(r Reason) int {
+	switch r {
+	case ReasonGang:
+		return 4
+	case ReasonPreempted:
+		return 3
+	case ReasonNoRoom:
+		return 2
+	case ReasonNoCapacity:
+		return 1
+	}
+	return 0
 }
 
 // consolidate moves kept multi-server units to fewer servers when that
@@ -695,6 +731,23 @@ func containsServer(refs []cluster.GPURef, s int) bool {
 	return false
 }
 
+// fates appends the fate of every job that does not run in this round,
+// in order of submission, and records why each waits.
+func (s *Scheduler) fates(dst []JobFate) []JobFate {
+	for _, j := range s.order {
+		switch {
+		case j.finished || j.unit != nil:
+			continue
+		case j.unrun != NoReason:
+			dst = append(dst, JobFate{Job: j.key, State: Unrunnable, Reason: j.unrun})
+			continue
+		}
+		s.waits(j, ReasonNoCapacity)
+		dst = append(dst, JobFate{Job: j.key, State: Waiting, Reason: j.wait})
+	}
+	return dst
+}
+
 // publish builds the round's answer and moves the jobs' pointers to this
 // round's units.
 func (s *Scheduler) publish(units []unit, now float64) *Round {
@@ -702,7 +755,7 @@ func (s *Scheduler) publish(units []unit, now float64) *Round {
 	if s.cfg.ReuseRounds && s.last != nil {
 		r = s.last
 	}
-	*r = Round{Start: now, Length: s.roundLength(), Reset: s.stats.Reset, Assignments: r.Assignments[:0]}
+	*r = Round{Start: now, Length: s.roundLength(), Reset: s.stats.Reset, Assignments: r.Assignments[:0], Waiting: r.Waiting[:0]}
 	placed, gpus, njobs := 0, 0, 0
 	for i := range units {
 		if units[i].placed {
@@ -760,10 +813,28 @@ func (s *Scheduler) publish(units []unit, now float64) *Round {
 		r.Assignments = append(r.Assignments, as)
 	}
 	for _, j := range prev {
-		if j.unit == nil && s.jobs[j.key] == j {
+		if j.unit == nil && s.jobs[j.key] == j && !j.finished {
 			r.Preempted = append(r.Preempted, j.key)
+			s.waits(j, ReasonPreempted)
 		}
 	}
+	for i := range units {
+		if u := &units[i]; !u.placed {
+			for _, j := range u.jobs {
+				if j != nil {
+					s.waits(j, ReasonNoRoom)
+				}
+			}
+		}
+	}
+	r.Waiting = s.fates(r.Waiting[:0])
+	for _, j := range s.order {
+		if j.finished && !j.announced {
+			j.announced = true
+			r.Finished = append(r.Finished, j.key)
+		}
+	}
+	slices.Sort(r.Finished)
 	clear(prev)
 	s.scratch.ranSpare = prev
 	if s.cfg.ReuseRounds {

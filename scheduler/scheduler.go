@@ -116,6 +116,8 @@ type Scheduler struct {
 
 	jobs   map[string]*job
 	byID   map[int]*job
+	order  []*job            // the jobs by ID (order of submission)
+	gangs  map[string][]*job // the jobs of each gang
 	nextID int
 	tiers  []*tier // by priority, highest first
 
@@ -181,7 +183,7 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	s := &Scheduler{
 		cfg: cfg, st: st, log: cfg.Logger,
-		jobs: map[string]*job{}, byID: map[int]*job{}, leases: map[string]*lease{},
+		jobs: map[string]*job{}, byID: map[int]*job{}, gangs: map[string][]*job{}, leases: map[string]*lease{},
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -364,10 +366,10 @@ func (s *Scheduler) Submit(key string, spec JobSpec, now float64) error {
 	s.nextID++
 	s.jobs[key] = j
 	s.byID[j.id] = j
-	t := s.tierOf(spec.Priority)
-	j.tier = t
-	t.jobs = append(t.jobs, j)
-	t.dirty = true
+	s.order = append(s.order, j)
+	j.tier = s.tierOf(spec.Priority)
+	s.joinGang(j)
+	s.refreshJob(j)
 	return nil
 }
 
@@ -399,7 +401,12 @@ func cloneSpec(spec JobSpec) JobSpec {
 // remaining steps, its weight). The job keeps its arrival and its place in
 // the rounds; a change of GPUs, types, rates, priority or gang takes
 // effect at the next round, which re-solves when the policy sees a change
-// of jobs. Its model key cannot change.
+// of jobs. GPUs it holds that no longer fit the spec (another count, a
+// type it may no longer run on, elastic GPUs beyond MaxGPUs) are
+// released at once. Its fate is looked at again (it may become
+// unrunnable, or runnable). A finished job returns to the rounds when the
+// spec gives it remaining steps, and stays finished otherwise. Its model
+// key cannot change.
 func (s *Scheduler) Update(key string, spec JobSpec) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -421,15 +428,56 @@ func (s *Scheduler) Update(key string, spec JobSpec) error {
 		_ = s.ratesFor(j)
 		return err
 	}
-	if spec.Priority != old.Priority {
+	if spec.Priority != old.Priority && j.inTier {
 		s.detach(j)
-		t := s.tierOf(spec.Priority)
-		j.tier = t
-		t.jobs = append(t.jobs, j)
-		slices.SortFunc(t.jobs, func(a, b *job) int { return cmp.Compare(a.id, b.id) })
 	}
-	j.tier.dirty = true
+	j.tier = s.tierOf(spec.Priority)
+	if j.finished && spec.RemainingSteps > 0 {
+		j.finished, j.announced = false, false
+	}
+	if j.finished {
+		j.spec.RemainingSteps = 0
+	}
+	if l := j.lease; l != nil && l.jobs[1] == nil && len(l.extra) > j.spec.maxGPUs()-j.spec.GPUs {
+		_ = s.st.ReleaseGPUs(l.holder, l.extra) // elastic GPUs beyond its new range
+		l.extra = l.extra[:0]
+	}
+	if l := j.lease; l != nil && !s.leaseFits(l) {
+		s.releaseLease(l.holder) // its size or type no longer fits the spec
+	}
+	if old.Gang != spec.Gang {
+		j.spec.Gang = old.Gang
+		s.leaveGang(j)
+		j.spec.Gang = spec.Gang
+		s.joinGang(j)
+		if old.Gang != "" {
+			s.refreshGang(old.Gang)
+		}
+	}
+	s.refreshJob(j)
+	if j.inTier {
+		j.tier.dirty = true
+	}
 	return nil
+}
+
+// leaseFits tells whether a lease still fits its jobs' specs: base GPUs
+// as many as each asks for, of a type each may run on with a rate, and
+// extras within their elastic range.
+func (s *Scheduler) leaseFits(l *lease) bool {
+	base := len(s.st.Held(l.holder)) - len(l.extra)
+	for _, j := range l.jobs {
+		if j == nil {
+			continue
+		}
+		if base != j.spec.GPUs || l.typ < 0 || !j.allows(l.typeName) || j.rates[l.typ] <= 0 {
+			return false
+		}
+		if l.jobs[1] == nil && len(l.extra) > j.spec.maxGPUs()-j.spec.GPUs {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Scheduler) modelKeyOf(spec JobSpec) perfmodel.JobKey {
@@ -440,12 +488,13 @@ func (s *Scheduler) modelKeyOf(spec JobSpec) perfmodel.JobKey {
 	return k
 }
 
-// detach takes a job out of its tier.
+// detach takes a job out of its tier's list.
 func (s *Scheduler) detach(j *job) {
 	t := j.tier
 	if i := slices.Index(t.jobs, j); i >= 0 {
 		t.jobs = slices.Delete(t.jobs, i, i+1)
 	}
+	j.inTier, j.pidx = false, -1
 	t.dirty = true
 	if len(t.jobs) == 0 {
 		// An empty tier keeps its mechanism: the next job of its priority
@@ -467,9 +516,18 @@ func (s *Scheduler) Remove(key string) error {
 	if j.lease != nil {
 		s.releaseLease(j.lease.holder)
 	}
-	s.detach(j)
+	if j.inTier {
+		s.detach(j)
+	}
 	delete(s.jobs, key)
 	delete(s.byID, j.id)
+	if i, ok := slices.BinarySearchFunc(s.order, j.id, func(a *job, id int) int { return a.id - id }); ok {
+		s.order = slices.Delete(s.order, i, i+1)
+	}
+	s.leaveGang(j)
+	if g := j.spec.Gang; g != "" {
+		s.refreshGang(g) // the gang may run without it
+	}
 	return nil
 }
 
@@ -484,6 +542,7 @@ func (s *Scheduler) AddServer(srv topology.Server) error {
 		return err
 	}
 	s.refreshTypes()
+	s.refreshAll()
 	s.log.Info("server added", "server", srv.ID, "gpus", len(srv.GPUs))
 	return nil
 }
@@ -503,6 +562,7 @@ func (s *Scheduler) RemoveServer(id string) ([]string, error) {
 		return nil, err
 	}
 	s.refreshTypes()
+	s.refreshAll()
 	s.log.Info("server removed", "server", id, "evicted", evicted)
 	return evicted, nil
 }
@@ -662,8 +722,17 @@ func (s *Scheduler) View(fn func(v *ClusterView)) {
 // JobStatus is what the scheduler knows of a job: a copy the caller
 // owns, safe for concurrent reads.
 type JobStatus struct {
-	Spec    JobSpec
-	Arrival float64
+	Spec JobSpec
+	// State is where the job stands now, and Reason why it waits or
+	// cannot run (NoReason while it runs or once it has finished).
+	State  JobState
+	Reason Reason
+	// RemainingKnown tells whether Spec.RemainingSteps is known: false
+	// when the spec gave none (0: unknown work, the job runs until it is
+	// removed); true when it gave some, counted down by reports, and for
+	// a finished job (0 left).
+	RemainingKnown bool
+	Arrival        float64
 	// Devices are the GPUs the job holds now (after the last round), and
 	// Type their type; none while it waits.
 	Devices []Device
@@ -686,7 +755,9 @@ func (s *Scheduler) Status(key string) (JobStatus, error) {
 	if !ok {
 		return JobStatus{}, fmt.Errorf("%w: %q", ErrUnknownJob, key)
 	}
-	out := JobStatus{Spec: cloneSpec(j.spec), Arrival: j.arrival, Rounds: j.rounds, Attained: map[topology.GPUType]float64{}}
+	out := JobStatus{Spec: cloneSpec(j.spec), Arrival: j.arrival, Rounds: j.rounds, Attained: map[topology.GPUType]float64{},
+		RemainingKnown: j.finished || j.spec.RemainingSteps > 0}
+	out.State, out.Reason = s.fate(j)
 	for k, v := range j.attained {
 		if v > 0 {
 			out.Attained[s.types[k]] = v

@@ -209,14 +209,12 @@ func (s *Scheduler) Restore(data []byte) error {
 		}
 		s.jobs[j.key] = j
 		s.byID[j.id] = j
-		t := s.tierOf(j.spec.Priority)
-		j.tier = t
-		t.jobs = append(t.jobs, j)
-		t.dirty = true
+		s.order = append(s.order, j)
+		j.tier = s.tierOf(j.spec.Priority)
+		s.joinGang(j)
 	}
-	for _, t := range s.tiers {
-		slices.SortFunc(t.jobs, func(a, b *job) int { return cmp.Compare(a.id, b.id) })
-	}
+	slices.SortFunc(s.order, func(a, b *job) int { return cmp.Compare(a.id, b.id) })
+	s.refreshAll()
 	for prio, m := range mechs {
 		s.tierOf(prio).mech = m
 	}
