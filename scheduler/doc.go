@@ -29,10 +29,17 @@
 //     placement.GPUChooser inside a server; a job that asks for one
 //     server waits rather than spread;
 //  5. admit gangs: a gang some of whose jobs found no GPUs does not run;
-//  6. consolidate: a kept job spread over several servers moves to fewer
+//  6. refill: when a gang was dropped, the GPUs left free go to the jobs
+//     and gangs that wait (the dropped gang's included), highest priority
+//     first, then least attained service, each job on the fastest type
+//     where the placer finds it room, a gang whole or not at all (with
+//     LeaveIdle, only as many GPUs as the dropped gangs freed), so that
+//     no GPU a waiting job or gang could use stays idle because a gang
+//     was dropped;
+//  7. consolidate: a kept job spread over several servers moves to fewer
 //     when the speed gained over the round exceeds the migration cost;
-//  7. grow: GPUs left over go to elastic jobs by Lyra's knapsack;
-//  8. publish: the assignments, with devices by server id and NVML index,
+//  8. grow: GPUs left over go to elastic jobs by Lyra's knapsack;
+//  9. publish: the assignments, with devices by server id and NVML index,
 //     and the fate of every other job (Round.Waiting, Round.Finished).
 //
 // A job's fate ([JobState], [Reason]) is visible in each Round and in

@@ -156,7 +156,7 @@ func (s *Scheduler) ownReason(j *job) Reason {
 			continue
 		}
 		allowed = true
-		if k >= len(j.rates) || j.rates[k] <= 0 {
+		if k >= len(j.raw) || j.raw[k] <= 0 {
 			continue
 		}
 		rated = true
@@ -255,6 +255,9 @@ func (s *Scheduler) leaveGang(j *job) {
 // O(jobs x types).
 func (s *Scheduler) refreshAll() {
 	for _, j := range s.order {
+		if j.spec.SingleServer && s.maskRates(j) && j.inTier {
+			j.tier.dirty = true // the largest server of a type changed
+		}
 		j.own = s.ownReason(j)
 		if j.spec.Gang == "" {
 			j.unrun = j.own

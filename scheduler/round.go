@@ -77,8 +77,10 @@ type RoundStats struct {
 	// the same GPUs as before; Moves the running jobs that changed GPUs;
 	// Preemptions the jobs that ran last round and do not now; Unplaced
 	// the units that found no GPUs (fragmentation, single-server jobs);
-	// GangsDropped the gangs not admitted whole.
-	Assigned, Placed, Kept, Moves, Preemptions, Unplaced, GangsDropped int
+	// GangsDropped the gangs not admitted whole; Refilled the jobs given
+	// the GPUs left free after a gang was dropped (see the package
+	// documentation's round steps).
+	Assigned, Placed, Kept, Moves, Preemptions, Unplaced, GangsDropped, Refilled int
 	// ElasticGPUs counts the extra GPUs given to elastic jobs.
 	ElasticGPUs int
 	// BusyGPUs and HealthyGPUs count the GPUs held after the round and the
@@ -190,7 +192,7 @@ func (s *Scheduler) round(ctx context.Context, now float64) (*Round, error) {
 	units := s.plan()
 	s.releaseStale()
 	s.place(units)
-	s.admitGangs(units)
+	units = s.refill(units, s.admitGangs(units))
 	s.consolidate(units)
 	s.grow(units)
 	r := s.publish(units, now)
@@ -487,8 +489,9 @@ func (s *Scheduler) place(units []unit) {
 	}
 }
 
-// admitGangs drops every gang some of whose jobs do not run this round.
-func (s *Scheduler) admitGangs(units []unit) {
+// admitGangs drops every gang some of whose jobs do not run this round,
+// and returns the GPUs per type it frees (nil when it drops none).
+func (s *Scheduler) admitGangs(units []unit) []int {
 	var running map[string]int
 	for i := range units {
 		for _, j := range units[i].jobs {
@@ -501,7 +504,7 @@ func (s *Scheduler) admitGangs(units []unit) {
 		}
 	}
 	if running == nil {
-		return
+		return nil
 	}
 	dropped := map[string]bool{}
 	for g, n := range running {
@@ -515,6 +518,10 @@ func (s *Scheduler) admitGangs(units []unit) {
 			dropped[g] = true
 		}
 	}
+	if len(dropped) == 0 {
+		return nil
+	}
+	freed := make([]int, len(s.types))
 	for i := range units {
 		u := &units[i]
 		if !u.placed {
@@ -522,6 +529,7 @@ func (s *Scheduler) admitGangs(units []unit) {
 		}
 		for _, j := range u.jobs {
 			if j != nil && dropped[j.spec.Gang] {
+				freed[u.typ] += len(s.st.Held(u.holder))
 				s.releaseLease(u.holder)
 				u.placed, u.kept, u.moved = false, false, false
 				break
@@ -534,6 +542,156 @@ func (s *Scheduler) admitGangs(units []unit) {
 		}
 	}
 	s.stats.GangsDropped = len(dropped)
+	return freed
+}
+
+// refill is the rule of progress with gangs: when gang admission dropped
+// a gang, the GPUs left free go to the jobs that wait (a dropped gang's
+// included), so that no GPU a waiting job or gang could use stays idle
+// because a gang was dropped. The jobs and gangs that wait are taken in
+// order of priority (a gang's highest), then of least attained service,
+// arrival and ID (of a gang's first job in that order); each job goes to
+// the fastest type it may run on where the placer finds it room (its own
+// server only, for a SingleServer job), largest job of a gang first; a
+// gang is placed whole or not at all. With LeaveIdle, only as many GPUs
+// of each type as the dropped gangs freed are given. It returns the units
+// with those it placed (a job the mechanism chose keeps its unit).
+func (s *Scheduler) refill(units []unit, freed []int) []unit {
+	if freed == nil {
+		return units
+	}
+	budget := freed
+	if !s.cfg.LeaveIdle {
+		budget = make([]int, len(s.types))
+		for k, t := range s.types {
+			budget[k] = s.st.Free(t)
+		}
+	}
+	running := make(map[*job]bool, len(units))
+	single := make(map[*job]int) // the job's unplaced unit of its own
+	for i := range units {
+		u := &units[i]
+		for _, j := range u.jobs {
+			if j != nil && u.placed {
+				running[j] = true
+			}
+		}
+		if !u.placed && u.jobs[1] == nil {
+			single[u.jobs[0]] = i
+		}
+	}
+	// The groups that wait: jobs alone, and gangs (after gang admission a
+	// gang runs whole or not at all).
+	var groups [][]*job
+	byGang := map[string]int{}
+	for _, j := range s.order {
+		if !j.inTier || running[j] {
+			continue
+		}
+		if g := j.spec.Gang; g != "" {
+			if i, ok := byGang[g]; ok {
+				groups[i] = append(groups[i], j)
+				continue
+			}
+			byGang[g] = len(groups)
+		}
+		groups = append(groups, []*job{j})
+	}
+	for _, g := range groups {
+		slices.SortFunc(g, refillOrder)
+	}
+	slices.SortStableFunc(groups, func(a, b []*job) int { return refillOrder(a[0], b[0]) })
+	type placed struct {
+		j    *job
+		k    int
+		refs []cluster.GPURef
+	}
+	var got []placed
+	for _, g := range groups {
+		members := slices.SortedStableFunc(slices.Values(g), func(a, b *job) int { return cmp.Compare(b.spec.GPUs, a.spec.GPUs) })
+		got = got[:0]
+		for _, j := range members {
+			k, refs := s.refillPlace(j, budget)
+			if refs == nil {
+				break
+			}
+			if err := s.st.Bind(j.key, refs); err != nil {
+				s.log.Warn("bind", "holder", j.key, "err", err) // a bug: the placer offered GPUs not free
+				break
+			}
+			budget[k] -= len(refs)
+			got = append(got, placed{j, k, refs})
+		}
+		if len(got) < len(members) {
+			for _, p := range got { // the gang does not fit whole
+				s.st.Release(p.j.key)
+				budget[p.k] += len(p.refs)
+			}
+			continue
+		}
+		for _, p := range got {
+			j := p.j
+			i, ok := single[j]
+			if !ok {
+				units = append(units, unit{jobs: [2]*job{j, nil}, holder: j.key, tier: j.tier})
+				i = len(units) - 1
+			}
+			u := &units[i]
+			u.typ, u.tname, u.gpus, u.placed, u.kept = p.k, s.types[p.k], j.spec.GPUs, true, false
+			u.moved = j.unit != nil // it ran last round elsewhere
+			l := s.newLease()
+			l.holder, l.jobs, l.typ, l.typeName, l.epoch = j.key, u.jobs, p.k, s.types[p.k], s.epoch
+			s.addLease(l)
+			s.stats.Refilled++
+		}
+	}
+	s.scratch.units[s.scratch.cur] = units
+	return units
+}
+
+// refillOrder orders waiting jobs for refill: higher priority, then less
+// attained service, then earlier arrival, then lower ID.
+func refillOrder(a, b *job) int {
+	return cmp.Or(cmp.Compare(b.spec.Priority, a.spec.Priority), cmp.Compare(sum(a.attained), sum(b.attained)),
+		cmp.Compare(a.arrival, b.arrival), cmp.Compare(a.id, b.id))
+}
+
+func sum(v []float64) float64 {
+	t := 0.0
+	for _, x := range v {
+		t += x
+	}
+	return t
+}
+
+// refillPlace finds a job room on the fastest type it may run on that
+// has room within the budget; it returns the type and the GPUs, or nil.
+func (s *Scheduler) refillPlace(j *job, budget []int) (int, []cluster.GPURef) {
+	p := &s.placer
+	if j.spec.SingleServer {
+		p = &s.single
+	}
+	tried := make([]bool, len(s.types))
+	for {
+		best := -1
+		for k := range s.types {
+			if !tried[k] && j.rates[k] > 0 && budget[k] >= j.spec.GPUs && (best < 0 || j.rates[k] > j.rates[best]) {
+				best = k
+			}
+		}
+		if best < 0 {
+			return -1, nil
+		}
+		tried[best] = true
+		refs, err := p.PlaceOn(s.st, s.types[best], j.spec.GPUs, nil)
+		if err != nil {
+			s.log.Warn("place", "holder", j.key, "err", err) // a bug: New checks the placer
+			continue
+		}
+		if refs != nil {
+			return best, refs
+		}
+	}
 }
 
 // waits records why a job waits in this round, the most telling reason
@@ -709,6 +867,9 @@ func (s *Scheduler) growUnit(u *unit, typ topology.GPUType, n int) int {
 			return 0
 		}
 		l.extra = append(l.extra[:0], sc.refs...)
+		if u.jobs[0].spec.SingleServer {
+			return local // its own server only
+		}
 		more, err := s.placer.PlaceOn(s.st, typ, n-local, nil)
 		if err == nil && more != nil && s.st.Bind(u.holder, more) == nil {
 			l.extra = append(l.extra, more...)
