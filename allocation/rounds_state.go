@@ -137,7 +137,11 @@ func (r *Rounds) Snapshot() ([]byte, error) {
 	slices.SortFunc(s.Units, func(a, b unitSnapshot) int { return slices.Compare(a.JobIDs, b.JobIDs) })
 	if rd := r.st.lastRound; rd != nil {
 		cp := *rd
-		cp.Allocation = nil // the allocation in force, saved once
+		cp.Allocation = nil    // the allocation in force, saved once
+		cp.Stats.SolveTime = 0 // a wall time: not state
+		if len(cp.Assignments) == 0 {
+			cp.Assignments = nil // one spelling of none
+		}
 		s.LastRound = &cp
 	}
 	if r.st.pcg != nil {
@@ -147,7 +151,7 @@ func (r *Rounds) Snapshot() ([]byte, error) {
 		}
 		s.PCG = b
 	}
-	if r.st.py != nil {
+	if r.st.py != nil && r.Compat == CompatGavel { // only Gavel's mode draws from it
 		ps := r.st.py.State()
 		s.Python = &ps
 	}

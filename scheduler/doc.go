@@ -55,8 +55,13 @@
 // [Scheduler.Report] then says what really ran (and what failed to
 // start), and only that is credited to the mechanism; a round without a
 // report is credited in full. [Scheduler.Snapshot] and [Scheduler.Restore]
-// keep the jobs and their leases across a restart; [Scheduler.Bind]
-// rebuilds leases from what the outside world records (pod annotations).
+// carry the whole state across a restart, exactly: a restored scheduler
+// makes the rounds the one that took the snapshot would have made, and a
+// snapshot taken on another cluster or configuration is refused with a
+// [*MismatchError]; [Scheduler.Adopt] loads such a snapshot and says
+// what it dropped. [Scheduler.Bind] rebuilds leases from what the outside
+// world records (pod annotations). docs/embedding.md is the contract for
+// an embedder: rounds, reports, restarts, fates of jobs, concurrency.
 // Config.Logger and Config.OnRound observe every round ([RoundStats]).
 //
 // A Scheduler is safe for concurrent use.

@@ -156,3 +156,98 @@ func TestViewIsReadOnly(t *testing.T) {
 	})
 	assert.PanicsWithValue(t, "scheduler: ClusterView used after View returned", func() { kept.NumServers() })
 }
+
+// An elastic job's GPUs on a server after one that leaves used to keep
+// their old positions in the lease: the next round could not release
+// them (the release failed silently), the lease no longer matched the
+// job's size, and the job lost its GPUs (not kept) for no reason.
+func TestElasticAfterServerLeaves(t *testing.T) {
+	c, err := topology.ParseCompact("k80:4:4,v100:8:4", 4)
+	require.NoError(t, err)
+	s, err := New(Config{Policy: &allocation.MaxMinFairness{}, Cluster: c})
+	require.NoError(t, err)
+	require.NoError(t, s.Submit("e", JobSpec{GPUs: 4, MaxGPUs: 8, Throughput: map[topology.GPUType]float64{topology.V100: 1}}, 0))
+	r, err := s.Round(ctx, 0)
+	require.NoError(t, err)
+	as := byJob(r)["e"]
+	require.Equal(t, 4, as.Extra, "the other V100 server's GPUs")
+	base := devNames(as.Devices[:4])
+	_, err = s.RemoveServer("k80-0") // the servers after it move down
+	require.NoError(t, err)
+	r, err = s.Round(ctx, 360)
+	require.NoError(t, err)
+	checkRound(t, s, r)
+	as = byJob(r)["e"]
+	assert.True(t, as.Kept, "e keeps its GPUs")
+	assert.Equal(t, base, devNames(as.Devices[:4]))
+	assert.Equal(t, 4, as.Extra)
+}
+
+// mechPairReceived returns the time a tier's mechanism credited a pair of
+// jobs with on a type (0 before it has a unit).
+func mechPairReceived(t *testing.T, s *Scheduler, a, b string, typ topology.GPUType) float64 {
+	t.Helper()
+	v, _ := mechUnitReceived(t, s, typ, a, b)
+	return v
+}
+
+// A pair of which a report lists one job is credited with that job's
+// time: it used to be credited with the other's seconds from an older
+// report as well (the larger of the two).
+func TestPairCreditFromThisReport(t *testing.T) {
+	table := gavel.Simulation()
+	s := newSched(t, func(c *Config) {
+		c.Cluster, _ = topology.ParseCompact("v100:1:1", 1)
+		c.Policy = &allocation.MaxMinFairness{SpaceSharing: true}
+		c.Throughput, c.Colocation = table, table
+	})
+	require.NoError(t, s.Submit("a", JobSpec{GPUs: 1, Model: &perfmodel.JobKey{Model: "ResNet-18", BatchSize: 64}}, 0))
+	require.NoError(t, s.Submit("b", JobSpec{GPUs: 1, Model: &perfmodel.JobKey{Model: "A3C"}}, 0))
+	paired := 0
+	for i := 0; i < 20 && paired < 2; i++ {
+		r, err := s.Round(ctx, float64(i)*360)
+		require.NoError(t, err)
+		if len(r.Assignments) != 1 || len(r.Assignments[0].Jobs) != 2 {
+			continue
+		}
+		paired++
+		before := mechPairReceived(t, s, "a", "b", topology.V100)
+		rep := RoundReport{Start: r.Start, Ran: []Ran{{Job: "a", Seconds: 300}, {Job: "b", Seconds: 300}}}
+		want := 300.0
+		if paired == 2 {
+			rep.Ran = rep.Ran[1:2]
+			rep.Ran[0].Seconds = 10 // a is not listed: it did not run
+			want = 10
+		}
+		require.NoError(t, s.Report(rep))
+		assert.InDelta(t, want, mechPairReceived(t, s, "a", "b", topology.V100)-before, 1e-9, "pairing %d", paired)
+	}
+	require.Equal(t, 2, paired, "two rounds of the pair")
+}
+
+// Under CompatGavel a report may credit more than a round, but at most
+// allocation.MaxTime seconds: two reports of 1e308 s used to push a
+// counter to +Inf, after which Snapshot failed for good. However many
+// reports of MaxTime come, the snapshot stays valid and restores.
+func TestGavelReportsBounded(t *testing.T) {
+	s := newSched(t, func(c *Config) { c.Compat = allocation.CompatGavel })
+	require.NoError(t, s.Submit("a", JobSpec{GPUs: 1, Throughput: rates(1, 1)}, 0))
+	for i := range 30 {
+		r, err := s.Round(ctx, float64(i)*360)
+		require.NoError(t, err)
+		rep := RoundReport{Start: r.Start, Ran: []Ran{{Job: "a", Seconds: 1e308}}}
+		err = s.Report(rep)
+		require.ErrorIs(t, err, ErrInvalid)
+		assert.ErrorContains(t, err, `job "a" ran 1e+308 s`)
+		rep.Ran[0].Seconds = allocation.MaxTime
+		require.NoError(t, s.Report(rep))
+	}
+	data, err := s.Snapshot()
+	require.NoError(t, err)
+	st, err := s.Status("a")
+	require.NoError(t, err)
+	for _, v := range st.Attained {
+		assert.LessOrEqual(t, v, maxAttained)
+	}
+	require.NoError(t, newSched(t, func(c *Config) { c.Compat = allocation.CompatGavel }).Restore(data))
+}

@@ -113,7 +113,12 @@ func (s *Scheduler) Report(rep RoundReport) error {
 	}
 	// Credit the mechanisms with what ran: a unit (a job, or a pair) for
 	// the longest time one of its jobs ran.
-	secs := func(j *job) (float64, bool) { return j.ranFor, j.mark == s.mark }
+	secs := func(j *job) (float64, bool) {
+		if j.mark != s.mark {
+			return 0, false // not in this report (ranFor is an older report's)
+		}
+		return j.ranFor, true
+	}
 	if err := s.creditMechanisms(func(u *unit) (float64, bool) {
 		d, ok := secs(u.jobs[0])
 		if u.jobs[1] != nil {

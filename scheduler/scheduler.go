@@ -373,13 +373,7 @@ func (s *Scheduler) Submit(key string, spec JobSpec, now float64) error {
 	return nil
 }
 
-func (s *Scheduler) modelKey(j *job) perfmodel.JobKey {
-	k := *j.spec.Model
-	if k.ScaleFactor == 0 {
-		k.ScaleFactor = j.spec.GPUs
-	}
-	return k
-}
+func (s *Scheduler) modelKey(j *job) perfmodel.JobKey { return modelKeyOf(j.spec) }
 
 func cloneSpec(spec JobSpec) JobSpec {
 	spec.Types = slices.Clone(spec.Types)
@@ -418,7 +412,7 @@ func (s *Scheduler) Update(key string, spec JobSpec) error {
 		return fmt.Errorf("job %q: %w", key, err)
 	}
 	spec = cloneSpec(spec)
-	if (spec.Model == nil) != (j.spec.Model == nil) || spec.Model != nil && s.modelKeyOf(spec) != s.modelKey(j) {
+	if (spec.Model == nil) != (j.spec.Model == nil) || spec.Model != nil && modelKeyOf(spec) != s.modelKey(j) {
 		return fmt.Errorf("%w: job %q: the model key cannot change", ErrInvalid, key)
 	}
 	old := j.spec
@@ -478,14 +472,6 @@ func (s *Scheduler) leaseFits(l *lease) bool {
 		}
 	}
 	return true
-}
-
-func (s *Scheduler) modelKeyOf(spec JobSpec) perfmodel.JobKey {
-	k := *spec.Model
-	if k.ScaleFactor == 0 {
-		k.ScaleFactor = spec.GPUs
-	}
-	return k
 }
 
 // detach takes a job out of its tier's list.
@@ -560,6 +546,16 @@ func (s *Scheduler) RemoveServer(id string) ([]string, error) {
 	evicted := s.evictOn(p, nil)
 	if _, err := s.st.RemoveServer(id); err != nil {
 		return nil, err
+	}
+	// The servers after it moved down one position, in the state's
+	// holdings and in the leases' elastic GPUs alike (no lease holds a
+	// GPU of the server any more).
+	for _, l := range s.leaseList {
+		for i := range l.extra {
+			if l.extra[i].Server > p {
+				l.extra[i].Server--
+			}
+		}
 	}
 	s.refreshTypes()
 	s.refreshAll()
@@ -670,7 +666,9 @@ func (s *Scheduler) evict(holder string) []string {
 // pods it placed): they become the job's lease, which the next round keeps
 // if the job runs again on as many GPUs of that type. All or nothing: GPUs
 // that are unknown, failed or held, or of several types, are an error and
-// bind nothing. A job binds once; Remove or a round releases it.
+// bind nothing, and so are devices other than as many as the job's GPUs,
+// or of a type it may not run on or has no rate for. A job binds once;
+// Remove or a round releases it.
 func (s *Scheduler) Bind(key string, devices []Device) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -681,8 +679,11 @@ func (s *Scheduler) Bind(key string, devices []Device) error {
 	if j.lease != nil {
 		return fmt.Errorf("%w: job %q already holds GPUs", ErrInvalid, key)
 	}
-	if len(devices) == 0 {
-		return fmt.Errorf("%w: job %q: no devices to bind", ErrInvalid, key)
+	if j.finished {
+		return fmt.Errorf("%w: job %q has finished", ErrInvalid, key)
+	}
+	if len(devices) != j.spec.GPUs {
+		return fmt.Errorf("%w: job %q: %d devices to bind for a job of %d GPUs", ErrInvalid, key, len(devices), j.spec.GPUs)
 	}
 	refs := make([]cluster.GPURef, 0, len(devices))
 	var typ topology.GPUType
@@ -697,6 +698,9 @@ func (s *Scheduler) Bind(key string, devices []Device) error {
 		}
 		typ = t
 		refs = append(refs, r)
+	}
+	if k, ok := s.typeIdx[typ]; !ok || !j.allows(typ) || j.raw[k] <= 0 {
+		return fmt.Errorf("%w: job %q cannot run on %s (not among its types, or no rate there)", ErrInvalid, key, typ)
 	}
 	if err := s.st.Bind(key, refs); err != nil {
 		return err

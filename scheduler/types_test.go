@@ -298,8 +298,22 @@ func TestConfigAndUpdateErrorsName(t *testing.T) {
 // job alone with on a type, from its snapshot.
 func mechReceived(t *testing.T, s *Scheduler, key string, typ topology.GPUType) float64 {
 	t.Helper()
-	j := s.jobs[key]
-	data, err := j.tier.mech.Snapshot()
+	v, ok := mechUnitReceived(t, s, typ, key)
+	require.True(t, ok, "no unit of job %s", key)
+	return v
+}
+
+// mechUnitReceived returns the time the first job's tier's mechanism
+// credited the unit of the jobs (one, or a pair) with on a type, from its
+// snapshot, and whether it has such a unit.
+func mechUnitReceived(t *testing.T, s *Scheduler, typ topology.GPUType, keys ...string) (float64, bool) {
+	t.Helper()
+	var ids []int
+	for _, k := range keys {
+		ids = append(ids, s.jobs[k].id)
+	}
+	slices.Sort(ids)
+	data, err := s.jobs[keys[0]].tier.mech.Snapshot()
 	require.NoError(t, err)
 	var snap struct {
 		Types []topology.GPUType `json:"types"`
@@ -312,10 +326,9 @@ func mechReceived(t *testing.T, s *Scheduler, key string, typ topology.GPUType) 
 	k := slices.Index(snap.Types, typ)
 	require.GreaterOrEqual(t, k, 0, "type %s in %v", typ, snap.Types)
 	for _, u := range snap.Units {
-		if len(u.JobIDs) == 1 && u.JobIDs[0] == j.id {
-			return u.Received[k]
+		if slices.Equal(u.JobIDs, ids) {
+			return u.Received[k], true
 		}
 	}
-	t.Fatalf("no unit of job %s", key)
-	return 0
+	return 0, false
 }
