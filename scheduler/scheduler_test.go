@@ -635,8 +635,14 @@ func TestConcurrentUse(t *testing.T) {
 		for range 20 {
 			_, _ = s.FailGPUs("v100-0", rng.IntN(4))
 			_ = s.RecoverGPUs("v100-0")
-			_, _ = s.Snapshot()
-			_, _ = s.Status("g0-1")
+			data, _ := s.Snapshot()
+			_, _ = s.Adopt(data) // refused: the scheduler has jobs
+			_ = s.Restore(data)
+			if st, err := s.Status("g0-1"); err == nil {
+				st.Spec.RemainingSteps = 100
+				_ = s.Update("g0-1", st.Spec)
+			}
+			s.View(func(v *ClusterView) { _ = v.Holders() })
 		}
 	})
 	wg.Wait()

@@ -12,8 +12,9 @@ import (
 // its methods answer as the state's do, and return copies where the
 // state returns its own memory, so that nothing read through it can
 // change the state. It is valid only while the View call that lent it
-// runs, and safe for use by that call's goroutine only; a view kept after
-// View returns panics on every method.
+// runs, and not safe for concurrent use: only that call's goroutine may
+// use it (the scheduler's lock is held meanwhile); a view kept after View
+// returns panics on every method.
 type ClusterView struct {
 	st *cluster.State
 }
