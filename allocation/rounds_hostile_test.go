@@ -20,7 +20,7 @@ func hostileBase(t testing.TB, compat Compat) (*Problem, []byte) {
 		{ID: 2, ScaleFactor: 1, Throughput: []float64{2, 1}},
 		{ID: 3, ScaleFactor: 2, Throughput: []float64{3, 1}},
 	}}
-	r := &Rounds{Policy: &MaxMinFairness{}, Compat: compat}
+	r := &Rounds{Policy: &MaxMinFairness{}, Mechanism: Mechanism{Compat: compat}}
 	for i := range 2 {
 		_, err := r.Next(context.Background(), p, float64(i)*360)
 		require.NoError(t, err)
@@ -99,7 +99,7 @@ func TestRoundsRestoreHostile(t *testing.T) {
 // the counters finite and the snapshot valid.
 func TestRoundsCountersBounded(t *testing.T) {
 	p, _ := hostileBase(t, CompatGavel)
-	r := &Rounds{Policy: &MaxMinFairness{}, Compat: CompatGavel}
+	r := &Rounds{Policy: &MaxMinFairness{}, Mechanism: Mechanism{Compat: CompatGavel}}
 	for i := range 40 {
 		rd, err := r.Next(context.Background(), p, float64(i)*360)
 		require.NoError(t, err)
@@ -124,7 +124,7 @@ func TestRoundsCountersBounded(t *testing.T) {
 			assert.False(t, math.IsInf(st.received[k], 0) || math.IsInf(st.deficit[k], 0))
 		}
 	}
-	require.NoError(t, (&Rounds{Policy: &MaxMinFairness{}, Compat: CompatGavel}).Restore(data))
+	require.NoError(t, (&Rounds{Policy: &MaxMinFairness{}, Mechanism: Mechanism{Compat: CompatGavel}}).Restore(data))
 }
 
 // FuzzRoundsRestore restores arbitrary bytes, then runs rounds on a
@@ -141,7 +141,7 @@ func FuzzRoundsRestore(f *testing.F) {
 		if gavelMode {
 			compat = CompatGavel
 		}
-		r := &Rounds{Policy: &MaxMinFairness{}, Compat: compat, GPUsPerServer: []int{2, 1}}
+		r := &Rounds{Policy: &MaxMinFairness{}, Mechanism: Mechanism{Compat: compat}, GPUsPerServer: []int{2, 1}}
 		if r.Restore(data) != nil {
 			return
 		}
@@ -162,6 +162,6 @@ func FuzzRoundsRestore(f *testing.F) {
 		}
 		again, err := r.Snapshot()
 		require.NoError(t, err)
-		require.NoError(t, (&Rounds{Policy: &MaxMinFairness{}, Compat: compat}).Restore(again))
+		require.NoError(t, (&Rounds{Policy: &MaxMinFairness{}, Mechanism: Mechanism{Compat: compat}}).Restore(again))
 	})
 }

@@ -90,7 +90,7 @@ func TestRefillProperty(t *testing.T) {
 		}
 		c, err := topology.ParseCompact(joinComma(spec), 8)
 		require.NoError(t, err)
-		s, err := New(Config{Policy: &allocation.MaxMinFairness{}, Cluster: c, Seed: seed, LeaveIdle: rng.IntN(4) == 0})
+		s, err := New(Config{Policy: &allocation.MaxMinFairness{}, Cluster: c, Mechanism: allocation.Mechanism{Seed: seed, LeaveIdle: rng.IntN(4) == 0}})
 		require.NoError(t, err)
 		for i := range 4 + rng.IntN(10) {
 			th := map[topology.GPUType]float64{}

@@ -38,19 +38,12 @@ type Config struct {
 	// cluster's types it does not list follow by name. Default: by name.
 	Types []topology.GPUType
 
+	// Mechanism configures each tier's round mechanism (allocation.Rounds):
 	// RoundLength (default 360 s), MinResetInterval (default 1920 s; a
 	// negative value re-solves at every change), GlobalQueue, TypeOrder
 	// (default fastest first), ShuffleTypes, Seed, LeaveIdle (default
-	// work-conserving) and Compat configure each tier's round mechanism,
-	// as in allocation.Rounds.
-	RoundLength      float64
-	MinResetInterval float64
-	GlobalQueue      bool
-	TypeOrder        []topology.GPUType
-	ShuffleTypes     bool
-	Seed             uint64
-	LeaveIdle        bool
-	Compat           allocation.Compat
+	// work-conserving) and Compat, as sim.Config's do.
+	allocation.Mechanism
 
 	// Placer places jobs on servers; the default is Consolidated with a
 	// GPUChooser inside servers (fewest servers, best links). A Chooser's
@@ -155,16 +148,16 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.Policy == nil {
 		return nil, fmt.Errorf("%w: no policy", ErrInvalid)
 	}
+	if err := cfg.ValidateMechanism(); err != nil {
+		return nil, fmt.Errorf("%w: Config.Mechanism: %w", ErrInvalid, err)
+	}
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"RoundLength", cfg.RoundLength}, {"MinResetInterval", cfg.MinResetInterval}, {"MigrationCost", cfg.MigrationCost}, {"SpreadPenalty", cfg.SpreadPenalty}} {
+	}{{"MigrationCost", cfg.MigrationCost}, {"SpreadPenalty", cfg.SpreadPenalty}} {
 		if !(f.v >= -allocation.MaxTime && f.v <= allocation.MaxTime) {
 			return nil, fmt.Errorf("%w: Config.%s %v (want a number from %g to %g)", ErrInvalid, f.name, f.v, -allocation.MaxTime, allocation.MaxTime)
 		}
-	}
-	if cfg.RoundLength < 0 {
-		return nil, fmt.Errorf("%w: Config.RoundLength %v (want 0 for the default, or more)", ErrInvalid, cfg.RoundLength)
 	}
 	if cfg.SpreadPenalty < 0 || cfg.SpreadPenalty > 1 {
 		return nil, fmt.Errorf("%w: Config.SpreadPenalty %v (want 0 to 1)", ErrInvalid, cfg.SpreadPenalty)
@@ -204,12 +197,7 @@ func New(cfg Config) (*Scheduler, error) {
 	return s, nil
 }
 
-func (s *Scheduler) roundLength() float64 {
-	if s.cfg.RoundLength > 0 {
-		return s.cfg.RoundLength
-	}
-	return 360
-}
+func (s *Scheduler) roundLength() float64 { return s.cfg.EffectiveRoundLength() }
 
 func (s *Scheduler) migrationCost() float64 {
 	if s.cfg.MigrationCost == 0 {
@@ -317,9 +305,7 @@ func (s *Scheduler) tierOf(priority int) *tier {
 // reuse memory: a tier's round is read (plan, reports) before the next.
 func (s *Scheduler) newMechanism() *allocation.Rounds {
 	return &allocation.Rounds{
-		Policy: s.cfg.Policy, RoundLength: s.cfg.RoundLength, MinResetInterval: s.cfg.MinResetInterval,
-		GlobalQueue: s.cfg.GlobalQueue, TypeOrder: s.cfg.TypeOrder, ShuffleTypes: s.cfg.ShuffleTypes, Seed: s.cfg.Seed,
-		LeaveIdle: s.cfg.LeaveIdle, Compat: s.cfg.Compat, ReuseRounds: true,
+		Policy: s.cfg.Policy, Mechanism: s.cfg.Mechanism, ReuseRounds: true,
 	}
 }
 

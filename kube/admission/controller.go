@@ -147,8 +147,8 @@ func (c *Controller) resetScheduler(ctx context.Context) error {
 		weights, quotas = c.ten.Weights(), c.ten.Quotas()
 	}
 	s, err := scheduler.New(scheduler.Config{
-		Policy: c.cfg.Policy, Throughput: c.cfg.model(), RoundLength: c.cfg.roundSeconds(),
-		MinResetInterval: c.cfg.MinResetInterval, TenantWeights: weights, TenantQuotas: quotas,
+		Policy: c.cfg.Policy, Throughput: c.cfg.model(), TenantWeights: weights, TenantQuotas: quotas,
+		Mechanism: allocation.Mechanism{RoundLength: c.cfg.roundSeconds(), MinResetInterval: c.cfg.MinResetInterval},
 		// Admission decides types, not devices: a job may span nodes.
 		MigrationCost: -1, Logger: c.log,
 	})
