@@ -895,6 +895,7 @@ func containsServer(refs []cluster.GPURef, s int) bool {
 // fates appends the fate of every job that does not run in this round,
 // in order of submission, and records why each waits.
 func (s *Scheduler) fates(dst []JobFate) []JobFate {
+	dst = slices.Grow(dst, len(s.order)-len(s.ranBefore)) // at most the jobs that do not run
 	for _, j := range s.order {
 		switch {
 		case j.finished || j.unit != nil:
