@@ -81,7 +81,7 @@ func devices(as scheduler.Assignment) []int {
 // A restart: the state saved after a round is restored into a new
 // scheduler built with the same configuration, and the jobs keep their
 // GPUs at the next round, with the service they had received.
-func ExampleScheduler_Restore() {
+func ExampleScheduler_Restore_attained() {
 	c, err := topology.ParseCompact("v100:8,k80:4", 4) // v100-0, v100-1, k80-0
 	if err != nil {
 		panic(err)

@@ -47,19 +47,13 @@ type Config struct {
 	// Colocation gives co-located rates; set it to let policies share GPUs
 	// (Gavel's table implements it).
 	Colocation perfmodel.ColocationModel
-	// Policy allocates; RoundLength (default 360 s, else in [MinPeriod,
-	// MaxPeriod]) and MinResetInterval (default 1920 s) configure the
-	// mechanism, as in allocation.Rounds.
-	Policy           allocation.Policy
-	RoundLength      float64
-	MinResetInterval float64
-	// GlobalQueue, TypeOrder, ShuffleTypes, Seed and LeaveIdle configure
-	// the mechanism, as in allocation.Rounds.
-	GlobalQueue  bool
-	TypeOrder    []topology.GPUType
-	ShuffleTypes bool
-	Seed         uint64
-	LeaveIdle    bool
+	// Policy allocates.
+	Policy allocation.Policy
+	// Mechanism configures the round mechanism, as scheduler.Config's and
+	// allocation.Rounds' do: RoundLength (default 360 s, else in
+	// [MinPeriod, MaxPeriod] here), MinResetInterval (default 1920 s),
+	// GlobalQueue, TypeOrder, ShuffleTypes, Seed, LeaveIdle and Compat.
+	//
 	// Compat set to allocation.CompatGavel runs Gavel's mechanism
 	// (allocation.Rounds with the same Compat) and Gavel's simulator loop:
 	// each job is credited from the end of the last round in which
@@ -71,7 +65,7 @@ type Config struct {
 	// its GPUs fails (no progress) and is dropped after 5 failures
 	// (Result.Dropped), as scheduler.py's _done_callback does. The policy's
 	// own compatibility (allocation.FIFO.Compat) is set apart.
-	Compat allocation.Compat
+	allocation.Mechanism
 	// JobsToComplete, when set, ends the simulation as soon as these jobs
 	// (by ID) have finished, as Gavel's continuous experiments do (jobs
 	// keep arriving while the measured ones run); jobs still running then
@@ -249,8 +243,8 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 	if err := checkPeriod("round length", cfg.RoundLength); err != nil {
 		return nil, err
 	}
-	if math.IsNaN(cfg.MinResetInterval) || math.IsInf(cfg.MinResetInterval, 0) {
-		return nil, invalid("minimum reset interval %v s", cfg.MinResetInterval)
+	if err := cfg.ValidateMechanism(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if cfg.Prices != nil && len(cfg.Prices) != len(cfg.Types) {
 		return nil, invalid("%d prices for %d GPU types", len(cfg.Prices), len(cfg.Types))
@@ -335,8 +329,7 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 	}
 	e.sched, err = scheduler.New(scheduler.Config{
 		Policy: cfg.Policy, Cluster: c, Throughput: e.model, Colocation: cfg.Colocation, Types: cfg.Types,
-		RoundLength: cfg.RoundLength, MinResetInterval: cfg.MinResetInterval, GlobalQueue: cfg.GlobalQueue,
-		TypeOrder: cfg.TypeOrder, ShuffleTypes: cfg.ShuffleTypes, Seed: cfg.Seed, LeaveIdle: cfg.LeaveIdle, Compat: cfg.Compat,
+		Mechanism: cfg.Mechanism,
 		// Gavel's model: placement does not change rates, so jobs never
 		// move for locality, and GPUs are taken in index order.
 		Placer: &placement.Consolidated{}, MigrationCost: -1,

@@ -34,14 +34,15 @@ func main() {
 
 	snap, err := s.Snapshot() // JSON to keep across a restart
 	check(err)
-	restarted, err := scheduler.New(cfg)
+	restarted, err := scheduler.New(cfg) // same Config, same servers in the same order
 	check(err)
-	check(restarted.Restore(snap))
+	check(restarted.Restore(snap)) // exact, or a *scheduler.MismatchError (then see Adopt)
 	r, err = restarted.Round(ctx, r.Start+r.Length)
 	check(err)
 	for _, a := range r.Assignments {
 		fmt.Println(a.Jobs, "kept its GPUs:", a.Kept)
 	}
+	fmt.Println("stop:", r.Preempted, "waiting:", len(r.Waiting)) // stop what lost its GPUs
 }
 
 func check(err error) {

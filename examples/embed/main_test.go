@@ -8,4 +8,5 @@ func Example() {
 	// [bert] on 2 v100 GPUs of v100-1
 	// [bert] kept its GPUs: true
 	// [resnet] kept its GPUs: true
+	// stop: [] waiting: 0
 }

@@ -288,9 +288,9 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 				setVertex(pol)
 			}
 			cfg := sim.Config{
-				Types: types, Capacity: capacity, Policy: pol, Seed: o.seed, Compat: compat,
-				ShuffleTypes: spec.agnostic, Throughput: model,
-				Progress: func(done, total int) { progress.update(i, done, total) },
+				Types: types, Capacity: capacity, Policy: pol, Throughput: model,
+				Mechanism: allocation.Mechanism{Seed: o.seed, Compat: compat, ShuffleTypes: spec.agnostic},
+				Progress:  func(done, total int) { progress.update(i, done, total) },
 			}
 			if compat == allocation.CompatGavel {
 				cfg.ShuffleTypes = spec.gavelShuffle
