@@ -38,6 +38,9 @@ tenants:
 // PriorityClass far above its queue's cap (capped at 0, so the victim's
 // equal job still shares the cluster with it).
 func TestQueueLabelAttacks(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine test: nothing for -race to find, and slow under it")
+	}
 	ctx := context.Background()
 	stolen := gatedJob("att", "stolen", 1, 4, rates("v100=1"))
 	stolen.Labels = map[string]string{tenancy.LabelQueue: "vip"}
