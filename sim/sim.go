@@ -75,6 +75,13 @@ type Config struct {
 	// allocation.DefaultPrices where known, else 0); one per type, finite
 	// and >= 0.
 	Prices []float64
+	// Tenants names the tenant of jobs by ID (a job not named has none):
+	// the entity of the hierarchical policies and of the quotas
+	// TenantQuotas gives, which allocation.QuotaFairness enforces
+	// (scheduler.Config.TenantQuotas). Every ID must be a job of the
+	// trace.
+	Tenants      map[int]string
+	TenantQuotas map[string]allocation.Quota
 	// Progress, if set, is called after every round with the jobs
 	// finished so far and the total.
 	Progress func(done, total int)
@@ -311,6 +318,11 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 	if len(e.all) > 0 {
 		e.res.Records = make([]Record, 0, len(e.all))
 	}
+	for id := range cfg.Tenants {
+		if !ids[id] {
+			return nil, invalid("job %d of Tenants is not in the trace", id)
+		}
+	}
 	for _, id := range cfg.JobsToComplete {
 		if !ids[id] {
 			return nil, invalid("job %d to complete is not in the trace", id)
@@ -329,7 +341,7 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 	}
 	e.sched, err = scheduler.New(scheduler.Config{
 		Policy: cfg.Policy, Cluster: c, Throughput: e.model, Colocation: cfg.Colocation, Types: cfg.Types,
-		Mechanism: cfg.Mechanism,
+		Mechanism: cfg.Mechanism, TenantQuotas: cfg.TenantQuotas,
 		// Gavel's model: placement does not change rates, so jobs never
 		// move for locality, and GPUs are taken in index order.
 		Placer: &placement.Consolidated{}, MigrationCost: -1,
@@ -387,7 +399,8 @@ func (e *roundEngine) finished() bool {
 func (e *roundEngine) admit(ctx context.Context) (bool, error) {
 	for e.next < len(e.all) && e.all[e.next].rec.Arrival <= e.t {
 		r := e.all[e.next]
-		spec := scheduler.JobSpec{GPUs: r.rec.Key.ScaleFactor, Model: &r.rec.Key, Weight: r.rec.Weight, RemainingSteps: r.remaining}
+		spec := scheduler.JobSpec{GPUs: r.rec.Key.ScaleFactor, Model: &r.rec.Key, Weight: r.rec.Weight, RemainingSteps: r.remaining,
+			Tenant: e.cfg.Tenants[r.rec.ID]}
 		if r.rec.SLO > 0 {
 			spec.Deadline = r.rec.Arrival + r.rec.SLO
 		}
