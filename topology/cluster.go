@@ -154,7 +154,7 @@ func (c *Cluster) Validate() error {
 		p.add(ErrMalformedSpec, func() string { return "" }, "the cluster's name of %d bytes is longer than %d", len(c.Name), MaxIDLen)
 	}
 	ids := make(map[string]int, len(c.Servers))
-	v := validation{uuids: make(map[string][2]int), links: map[*[]Link]bool{}, bandwidths: map[*[]float64]bool{}}
+	v := newValidation()
 	total := 0
 	for si := range c.Servers {
 		s := &c.Servers[si]
@@ -172,6 +172,21 @@ func (c *Cluster) Validate() error {
 		}
 		s.validate(si, where, &v, &p)
 	}
+	return p.err()
+}
+
+// Validate checks one server as [Cluster.Validate] checks each of a
+// cluster's (its id, GPUs, links, bandwidths, MIG layouts and limits), for
+// code that takes a server on its own. Its problems are located as
+// servers[0].
+func (s *Server) Validate() error {
+	var p problems
+	where := func() string { return "servers[0] " + quoteID(s.ID) }
+	if s.ID == "" {
+		p.add(ErrMalformedSpec, where, "server has no id")
+	}
+	v := newValidation()
+	s.validate(0, where, &v, &p)
 	return p.err()
 }
 
@@ -199,6 +214,10 @@ type validation struct {
 	links      map[*[]Link]bool
 	bandwidths map[*[]float64]bool
 	indices    map[int]int
+}
+
+func newValidation() validation {
+	return validation{uuids: make(map[string][2]int), links: map[*[]Link]bool{}, bandwidths: map[*[]float64]bool{}}
 }
 
 // validate checks server si.
