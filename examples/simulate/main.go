@@ -25,7 +25,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -212,15 +211,11 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 		source += ", multi-GPU"
 	}
 	if o.trace != "" {
-		data, err := cli.ReadFile(o.trace, sim.MaxTraceBytes)
-		if err != nil {
-			return err
-		}
 		read, ok := readers[o.format]
 		if !ok {
 			return cli.Usage("format", o.format, "one of %s", strings.Join(formatNames, ", "))
 		}
-		if jobs, err = read(bytes.NewReader(data), o.trace); err != nil {
+		if jobs, err = cli.Read(o.trace, sim.MaxTraceBytes, read); err != nil {
 			return err
 		}
 		if err := (&sim.AssignModels{Seed: o.seed}).Apply(jobs); err != nil {
