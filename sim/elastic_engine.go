@@ -181,6 +181,9 @@ func newElasticEngine(cfg ElasticConfig, jobs []elastic.Job) (*elasticEngine, er
 // prepareElastic builds the engine over its pools (shape gives the most
 // each can hold) and checks and sorts the jobs.
 func prepareElastic(cfg ElasticConfig, dt, orchDT float64, limit int, pools []*elastic.Cluster, shape []elastic.Pool, jobs []elastic.Job) (*elasticEngine, error) {
+	if len(jobs) > MaxJobs {
+		return nil, fmt.Errorf("%w: %d jobs, more than MaxJobs (%d)", elastic.ErrInvalid, len(jobs), MaxJobs)
+	}
 	e := &elasticEngine{cfg: cfg, dt: dt, orchDT: orchDT, limit: limit, pools: pools, c: pools[0], byID: map[int]*elJob{}, dirty: true,
 		all: make([]*elJob, len(jobs)), res: &ElasticResult{Records: make([]ElasticRecord, len(jobs)), PoolBusy: make([]float64, len(pools))}}
 	seen := map[int]bool{}

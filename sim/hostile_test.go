@@ -243,3 +243,20 @@ func TestRingResultMismatch(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalid)
 	assert.ErrorContains(t, err, "ran on GPU 0 of server 7, which the cluster does not have")
 }
+
+// More jobs than MaxJobs are refused before the engines build anything
+// for them (the check the engines call; a slice of MaxJobs + 1 jobs would
+// take half a gigabyte to build in a test).
+func TestJobCountCap(t *testing.T) {
+	require.NoError(t, checkJobCount(MaxJobs))
+	err := checkJobCount(MaxJobs + 1)
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorContains(t, err, "4194305 jobs, more than MaxJobs (4194304)")
+}
+
+// The engines take the jobs in order of arrival, then ID, then position,
+// without copying them.
+func TestByArrival(t *testing.T) {
+	jobs := []Job{{ID: 3, Arrival: 5}, {ID: 1, Arrival: 5}, {ID: 2, Arrival: 1}, {ID: 1, Arrival: 5}, {ID: 0, Arrival: 9}}
+	assert.Equal(t, []int32{2, 1, 3, 0, 4}, byArrival(jobs))
+}
