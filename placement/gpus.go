@@ -158,26 +158,29 @@ func Score(s *topology.Server, gpus []int) int {
 type pairScore = int16
 
 // scoreMatrix returns the pair scores among the candidates: w[a][b] scores
-// the link from a's side (LinkScore with a's type), row by row (the link
-// matrix of a valid server is symmetric).
+// the link from a's side (LinkScore with a's type); the link matrix of a
+// valid server is symmetric, so each link is looked up once.
 func scoreMatrix(s *topology.Server, cand []int) [][]pairScore {
 	n := len(cand)
 	w := make([][]pairScore, n)
 	flat := make([]pairScore, n*n)
+	for a := range cand {
+		w[a] = flat[a*n : (a+1)*n : (a+1)*n]
+	}
 	for a, ca := range cand {
-		row := flat[a*n : (a+1)*n : (a+1)*n]
-		w[a] = row
 		ta := s.GPUs[ca].Type
 		// A row holds few distinct links: score each once in a run.
 		last, score := topology.Link{Class: topology.LinkSelf}, pairScore(0)
-		for b, cb := range cand {
-			if b == a {
-				continue
-			}
-			if l := s.Link(ca, cb); l != last {
+		for b := a + 1; b < n; b++ {
+			cb := cand[b]
+			l := s.Link(ca, cb)
+			if l != last {
 				last, score = l, pairScore(LinkScore(l, ta))
 			}
-			row[b] = score
+			w[a][b], w[b][a] = score, score
+			if tb := s.GPUs[cb].Type; tb != ta {
+				w[b][a] = pairScore(LinkScore(l, tb))
+			}
 		}
 	}
 	return w
