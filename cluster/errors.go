@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/gpusched/gpusched/topology"
 )
 
 // Kinds of error of this package. An [*Error] wraps exactly one of them, so
@@ -57,13 +59,13 @@ func (e *Error) Error() string {
 		if !strings.HasSuffix(e.Op, "server") {
 			where = " server"
 		}
-		where += fmt.Sprintf(" %q", e.Server)
+		where += " " + quote(e.Server, topology.MaxIDLen)
 		if e.GPU >= 0 {
 			where += fmt.Sprintf(" gpu %d", e.GPU)
 		}
 	}
 	if e.Holder != "" {
-		where += fmt.Sprintf(" holder %q", e.Holder)
+		where += " holder " + quote(e.Holder, MaxHolderLen)
 	}
 	msg := fmt.Sprintf("cluster: %s%s: %s", e.Op, where, e.Kind)
 	if e.Msg != "" {
@@ -82,6 +84,15 @@ func (e *Error) Unwrap() []error {
 		return []error{e.Kind, e.cause}
 	}
 	return []error{e.Kind}
+}
+
+// quote quotes a server id or holder key for a message, cut to 64 bytes
+// when it is longer than limit (a key refused for its length).
+func quote(s string, limit int) string {
+	if len(s) <= limit {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", s[:64], len(s))
 }
 
 func newErr(kind error, op, format string, args ...any) *Error {

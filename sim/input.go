@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/gpusched/gpusched/internal/safeio"
+	"github.com/gpusched/gpusched/topology"
 )
 
 // Limits on what a trace may ask for. Every loader of this package reads
@@ -33,7 +34,7 @@ const (
 	maxJobSteps = 1e15
 	// maxGPUs bounds a job's GPUs (topology's bound on a whole cluster),
 	// maxBatch its batch size, maxWeight its priority weight.
-	maxGPUs   = 1 << 20
+	maxGPUs   = topology.MaxClusterGPUs
 	maxBatch  = 1 << 30
 	maxWeight = 1e6
 )

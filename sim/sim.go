@@ -222,15 +222,19 @@ type roundEngine struct {
 	limit  int // MaxRounds
 	gpus   int
 
-	all     []*running // by arrival, then ID
-	byKey   map[string]*running
-	active  []*running
-	next    int
-	done    int
-	t       float64
-	idle    int
-	emptied bool
-	waiting map[int]bool // JobsToComplete not finished yet
+	all    []*running // by arrival, then ID
+	recs   []Record   // the records of all, in the same order
+	byKey  map[string]*running
+	active []*running
+	next   int
+	done   int
+	// completed counts the jobs done with all their steps (done less
+	// those Gavel drops).
+	completed int
+	t         float64
+	idle      int
+	emptied   bool
+	waiting   map[int]bool // JobsToComplete not finished yet
 	// Gavel credits a round from the end of the last round in which
 	// anything ran (0 before the first).
 	gavelStart, gavelEnd float64
@@ -274,8 +278,10 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 		e.length = 360
 	}
 	e.res = &Result{Types: cfg.Types, Capacity: cfg.Capacity, prices: prices(cfg)}
-	order := slices.Clone(jobs)
-	slices.SortStableFunc(order, func(a, b Job) int { return cmp.Or(cmp.Compare(a.Arrival, b.Arrival), cmp.Compare(a.ID, b.ID)) })
+	if err := checkJobCount(len(jobs)); err != nil {
+		return nil, err
+	}
+	order := byArrival(jobs)
 	ids := make(map[int]bool, len(order))
 	e.all = make([]*running, 0, len(order))
 	// The jobs, their records and their rates and GPU-seconds in a block
@@ -285,7 +291,8 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 	runs := make([]running, 0, len(order))
 	recs := make([]Record, 0, len(order))
 	floats := make([]float64, 2*nk*len(order))
-	for _, j := range order {
+	for _, i := range order {
+		j := jobs[i]
 		if ids[j.ID] {
 			return nil, invalid("job ID %d appears twice", j.ID)
 		}
@@ -314,10 +321,9 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 		runs = append(runs, running{key: strconv.Itoa(j.ID), rec: &recs[len(recs)-1], remaining: j.Steps, tput: rate})
 		e.all = append(e.all, &runs[len(runs)-1])
 	}
-	// Every job may finish: its record is appended, not regrown.
-	if len(e.all) > 0 {
-		e.res.Records = make([]Record, 0, len(e.all))
-	}
+	// The records stay in their block until the end (see result), not
+	// copied into a second one as jobs finish.
+	e.recs = recs
 	for id := range cfg.Tenants {
 		if !ids[id] {
 			return nil, invalid("job %d of Tenants is not in the trace", id)
@@ -601,7 +607,7 @@ func (e *roundEngine) advance(end float64) error {
 				continue
 			}
 			r.rec.Isolated = isolatedTime(r, e.cfg.Capacity)
-			e.res.Records = append(e.res.Records, *r.rec)
+			e.completed++
 			e.res.End = math.Max(e.res.End, r.rec.Finish)
 			continue
 		}
@@ -616,7 +622,19 @@ func (e *roundEngine) advance(end float64) error {
 	return nil
 }
 
+// result returns the result, its records those of the jobs that finished
+// (remaining steps 0), taken from the engine's block in place: the engine
+// is done with them.
 func (e *roundEngine) result() *Result {
+	if e.completed > 0 {
+		out := e.recs[:0]
+		for i, r := range e.all {
+			if r.remaining == 0 {
+				out = append(out, e.recs[i])
+			}
+		}
+		e.res.Records = out
+	}
 	slices.SortFunc(e.res.Records, func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
 	return e.res
 }
