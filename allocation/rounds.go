@@ -22,11 +22,30 @@ import (
 // sorted and taken greedily while GPUs of the type remain; a job runs at
 // most once per round. By default each type has its own queue and the
 // types are visited fastest first (see TypeOrder); with GlobalQueue one
-// queue holds every entry. Units that have never run come first (by X, as
-// Gavel's X * 1e9); the others by their lag on the type, the time they are
-// behind their share: deficit + X[m][k] * (time since the last reset, to
-// the middle of the round) - time received on k since the reset; then by
-// X. Gavel sorts by X / (time received / time of all units), its counters
+// queue holds every entry. Entries are sorted by their unit's lag on the
+// type, the time it is behind its share: deficit + X[m][k] * (time since
+// the last reset, to the middle of the round) - time received on k since
+// the reset, plus X[m][k] times a round for a unit that never ran; then by
+// X.
+//
+// That last term is a new unit's head start, proportional to X on
+// purpose. Gavel's priority, X over the time received (OSDI 2020, section
+// 5), is unbounded for a unit that never ran (scheduler.py: X * 1e9 while
+// its counter is 0), and this mechanism used to run such units before all
+// others, by X: a head start of a whole round per job whatever its share,
+// so a submitter's head start grew with its number of jobs, which is the
+// submitter's to choose. With 256 jobs of 1 GPU sharing 2 GPUs against
+// three jobs of 4 GPUs of other tenants on 8 GPUs, the 256 took every GPU
+// until each had run once, and the three got 1 round of 20 each where
+// their share is 10 (kube/admission's
+// TestStateBoundedWhateverTenantsWrite). Credited X times a round instead,
+// a new unit still goes before units less far behind than that, and the
+// head starts of any number of one submitter's jobs add up to at most one
+// round of the submitter's share: there the three get 10 of 20. Lag alone,
+// or lag floored at X times a round, gave the same mean JCTs on Gavel's
+// workloads but longer waits for new jobs (docs/reproduction.md).
+//
+// Gavel sorts by X / (time received / time of all units), its counters
 // seeded with half a round at every reset; that phantom half round weighs
 // most on the smallest shares, so a job of 8 GPUs (whose share of time is
 // an eighth of a 1-GPU job's under max-min fairness) waits until the jobs
@@ -525,14 +544,13 @@ type chosenUnit struct {
 }
 
 // entry is a (unit, type) entry of the priority queues; ma and mb are the
-// jobs' positions in the problem (mb = -1 for a single job). fresh marks a
-// unit that has never run; lag is how far it is behind its share on the
-// type, in seconds. (64 bytes: a cache line.)
+// jobs' positions in the problem (mb = -1 for a single job); lag is how
+// far the unit is behind its share on the type, in seconds, its head start
+// included. (64 bytes: a cache line.)
 type entry struct {
 	u           unit
 	ma, mb      int
 	k, rank, sf int32
-	fresh       bool
 	lag, x      float64
 }
 
@@ -547,20 +565,16 @@ const (
 // quantize rounds v to a multiple of q.
 func quantize(v, q float64) float64 { return math.Round(v/q) * q }
 
-// entryBefore orders entries: per type (unless the queue is global),
-// units that never ran first (by share), then by lag and share,
-// decreasing, then by unit and type rank. Lags and shares are compared at
-// the accuracy of the LP that gave the shares (entries hold them
-// quantized): entries that tie in exact arithmetic tie here too, whatever
-// the rounding of the solver, and fall to the unit order.
+// entryBefore orders entries: per type (unless the queue is global), by
+// lag and share, decreasing, then by unit and type rank. Lags and shares
+// are compared at the accuracy of the LP that gave the shares (entries
+// hold them quantized): entries that tie in exact arithmetic tie here
+// too, whatever the rounding of the solver, and fall to the unit order.
 func entryBefore(a, b *entry, global bool) bool {
 	if !global && a.rank != b.rank {
 		return a.rank < b.rank
 	}
-	if a.fresh != b.fresh {
-		return a.fresh
-	}
-	if !a.fresh && a.lag != b.lag {
+	if a.lag != b.lag {
 		return a.lag > b.lag
 	}
 	if a.x != b.x {
@@ -589,13 +603,7 @@ func entryCompare(a, b *entry, global bool) int {
 	if !global && a.rank != b.rank {
 		return cmp.Compare(a.rank, b.rank)
 	}
-	if a.fresh != b.fresh {
-		if a.fresh {
-			return -1
-		}
-		return 1
-	}
-	if !a.fresh && a.lag != b.lag {
+	if a.lag != b.lag {
 		return descending(a.lag, b.lag)
 	}
 	if a.x != b.x {
@@ -680,8 +688,10 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 	for i, k := range order {
 		rank[k] = i
 	}
-	// Entitlement to the middle of the coming round.
+	// Entitlement to the middle of the coming round; a unit that never ran
+	// is credited a round more (see Rounds).
 	elapsed := now - r.st.lastReset + r.roundLength()/2
+	headStart := r.roundLength()
 	h := &entryHeap{s: r.scratch.entries[:0], global: r.GlobalQueue}
 	list := r.unitList()
 	if need := len(list) * len(order); cap(h.s) < need {
@@ -709,7 +719,10 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 			}
 			x := st.x[k]
 			lag := st.deficit[k] + x*elapsed - st.received[k]
-			h.s = append(h.s, entry{u: u, k: int32(k), rank: int32(rank[k]), sf: int32(ja.ScaleFactor), ma: ma, mb: mb, fresh: !st.ran,
+			if !st.ran {
+				lag += x * headStart
+			}
+			h.s = append(h.s, entry{u: u, k: int32(k), rank: int32(rank[k]), sf: int32(ja.ScaleFactor), ma: ma, mb: mb,
 				lag: quantize(lag, lagQuantum), x: quantize(x, shareQuantum)})
 		}
 	}

@@ -21,8 +21,12 @@ func TestParseCompat(t *testing.T) {
 	assert.Equal(t, "Compat(7)", Compat(7).String())
 }
 
-// Ours puts a unit that never ran first (X * 1e9); Gavel seeds every
-// counter with half a round, so after a reset the larger share goes first.
+// Job 1 runs three rounds alone, then job 2 arrives (a reset: shares 0.75
+// and 0.25). Ours orders by lag: job 1 is 0.75 * 1080 - 1080 = -270 s
+// behind from before the reset, plus 0.75 * 180, -135 s; job 2, which
+// never ran, 0.25 * 180 plus its head start of 0.25 * 360, 135 s: job 2
+// goes first. Gavel seeds every counter with half a round, so after a
+// reset the larger share goes first.
 func TestGavelPrioritySeeding(t *testing.T) {
 	types := []topology.GPUType{topology.V100}
 	one := &Problem{Types: types, Capacity: []int{1}, Jobs: []Job{{ID: 1, ScaleFactor: 1, Throughput: []float64{1}}}}

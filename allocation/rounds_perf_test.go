@@ -45,7 +45,7 @@ func TestEntryHeapOrder(t *testing.T) {
 		global := trial%2 == 0
 		es := make([]entry, rng.IntN(80))
 		for i := range es {
-			es[i] = entry{u: unit{rng.IntN(20), -1 + rng.IntN(2)*(20+rng.IntN(5))}, rank: int32(rng.IntN(3)), fresh: rng.IntN(4) == 0,
+			es[i] = entry{u: unit{rng.IntN(20), -1 + rng.IntN(2)*(20+rng.IntN(5))}, rank: int32(rng.IntN(3)),
 				lag: float64(rng.IntN(4)), x: float64(rng.IntN(3)) / 2}
 		}
 		// Units are unique per rank.
@@ -102,7 +102,7 @@ func TestTakeFirstMatchesTakeWorkers(t *testing.T) {
 func TestEntryCompare(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	draw := func() entry {
-		return entry{u: unit{rng.IntN(4), -1 + rng.IntN(2)*(4+rng.IntN(2))}, rank: int32(rng.IntN(3)), fresh: rng.IntN(3) == 0,
+		return entry{u: unit{rng.IntN(4), -1 + rng.IntN(2)*(4+rng.IntN(2))}, rank: int32(rng.IntN(3)),
 			lag: float64(rng.IntN(3)), x: float64(rng.IntN(3)) / 2}
 	}
 	for trial := range 20000 {

@@ -2,6 +2,7 @@ package allocation
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -183,4 +184,167 @@ func TestRoundsDeterministic(t *testing.T) {
 		}
 	}
 	assert.Positive(t, pairs)
+}
+
+// Job identity is the submitter's to choose, so many jobs must not be a
+// lever: 64 jobs of 1 GPU sharing 2 GPUs (X = 1/32 each) against three
+// jobs of 4 GPUs with X = 0.5 each, on 8 GPUs, 16 rounds of 360 s from a
+// reset. The lag of a unit at round i is X * (360i + 180) - time
+// received, plus X * 360 while it never ran. Round 0: 270 for each large
+// job, 16.9 for a small one: jobs 1 and 2 run (ties by ID). Round 1: jobs
+// 1 and 2 at 270 - 360 = -90, job 3 at 450, the small ones at 28.1: job 3
+// and four small ones. Round 2: jobs 1, 2 and 3 at 90, the small ones
+// that ran at -331.9, the others at 39.4: jobs 1 and 2. So on until round
+// 8, where the small ones that never ran, at 3420 / 32 = 106.9, pass the
+// large jobs' 90 and take the 8 GPUs; from round 9 jobs 1 and 2 run in
+// odd rounds, job 3 with four small ones in even rounds. The large jobs
+// run 8, 8 and 7 of 16 rounds, each within a round of its share (8); the
+// small ones 36 GPU-rounds, half a round of the 8 GPUs above their 32.
+// Running units that never ran first (Gavel's X * 1e9) gave the large
+// jobs one round each in the first 10: after rounds 0 and 1 the 60 small
+// jobs that had not run took every GPU for 7.5 rounds.
+func TestRoundsManyFreshJobsNoLever(t *testing.T) {
+	p := &Problem{Types: []topology.GPUType{"a"}, Capacity: []int{8}}
+	pol := fixedPolicy{}
+	for id := 1; id <= 3; id++ {
+		p.Jobs = append(p.Jobs, Job{ID: id, ScaleFactor: 4, Throughput: []float64{1}})
+		pol[id] = []float64{0.5}
+	}
+	for id := 100; id < 164; id++ {
+		p.Jobs = append(p.Jobs, Job{ID: id, ScaleFactor: 1, Throughput: []float64{1}})
+		pol[id] = []float64{1.0 / 32}
+	}
+	r := &Rounds{Policy: pol}
+	runs := map[int]int{}
+	small := 0
+	for i := range 16 {
+		rd, err := r.Next(context.Background(), p, float64(i)*360)
+		require.NoError(t, err)
+		require.Equal(t, i == 0, rd.Reset)
+		checkRound(t, p, rd)
+		got := jobsOf(rd)
+		smallNow := 0
+		for id := range got {
+			if id < 100 {
+				runs[id]++
+			} else {
+				smallNow++
+			}
+		}
+		small += smallNow
+		switch {
+		case i == 8:
+			assert.Equal(t, 8, smallNow, "round 8: the small jobs that never ran")
+		case (i < 8) == (i%2 == 0):
+			assert.Equal(t, map[int]topology.GPUType{1: "a", 2: "a"}, got, "round %d", i)
+		default:
+			assert.Contains(t, got, 3, "round %d", i)
+			assert.Equal(t, 4, smallNow, "round %d: job 3 and four small jobs", i)
+		}
+	}
+	assert.Equal(t, map[int]int{1: 8, 2: 8, 3: 7}, runs, "the large jobs")
+	for id, n := range runs {
+		assert.GreaterOrEqual(t, n, 16/2-1, "job %d: its share of 8 rounds, less one", id)
+	}
+	assert.Equal(t, 36, small, "the small jobs' GPU-rounds")
+}
+
+// The attack of kube/admission's TestStateBoundedWhateverTenantsWrite on
+// the mechanism alone: tenant "att" submits 256 jobs of 1 GPU, tenants
+// "v1" to "v3" one job of 4 GPUs each, on 8 V100 under hierarchical
+// water-filling with equal tenant weights. Each tenant's share is 2 GPUs:
+// each victim's X is 0.5 (10 of 20 rounds), each of the 256 jobs' 1/128
+// (40 GPU-rounds in all). Over 20 rounds from the reset each victim runs
+// at least 9 rounds (its share less one) and the 256 at most 48 GPU-rounds
+// (theirs plus one round of the cluster). Running the units that never ran
+// first (Gavel's X * 1e9, this mode before #26) gave each victim 1 round:
+// the 256 took every GPU until each had run once.
+func TestRoundsManyJobsOneTenantHierarchical(t *testing.T) {
+	p := &Problem{Types: []topology.GPUType{topology.V100}, Capacity: []int{8},
+		EntityWeights: map[string]float64{"att": 1, "v1": 1, "v2": 1, "v3": 1}}
+	for i := range 3 {
+		p.Jobs = append(p.Jobs, Job{ID: 1 + i, ScaleFactor: 4, Throughput: []float64{1}, Entity: fmt.Sprintf("v%d", i+1)})
+	}
+	for id := 100; id < 356; id++ {
+		p.Jobs = append(p.Jobs, Job{ID: id, ScaleFactor: 1, Throughput: []float64{1}, Entity: "att"})
+	}
+	r := &Rounds{Policy: &WaterFilling{Hierarchical: true}}
+	const rounds = 20
+	victims := map[int]int{}
+	attacker := 0
+	for i := range rounds {
+		rd, err := r.Next(context.Background(), p, float64(i)*360)
+		require.NoError(t, err)
+		require.Equal(t, i == 0, rd.Reset, "round %d", i)
+		checkRound(t, p, rd)
+		if i == 0 {
+			m := len(p.Jobs) - 1
+			require.InDelta(t, 0.5, rd.Allocation.X[0][0], 1e-6, "a victim's share")
+			require.InDelta(t, 1.0/128, rd.Allocation.X[m][0], 1e-6, "an attacker's job's share")
+		}
+		for id := range jobsOf(rd) {
+			if id < 100 {
+				victims[id]++
+			} else {
+				attacker++
+			}
+		}
+	}
+	t.Logf("victims %v, attacker %d GPU-rounds", victims, attacker)
+	for id := 1; id <= 3; id++ {
+		assert.GreaterOrEqual(t, victims[id], rounds/2-1, "victim %d: its share of 10 rounds, less one", id)
+	}
+	assert.LessOrEqual(t, attacker, 2*rounds+8, "the attacker: its 40 GPU-rounds, plus one round of the cluster")
+}
+
+// What the head start is for: a new job starts at the first round after
+// the reset that gives it a share, ahead of jobs exactly as far behind as
+// it. 16 jobs of 1 GPU (IDs 1 to 16) share 8 GPUs under max-min fairness
+// (X = 0.5) for 10 rounds: jobs 1 to 8 in even rounds, 9 to 16 in odd ones,
+// so at 3600 s each has had its share (1800 s) and no deficit. Job 17
+// arrives then; the reset (due: 3600 s since the last) gives all 17 X =
+// 8/17. Their lag at the middle of round 10 is 8/17 * 180 = 84.7 s each,
+// the new job's 84.7 + 8/17 * 360 = 254.1 s: it runs in round 10. Without
+// the head start it ties with the 16 and loses on ID in rounds 10 and 11
+// (where the 8 that did not run tie with it again), starting only in
+// round 12.
+//
+// A job of 4 GPUs arriving instead gets X = 2/17 (max-min equalises
+// throughput per GPU), a share of one round in 8.5, and a head start of
+// 2/17 of a round: its lag, 2/17 * 540 = 63.5 s in round 10 and 105.9 s in
+// round 11, passes the others' (84.7 s, then -105.9 s for jobs 1 to 8 and
+// 254.1 s for 9 to 16) in round 12, where it has 148.2 s against 63.5 s:
+// it starts in the third round after its arrival, the same as by lag
+// alone, where Gavel's rule (and this mode before #26) ran it at once. A
+// head start that made it jump the 16 would have to be worth more than a
+// round of its share, which any submitter could multiply by its jobs.
+func TestRoundsNewJobStartsPromptly(t *testing.T) {
+	for _, tc := range []struct{ sf, first int }{{1, 10}, {4, 12}} {
+		p := &Problem{Types: []topology.GPUType{"a"}, Capacity: []int{8}}
+		for id := 1; id <= 16; id++ {
+			p.Jobs = append(p.Jobs, Job{ID: id, ScaleFactor: 1, Throughput: []float64{1}})
+		}
+		r := &Rounds{Policy: &MaxMinFairness{}}
+		for i := range 10 {
+			rd, err := r.Next(context.Background(), p, float64(i)*360)
+			require.NoError(t, err)
+			got := jobsOf(rd)
+			require.Len(t, got, 8, "round %d", i)
+			for id := range got {
+				require.Equal(t, i%2 == 0, id <= 8, "round %d: job %d", i, id)
+			}
+		}
+		p.Jobs = append(p.Jobs, Job{ID: 17, ScaleFactor: tc.sf, Throughput: []float64{1}})
+		first := -1
+		for i := 10; i <= 12 && first < 0; i++ {
+			rd, err := r.Next(context.Background(), p, float64(i)*360)
+			require.NoError(t, err)
+			require.Equal(t, i == 10, rd.Reset)
+			checkRound(t, p, rd)
+			if _, ok := jobsOf(rd)[17]; ok {
+				first = i
+			}
+		}
+		assert.Equal(t, tc.first, first, "scale factor %d: the new job's first round", tc.sf)
+	}
 }
