@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/gpusched/gpusched/internal/pyrand"
+	"github.com/gpusched/gpusched/internal/strictjson"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -180,7 +181,7 @@ func sortedIDs(set map[int]bool) []int {
 // Snapshot panic or fail.
 func (r *Rounds) Restore(data []byte) error {
 	var s roundsSnapshot
-	if err := json.Unmarshal(data, &s); err != nil {
+	if err := strictjson.Decode(data, &s); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidSnapshot, err)
 	}
 	if err := s.check(r.Compat); err != nil {

@@ -163,8 +163,16 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, fmt.Errorf("%w: Config.SpreadPenalty %v (want 0 to 1)", ErrInvalid, cfg.SpreadPenalty)
 	}
 	for tenant, w := range cfg.TenantWeights {
+		if err := checkName("tenant", tenant); err != nil {
+			return nil, fmt.Errorf("Config.TenantWeights: %w", err)
+		}
 		if !(w >= allocation.MinWeight && w <= allocation.MaxWeight) {
 			return nil, fmt.Errorf("%w: tenant %q weight %v (want %g to %g)", ErrInvalid, tenant, w, allocation.MinWeight, allocation.MaxWeight)
+		}
+	}
+	for tenant := range cfg.TenantQuotas {
+		if err := checkName("tenant", tenant); err != nil {
+			return nil, fmt.Errorf("Config.TenantQuotas: %w", err)
 		}
 	}
 	if err := (&allocation.Problem{EntityQuotas: cfg.TenantQuotas}).Validate(); err != nil {

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/cluster"
+	"github.com/gpusched/gpusched/internal/strictjson"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/topology"
 )
@@ -310,16 +312,36 @@ func (s *Scheduler) Adopt(data []byte) (*Adoption, error) {
 	return ad, nil
 }
 
-// parseSnapshot reads a snapshot's JSON and version.
+// parseSnapshot reads a snapshot's JSON and version. The JSON is read
+// strictly (internal/strictjson): a key unknown to the format, or twice in
+// one object, is an error; so are bytes that are not UTF-8, which
+// encoding/json would read as U+FFFD (Snapshot writes none), so that a
+// name would silently become another.
 func parseSnapshot(data []byte) (*snapshot, error) {
+	if !utf8.Valid(data) {
+		return nil, fmt.Errorf("%w: snapshot: not valid UTF-8 (at byte %d)", ErrInvalid, invalidUTF8At(data))
+	}
 	var snap snapshot
-	if err := json.Unmarshal(data, &snap); err != nil {
+	if err := strictjson.Decode(data, &snap); err != nil {
 		return nil, fmt.Errorf("%w: snapshot: %w", ErrInvalid, err)
 	}
 	if snap.Version != 1 && snap.Version != snapshotVersion {
 		return nil, fmt.Errorf("%w: snapshot version %d (this scheduler reads 1 and %d)", ErrInvalid, snap.Version, snapshotVersion)
 	}
 	return &snap, nil
+}
+
+// invalidUTF8At returns the offset of the first byte of data that is not
+// part of valid UTF-8.
+func invalidUTF8At(data []byte) int {
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(data)
 }
 
 // check verifies what a snapshot says of itself, before the cluster is

@@ -1,0 +1,82 @@
+package scheduler
+
+import (
+	"testing"
+
+	"github.com/gpusched/gpusched/allocation"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Keys, tenants and gangs are valid UTF-8 without a NUL byte, checked
+// where they come in: a key "a\xffb" was accepted by Submit and written by
+// Snapshot as "a\ufffdb" (JSON replaces invalid bytes), so that Restore
+// brought back another key, and two keys could become one.
+func TestNamesAreUTF8(t *testing.T) {
+	s := newSched(t, nil)
+	spec := JobSpec{GPUs: 1, Throughput: rates(1, 1)}
+	for _, tc := range []struct {
+		key, tenant, gang, want string
+	}{
+		{"a\xffb", "", "", `job key "a\xffb" is not valid UTF-8`},
+		{"a", "t\xff", "", `tenant "t\xff" is not valid UTF-8`},
+		{"a", "", "g\xc3", `gang "g\xc3" is not valid UTF-8`},
+		{"a", "t\x00u", "", `tenant "t\x00u" holds a NUL byte`},
+		{"a", "", "g\x00h", `gang "g\x00h" holds a NUL byte`},
+	} {
+		sp := spec
+		sp.Tenant, sp.Gang = tc.tenant, tc.gang
+		err := s.Submit(tc.key, sp, 0)
+		require.ErrorIs(t, err, ErrInvalid, "%q", tc.key)
+		assert.ErrorContains(t, err, tc.want)
+	}
+	assert.Empty(t, s.Jobs())
+
+	// Update checks them as Submit does, and changes nothing when it refuses.
+	require.NoError(t, s.Submit("a", spec, 0))
+	bad := spec
+	bad.Tenant = "t\xff"
+	err := s.Update("a", bad)
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorContains(t, err, "tenant")
+	bad = spec
+	bad.Gang = "\x00"
+	require.ErrorIs(t, s.Update("a", bad), ErrInvalid)
+	st, err := s.Status("a")
+	require.NoError(t, err)
+	assert.Empty(t, st.Spec.Tenant)
+	assert.Empty(t, st.Spec.Gang)
+
+	// The configuration's tenants as well.
+	_, err = New(Config{Policy: &allocation.MaxMinFairness{}, TenantWeights: map[string]float64{"t\xff": 1}})
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorContains(t, err, "Config.TenantWeights")
+	_, err = New(Config{Policy: &allocation.MaxMinFairness{}, TenantQuotas: map[string]allocation.Quota{"t\x00": {}}})
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorContains(t, err, "Config.TenantQuotas")
+}
+
+// Names of any valid UTF-8 come back from a snapshot as they went in.
+func TestUnicodeNamesSurviveRestore(t *testing.T) {
+	s := newSched(t, nil)
+	keys := []string{"ключ", "作业-1", "🚀", "a\u00a0b"}
+	for i, k := range keys {
+		sp := JobSpec{GPUs: 1, Throughput: rates(1, 1), Tenant: "équipe", Gang: ""}
+		if i < 2 {
+			sp.Gang = "群"
+		}
+		require.NoError(t, s.Submit(k, sp, 0))
+	}
+	_, err := s.Round(ctx, 0)
+	require.NoError(t, err)
+	data, err := s.Snapshot()
+	require.NoError(t, err)
+	s2 := newSched(t, nil)
+	require.NoError(t, s2.Restore(data))
+	assert.Equal(t, s.Jobs(), s2.Jobs())
+	for _, k := range keys {
+		st, err := s2.Status(k)
+		require.NoError(t, err)
+		assert.Equal(t, "équipe", st.Spec.Tenant)
+	}
+}
