@@ -80,3 +80,31 @@ func TestUnicodeNamesSurviveRestore(t *testing.T) {
 		assert.Equal(t, "équipe", st.Spec.Tenant)
 	}
 }
+
+// A report names a job at most once, in Ran or in Failed: a job in both,
+// or failed twice, was accepted (and credited, then evicted).
+func TestReportNamesAJobOnce(t *testing.T) {
+	s := newSched(t, nil)
+	require.NoError(t, s.Submit("a", JobSpec{GPUs: 1, Throughput: rates(1, 1)}, 0))
+	require.NoError(t, s.Submit("b", JobSpec{GPUs: 1, Throughput: rates(1, 1)}, 0))
+	r, err := s.Round(ctx, 0)
+	require.NoError(t, err)
+	require.Len(t, r.Assignments, 2)
+	before, err := s.Snapshot()
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		rep  RoundReport
+		want string
+	}{
+		{RoundReport{Start: 0, Ran: []Ran{{Job: "a", Seconds: 10}}, Failed: []string{"a"}}, `job "a" is reported both as run and as failed`},
+		{RoundReport{Start: 0, Failed: []string{"b", "b"}}, `job "b" reported failed twice`},
+	} {
+		err := s.Report(tc.rep)
+		require.ErrorIs(t, err, ErrInvalid)
+		assert.ErrorContains(t, err, tc.want)
+		after, err := s.Snapshot()
+		require.NoError(t, err)
+		assert.JSONEq(t, string(before), string(after), "a refused report changes nothing")
+	}
+	require.NoError(t, s.Report(RoundReport{Start: 0, Ran: []Ran{{Job: "a", Seconds: 10}}, Failed: []string{"b"}}))
+}
