@@ -261,7 +261,8 @@ func (st *State) Lookup(serverID string, index int) (GPURef, error) {
 			return GPURef{s, i}, nil
 		}
 	}
-	return GPURef{}, &Error{Op: "lookup", Server: serverID, GPU: index, Msg: "the server has no GPU of this index", Kind: ErrInvalid}
+	// GPU stays -1: index is an NVML index, not a position.
+	return GPURef{}, &Error{Op: "lookup", Server: serverID, GPU: -1, Msg: fmt.Sprintf("the server has no GPU of NVML index %d", index), Kind: ErrInvalid}
 }
 
 // Types returns the GPU types present (at least one GPU, failed or not),

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/cluster"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -107,4 +108,31 @@ func TestReportNamesAJobOnce(t *testing.T) {
 		assert.JSONEq(t, string(before), string(after), "a refused report changes nothing")
 	}
 	require.NoError(t, s.Report(RoundReport{Start: 0, Ran: []Ran{{Job: "a", Seconds: 10}}, Failed: []string{"b"}}))
+}
+
+// Bind's refusals all wrap ErrInvalid (a device named twice returned the
+// cluster's error alone), and FailGPUs names the index it cannot find (an
+// index of -1 was left out of the message).
+func TestBindAndFailErrors(t *testing.T) {
+	s := newSched(t, nil)
+	require.NoError(t, s.Submit("a", JobSpec{GPUs: 2, Throughput: rates(1, 1)}, 0))
+	err := s.Bind("a", []Device{{Server: "v100-0", Index: 1}, {Server: "v100-0", Index: 1}})
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorIs(t, err, cluster.ErrInvalid)
+	assert.ErrorContains(t, err, `job "a"`)
+	err = s.Bind("a", []Device{{Server: "v100-0", Index: 1}, {Server: "v100-0", Index: 9}})
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorIs(t, err, cluster.ErrInvalid)
+	err = s.Bind("a", []Device{{Server: "v100-0", Index: 1}, {Server: "nope", Index: 0}})
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorIs(t, err, cluster.ErrUnknownServer)
+	st, err := s.Status("a")
+	require.NoError(t, err)
+	assert.Empty(t, st.Devices, "a refused bind binds nothing")
+
+	_, err = s.FailGPUs("v100-0", -1)
+	require.ErrorIs(t, err, cluster.ErrInvalid)
+	assert.ErrorContains(t, err, "no GPU of NVML index -1")
+	_, err = s.FailGPUs("v100-0", 7)
+	assert.ErrorContains(t, err, "no GPU of NVML index 7")
 }
