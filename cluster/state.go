@@ -232,7 +232,8 @@ func (st *State) Topology() *topology.Cluster { return &st.topo }
 // (the flags change with every bind, release and failure).
 func (st *State) FreeMasks() [][]bool { return st.free }
 
-// FreeMask returns server s's free flags (a read-only view).
+// FreeMask returns server s's free flags (a read-only view). It panics if
+// s is out of range.
 func (st *State) FreeMask(s int) []bool { return st.free[s] }
 
 // NumServers returns the number of servers.
@@ -332,10 +333,12 @@ func (st *State) FreeCounts(types []topology.GPUType, dst []int) []int {
 	return dst
 }
 
-// ServerFree returns the free GPUs of server s, of any type.
+// ServerFree returns the free GPUs of server s, of any type. It panics if
+// s is out of range.
 func (st *State) ServerFree(s int) int { return st.servers[s].nFree }
 
-// ServerFreeOf returns the free GPUs of type t on server s.
+// ServerFreeOf returns the free GPUs of type t on server s. It panics if s
+// is out of range.
 func (st *State) ServerFreeOf(s int, t topology.GPUType) int {
 	if c := st.countOn(s, t); c != nil {
 		return c.free
@@ -343,7 +346,8 @@ func (st *State) ServerFreeOf(s int, t topology.GPUType) int {
 	return 0
 }
 
-// ServerCapacityOf returns the healthy GPUs of type t on server s.
+// ServerCapacityOf returns the healthy GPUs of type t on server s. It
+// panics if s is out of range.
 func (st *State) ServerCapacityOf(s int, t topology.GPUType) int {
 	if c := st.countOn(s, t); c != nil {
 		return c.healthy
