@@ -114,6 +114,24 @@ var hostileMutations = map[string]func(m map[string]any){
 		m["cluster"] = append(m["cluster"].([]any), map[string]any{"id": "v100-2", "gpus": "4 v100", "digest": "x"})
 	},
 	"version-3.json": func(m map[string]any) { m["version"] = 3 },
+	"tier-present-unknown.json": func(m map[string]any) {
+		rounds(m, 0)["present"] = []int{99}
+	},
+	"tier-present-empty.json": func(m map[string]any) {
+		rounds(m, 1)["present"] = []int{}
+	},
+	"tier-credited-round-unreported.json": func(m map[string]any) {
+		m["last_round"].(map[string]any)["reported"] = false // the tiers' rounds say reported
+	},
+	"unit-of-another-type-unreported.json": func(m map[string]any) {
+		lr := m["last_round"].(map[string]any)
+		lr["reported"] = false
+		for _, tier := range m["tiers"].([]any) {
+			rounds := tier.(map[string]any)["rounds"].(map[string]any)
+			rounds["reported"] = false
+		}
+		lr["units"].([]any)[0].(map[string]any)["type"] = "a100"
+	},
 }
 
 // hostileRaw make hostile snapshots from the base one's bytes, for what
