@@ -77,6 +77,8 @@ type Rounds struct {
 	ReuseRounds bool
 
 	st roundsState
+	// saved is the state Checkpoint recorded, for Rollback.
+	saved checkpoint
 	// scratch is reused from round to round (not state).
 	scratch struct {
 		index   map[int]int

@@ -200,9 +200,12 @@ func (s *Scheduler) creditUnreported(now float64) error {
 	d := math.Min(now-s.last.Start, s.last.Length)
 	for _, j := range s.ranBefore {
 		if j.unit != nil && s.jobs[j.key] == j {
+			c := creditedJob{j: j, k: j.unit.typ, rounds: j.rounds}
 			if k := j.unit.typ; k >= 0 { // -1: every GPU of its type left
+				c.attained = j.attained[k]
 				j.attained[k] = min(j.attained[k]+d, maxAttained)
 			}
+			s.scratch.credited = append(s.scratch.credited, c) // for undo
 			j.rounds++
 		}
 	}

@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"context"
+	"errors"
 	"testing"
 
 	"github.com/gpusched/gpusched/allocation"
@@ -135,4 +137,64 @@ func TestBindAndFailErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "no GPU of NVML index -1")
 	_, err = s.FailGPUs("v100-0", 7)
 	assert.ErrorContains(t, err, "no GPU of NVML index 7")
+}
+
+// lowFails is max-min fairness that fails, while fail is set, on a
+// problem holding the job of ID id (a policy error, or a solve cancelled
+// by its context, in one tier of a round).
+type lowFails struct {
+	allocation.MaxMinFairness
+	fail bool
+	id   int
+}
+
+func (p *lowFails) Allocate(ctx context.Context, pr *allocation.Problem) (*allocation.Allocation, error) {
+	for _, j := range pr.Jobs {
+		if p.fail && j.ID == p.id {
+			return nil, errors.New("solver failed")
+		}
+	}
+	return p.MaxMinFairness.Allocate(ctx, pr)
+}
+
+// A round that fails changes nothing: when the lower tier's policy failed,
+// the upper tier's mechanism had already advanced and the last round had
+// been credited (its report then refused), so that the rounds after
+// differed from those of a scheduler whose round never failed.
+func TestFailedRoundChangesNothing(t *testing.T) {
+	run := func(failOnce bool) []*Round {
+		pol := &lowFails{id: 1}
+		s := newSched(t, func(c *Config) { c.Policy = pol })
+		require.NoError(t, s.Submit("hi", JobSpec{GPUs: 4, Throughput: rates(2, 1), Priority: 1}, 0))
+		require.NoError(t, s.Submit("lo", JobSpec{GPUs: 8, Throughput: rates(2, 1)}, 0))
+		require.NoError(t, s.Submit("lo2", JobSpec{GPUs: 2, Throughput: rates(1, 1)}, 0))
+		var out []*Round
+		now := 0.0
+		for i := range 4 {
+			if i == 2 {
+				s.ForceReset() // every tier solves
+			}
+			if failOnce && i == 2 {
+				before, err := s.Snapshot()
+				require.NoError(t, err)
+				pol.fail = true
+				_, err = s.Round(ctx, now)
+				require.ErrorContains(t, err, "priority 0: solver failed")
+				pol.fail = false
+				after, err := s.Snapshot()
+				require.NoError(t, err)
+				assert.JSONEq(t, string(before), string(after), "a failed round changes nothing")
+			}
+			r, err := s.Round(ctx, now)
+			require.NoError(t, err)
+			r.Stats.Took, r.Stats.SolveTime = 0, 0
+			out = append(out, r)
+			if i == 0 { // round 1 is left unreported: the next credits it
+				require.NoError(t, s.Report(RoundReport{Start: r.Start, Ran: []Ran{{Job: "hi", Seconds: 200, Steps: 5}}}))
+			}
+			now += 360
+		}
+		return out
+	}
+	assert.Equal(t, run(false), run(true))
 }
