@@ -369,6 +369,7 @@ func (r *Rounds) credit(u unit, k int, d float64) {
 		return
 	}
 	if st := r.st.units[u]; st != nil && k >= 0 && k < len(st.received) {
+		r.journalCredit(st, k)
 		st.received[k] = addCounter(st.received[k], d)
 		st.ran = true
 	}

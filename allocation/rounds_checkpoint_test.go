@@ -73,6 +73,17 @@ func TestRoundsCheckpointRollback(t *testing.T) {
 			require.NoError(t, err)
 			assert.JSONEq(t, string(before), string(after), "compat %v reuse %v: rolled back after a success", compat, reuse)
 			r.Rollback() // a checkpoint serves once: nothing happens
+			after, err = r.Snapshot()
+			require.NoError(t, err)
+			assert.JSONEq(t, string(before), string(after))
+			// Committed, the calls stand.
+			r.Checkpoint()
+			last = r.Last()
+			require.NoError(t, r.Report(RoundReport{Start: last.Start}))
+			r.Commit()
+			r.Rollback()
+			assert.True(t, r.st.reported, "a committed report stands")
+			r.st.reported = false
 
 			for range 3 {
 				a, err := r.Next(ctx, p, now)

@@ -212,6 +212,9 @@ func (s *Scheduler) round(ctx context.Context, now float64) (*Round, error) {
 		s.undo(stats, reported)
 		return nil, err
 	}
+	for _, t := range s.tiers {
+		t.mech.Commit() // nothing fails after this
+	}
 	s.epoch++
 	units := s.plan()
 	s.releaseStale()
