@@ -182,3 +182,71 @@ func receiverType(e ast.Expr) string {
 		}
 	}
 }
+
+// TestPositionAccessorsSayTheyPanic checks that the read-only accessors of
+// the live cluster state that take a server's position (an int s) or a
+// GPURef, and return no error, say in their doc comment that a position
+// out of range panics, as indexing a slice does: FreeMask(9), ServerFree(-1)
+// and the like panicked without a word.
+func TestPositionAccessorsSayTheyPanic(t *testing.T) {
+	for file, recv := range map[string]string{"cluster/state.go": "State", "scheduler/view.go": "ClusterView"} {
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.ParseComments|parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked := 0
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv == nil || !fn.Name.IsExported() || !strings.Contains(types(fn.Recv), recv) {
+				continue
+			}
+			if strings.Contains(types(fn.Type.Results), "error") {
+				continue
+			}
+			takes := false
+			for _, p := range fn.Type.Params.List {
+				typ := types(&ast.FieldList{List: []*ast.Field{p}})
+				for _, n := range p.Names {
+					takes = takes || typ == "int" && n.Name == "s" || strings.HasSuffix(typ, "GPURef")
+				}
+			}
+			if !takes {
+				continue
+			}
+			checked++
+			if !strings.Contains(fn.Doc.Text(), "panics if") {
+				t.Errorf("%s: %s.%s takes a position but its doc does not say it panics if it is out of range", file, recv, fn.Name.Name)
+			}
+		}
+		if checked < 3 {
+			t.Errorf("%s: only %d accessors of %s checked", file, checked, recv)
+		}
+	}
+}
+
+// types returns the types of a field list as Go writes them, joined by
+// spaces ("" for none).
+func types(fl *ast.FieldList) string {
+	if fl == nil {
+		return ""
+	}
+	var out []string
+	for _, f := range fl.List {
+		out = append(out, typeString(f.Type))
+	}
+	return strings.Join(out, " ")
+}
+
+func typeString(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.Ident:
+		return e.Name
+	case *ast.StarExpr:
+		return "*" + typeString(e.X)
+	case *ast.SelectorExpr:
+		return typeString(e.X) + "." + e.Sel.Name
+	case *ast.ArrayType:
+		return "[]" + typeString(e.Elt)
+	}
+	return "?"
+}

@@ -96,6 +96,8 @@ type Rounds struct {
 	ReuseRounds bool
 
 	st roundsState
+	// saved is the state Checkpoint recorded, for Rollback.
+	saved checkpoint
 	// scratch is reused from round to round (not state).
 	scratch struct {
 		index   map[int]int
@@ -386,6 +388,7 @@ func (r *Rounds) credit(u unit, k int, d float64) {
 		return
 	}
 	if st := r.st.units[u]; st != nil && k >= 0 && k < len(st.received) {
+		r.journalCredit(st, k)
 		st.received[k] = addCounter(st.received[k], d)
 		st.ran = true
 	}

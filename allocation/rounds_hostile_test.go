@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/gpusched/gpusched/topology"
@@ -82,6 +83,12 @@ func TestRoundsRestoreHostile(t *testing.T) {
 		{"last reset 1e300", mutate(func(m map[string]any) { m["last_reset"] = 1e300 }), "last reset at 1e+300 s"},
 		{"round length -1", mutate(func(m map[string]any) { m["last_round"].(map[string]any)["Length"] = -1 }), "of -1 s"},
 		{"started without allocation", mutate(func(m map[string]any) { delete(m, "allocation") }), "without an allocation"},
+		// The round's jobs are among those present (its problem's), which
+		// Report credits: present [] or [99] was accepted, and the next
+		// Report of the round failed.
+		{"present empty, reported", mutate(func(m map[string]any) { m["present"], m["reported"] = []int{}, true }), "which is not among the jobs present (0 listed)"},
+		{"present unknown", mutate(func(m map[string]any) { m["present"] = []int{99} }), "which is not among the jobs present (1 listed)"},
+		{"unknown field", []byte(strings.Replace(string(good), `"started":true`, `"started":true,"startd":true`, 1)), `unknown field "startd"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Rounds{Policy: &MaxMinFairness{}}

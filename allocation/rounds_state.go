@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/gpusched/gpusched/internal/pyrand"
+	"github.com/gpusched/gpusched/internal/strictjson"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -175,12 +176,12 @@ func sortedIDs(set map[int]bool) []int {
 // within their ranges, the visiting order a set of type indices, shares in
 // [0, 1], time counters and deficits finite and within 1,000 times MaxTime in magnitude, units
 // of one job or two distinct ones, and the last round's assignments on
-// types of the snapshot, each job at most once, on distinct workers within
-// the type's capacity. What Restore accepts cannot make Next, Report or
+// types of the snapshot, each job at most once and present (in the round's
+// problem), on distinct workers within the type's capacity. What Restore accepts cannot make Next, Report or
 // Snapshot panic or fail.
 func (r *Rounds) Restore(data []byte) error {
 	var s roundsSnapshot
-	if err := json.Unmarshal(data, &s); err != nil {
+	if err := strictjson.Decode(data, &s); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidSnapshot, err)
 	}
 	if err := s.check(r.Compat); err != nil {
@@ -366,8 +367,8 @@ func (s *roundsSnapshot) checkAllocation(nk int) error {
 }
 
 // checkLastRound checks the last round: times in range, assignments on
-// the snapshot's types, each job once, workers distinct and within the
-// type's capacity.
+// the snapshot's types, each job once and among the present ones, workers
+// distinct and within the type's capacity.
 func (s *roundsSnapshot) checkLastRound(nk int) error {
 	rd := s.LastRound
 	if rd == nil {
@@ -380,6 +381,7 @@ func (s *roundsSnapshot) checkLastRound(nk int) error {
 	if len(rd.Assignments) > maxSnapshotIDs {
 		return bad("last round of %d assignments", len(rd.Assignments))
 	}
+	present := idSet(s.Present)
 	inRound := map[int]bool{}
 	used := make([]map[int]bool, nk)
 	for _, as := range rd.Assignments {
@@ -393,6 +395,10 @@ func (s *roundsSnapshot) checkLastRound(nk int) error {
 		for _, id := range as.JobIDs {
 			if inRound[id] {
 				return bad("last round runs job %d twice", id)
+			}
+			if !present[id] {
+				// Report credits only jobs of the round's problem.
+				return bad("last round runs job %d, which is not among the jobs present (%d listed)", id, len(s.Present))
 			}
 			inRound[id] = true
 		}

@@ -21,5 +21,11 @@
 // Bad input (an unknown server, a GPU out of range, a GPU already held or
 // failed) returns an [*Error] whose Kind is one of the Err values of this
 // package; nothing changes when a call fails. [State.Check] verifies every
-// invariant by recomputing it.
+// invariant by recomputing it. The read-only accessors that take a
+// server's position or a [GPURef] ([State.Server], [State.FreeMask],
+// [State.ServerFree], [State.ServerFreeOf], [State.ServerCapacityOf],
+// [State.Holder], [State.Failed]) index the state as a slice is indexed: a
+// position out of range panics (positions come from the state itself:
+// [State.NumServers], [State.ServerIndex], [State.Lookup]); every method
+// that changes the state checks its positions and returns an error.
 package cluster

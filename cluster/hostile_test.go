@@ -72,3 +72,29 @@ func TestAddServerClusterCap(t *testing.T) {
 	assert.ErrorContains(t, err, "more than topology.MaxClusterGPUs (1048576)")
 	assert.Equal(t, n, st.NumServers())
 }
+
+// The read-only accessors that take a position index the state as a
+// slice does, as their docs now say (they panicked without a word);
+// every method that changes the state checks its positions and returns
+// an error instead.
+func TestPositionAccessorsPanicAsDocumented(t *testing.T) {
+	st, err := New(nil)
+	require.NoError(t, err)
+	_, err = st.AddServer(handBuilt("a", 2))
+	require.NoError(t, err)
+	for name, f := range map[string]func(){
+		"FreeMask(9)":             func() { st.FreeMask(9) },
+		"ServerFree(-1)":          func() { st.ServerFree(-1) },
+		"ServerFreeOf(1)":         func() { st.ServerFreeOf(1, topology.V100) },
+		"ServerCapacityOf(1<<40)": func() { st.ServerCapacityOf(1<<40, topology.V100) },
+		"Server(1)":               func() { st.Server(1) },
+		"Holder({0, 2})":          func() { st.Holder(GPURef{0, 2}) },
+		"Failed({-1, 0})":         func() { st.Failed(GPURef{-1, 0}) },
+	} {
+		assert.Panics(t, f, name)
+	}
+	_, err = st.Fail(GPURef{0, 2})
+	assert.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorIs(t, st.Bind("h", []GPURef{{9, 0}}), ErrInvalid)
+	require.NoError(t, st.Check())
+}

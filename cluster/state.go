@@ -232,7 +232,8 @@ func (st *State) Topology() *topology.Cluster { return &st.topo }
 // (the flags change with every bind, release and failure).
 func (st *State) FreeMasks() [][]bool { return st.free }
 
-// FreeMask returns server s's free flags (a read-only view).
+// FreeMask returns server s's free flags (a read-only view). It panics if
+// s is out of range.
 func (st *State) FreeMask(s int) []bool { return st.free[s] }
 
 // NumServers returns the number of servers.
@@ -261,7 +262,8 @@ func (st *State) Lookup(serverID string, index int) (GPURef, error) {
 			return GPURef{s, i}, nil
 		}
 	}
-	return GPURef{}, &Error{Op: "lookup", Server: serverID, GPU: index, Msg: "the server has no GPU of this index", Kind: ErrInvalid}
+	// GPU stays -1: index is an NVML index, not a position.
+	return GPURef{}, &Error{Op: "lookup", Server: serverID, GPU: -1, Msg: fmt.Sprintf("the server has no GPU of NVML index %d", index), Kind: ErrInvalid}
 }
 
 // Types returns the GPU types present (at least one GPU, failed or not),
@@ -331,10 +333,12 @@ func (st *State) FreeCounts(types []topology.GPUType, dst []int) []int {
 	return dst
 }
 
-// ServerFree returns the free GPUs of server s, of any type.
+// ServerFree returns the free GPUs of server s, of any type. It panics if
+// s is out of range.
 func (st *State) ServerFree(s int) int { return st.servers[s].nFree }
 
-// ServerFreeOf returns the free GPUs of type t on server s.
+// ServerFreeOf returns the free GPUs of type t on server s. It panics if s
+// is out of range.
 func (st *State) ServerFreeOf(s int, t topology.GPUType) int {
 	if c := st.countOn(s, t); c != nil {
 		return c.free
@@ -342,7 +346,8 @@ func (st *State) ServerFreeOf(s int, t topology.GPUType) int {
 	return 0
 }
 
-// ServerCapacityOf returns the healthy GPUs of type t on server s.
+// ServerCapacityOf returns the healthy GPUs of type t on server s. It
+// panics if s is out of range.
 func (st *State) ServerCapacityOf(s int, t topology.GPUType) int {
 	if c := st.countOn(s, t); c != nil {
 		return c.healthy

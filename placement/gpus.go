@@ -94,8 +94,11 @@ const (
 // those marked free (free[i] for s.GPUs[i]). A server that does not
 // validate (topology.Server.Validate: a ragged link matrix, a bad link
 // class, more than topology.MaxGPUsPerServer GPUs) is an error wrapping
-// ErrBadRequest and the topology error.
+// ErrBadRequest and the topology error, and so is a nil server.
 func (c GPUChooser) Choose(s *topology.Server, free []bool, k int) ([]int, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: no server (nil)", ErrBadRequest)
+	}
 	n := len(s.GPUs)
 	if len(free) != n {
 		return nil, fmt.Errorf("%w: %d free flags for %d GPUs", ErrBadRequest, len(free), n)

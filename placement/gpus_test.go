@@ -327,6 +327,10 @@ func TestChooseMalformedServer(t *testing.T) {
 	_, err := GPUChooser{}.Choose(big, allFree(len(big.GPUs)), 2)
 	require.ErrorIs(t, err, ErrBadRequest)
 	assert.ErrorIs(t, err, topology.ErrInvalidCount)
+	// A nil server used to panic with a nil dereference.
+	_, err = GPUChooser{}.Choose(nil, nil, 1)
+	require.ErrorIs(t, err, ErrBadRequest)
+	assert.ErrorContains(t, err, "no server (nil)")
 }
 
 func TestChooseErrors(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/perfmodel"
@@ -13,6 +14,7 @@ import (
 // Limits on what a job spec may say.
 const (
 	// MaxKeyLen bounds a job key, a tenant and a gang name, in bytes.
+	// Each is valid UTF-8 without a NUL byte (see JobSpec.Tenant).
 	MaxKeyLen = 512
 	// MaxJobGPUs bounds the GPUs of one job.
 	MaxJobGPUs = 1 << 16
@@ -50,7 +52,10 @@ type JobSpec struct {
 	// [allocation.MinWeight, allocation.MaxWeight].
 	Weight float64 `json:"weight,omitempty"`
 	// Tenant names the job's owner for hierarchical policies (weighted by
-	// Config.TenantWeights).
+	// Config.TenantWeights). A tenant, a gang and a job key are at most
+	// MaxKeyLen bytes of valid UTF-8 without a NUL byte: a snapshot is JSON,
+	// which keeps no other bytes as they are, and a NUL byte joins the keys
+	// of two jobs sharing GPUs.
 	Tenant string `json:"tenant,omitempty"`
 	// Priority ranks jobs in tiers: the jobs of the highest priority are
 	// allocated the whole cluster; each lower tier shares what the tiers
@@ -101,8 +106,6 @@ func (j *JobSpec) validate(hasModel bool) error {
 		return bad("RemainingSteps %v (want 0 to %g)", j.RemainingSteps, allocation.MaxSteps)
 	case !validTime(j.Deadline):
 		return bad("Deadline %v (want 0 to %g s)", j.Deadline, allocation.MaxTime)
-	case len(j.Tenant) > MaxKeyLen || len(j.Gang) > MaxKeyLen:
-		return bad("tenant or gang name longer than %d bytes", MaxKeyLen)
 	case j.Throughput != nil && j.Model != nil:
 		return bad("both Throughput and Model are set (give one)")
 	case j.Throughput == nil && j.Model == nil:
@@ -113,6 +116,16 @@ func (j *JobSpec) validate(hasModel bool) error {
 		return bad("model scale factor %d for a job of %d GPUs", j.Model.ScaleFactor, j.GPUs)
 	case len(j.Types) > 1024 || len(j.Throughput) > 1024:
 		return bad("%d types and %d rates (at most 1024)", len(j.Types), len(j.Throughput))
+	}
+	if j.Tenant != "" {
+		if err := checkName("tenant", j.Tenant); err != nil {
+			return err
+		}
+	}
+	if j.Gang != "" {
+		if err := checkName("gang", j.Gang); err != nil {
+			return err
+		}
 	}
 	for _, t := range j.Types {
 		if err := t.Validate(); err != nil {
@@ -137,13 +150,25 @@ func validTime(v float64) bool { return v >= 0 && v <= allocation.MaxTime }
 
 // checkKey validates a job key.
 func checkKey(key string) error {
-	switch {
-	case key == "":
+	if key == "" {
 		return fmt.Errorf("%w: empty job key", ErrInvalid)
-	case len(key) > MaxKeyLen:
-		return fmt.Errorf("%w: job key of %d bytes (at most %d)", ErrInvalid, len(key), MaxKeyLen)
-	case strings.IndexByte(key, 0) >= 0:
-		return fmt.Errorf("%w: job key %q holds a NUL byte", ErrInvalid, key)
+	}
+	return checkName("job key", key)
+}
+
+// checkName validates a job key, a tenant or a gang name (what says which
+// in the error): at most MaxKeyLen bytes of valid UTF-8 without a NUL
+// byte. Snapshot writes JSON, which would change other bytes (an invalid
+// byte becomes U+FFFD, so that two keys became one), and a NUL byte joins
+// the keys of a pair (pairHolder).
+func checkName(what, name string) error {
+	switch {
+	case len(name) > MaxKeyLen:
+		return fmt.Errorf("%w: %s of %d bytes (at most %d)", ErrInvalid, what, len(name), MaxKeyLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: %s %q is not valid UTF-8", ErrInvalid, what, name)
+	case strings.IndexByte(name, 0) >= 0:
+		return fmt.Errorf("%w: %s %q holds a NUL byte", ErrInvalid, what, name)
 	}
 	return nil
 }

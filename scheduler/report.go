@@ -20,7 +20,8 @@ type RoundReport struct {
 	Ran []Ran `json:"ran"`
 	// Failed lists jobs of the round that could not start (a pod that
 	// failed, a node that refused); their GPUs are released and they are
-	// placed afresh at the next round.
+	// placed afresh at the next round. A job is listed at most once, in
+	// Ran or in Failed (ErrInvalid otherwise).
 	Failed []string `json:"failed,omitempty"`
 }
 
@@ -79,10 +80,21 @@ func (s *Scheduler) Report(rep RoundReport) error {
 		ran = append(ran, j)
 	}
 	s.scratch.reported = ran
+	var failed map[string]bool
+	if len(rep.Failed) > 0 {
+		failed = make(map[string]bool, len(rep.Failed))
+	}
 	for _, key := range rep.Failed {
-		if inRound(key) == nil {
+		j := inRound(key)
+		switch {
+		case j == nil:
 			return fmt.Errorf("%w: failed job %q did not run in the round at %v", ErrStaleReport, key, rep.Start)
+		case j.mark == s.mark:
+			return fmt.Errorf("%w: job %q is reported both as run and as failed", ErrInvalid, key)
+		case failed[key]:
+			return fmt.Errorf("%w: job %q reported failed twice", ErrInvalid, key)
 		}
+		failed[key] = true
 	}
 	end := s.last.Start
 	var finished []*job
@@ -188,9 +200,12 @@ func (s *Scheduler) creditUnreported(now float64) error {
 	d := math.Min(now-s.last.Start, s.last.Length)
 	for _, j := range s.ranBefore {
 		if j.unit != nil && s.jobs[j.key] == j {
+			c := creditedJob{j: j, k: j.unit.typ, rounds: j.rounds}
 			if k := j.unit.typ; k >= 0 { // -1: every GPU of its type left
+				c.attained = j.attained[k]
 				j.attained[k] = min(j.attained[k]+d, maxAttained)
 			}
+			s.scratch.credited = append(s.scratch.credited, c) // for undo
 			j.rounds++
 		}
 	}

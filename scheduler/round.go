@@ -129,6 +129,20 @@ type scratch struct {
 	refs     []cluster.GPURef
 	old      []cluster.GPURef
 	order    []int
+	// credited and lasts are what a round changes before it may fail
+	// (creditUnreported's attained times, the tiers' last rounds), for
+	// undo.
+	credited []creditedJob
+	lasts    []*allocation.Round
+}
+
+// creditedJob is a job's attained time on one type and rounds before
+// creditUnreported credited it.
+type creditedJob struct {
+	j        *job
+	k        int
+	attained float64
+	rounds   int
 }
 
 // Round computes the round that starts at now (seconds on the clock of
@@ -144,6 +158,9 @@ type scratch struct {
 // or not at all, and elastic jobs grow into GPUs left over. The last
 // round is credited with its report, or in full without one. It returns
 // the assignments; the GPUs are held in the state until the next round.
+// A round that returns an error changes nothing (the tiers' mechanisms,
+// the credit of the last round and its report are as they were), save a
+// stateful policy's own state (FIFO with Sticky, FinishTimeFairness).
 func (s *Scheduler) Round(ctx context.Context, now float64) (*Round, error) {
 	r, stats, err := s.lockedRound(ctx, now)
 	if err != nil {
@@ -181,12 +198,22 @@ func (s *Scheduler) round(ctx context.Context, now float64) (*Round, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("scheduler: round at %v: %w", now, err)
 	}
+	// Crediting the last round and the tiers' mechanisms may fail (a
+	// policy's error, ctx cancelled during a solve): what they changed is
+	// undone, so that a round that fails changes nothing.
+	s.checkpoint()
+	stats, reported := s.stats, s.reported
 	if err := s.creditUnreported(now); err != nil {
+		s.undo(stats, reported)
 		return nil, err
 	}
 	s.stats = RoundStats{Start: now, Jobs: len(s.jobs)}
 	if err := s.allocate(ctx, now); err != nil {
+		s.undo(stats, reported)
 		return nil, err
+	}
+	for _, t := range s.tiers {
+		t.mech.Commit() // nothing fails after this
 	}
 	s.epoch++
 	units := s.plan()
@@ -205,6 +232,36 @@ func (s *Scheduler) round(ctx context.Context, now float64) (*Round, error) {
 	s.log.Debug("round", "start", now, "jobs", s.stats.Jobs, "reset", s.stats.Reset, "placed", s.stats.Placed,
 		"kept", s.stats.Kept, "moves", s.stats.Moves, "preemptions", s.stats.Preemptions, "unplaced", s.stats.Unplaced, "took", s.stats.Took)
 	return r, nil
+}
+
+// checkpoint records what a round changes before it may fail: each
+// tier's mechanism (allocation.Rounds.Checkpoint, in memory reused from
+// round to round) and last round; creditUnreported records the attained
+// times it changes.
+func (s *Scheduler) checkpoint() {
+	s.scratch.lasts = s.scratch.lasts[:0]
+	for _, t := range s.tiers {
+		t.mech.Checkpoint()
+		s.scratch.lasts = append(s.scratch.lasts, t.last)
+	}
+	s.scratch.credited = s.scratch.credited[:0]
+}
+
+// undo returns a round that failed to the state checkpoint recorded: the
+// tiers' mechanisms and last rounds, the attained times and the report
+// flag creditUnreported changed, the statistics.
+func (s *Scheduler) undo(stats RoundStats, reported bool) {
+	for i, t := range s.tiers {
+		t.mech.Rollback()
+		t.last = s.scratch.lasts[i]
+	}
+	for _, c := range slices.Backward(s.scratch.credited) {
+		if c.k >= 0 {
+			c.j.attained[c.k] = c.attained
+		}
+		c.j.rounds = c.rounds
+	}
+	s.stats, s.reported = stats, reported
 }
 
 // allocate runs each tier's mechanism, highest priority first; a lower

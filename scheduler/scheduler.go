@@ -163,8 +163,16 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, fmt.Errorf("%w: Config.SpreadPenalty %v (want 0 to 1)", ErrInvalid, cfg.SpreadPenalty)
 	}
 	for tenant, w := range cfg.TenantWeights {
+		if err := checkName("tenant", tenant); err != nil {
+			return nil, fmt.Errorf("Config.TenantWeights: %w", err)
+		}
 		if !(w >= allocation.MinWeight && w <= allocation.MaxWeight) {
 			return nil, fmt.Errorf("%w: tenant %q weight %v (want %g to %g)", ErrInvalid, tenant, w, allocation.MinWeight, allocation.MaxWeight)
+		}
+	}
+	for tenant := range cfg.TenantQuotas {
+		if err := checkName("tenant", tenant); err != nil {
+			return nil, fmt.Errorf("Config.TenantQuotas: %w", err)
 		}
 	}
 	if err := (&allocation.Problem{EntityQuotas: cfg.TenantQuotas}).Validate(); err != nil {
@@ -653,8 +661,10 @@ func (s *Scheduler) evict(holder string) []string {
 // if the job runs again on as many GPUs of that type. All or nothing: GPUs
 // that are unknown, failed or held, or of several types, are an error and
 // bind nothing, and so are devices other than as many as the job's GPUs,
-// or of a type it may not run on or has no rate for. A job binds once;
-// Remove or a round releases it.
+// or of a type it may not run on or has no rate for. Every refusal wraps
+// ErrInvalid, and one about the cluster (an unknown server, a GPU named
+// twice, held or failed) the cluster package's kind as well. A job binds
+// once; Remove or a round releases it.
 func (s *Scheduler) Bind(key string, devices []Device) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -676,7 +686,7 @@ func (s *Scheduler) Bind(key string, devices []Device) error {
 	for i, d := range devices {
 		r, err := s.st.Lookup(d.Server, d.Index)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w: job %q: %w", ErrInvalid, key, err)
 		}
 		t := s.st.Server(r.Server).GPUs[r.GPU].Type
 		if i > 0 && t != typ {
@@ -689,7 +699,7 @@ func (s *Scheduler) Bind(key string, devices []Device) error {
 		return fmt.Errorf("%w: job %q cannot run on %s (not among its types, or no rate there)", ErrInvalid, key, typ)
 	}
 	if err := s.st.Bind(key, refs); err != nil {
-		return err
+		return fmt.Errorf("%w: job %q: %w", ErrInvalid, key, err)
 	}
 	l := s.newLease()
 	l.holder, l.jobs, l.typ, l.typeName = key, [2]*job{j, nil}, s.typeIdx[typ], typ

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/cluster"
+	"github.com/gpusched/gpusched/internal/strictjson"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/topology"
 )
@@ -206,7 +208,10 @@ func (s *Scheduler) Snapshot() ([]byte, error) {
 // ones whose devices exist, are of the lease's type, are healthy and held
 // once, and are as many as the jobs' specs ask for (plus elastic GPUs
 // within their range), the last round's units and each tier's mechanism
-// (allocation.Rounds.Restore). A snapshot that fails a check is an error
+// (allocation.Rounds.Restore), each against the other (a unit's tier has
+// a last round; the units of a round not yet reported are a report their
+// tier's mechanism accepts: its jobs present in the round, on its types,
+// the round not credited yet). A snapshot that fails a check is an error
 // wrapping ErrInvalid, and changes nothing. What Restore accepts cannot
 // make a later Round, Report, Status or Snapshot panic.
 //
@@ -310,16 +315,36 @@ func (s *Scheduler) Adopt(data []byte) (*Adoption, error) {
 	return ad, nil
 }
 
-// parseSnapshot reads a snapshot's JSON and version.
+// parseSnapshot reads a snapshot's JSON and version. The JSON is read
+// strictly (internal/strictjson): a key unknown to the format, or twice in
+// one object, is an error; so are bytes that are not UTF-8, which
+// encoding/json would read as U+FFFD (Snapshot writes none), so that a
+// name would silently become another.
 func parseSnapshot(data []byte) (*snapshot, error) {
+	if !utf8.Valid(data) {
+		return nil, fmt.Errorf("%w: snapshot: not valid UTF-8 (at byte %d)", ErrInvalid, invalidUTF8At(data))
+	}
 	var snap snapshot
-	if err := json.Unmarshal(data, &snap); err != nil {
+	if err := strictjson.Decode(data, &snap); err != nil {
 		return nil, fmt.Errorf("%w: snapshot: %w", ErrInvalid, err)
 	}
 	if snap.Version != 1 && snap.Version != snapshotVersion {
 		return nil, fmt.Errorf("%w: snapshot version %d (this scheduler reads 1 and %d)", ErrInvalid, snap.Version, snapshotVersion)
 	}
 	return &snap, nil
+}
+
+// invalidUTF8At returns the offset of the first byte of data that is not
+// part of valid UTF-8.
+func invalidUTF8At(data []byte) int {
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(data)
 }
 
 // check verifies what a snapshot says of itself, before the cluster is
@@ -572,9 +597,49 @@ func (s *Scheduler) planRestore(snap *snapshot, strict bool) (*restorePlan, erro
 		if st.Last && m.Last() == nil || st.Last && snap.Last != nil && m.Last().Start != snap.Last.Start {
 			return nil, fmt.Errorf("%w: snapshot of priority %d: its last round is not the scheduler's", ErrInvalid, st.Priority)
 		}
+		if err := s.checkTierReport(snap, &st); err != nil {
+			return nil, err
+		}
 		p.mechs[st.Priority] = m
 	}
+	if snap.Last != nil && strict {
+		for i, u := range snap.Last.Units {
+			if p.mechs[u.Priority] == nil || !slices.ContainsFunc(snap.Tiers, func(st snapTier) bool { return st.Priority == u.Priority && st.Last }) {
+				return nil, fmt.Errorf("%w: snapshot: last round: unit %d: priority %d has no last round of its own", ErrInvalid, i, u.Priority)
+			}
+		}
+	}
 	return p, nil
+}
+
+// checkTierReport checks a tier's mechanism against the scheduler's last
+// round, when that round is not reported yet: the report the next Report
+// or Round will give the mechanism (the tier's units of the round) must
+// be one it accepts (the round not credited yet, its jobs present in the
+// round's problem, its types the problem's). A mechanism state of jobs
+// absent from its round (present [] or [99]) used to be restored, and the
+// next round then failed. The check reports to a copy restored from the
+// same bytes; Restore is rare, and this keeps the mechanism's API as it
+// is.
+func (s *Scheduler) checkTierReport(snap *snapshot, st *snapTier) error {
+	if !st.Last || snap.Last == nil || snap.Last.Reported {
+		return nil
+	}
+	rep := allocation.RoundReport{Start: snap.Last.Start}
+	for _, u := range snap.Last.Units {
+		if u.Priority == st.Priority {
+			rep.Ran = append(rep.Ran, allocation.UnitRun{JobIDs: u.IDs, Type: u.Type})
+		}
+	}
+	trial := s.newMechanism()
+	err := trial.Restore(st.Rounds)
+	if err == nil {
+		err = trial.Report(rep)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: snapshot of priority %d: the last round's units do not fit its mechanism: %w", ErrInvalid, st.Priority, err)
+	}
+	return nil
 }
 
 // resolveLease finds a lease's devices in the state: each must exist, be

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -92,6 +93,8 @@ var hostileMutations = map[string]func(m map[string]any){
 	"job-attained-1e300.json":     func(m map[string]any) { jobOf(m, "a")["attained"] = map[string]any{"v100": 1e300} },
 	"job-finished-with-work.json": func(m map[string]any) { jobOf(m, "a")["finished"] = true },
 	"job-empty-key.json":          func(m map[string]any) { jobOf(m, "c")["key"] = "" },
+	"job-gang-nul.json":           func(m map[string]any) { jobOf(m, "c")["spec"].(map[string]any)["gang"] = "g\x00" },
+	"job-tenant-nul.json":         func(m map[string]any) { jobOf(m, "a")["spec"].(map[string]any)["tenant"] = "t\x00" },
 	"job-waits-unrunnable.json":   func(m map[string]any) { jobOf(m, "c")["wait"] = "too-large" },
 	"last-round-unknown-tier.json": func(m map[string]any) {
 		m["last_round"].(map[string]any)["units"].([]any)[0].(map[string]any)["priority"] = 9
@@ -111,6 +114,44 @@ var hostileMutations = map[string]func(m map[string]any){
 		m["cluster"] = append(m["cluster"].([]any), map[string]any{"id": "v100-2", "gpus": "4 v100", "digest": "x"})
 	},
 	"version-3.json": func(m map[string]any) { m["version"] = 3 },
+	"tier-present-unknown.json": func(m map[string]any) {
+		rounds(m, 0)["present"] = []int{99}
+	},
+	"tier-present-empty.json": func(m map[string]any) {
+		rounds(m, 1)["present"] = []int{}
+	},
+	"tier-credited-round-unreported.json": func(m map[string]any) {
+		m["last_round"].(map[string]any)["reported"] = false // the tiers' rounds say reported
+	},
+	"unit-of-another-type-unreported.json": func(m map[string]any) {
+		lr := m["last_round"].(map[string]any)
+		lr["reported"] = false
+		for _, tier := range m["tiers"].([]any) {
+			rounds := tier.(map[string]any)["rounds"].(map[string]any)
+			rounds["reported"] = false
+		}
+		lr["units"].([]any)[0].(map[string]any)["type"] = "a100"
+	},
+}
+
+// hostileRaw make hostile snapshots from the base one's bytes, for what
+// a decoded map cannot say: bytes that are not UTF-8, a key twice.
+var hostileRaw = map[string]func(b []byte) []byte{
+	"job-key-not-utf8.json": func(b []byte) []byte {
+		return bytes.Replace(b, []byte(`"key":"c"`), []byte("\"key\":\"c\xff\""), 1)
+	},
+	"duplicate-key.json": func(b []byte) []byte {
+		return bytes.Replace(b, []byte(`"next_id":3`), []byte(`"next_id":3,"next_id":4`), 1)
+	},
+	"duplicate-key-in-tier.json": func(b []byte) []byte {
+		return bytes.Replace(b, []byte(`"started":true`), []byte(`"started":true,"started":false`), 1)
+	},
+	"unknown-field.json": func(b []byte) []byte {
+		return bytes.Replace(b, []byte(`"next_id":3`), []byte(`"next_id":3,"nxet_id":4`), 1)
+	},
+	"unknown-field-in-tier.json": func(b []byte) []byte {
+		return bytes.Replace(b, []byte(`"started":true`), []byte(`"started":true,"strated":true`), 1)
+	},
 }
 
 // rounds returns the i-th tier's mechanism snapshot, decoded in place.
@@ -165,6 +206,11 @@ func TestHostileSnapshots(t *testing.T) {
 			mutate(m)
 			b, err := json.MarshalIndent(m, "", " ")
 			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
+		}
+		for name, mutate := range hostileRaw {
+			b := mutate(base)
+			require.NotEqual(t, base, b, name)
 			require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
 		}
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "base.json"), base, 0o644))

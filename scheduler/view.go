@@ -9,12 +9,14 @@ import (
 
 // ClusterView is read-only access to the scheduler's live cluster state
 // (cluster.State), lent by [Scheduler.View] under the scheduler's lock:
-// its methods answer as the state's do, and return copies where the
-// state returns its own memory, so that nothing read through it can
-// change the state. It is valid only while the View call that lent it
-// runs, and not safe for concurrent use: only that call's goroutine may
-// use it (the scheduler's lock is held meanwhile); a view kept after View
-// returns panics on every method.
+// its methods answer as the state's do (those that take a server's
+// position or a cluster.GPURef panic when it is out of range, as indexing
+// a slice does), and return copies where the state returns its own
+// memory, so that nothing read through it can change the state. It is
+// valid only while the View call that lent it runs, and not safe for
+// concurrent use: only that call's goroutine may use it (the scheduler's
+// lock is held meanwhile); a view kept after View returns panics on every
+// method.
 type ClusterView struct {
 	st *cluster.State
 }
@@ -59,15 +61,18 @@ func (v *ClusterView) Capacity(t topology.GPUType) int { return v.state().Capaci
 // Free returns the free GPUs of type t.
 func (v *ClusterView) Free(t topology.GPUType) int { return v.state().Free(t) }
 
-// ServerFree returns the free GPUs of server s, of any type.
+// ServerFree returns the free GPUs of server s, of any type. It panics if
+// s is out of range.
 func (v *ClusterView) ServerFree(s int) int { return v.state().ServerFree(s) }
 
-// ServerFreeOf returns the free GPUs of type t on server s.
+// ServerFreeOf returns the free GPUs of type t on server s. It panics if s
+// is out of range.
 func (v *ClusterView) ServerFreeOf(s int, t topology.GPUType) int {
 	return v.state().ServerFreeOf(s, t)
 }
 
-// FreeMask returns a copy of server s's free flags.
+// FreeMask returns a copy of server s's free flags. It panics if s is out
+// of range.
 func (v *ClusterView) FreeMask(s int) []bool { return slices.Clone(v.state().FreeMask(s)) }
 
 // LargestServer returns the most GPUs of type t one server has.

@@ -3,9 +3,10 @@ package lp
 import "math"
 
 // ModelResiduals measures a point (x, with the duals y) on the model as it
-// was given, unscaled: the largest violation of a row, relative to 1 plus
-// the larger of the row's violated bound and the size of its terms
-// (sum |a_ij x_j|); the largest violation of the dual constraints, each
+// was given, unscaled: the largest violation of a row, relative to the
+// larger of the row's violated bound and the size of its terms
+// (sum |a_ij x_j|) plus 1, or plus the row's largest entry when that is
+// below 1 (a row of tiny entries is measured in its own units); the largest violation of the dual constraints, each
 // reduced cost c_j - (A'y)_j of a wrong sign for the bounds of x_j (or
 // not zero for a free variable) relative to 1 plus the size of its terms,
 // and each dual of a wrong sign for its row's bounds (or not zero for a
@@ -24,13 +25,14 @@ func ModelResiduals(m *Model, x, y []float64) Residuals {
 	}
 	for i := range m.rowLo {
 		idx, val := m.Row(i)
-		act, size := 0.0, 0.0
+		act, size, amax := 0.0, 0.0, 0.0
 		for k, j := range idx {
 			t := val[k] * x[j]
 			act += t
 			size += math.Abs(t)
+			amax = max(amax, math.Abs(val[k]))
 		}
-		r.Primal = max(r.Primal, boundViolation(act, m.rowLo[i], m.rowUp[i], size))
+		r.Primal = max(r.Primal, rowViolation(act, m.rowLo[i], m.rowUp[i], size, amax))
 	}
 	if y == nil {
 		return r
@@ -69,6 +71,30 @@ func ModelResiduals(m *Model, x, y []float64) Residuals {
 		r = Residuals{Primal: math.Inf(1), Dual: math.Inf(1), Gap: math.Inf(1)}
 	}
 	return r
+}
+
+// rowViolation returns how far a row's activity v is outside [lo, up],
+// relative to the row's scale: the larger of the bound it crosses and
+// size, the size of v's terms, plus the row's largest entry amax when that
+// is below 1, and 1 otherwise. For a row whose entries reach 1 this is
+// boundViolation; a row of small entries is measured in its own units, as
+// if divided by its largest entry, so that 5e-324 x >= 5e-324 at x = 0
+// (violated by all of its size: relative 0.5) no longer passes as a
+// violation of 5e-324 relative to 1, as it did.
+func rowViolation(v, lo, up, size, amax float64) float64 {
+	unit := min(amax, 1)
+	if !(unit > 0) {
+		unit = 1 // an empty row: its activity is 0
+	}
+	switch {
+	case v < lo:
+		return (lo - v) / (unit + max(math.Abs(lo), size))
+	case v > up:
+		return (v - up) / (unit + max(math.Abs(up), size))
+	case math.IsNaN(v):
+		return math.Inf(1)
+	}
+	return 0
 }
 
 // boundViolation returns how far v is outside [lo, up], relative to 1

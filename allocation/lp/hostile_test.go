@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/gpusched/gpusched/allocation/lp"
@@ -28,10 +29,11 @@ func TestTinyCoefficients(t *testing.T) {
 			{"x <= 1/a as a row", func(m *lp.Model) { m.AddRow(-lp.Inf, min(1/a, lp.Inf), []int{0}, []float64{1}) }, 2.8},
 		} {
 			want := tc.want
-			if a < 0x1p-1022 && (tc.shape == "a x <= a (x <= 1 in units of a)" || tc.shape == "a x + a y <= a (x + y <= 1 in units of a)") {
-				// A subnormal row is below every tolerance: it is left out.
-				want = 2.8
-			}
+			// A row of subnormal entries is left out of the solve, and the
+			// point, which violates it by all of its size, fails the final
+			// check (a numerical failure). It used to pass it, as a
+			// violation of 5e-324 relative to 1: reported Optimal at 2.8.
+			wantFail := a < 0x1p-1022 && (tc.shape == "a x <= a (x <= 1 in units of a)" || tc.shape == "a x + a y <= a (x + y <= 1 in units of a)")
 			for _, cross := range []bool{false, true} {
 				name := fmt.Sprintf("%g/%s/crossover=%v", a, tc.shape, cross)
 				m := lp.NewModel(lp.Maximize)
@@ -40,6 +42,12 @@ func TestTinyCoefficients(t *testing.T) {
 				m.AddRow(-lp.Inf, 6, []int{x, y}, []float64{3, 1})
 				tc.row(m)
 				sol, err := (&lp.InteriorPoint{Crossover: cross}).Solve(context.Background(), m)
+				if wantFail {
+					if !errors.Is(err, lp.ErrNumerical) || sol == nil || sol.Status != lp.Failed {
+						t.Errorf("%s: %v, %+v: want a numerical failure", name, err, sol)
+					}
+					continue
+				}
 				if err != nil {
 					t.Errorf("%s: %v", name, err)
 					continue
@@ -109,5 +117,68 @@ func TestModelResiduals(t *testing.T) {
 	r = lp.ModelResiduals(m, []float64{1.6, 1.2}, []float64{-1, 0})
 	if r.Dual < 0.4 {
 		t.Errorf("a dual of the wrong sign: %+v", r)
+	}
+}
+
+// Rows of tiny entries are measured in their own units by the final
+// check: min x with 5e-324 x >= 5e-324 (x >= 1) was reported Optimal at
+// x = 0, its violation of 5e-324 taken relative to 1, and so were
+// 5e-324 x <= 1e-323 with x = 10 and 2e-308 x >= 4e-308 with x = 0. Each
+// is now solved right or a numerical failure, never a wrong Optimal; so
+// is x + 5e-324 y >= 1 with y <= 1e300, whose huge bound stalls the
+// iterates.
+func TestTinyRowsNeverWrongOptimal(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		model func() *lp.Model
+		x     []float64 // the optimum, NaN where any value does
+	}{
+		{"min x: 5e-324 x >= 5e-324", func() *lp.Model {
+			m := lp.NewModel(lp.Minimize)
+			x := m.AddVar(0, lp.Inf, 1)
+			m.AddRow(5e-324, lp.Inf, []int{x}, []float64{5e-324})
+			return m
+		}, []float64{1}},
+		{"max x: 5e-324 x <= 1e-323, x <= 10", func() *lp.Model {
+			m := lp.NewModel(lp.Maximize)
+			x := m.AddVar(0, 10, 1)
+			m.AddRow(-lp.Inf, 1e-323, []int{x}, []float64{5e-324})
+			return m
+		}, []float64{2}},
+		{"min x: 2e-308 x >= 4e-308", func() *lp.Model {
+			m := lp.NewModel(lp.Minimize)
+			x := m.AddVar(0, lp.Inf, 1)
+			m.AddRow(4e-308, lp.Inf, []int{x}, []float64{2e-308})
+			return m
+		}, []float64{2}},
+		{"min x: x + 5e-324 y >= 1, y <= 1e300", func() *lp.Model {
+			m := lp.NewModel(lp.Minimize)
+			x, y := m.AddVar(0, lp.Inf, 1), m.AddVar(0, 1e300, 0)
+			m.AddRow(1, lp.Inf, []int{x, y}, []float64{1, 5e-324})
+			return m
+		}, []float64{1, math.NaN()}},
+		{"min x + y: x + 5e-324 y >= 1, y <= 1e300", func() *lp.Model {
+			m := lp.NewModel(lp.Minimize)
+			x, y := m.AddVar(0, lp.Inf, 1), m.AddVar(0, 1e300, 1)
+			m.AddRow(1, lp.Inf, []int{x, y}, []float64{1, 5e-324})
+			return m
+		}, []float64{1, 0}},
+	} {
+		for _, cross := range []bool{false, true} {
+			m := tc.model()
+			sol, err := (&lp.InteriorPoint{Crossover: cross}).Solve(context.Background(), m)
+			if err != nil {
+				if !errors.Is(err, lp.ErrNumerical) || sol == nil || sol.Status != lp.Failed {
+					t.Errorf("%s, crossover %v: %v (%+v): want Optimal or a numerical failure", tc.name, cross, err, sol)
+				}
+				continue
+			}
+			for j, want := range tc.x {
+				if !math.IsNaN(want) && math.Abs(sol.X[j]-want) > 1e-6*(1+math.Abs(want)) {
+					t.Errorf("%s, crossover %v: reported Optimal at %v, want %v", tc.name, cross, sol.X, tc.x)
+					break
+				}
+			}
+		}
 	}
 }
