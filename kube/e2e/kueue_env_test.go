@@ -2,21 +2,21 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/gpusched/gpusched/kube/internal/kubetest"
+	"github.com/gpusched/gpusched/kube/kueue"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -40,14 +40,6 @@ type kueueEnv struct {
 var kueueProducts = []struct{ flavor, product string }{
 	{"v100", kubetest.ProductV100}, {"p100", "Tesla-P100-PCIE-16GB"}, {"k80", "Tesla-K80"},
 }
-
-// Kueue's resources the tests create.
-var (
-	kqFlavors       = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "resourceflavors"}
-	kqClusterQueues = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "clusterqueues"}
-	kqLocalQueues   = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "localqueues"}
-	kqWorkloads     = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "workloads"}
-)
 
 var (
 	kueueOnce sync.Once
@@ -122,7 +114,7 @@ func startKueueEnv(ctx context.Context, bins kubetest.KueueBinaries, dir string)
 			"metadata": map[string]any{"name": p.flavor}, "spec": map[string]any{"nodeLabels": map[string]any{"nvidia.com/gpu.product": p.product}}}}
 		// Kueue's webhooks answer a moment after its readyz does.
 		if err := e.retry(ctx, func() error {
-			_, err := e.dyn.Resource(kqFlavors).Create(ctx, rf, metav1.CreateOptions{})
+			_, err := e.dyn.Resource(kueue.ResourceFlavorGVR).Create(ctx, rf, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {
 				return nil
 			}
@@ -154,7 +146,7 @@ func (e *kueueEnv) retry(ctx context.Context, f func() error) error {
 			return nil
 		}
 		if done, perr := e.kueueProc.Exited(); done {
-			return fmt.Errorf("Kueue exited (%v): %w\n%s", perr, err, e.kueueProc.LogTail(3000))
+			return fmt.Errorf("kueue exited (%w): %w\n%s", perr, err, e.kueueProc.LogTail(3000))
 		}
 		select {
 		case <-ctx.Done():
@@ -201,13 +193,13 @@ func (e *kueueEnv) clusterQueue(ctx context.Context, t *testing.T, name, ns, run
 			"resourceGroups":    []any{map[string]any{"coveredResources": []any{"nvidia.com/gpu"}, "flavors": flavors}},
 		}}}
 	must(t, e.retry(ctx, func() error {
-		_, err := e.dyn.Resource(kqClusterQueues).Create(ctx, cq, metav1.CreateOptions{})
+		_, err := e.dyn.Resource(kueue.ClusterQueuesGVR).Create(ctx, cq, metav1.CreateOptions{})
 		return err
 	}), "ClusterQueue %s", name)
 	lq := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
 		"metadata": map[string]any{"name": name, "namespace": ns}, "spec": map[string]any{"clusterQueue": name}}}
 	must(t, e.retry(ctx, func() error {
-		_, err := e.dyn.Resource(kqLocalQueues).Namespace(ns).Create(ctx, lq, metav1.CreateOptions{})
+		_, err := e.dyn.Resource(kueue.LocalQueuesGVR).Namespace(ns).Create(ctx, lq, metav1.CreateOptions{})
 		return err
 	}), "LocalQueue %s", name)
 }
@@ -227,7 +219,7 @@ func (e *kueueEnv) namespace(ctx context.Context, t *testing.T, ns, run string, 
 
 // workloadOf returns the Workload Kueue made for a Job.
 func (e *kueueEnv) workloadOf(ctx context.Context, ns, job string) (*unstructured.Unstructured, error) {
-	list, err := e.dyn.Resource(kqWorkloads).Namespace(ns).List(ctx, metav1.ListOptions{})
+	list, err := e.dyn.Resource(kueue.WorkloadsGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -254,4 +246,30 @@ func admittedFlavor(w *unstructured.Unstructured) string {
 	return ""
 }
 
-func joinLines(lines []string) string { return strings.Join(lines, "\n") }
+// ctlStopped checks what a stopped controller's Run returned.
+func ctlStopped(t *testing.T, err error) {
+	t.Helper()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("controller: %v", err)
+	}
+}
+
+var kueuePoliciesOnce sync.Once
+
+// applyKueuePolicies creates deploy/kueue-policies.yaml's objects once and
+// waits until the API server applies the gate to a Job of namespace ns (a
+// dry run: nothing is stored).
+func (e *kueueEnv) applyKueuePolicies(ctx context.Context, t *testing.T, ns, queue string) {
+	t.Helper()
+	var err error
+	kueuePoliciesOnce.Do(func() { err = applyFile(ctx, e.cp.Client, filepath.Join("..", "deploy", "kueue-policies.yaml")) })
+	must(t, err, "apply kueue-policies.yaml")
+	waitFor(ctx, t, "kueue-policies.yaml in force", e.kueueProc, func() (bool, string) {
+		j, err := e.cp.Client.BatchV1().Jobs(ns).Create(ctx, kueueJob(ns, "probe", queue, 1, nil, nil, false), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err.Error()
+		}
+		v := j.Annotations[kueue.AnnotationAdmissionGatedBy]
+		return v == kueue.DefaultGate, fmt.Sprintf("annotation %q", v)
+	})
+}

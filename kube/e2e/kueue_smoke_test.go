@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/kube/internal/kubetest"
+	"github.com/gpusched/gpusched/kube/kueue"
 	"github.com/gpusched/gpusched/kube/model"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,7 +22,7 @@ import (
 // LocalQueue queue; ann go on the pod template (where Kueue's Workload
 // keeps them); gated adds gpusched's admission gate.
 func kueueJob(ns, name, queue string, gpus int, ann, labels map[string]string, gated bool) *batchv1.Job {
-	l := map[string]string{"kueue.x-k8s.io/queue-name": queue}
+	l := map[string]string{kueue.LabelQueueName: queue}
 	maps.Copy(l, labels)
 	j := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: l},
@@ -38,7 +40,7 @@ func kueueJob(ns, name, queue string, gpus int, ann, labels map[string]string, g
 		},
 	}
 	if gated {
-		j.Annotations = map[string]string{"kueue.x-k8s.io/admission-gated-by": "gpusched.io/kueue"}
+		j.Annotations = map[string]string{kueue.AnnotationAdmissionGatedBy: kueue.DefaultGate}
 	}
 	return j
 }
@@ -87,7 +89,13 @@ func jobDone(j *batchv1.Job) bool {
 
 // TestE2EKueueSmoke runs the real Kueue v0.17.0: it admits a Job on the
 // first flavor of its ClusterQueue, the job controller creates its pod, the
-// scheduler binds it to a node of that flavor, and the Job completes.
+// scheduler binds it to a node of that flavor, and the Job completes. Then
+// gpusched's controller steers two pending Workloads without the gate (the
+// path that needs no alpha feature): Kueue alone would give the V100 that
+// frees first to the older, a Recommendation job that runs slower there
+// than on the other types; steered, ResNet-50 (seven times faster on a
+// V100) gets it, and the Recommendation job waits for the type it was
+// steered to, where Kueue admits it.
 func TestE2EKueueSmoke(t *testing.T) {
 	e := kueueEnvironment(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -119,4 +127,71 @@ func TestE2EKueueSmoke(t *testing.T) {
 		return jobDone(j), fmt.Sprintf("%+v", j.Status)
 	})
 	t.Logf("Kueue admitted job one on v100; pod bound to %s; the Job completed", node.Name)
+
+	// Quota taken on every flavor by three blockers; then two jobs wait.
+	blockers := map[string]*corev1.Pod{}
+	for _, p := range kueueProducts {
+		name := "block-" + p.flavor
+		_, err := cs.BatchV1().Jobs(ns).Create(ctx, kueueJob(ns, name, "smoke", 1, nil, nil, false), metav1.CreateOptions{})
+		must(t, err, "create %s", name)
+		blockers[p.flavor] = boundPod(ctx, t, e, ns, name)
+	}
+	ctl, err := kueue.New(kueue.Config{Client: cs, Dynamic: e.dyn, Namespace: ns, Policy: &allocation.MaxMinFairness{}, PolicyName: "max-min-fairness",
+		MinInterval: 100 * time.Millisecond, Interval: time.Second})
+	must(t, err, "controller")
+	cctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- ctl.Run(cctx) }()
+	// Gavel's rates: Recommendation (batch size 1024) and ResNet-50.
+	rec := map[string]string{"gpusched.io/throughput": "v100=13.28,p100=30.74,k80=20.05"}
+	resnet := map[string]string{"gpusched.io/job-kind": "ResNet-50", "gpusched.io/batch-size": "64"}
+	_, err = cs.BatchV1().Jobs(ns).Create(ctx, kueueJob(ns, "rec", "smoke", 1, rec, nil, false), metav1.CreateOptions{})
+	must(t, err, "create rec")
+	time.Sleep(1100 * time.Millisecond) // a later creation time
+	_, err = cs.BatchV1().Jobs(ns).Create(ctx, kueueJob(ns, "resnet", "smoke", 1, resnet, nil, false), metav1.CreateOptions{})
+	must(t, err, "create resnet")
+	steeredTo := map[string]string{}
+	waitFor(ctx, t, "both Workloads steered", e.kueueProc, func() (bool, string) {
+		for _, job := range []string{"rec", "resnet"} {
+			w, err := e.workloadOf(ctx, ns, job)
+			if err != nil {
+				return false, err.Error()
+			}
+			steeredTo[job] = w.GetAnnotations()[kueue.AnnotationSteered]
+		}
+		return steeredTo["rec"] != "" && steeredTo["resnet"] != "", fmt.Sprint(steeredTo)
+	})
+	if steeredTo["resnet"] != kubetest.ProductV100 || steeredTo["rec"] == kubetest.ProductV100 {
+		t.Fatalf("steered %v: want ResNet-50 on the V100, Recommendation elsewhere", steeredTo)
+	}
+	// The V100 frees: Kueue alone would give it to rec, the older.
+	must(t, succeed(ctx, cs, blockers["v100"]), "v100 blocker done")
+	pod = boundPod(ctx, t, e, ns, "resnet")
+	w, err = e.workloadOf(ctx, ns, "resnet")
+	must(t, err, "workload")
+	if f := admittedFlavor(w); f != "v100" {
+		t.Fatalf("resnet admitted on %q, want v100", f)
+	}
+	w, err = e.workloadOf(ctx, ns, "rec")
+	must(t, err, "workload")
+	if f := admittedFlavor(w); f != "" {
+		t.Fatalf("rec admitted on %s while steered to %s", f, steeredTo["rec"])
+	}
+	want := "k80"
+	if steeredTo["rec"] == kueueProducts[1].product {
+		want = "p100"
+	}
+	// rec's type frees: Kueue admits it there.
+	must(t, succeed(ctx, cs, blockers[want]), "%s blocker done", want)
+	recPod := boundPod(ctx, t, e, ns, "rec")
+	w, err = e.workloadOf(ctx, ns, "rec")
+	must(t, err, "workload")
+	if f := admittedFlavor(w); f != want {
+		t.Fatalf("rec admitted on %q, want %s", f, want)
+	}
+	t.Logf("without the gate: resnet steered to v100 and admitted there (pod on %s); rec steered to %s, admitted on %s (pod on %s)",
+		pod.Spec.NodeName, steeredTo["rec"], want, recPod.Spec.NodeName)
+	stop()
+	ctlStopped(t, <-done)
 }

@@ -83,18 +83,7 @@ func RequireKueueBinaries(t testing.TB) KueueBinaries {
 			ctx, cancel = context.WithDeadline(ctx, d.Add(-2*time.Minute))
 			defer cancel()
 		}
-		root, err := ModuleRoot()
-		if err != nil {
-			kueueErr = err
-			return
-		}
-		var out bytes.Buffer
-		cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "e2e-binaries.sh"))
-		cmd.Dir = root
-		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.WaitDelay = 10 * time.Second
-		if err := cmd.Run(); err != nil {
-			kueueErr = fmt.Errorf("kubetest: hack/e2e-binaries.sh: %w\n%s", err, tail(out.Bytes(), 2000))
+		if kueueErr = buildBinaries(ctx); kueueErr != nil {
 			return
 		}
 		kueueBins, kueueErr = FindKueueBinaries()
