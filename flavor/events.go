@@ -143,6 +143,12 @@ type Steered struct {
 	MaxRatio float64
 	// MaxJobs is Steerer.MaxJobs.
 	MaxJobs int
+	// Rates, if set, gives the rates the policy sees for a job, by ID,
+	// one per type (normalized as the engine's), instead of the engine's:
+	// what the controller believes (a tenant's claim, the admin's model)
+	// when the simulated jobs run otherwise (the end-to-end test pads
+	// them with the control plane's latency).
+	Rates func(id int) []float64
 }
 
 // Decide implements gang.Scheduler.
@@ -166,7 +172,13 @@ func (s *Steered) Decide(now float64, free []int, waiting, running []gang.JobVie
 		if flavor >= 0 {
 			flavor = flavorOfType(&q.queues[i], j.Type)
 		}
-		return Workload{ID: j.ID, Queue: i, GPUs: j.ScaleFactor, Rates: Normalize(j.Throughput, ratio), Arrival: j.Arrival,
+		rates := j.Throughput
+		if s.Rates != nil {
+			if rates = s.Rates(j.ID); len(rates) != len(j.Throughput) {
+				return Workload{}, fmt.Errorf("%w: job %d: %d rates for %d types", ErrInvalid, j.ID, len(rates), len(j.Throughput))
+			}
+		}
+		return Workload{ID: j.ID, Queue: i, GPUs: j.ScaleFactor, Rates: Normalize(rates, ratio), Arrival: j.Arrival,
 			Remaining: j.Remaining, Weight: j.Weight, Flavor: flavor}, nil
 	}
 	run := make([]Workload, 0, len(running))

@@ -273,3 +273,15 @@ func (e *kueueEnv) applyKueuePolicies(ctx context.Context, t *testing.T, ns, que
 		return v == kueue.DefaultGate, fmt.Sprintf("annotation %q", v)
 	})
 }
+
+// workloadFinished reports whether a Workload's condition Finished is True.
+func workloadFinished(w *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(w.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Finished" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}

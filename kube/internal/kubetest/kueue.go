@@ -171,10 +171,17 @@ func StartKueue(ctx context.Context, cp *ControlPlane, b KueueBinaries, dir stri
 	if out, err := kubectl.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("kubetest: kubectl apply Kueue's CRDs: %w\n%s", err, tail(out, 2000))
 	}
-	wait := exec.CommandContext(ctx, b.Kubectl, "--kubeconfig", cp.Kubeconfig, "wait", "--for=condition=Established", "--timeout=120s",
-		"crd/workloads.kueue.x-k8s.io", "crd/clusterqueues.kueue.x-k8s.io", "crd/localqueues.kueue.x-k8s.io", "crd/resourceflavors.kueue.x-k8s.io")
-	if out, err := wait.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("kubetest: Kueue's CRDs not established: %w\n%s", err, tail(out, 2000))
+	// kubectl wait fails, rather than waits, on a CRD without conditions
+	// yet: it is asked again until the CRDs are established.
+	if err := retry(ctx, func() error {
+		wait := exec.CommandContext(ctx, b.Kubectl, "--kubeconfig", cp.Kubeconfig, "wait", "--for=condition=Established", "--timeout=30s",
+			"crd/workloads.kueue.x-k8s.io", "crd/clusterqueues.kueue.x-k8s.io", "crd/localqueues.kueue.x-k8s.io", "crd/resourceflavors.kueue.x-k8s.io")
+		if out, err := wait.CombinedOutput(); err != nil {
+			return fmt.Errorf("kubetest: Kueue's CRDs not established: %w\n%s", err, tail(out, 2000))
+		}
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	if err := EnsureNamespace(ctx, cp.Client, "kueue-system"); err != nil {
 		return nil, err
