@@ -161,3 +161,20 @@ func TestTypeOrder(t *testing.T) {
 	assert.Equal(t, []int{0, 2, 1}, typeOrder("k80:4,v100:8:8", types), "p100 not named: last")
 	assert.Equal(t, []int{2, 1, 0}, typeOrder("36:36:36", types), "Gavel's form: V100, P100, K80")
 }
+
+// A trace of more than bigTrace jobs is simulated one policy at a time
+// unless -parallel says otherwise: two runs of 2 million jobs arriving
+// together (6.2 GB each) ran a 24 GB machine out of memory.
+func TestParallelForBigTraces(t *testing.T) {
+	o := options{parallel: 2}
+	if got := o.parallelFor(bigTrace); got != 2 {
+		t.Errorf("%d jobs: %d at once, want 2", bigTrace, got)
+	}
+	if got := o.parallelFor(2_000_000); got != 1 {
+		t.Errorf("2,000,000 jobs: %d at once, want 1", got)
+	}
+	o.parallelSet = true
+	if got := o.parallelFor(2_000_000); got != 2 {
+		t.Errorf("-parallel 2 given: %d at once", got)
+	}
+}
