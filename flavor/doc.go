@@ -13,7 +13,7 @@
 // (ClusterQueue spec.resourceGroups[].flavors[].resources[]). For a
 // pending workload Kueue walks the flavors of the group that covers the
 // resource in that order ([Walk]; Kueue's FlavorAssigner,
-// pkg/scheduler/flavorassigner/flavorassigner.go, findFlavorForPodSets):
+// findFlavorForPodSets in its package pkg/scheduler/flavorassigner):
 //
 //   - a flavor whose nodeLabels the workload's node selector or required
 //     node affinity rejects, for the label keys the group's flavors use,
@@ -41,8 +41,8 @@
 // completion once admitted, as they do under Kueue without preemption).
 //
 // Quota ([Quotas]) follows Kueue's accounting over a ClusterQueue and its
-// cohort (pkg/cache/scheduler/resource_node.go: available,
-// potentialAvailable; lending limits from KEP-1224): a ClusterQueue
+// cohort (available and potentialAvailable of Kueue's resource nodes,
+// pkg/cache/scheduler; lending limits from KEP-1224): a ClusterQueue
 // keeps nominal - lendingLimit of a flavor to itself (its local quota),
 // lends the rest to its cohort, and may take from the cohort what the
 // other members lend and do not use, up to its borrowingLimit. Cohorts are

@@ -52,6 +52,7 @@
 // names), so a restarted controller decides as the one before it.
 //
 // Only kueue.x-k8s.io/v1beta2 is read, through the dynamic client, into
-// small structs of this package (see types.go for why Kueue's own API
-// package is not imported). See docs/kueue.md.
+// small structs of this package such as [Workload] (importing Kueue's own
+// API package would bring controller-runtime and Kueue's k8s.io v0.35
+// module graph into this module for a few field names). See docs/kueue.md.
 package kueue
