@@ -128,6 +128,7 @@ type kqRecord struct {
 type kqRun struct {
 	records                    []kqRecord
 	meanJCT, makespan          float64 // simulated hours
+	fair                       kqFair
 	maxUse                     map[string]int
 	restartWrites              int
 	restartSame, restartChecks int
@@ -176,6 +177,7 @@ func TestE2EKueueComparison(t *testing.T) {
 		predAlone.meanJCT, predAlone.makespan, predAlone.minMakespan, predAlone.maxMakespan)
 	t.Logf("kueue+gpusched: mean JCT %.2f h, makespan %.2f h (simulator: %.2f h, %.2f h, %.2f-%.2f h)", steered.meanJCT, steered.makespan,
 		predSteered.meanJCT, predSteered.makespan, predSteered.minMakespan, predSteered.maxMakespan)
+	t.Logf("fairness: kueue alone %v (simulator: %v); kueue+gpusched %v (simulator: %v)", alone.fair, predAlone.fair, steered.fair, predSteered.fair)
 	t.Logf("gpusched/kueue alone: mean JCT %.3f, makespan %.3f (simulator: %.3f, %.3f)", steered.meanJCT/alone.meanJCT, steered.makespan/alone.makespan,
 		predSteered.meanJCT/predAlone.meanJCT, predSteered.makespan/predAlone.makespan)
 	for name, r := range map[string]kqRun{"alone": alone, "gpusched": steered} {
@@ -440,6 +442,11 @@ func kqExecute(t *testing.T, e *kueueEnv, jobs []kqJob, name string, perHour flo
 	}
 	run.meanJCT = run.meanJCT / float64(len(recs)) / perHour
 	run.makespan = (last - first) / perHour
+	jct := make([]float64, len(recs))
+	for i, r := range recs {
+		jct[i] = (r.finish - r.submit) / perHour
+	}
+	run.fair = kqFairness(jobs, jct)
 	run.maxUse = maxUse(recs)
 	return run
 }
@@ -571,6 +578,7 @@ func kqUnreadable(ctx context.Context, t *testing.T, e *kueueEnv, ns, queue stri
 // makespan, and the makespan's range.
 type kqPrediction struct {
 	meanJCT, makespan, minMakespan, maxMakespan float64
+	fair                                        kqFair // of the first jittered simulation
 	// admitLag, startPad and finishPad are the control plane's latencies
 	// the prediction models (hours).
 	admitLag, startPad, finishPad float64
@@ -648,11 +656,16 @@ func kqPredict(t *testing.T, jobs []kqJob, r kqRun, mk func(rates func(int) []fl
 			kqCompare(t, r, res, perHour)
 		}
 		var jct, firstSubmit, last float64 = 0, math.Inf(1), 0
+		jcts := make([]float64, len(jobs))
 		for _, rec := range res.Records {
 			end := rec.Finish/3600 - finishPad/perHour // the pod's end, simulated hours
 			submit := r.records[rec.ID].submit / perHour
 			jct += end - submit
+			jcts[rec.ID] = end - submit
 			firstSubmit, last = min(firstSubmit, submit), max(last, end)
+		}
+		if k == 0 {
+			p.fair = kqFairness(jobs, jcts)
 		}
 		mk := last - firstSubmit
 		p.meanJCT += jct / n / kqJitters
@@ -660,6 +673,49 @@ func kqPredict(t *testing.T, jobs []kqJob, r kqRun, mk func(rates func(int) []fl
 		p.minMakespan, p.maxMakespan = min(p.minMakespan, mk), max(p.maxMakespan, mk)
 	}
 	return p
+}
+
+// kqFair is how evenly a run treated the jobs and the tenants: a job's
+// slowdown is its JCT over its work's time alone on its fastest type
+// (Gavel's rates); max-min fairness raises the smallest normalized
+// throughput, the reciprocal of the largest slowdown.
+type kqFair struct {
+	// tenant is each ClusterQueue's mean slowdown (team-a, team-b).
+	tenant [2]float64
+	// worst is the largest slowdown, jain Jain's index over the jobs'
+	// slowdowns (1: all equal).
+	worst, jain float64
+}
+
+func (f kqFair) String() string {
+	return fmt.Sprintf("slowdown team-a %.2f, team-b %.2f, worst %.1f, Jain %.3f", f.tenant[0], f.tenant[1], f.worst, f.jain)
+}
+
+// kqFairness measures a run's fairness from its jobs' JCTs (hours).
+func kqFairness(jobs []kqJob, jct []float64) kqFair {
+	tab := gavel.Simulation()
+	var f kqFair
+	var n [2]float64
+	var sum, sq float64
+	for i, j := range jobs {
+		best := 0.0
+		for _, ty := range kqTypes {
+			v, _ := tab.Throughput(j.key, ty)
+			best = max(best, v)
+		}
+		sd := jct[i] / (j.steps / best / 3600)
+		q := kqQueueOf(j.id)
+		f.tenant[q] += sd
+		n[q]++
+		f.worst = max(f.worst, sd)
+		sum += sd
+		sq += sd * sd
+	}
+	for q := range f.tenant {
+		f.tenant[q] /= max(n[q], 1)
+	}
+	f.jain = sum * sum / (float64(len(jobs)) * max(sq, 1e-300))
+	return f
 }
 
 // kqQueues are the runs' ClusterQueues as the flavor model's queues.
