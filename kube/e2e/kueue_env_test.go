@@ -42,10 +42,11 @@ var kueueProducts = []struct{ flavor, product string }{
 }
 
 var (
-	kueueOnce sync.Once
-	kueueE    *kueueEnv
-	kueueErr  error
-	kueueSkip string
+	kueueCanOnce sync.Once
+	kueueSkip    string
+	kueueOnce    sync.Once
+	kueueE       *kueueEnv
+	kueueErr     error
 )
 
 // kueueEnvironment returns the Kueue tests' control plane, starting it the
@@ -53,6 +54,24 @@ var (
 // manager cannot run here (not root: see kubetest.CanRunKueue).
 func kueueEnvironment(t *testing.T) *kueueEnv {
 	t.Helper()
+	// Whether Kueue's manager can run here, before anything is built: where
+	// it cannot (not root), the Kueue binaries are not worth their minutes.
+	kueueCanOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gpusched-e2e-kueue-probe-")
+		if err != nil {
+			kueueSkip = err.Error()
+			return
+		}
+		defer func() { _ = os.RemoveAll(dir) }()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := kubetest.CanRunKueue(ctx, dir); err != nil {
+			kueueSkip = err.Error()
+		}
+	})
+	if kueueSkip != "" {
+		t.Skipf("Kueue end-to-end test skipped: Kueue's manager cannot run here: %s", kueueSkip)
+	}
 	bins := kubetest.RequireKueueBinaries(t)
 	kueueOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
@@ -62,16 +81,8 @@ func kueueEnvironment(t *testing.T) *kueueEnv {
 			kueueErr = err
 			return
 		}
-		if err := kubetest.CanRunKueue(ctx, dir); err != nil {
-			kueueSkip = err.Error()
-			_ = os.RemoveAll(dir)
-			return
-		}
 		kueueE, kueueErr = startKueueEnv(ctx, bins, dir)
 	})
-	if kueueSkip != "" {
-		t.Skipf("Kueue end-to-end test skipped: Kueue's manager cannot run here: %s", kueueSkip)
-	}
 	if kueueErr != nil {
 		t.Fatalf("Kueue control plane: %v", kueueErr)
 	}
