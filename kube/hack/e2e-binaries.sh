@@ -24,8 +24,8 @@
 #                           kueue-v0.17.0/ beside it
 # Everything comes from the Go module proxy. On 2 cores from a cold Go build
 # cache: about 20 minutes for etcd, kube-apiserver and kube-scheduler, and
-# (measured, docs/kueue.md) about 6 minutes for kube-controller-manager and
-# kubectl and 5 for Kueue; seconds once cached. Each binary is built to
+# about 6 minutes for kube-controller-manager and kubectl and up to 14 for
+# Kueue (measured under load, docs/kueue.md); seconds once cached. Each binary is built to
 # NAME.tmp and moved into place, so a shared folder never holds half a
 # binary. The tests build gpusched-scheduler themselves (it changes with
 # the code).
