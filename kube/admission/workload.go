@@ -3,7 +3,6 @@ package admission
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -346,35 +345,11 @@ func (w *workload) spec(env *specEnv) (spec scheduler.JobSpec, notes []string, e
 			notes = append(notes, fmt.Sprintf("annotation %s ignored: weights and remaining work come from queue %s (the admin's)", a, q.Name))
 		}
 	}
-	// The claim: rates by annotation, else the model's rates for the job
-	// kind, else none (every type alike).
-	var claimed map[topology.GPUType]float64
-	if v, ok := ann[AnnotationThroughput]; ok {
-		if claimed, err = parseRates(v); err != nil {
-			return spec, nil, bad("annotation %s: %v", AnnotationThroughput, err)
-		}
-	} else if v, ok := ann[AnnotationJobKind]; ok {
-		key := perfmodel.JobKey{Model: strings.TrimSpace(v), ScaleFactor: w.gpus}
-		if b, ok := ann[AnnotationBatchSize]; ok {
-			n, err := strconv.Atoi(strings.TrimSpace(b))
-			if err != nil || n < 0 || n > 1<<20 {
-				return spec, nil, bad("annotation %s %q: want a batch size from 0 to %d", AnnotationBatchSize, cut(b), 1<<20)
-			}
-			key.BatchSize = n
-		}
-		claimed = map[topology.GPUType]float64{}
-		for _, t := range allowed {
-			if r, err := env.model.Throughput(key, t); err == nil && r > 0 && !math.IsInf(r, 0) {
-				claimed[t] = r
-			}
-		}
-		if len(claimed) == 0 {
-			claimed = nil
-			notes = append(notes, fmt.Sprintf("the performance model does not know %s on %d GPUs: the same rate on every type", cut(key.Name()), w.gpus))
-		}
-	} else {
-		notes = append(notes, fmt.Sprintf("no %s or %s annotation: the same rate on every type", AnnotationThroughput, AnnotationJobKind))
+	claimed, more, err := ClaimedRates(ann, w.gpus, env.model, allowed)
+	if err != nil {
+		return spec, nil, bad("%v", err)
 	}
+	notes = append(notes, more...)
 	rates, clamped := rules.Trusted(claimed, allowed)
 	if clamped {
 		notes = append(notes, fmt.Sprintf("rates more than %gx apart raised to 1/%g of the fastest type's (the admin's rates.maxRatio)", rules.Ratio(), rules.Ratio()))

@@ -62,12 +62,18 @@ func objects(t *testing.T, file string) []runtime.Object {
 // admissionDeployment is the Deployment of admission-deployment.yaml.
 func admissionDeployment(t *testing.T) *appsv1.Deployment {
 	t.Helper()
-	for _, o := range objects(t, "admission-deployment.yaml") {
+	return deploymentOf(t, "admission-deployment.yaml")
+}
+
+// deploymentOf is the Deployment of a manifest.
+func deploymentOf(t *testing.T, file string) *appsv1.Deployment {
+	t.Helper()
+	for _, o := range objects(t, file) {
 		if d, ok := o.(*appsv1.Deployment); ok {
 			return d
 		}
 	}
-	t.Fatal("no Deployment in admission-deployment.yaml")
+	t.Fatalf("no Deployment in %s", file)
 	return nil
 }
 

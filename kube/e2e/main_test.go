@@ -25,6 +25,7 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	stopKueueEnv(code != 0)
 	if cp != nil {
 		cp.Stop()
 	}
