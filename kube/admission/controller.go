@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 )
@@ -53,12 +55,21 @@ type Controller struct {
 	gen     int64 // generation of the state last saved or loaded
 	chunks  int   // chunks it took
 	adopt   bool  // a clean start: adopt what runs at the next round
-	events  map[string]bool
 	created map[string][]*corev1.Pod
+
+	caches  *caches
+	events  *eventer
+	metrics *Metrics
+	// bypassed lists the workloads Sweep preempted for running without
+	// admission since the last round (reported in its RoundResult).
+	bypassed []string
+	scratch  roundScratch
 	// jobPodTypes is the type of a node a Job's pod is bound to, by Job UID.
 	jobPodTypes map[types.UID]topology.GPUType
 	// memCopies holds requeued pods' copies under Config.NoState.
 	memCopies map[string][]byte
+	// written holds the state ConfigMaps as last written (metadata only).
+	written map[string]*corev1.ConfigMap
 }
 
 // RoundResult says what a round decided and did. It belongs to the
@@ -100,33 +111,46 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	c := &Controller{cfg: cfg, log: cfg.Logger, nodes: map[string]nodeInfo{}, events: map[string]bool{}, state: newCtrlState(), memCopies: map[string][]byte{}}
+	c := &Controller{cfg: cfg, log: cfg.Logger, nodes: map[string]nodeInfo{}, state: newCtrlState(), memCopies: map[string][]byte{}}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
+	c.metrics = cfg.Metrics
+	c.events = newEvents(ctx, cfg, c.log)
+	if err := c.startCaches(ctx); err != nil {
+		c.events.close()
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			c.Close()
+		}
+	}()
 	c.ten = cfg.Tenancy
 	if c.ten == nil {
 		c.ten = tenancy.PerNamespace()
 	}
 	if cfg.TenancyConfigMap != "" {
-		if err := c.reloadTenancy(ctx); err != nil {
+		if err := c.reloadTenancy(); err != nil {
 			c.log.Warn("no tenancy yet: nothing is admitted until it loads", "err", err)
 		}
 	}
-	if err := c.resetScheduler(ctx); err != nil {
+	if err := c.resetScheduler(); err != nil {
 		return nil, err
 	}
 	if cfg.NoState {
+		ok = true
 		return c, nil
 	}
 	fresh, err := c.load(ctx)
 	switch {
 	case errors.Is(err, ErrState):
 		ns, name := cfg.stateLocation()
-		c.eventOn(ctx, corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: ns, Name: name}, corev1.EventTypeWarning, ReasonBadState,
+		c.eventOn(corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: ns, Name: name}, corev1.EventTypeWarning, ReasonBadState,
 			fmt.Sprintf("the saved state cannot be read, starting clean (running GPU workloads are adopted; the next save replaces it): %v", err))
 		c.state = newCtrlState()
-		if err := c.resetScheduler(ctx); err != nil {
+		if err := c.resetScheduler(); err != nil {
 			return nil, err
 		}
 		c.adopt = true
@@ -135,12 +159,13 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	default:
 		c.adopt = fresh
 	}
+	ok = true
 	return c, nil
 }
 
 // resetScheduler builds a new core for the current tenancy and adds the
 // nodes to it.
-func (c *Controller) resetScheduler(ctx context.Context) error {
+func (c *Controller) resetScheduler() error {
 	var weights map[string]float64
 	var quotas map[string]allocation.Quota
 	if c.ten != nil { // nil while a tenancy ConfigMap has not loaded: no round runs
@@ -158,20 +183,27 @@ func (c *Controller) resetScheduler(ctx context.Context) error {
 	c.sched = s
 	c.nodes = map[string]nodeInfo{}
 	c.specKey = ""
-	return c.syncNodes(ctx)
+	return c.syncNodes()
 }
 
-// reloadTenancy reads the tenancy ConfigMap; a document that does not
-// parse keeps the tenancy in force and gets a Warning event (once per
-// version). A change of weights or quotas rebuilds the core from its
-// snapshot.
-func (c *Controller) reloadTenancy(ctx context.Context) error {
+// reloadTenancy reads the tenancy ConfigMap from the cache; a document
+// that does not parse keeps the tenancy in force and gets a Warning event
+// (once per version). A change of weights or quotas rebuilds the core
+// from its snapshot.
+func (c *Controller) reloadTenancy() error {
 	ns, _ := c.cfg.stateLocation()
-	t, rv, err := tenancy.Load(ctx, c.cfg.Client, ns, c.cfg.TenancyConfigMap)
+	var t *tenancy.Tenancy
+	var rv string
+	cm, err := c.caches.cms.ConfigMaps(ns).Get(c.cfg.TenancyConfigMap)
+	if err == nil {
+		t, rv, err = tenancy.FromConfigMap(cm)
+	} else {
+		err = fmt.Errorf("tenancy: reading ConfigMap %s/%s: %w", ns, c.cfg.TenancyConfigMap, err)
+	}
 	if err != nil {
 		if bad := rv + "|" + err.Error(); bad != c.tenancyBad && !apierrors.IsNotFound(err) {
 			c.tenancyBad = bad
-			c.eventOn(ctx, corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: ns, Name: c.cfg.TenancyConfigMap},
+			c.eventOn(corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: ns, Name: c.cfg.TenancyConfigMap},
 				corev1.EventTypeWarning, ReasonBadTenancy, fmt.Sprintf("tenancy not applied, the last good one stays in force: %v", err))
 		}
 		if !c.tenancyLoaded && c.cfg.Tenancy == nil {
@@ -189,18 +221,18 @@ func (c *Controller) reloadTenancy(ctx context.Context) error {
 	c.ten, c.tenancyRV, c.tenancyLoaded = t, rv, true
 	c.log.Info("tenancy loaded", "configmap", ns+"/"+c.cfg.TenancyConfigMap, "tenants", len(t.Tenants()), "version", rv)
 	if c.sched != nil && (old == nil || !maps.Equal(old.Weights(), t.Weights()) || !reflect.DeepEqual(old.Quotas(), t.Quotas())) {
-		return c.rebuild(ctx)
+		return c.rebuild()
 	}
 	return nil
 }
 
 // rebuild moves the core's state into a new core built for the tenancy.
-func (c *Controller) rebuild(ctx context.Context) error {
+func (c *Controller) rebuild() error {
 	snap, err := c.sched.Snapshot()
 	if err != nil {
 		return fmt.Errorf("admission: snapshot: %w", err)
 	}
-	if err := c.resetScheduler(ctx); err != nil {
+	if err := c.resetScheduler(); err != nil {
 		return err
 	}
 	if err := c.restore(snap); err != nil {
@@ -250,12 +282,13 @@ func (c *Controller) Run(ctx context.Context) error {
 	for {
 		if !time.Now().Before(next) {
 			next = next.Add(interval)
+			start := time.Now()
 			if r, err := c.Round(ctx); err != nil {
 				c.log.Error("round failed", "err", err)
 			} else {
 				c.log.Info("round", "round", r.Round, "assigned", len(r.Assigned), "started", len(r.Started),
 					"preempted", len(r.Preempted), "held", len(r.Held), "finished", len(r.Finished), "skipped", len(r.Skipped),
-					"waiting", len(r.Waiting), "bypassed", len(r.Bypassed))
+					"waiting", len(r.Waiting), "bypassed", len(r.Bypassed), "took", time.Since(start).Round(time.Millisecond))
 			}
 		} else if err := c.Sweep(ctx); err != nil {
 			c.log.Warn("sweep failed", "err", err)
@@ -269,29 +302,53 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // Round runs one round at the clock's time: sweep, read the tenancy,
-// nodes and workloads, preempt what bypassed admission, the core's round,
-// preempt, admit, save the state.
+// nodes and workloads (from the informers' caches), preempt what bypassed
+// admission, the core's round, preempt, admit, save the state, then tell
+// each workload where it stands (events, pod conditions) and update the
+// metrics.
 func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	start := time.Now()
+	var before uint64
+	if c.cfg.Requests != nil {
+		before = c.cfg.Requests()
+	}
+	res, view, err := c.round(ctx)
+	if err != nil {
+		c.metrics.roundFailed()
+		return res, err
+	}
+	if c.metrics != nil && view != nil {
+		end := time.Now()
+		view.seconds, view.endUnix, view.requests = end.Sub(start).Seconds(), float64(end.UnixNano())/1e9, -1
+		if c.cfg.Requests != nil {
+			view.requests = int64(c.cfg.Requests() - before)
+		}
+		c.metrics.observe(view)
+	}
+	return res, nil
+}
+
+func (c *Controller) round(ctx context.Context) (*RoundResult, *roundView, error) {
 	now := c.now()
 	if err := c.sweep(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if c.cfg.TenancyConfigMap != "" {
-		if err := c.reloadTenancy(ctx); err != nil && c.ten == nil {
-			return nil, fmt.Errorf("admission: no tenancy to go by: %w", err)
+		if err := c.reloadTenancy(); err != nil && c.ten == nil {
+			return nil, nil, fmt.Errorf("admission: no tenancy to go by: %w", err)
 		}
 	}
-	if err := c.syncNodes(ctx); err != nil {
-		return nil, err
+	if err := c.syncNodes(); err != nil {
+		return nil, nil, err
 	}
-	if err := c.syncPriorities(ctx); err != nil {
-		return nil, err
+	if err := c.syncPriorities(); err != nil {
+		return nil, nil, err
 	}
-	ws, err := c.workloads(ctx)
+	ws, err := c.workloads()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	res := &RoundResult{Round: c.state.Rounds + 1, Now: now, Assigned: map[string]topology.GPUType{},
 		Admitted: map[string]topology.GPUType{}, Capacity: maps.Clone(c.capacity), GPUs: map[string]int{}}
@@ -304,7 +361,7 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 
 	r, err := c.sched.Round(ctx, now)
 	if err != nil {
-		return nil, fmt.Errorf("admission: round at %v: %w", now, err)
+		return nil, nil, fmt.Errorf("admission: round at %v: %w", now, err)
 	}
 	c.state.Rounds++
 	for _, as := range r.Assignments {
@@ -399,15 +456,17 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 	if err := c.sched.Report(report); err != nil {
 		c.log.Warn("report", "err", err)
 	}
+	res.Bypassed = append(res.Bypassed, c.bypassed...)
+	c.bypassed = nil
 	for _, l := range [][]string{res.Started, res.Preempted, res.Held, res.Finished, res.Skipped, res.Waiting, res.Bypassed, res.Adopted} {
 		slices.Sort(l)
 	}
 	if !c.cfg.NoState {
 		if err := c.save(ctx); err != nil {
-			return res, err
+			return res, nil, err
 		}
 	}
-	return res, nil
+	return res, c.explain(present, res, r.Stats), nil
 }
 
 // nodesOf lists the nodes of an assignment's devices, sorted.
@@ -431,13 +490,13 @@ func (c *Controller) preemptedOn(w *workload) topology.GPUType {
 }
 
 // syncPriorities reads the cluster's PriorityClasses.
-func (c *Controller) syncPriorities(ctx context.Context) error {
-	list, err := c.cfg.Client.SchedulingV1().PriorityClasses().List(ctx, metav1.ListOptions{})
+func (c *Controller) syncPriorities() error {
+	list, err := c.caches.pcs.List(labels.Everything())
 	if err != nil {
-		return fmt.Errorf("admission: listing priority classes: %w", err)
+		return fmt.Errorf("admission: reading the priority class cache: %w", err)
 	}
-	c.priorities, c.defaultPriority = make(map[string]int32, len(list.Items)), 0
-	for _, pc := range list.Items {
+	c.priorities, c.defaultPriority = make(map[string]int32, len(list)), 0
+	for _, pc := range list {
 		c.priorities[pc.Name] = pc.Value
 		if pc.GlobalDefault {
 			c.defaultPriority = pc.Value
@@ -446,23 +505,26 @@ func (c *Controller) syncPriorities(ctx context.Context) error {
 	return nil
 }
 
-// workloads lists the managed pods and Jobs of the managed namespaces.
-func (c *Controller) workloads(ctx context.Context) ([]*workload, error) {
-	pods, err := c.cfg.Client.CoreV1().Pods(c.cfg.Namespace).List(ctx, metav1.ListOptions{})
+// workloads reads the managed pods and Jobs of the managed namespaces
+// from the caches.
+func (c *Controller) workloads() ([]*workload, error) {
+	pods, err := c.listPods()
 	if err != nil {
-		return nil, fmt.Errorf("admission: listing pods: %w", err)
+		return nil, err
 	}
-	jobs, err := c.cfg.Client.BatchV1().Jobs(c.cfg.Namespace).List(ctx, metav1.ListOptions{})
+	jobs, err := c.listJobs()
 	if err != nil {
-		return nil, fmt.Errorf("admission: listing jobs: %w", err)
+		return nil, err
 	}
-	ws := collect(pods.Items, jobs.Items, c.cfg.Resource, c.ten.Managed, c.state.Admitted)
+	ws := collect(pods, jobs, c.cfg.Resource, c.ten.Managed, c.state.Admitted)
 	c.jobPodTypes = map[types.UID]topology.GPUType{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if o := controllerOf(p); o != nil && o.Kind == "Job" && p.Spec.NodeName != "" {
-			if n, ok := c.nodes[p.Spec.NodeName]; ok {
-				c.jobPodTypes[o.UID] = n.typ()
+	for _, w := range ws {
+		if w.kind != kindJob {
+			continue
+		}
+		for _, p := range c.podsOf(jobPodIndex(w.job.UID)) {
+			if n, ok := c.nodes[p.Spec.NodeName]; ok && p.Spec.NodeName != "" {
+				c.jobPodTypes[w.job.UID] = n.typ()
 			}
 		}
 	}
@@ -507,7 +569,7 @@ func (c *Controller) adoptRunning(ctx context.Context, ws []*workload, res *Roun
 		c.state.Admitted[w.key] = rec
 		w.admitted = t
 		res.Adopted = append(res.Adopted, w.key)
-		c.event(ctx, w, corev1.EventTypeNormal, ReasonAdopted, fmt.Sprintf("found running on %s GPUs at a clean start: taken as admitted", t))
+		c.tell(w, corev1.EventTypeNormal, ReasonAdopted, fmt.Sprintf("found running on %s GPUs at a clean start: taken as admitted", t), true)
 	}
 }
 
@@ -542,7 +604,8 @@ func (c *Controller) enforce(ctx context.Context, ws []*workload, res *RoundResu
 			continue
 		}
 		res.Bypassed = append(res.Bypassed, w.key)
-		c.event(ctx, w, corev1.EventTypeWarning, ReasonBypass, msg)
+		c.metrics.preempted(PreemptBypass)
+		c.event(w, corev1.EventTypeWarning, ReasonBypass, msg)
 	}
 }
 
@@ -575,7 +638,7 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 		}
 		switch {
 		case w.err != nil:
-			c.event(ctx, w, corev1.EventTypeWarning, ReasonMalformed, w.err.Error())
+			c.tell(w, corev1.EventTypeWarning, ReasonMalformed, w.err.Error(), false)
 			res.Skipped = append(res.Skipped, w.key)
 			continue
 		case w.done:
@@ -584,6 +647,7 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 			}
 			continue
 		case w.incomplete && len(c.state.Requeue[w.key]) == 0:
+			c.scratch.incomplete = append(c.scratch.incomplete, w)
 			continue
 		}
 		present[w.key] = w
@@ -671,8 +735,9 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 			delete(present, w.key)
 			delete(res.GPUs, w.key)
 			res.Waiting = append(res.Waiting, w.key)
-			c.event(ctx, w, corev1.EventTypeNormal, ReasonWaiting, fmt.Sprintf("waits outside the rounds: tenant %s has %d jobs in them (maxJobs %d), %d in all (at most %d)",
-				tn.Name, perTenant[tn.Name], tn.MaxJobs, total, c.ten.MaxJobs()))
+			c.scratch.outside = append(c.scratch.outside, w)
+			c.tell(w, corev1.EventTypeNormal, ReasonWaiting, fmt.Sprintf("waits outside the rounds: its tenant %s has its maxJobs (%d) in them, or the tenancy its %d in all; the oldest enter first",
+				tn.Name, tn.MaxJobs, c.ten.MaxJobs()), false)
 			continue
 		}
 		spec, notes, err := w.spec(env)
@@ -683,7 +748,7 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 			if !errors.Is(err, ErrMalformed) {
 				err = fmt.Errorf("%w: %s: %w", ErrMalformed, w.key, err)
 			}
-			c.event(ctx, w, corev1.EventTypeWarning, ReasonMalformed, err.Error())
+			c.tell(w, corev1.EventTypeWarning, ReasonMalformed, err.Error(), false)
 			res.Skipped = append(res.Skipped, w.key)
 			delete(present, w.key)
 			delete(res.GPUs, w.key)
@@ -695,7 +760,7 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 			c.bindAdopted(w, taken)
 		}
 		for _, n := range notes {
-			c.event(ctx, w, corev1.EventTypeNormal, ReasonDefault, n)
+			c.event(w, corev1.EventTypeNormal, ReasonDefault, n)
 		}
 	}
 	return present
@@ -776,7 +841,8 @@ func (c *Controller) admit(ctx context.Context, w *workload, t topology.GPUType,
 		}
 	}
 	c.state.Admitted[w.key] = rec
-	c.event(ctx, w, corev1.EventTypeNormal, ReasonAdmitted, fmt.Sprintf("admitted on %s GPUs (%d) at t=%.0f s", t, w.gpus, now))
+	c.metrics.admitted(t)
+	c.tell(w, corev1.EventTypeNormal, ReasonAdmitted, c.admittedWhy(w, t, now), true)
 	return nil
 }
 
@@ -797,7 +863,8 @@ func (c *Controller) preempt(ctx context.Context, w *workload, reason string) er
 		})
 		if err == nil {
 			delete(c.state.Admitted, w.key)
-			c.event(ctx, w, corev1.EventTypeNormal, ReasonPreempted, "suspended: "+reason)
+			c.metrics.preempted(PreemptLeaseEnded)
+			c.tell(w, corev1.EventTypeNormal, ReasonPreempted, "suspended: "+reason, false)
 		}
 		return err
 	}
@@ -820,7 +887,8 @@ func (c *Controller) preempt(ctx context.Context, w *workload, reason string) er
 	if rec := c.state.Admitted[w.key]; rec != nil {
 		rec.DeleteAfter = deadline
 	}
-	c.event(ctx, w, corev1.EventTypeNormal, ReasonPreempted, fmt.Sprintf("%s; deleted after %v and created again, gated", reason, c.cfg.Grace))
+	c.metrics.preempted(PreemptLeaseEnded)
+	c.tell(w, corev1.EventTypeNormal, ReasonPreempted, fmt.Sprintf("%s; deleted after %v and created again, gated", reason, c.cfg.Grace), false)
 	if c.cfg.Grace == 0 {
 		for _, p := range w.pods {
 			if !terminal(p) {
@@ -881,6 +949,10 @@ func (c *Controller) deleteAndRequeue(ctx context.Context, key string, p *corev1
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("admission: deleting pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
+	c.caches.own.sentDelete(uid)
+	if g := c.cfg.PodDeletionGrace; apierrors.IsNotFound(err) || g != nil && *g == 0 {
+		c.caches.own.deletedPod(p) // gone from the API at once
+	}
 	if ref.Copy != "" {
 		c.state.Requeue[key] = append(c.state.Requeue[key], ref)
 	}
@@ -923,12 +995,58 @@ func requeueCopy(p *corev1.Pod, selector map[string]string) *corev1.Pod {
 }
 
 // Sweep deletes preempted pods whose grace is over and creates again the
-// requeued pods whose old copies are gone. Round sweeps first; Run sweeps
+// requeued pods whose old copies are gone; and it preempts at once the
+// workloads the watches showed running without admission (which a round
+// would otherwise find only at its start). Round sweeps first; Run sweeps
 // every second.
 func (c *Controller) Sweep(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.enforceHinted(ctx); err != nil {
+		return err
+	}
 	return c.sweep(ctx)
+}
+
+// enforceHinted checks the workloads the watches showed running without a
+// gate (most are the controller's own admissions) and preempts those that
+// bypassed admission, as a round would. Before the first round of a clean
+// start it waits: the round adopts what runs.
+func (c *Controller) enforceHinted(ctx context.Context) error {
+	if c.adopt || c.ten == nil {
+		return nil
+	}
+	hints := c.caches.takeHints()
+	var pods []*corev1.Pod
+	var jobs []*batchv1.Job
+	for _, key := range sortedKeys(hints) {
+		if rec := c.state.Admitted[key]; rec != nil && rec.DeleteAfter == "" {
+			continue // admitted by the controller
+		}
+		kind, rest, _ := strings.Cut(key, "/")
+		switch kind {
+		case "job":
+			ns, name, _ := strings.Cut(rest, "/")
+			if j, err := c.caches.jobs.Jobs(ns).Get(name); err == nil {
+				jobs = append(jobs, j)
+			}
+		default:
+			pods = append(pods, c.podsOf(key)...)
+		}
+	}
+	if len(pods) == 0 && len(jobs) == 0 {
+		return nil
+	}
+	res := &RoundResult{}
+	c.enforce(ctx, collect(pods, c.caches.own.jobs(jobs), c.cfg.Resource, c.ten.Managed, c.state.Admitted), res)
+	if len(res.Bypassed) == 0 {
+		return nil
+	}
+	c.bypassed = append(c.bypassed, res.Bypassed...)
+	if c.cfg.NoState {
+		return nil
+	}
+	return c.save(ctx)
 }
 
 func (c *Controller) sweep(ctx context.Context) error {
@@ -943,12 +1061,10 @@ func (c *Controller) sweep(ctx context.Context) error {
 			continue
 		}
 		for i := len(rec.Pods) - 1; i >= 0; i-- {
-			p, err := c.cfg.Client.CoreV1().Pods(rec.NS).Get(ctx, rec.Pods[i], metav1.GetOptions{})
+			p := c.getPod(rec.NS, rec.Pods[i])
 			switch {
-			case apierrors.IsNotFound(err) || err == nil && p.UID != rec.UIDs[i]:
+			case p == nil || p.UID != rec.UIDs[i]:
 				rec.UIDs, rec.Pods = slices.Delete(rec.UIDs, i, i+1), slices.Delete(rec.Pods, i, i+1)
-			case err != nil:
-				c.log.Warn("sweep: get pod", "pod", rec.NS+"/"+rec.Pods[i], "err", err)
 			case p.DeletionTimestamp != nil || terminal(p):
 			default:
 				if err := c.deleteAndRequeue(ctx, key, p); err != nil {
@@ -981,6 +1097,13 @@ func (c *Controller) requeue(ctx context.Context) bool {
 	for _, key := range slices.Sorted(maps.Keys(c.state.Requeue)) {
 		var left []requeued
 		for _, rq := range c.state.Requeue[key] {
+			// The cache says whether the old pod is still there; only when
+			// it looks gone is the API asked (so a pod is never created
+			// twice, nor its copy dropped, on a stale cache).
+			if cur := c.getPod(rq.NS, rq.Name); cur != nil && cur.UID == rq.Old && !c.caches.own.askAPI(rq.Old) {
+				left = append(left, rq) // still terminating
+				continue
+			}
 			pods := c.cfg.Client.CoreV1().Pods(rq.NS)
 			cur, err := pods.Get(ctx, rq.Name, metav1.GetOptions{})
 			switch {
@@ -1025,6 +1148,7 @@ func (c *Controller) requeue(ctx context.Context) bool {
 			}
 			if err == nil {
 				c.created[key] = append(c.created[key], p)
+				c.caches.own.wrotePod(p, true)
 			}
 			c.dropCopy(ctx, rq.Copy)
 			changed = true
@@ -1064,7 +1188,13 @@ func (c *Controller) updatePod(ctx context.Context, p *corev1.Pod, mutate func(*
 		first = false
 		cur = cur.DeepCopy()
 		mutate(cur)
-		_, err := pods.Update(ctx, cur, metav1.UpdateOptions{})
+		out, err := pods.Update(ctx, cur, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			c.metrics.conflict()
+		}
+		if err == nil {
+			c.caches.own.wrotePod(out, false)
+		}
 		return err
 	})
 }
@@ -1083,7 +1213,13 @@ func (c *Controller) updateJob(ctx context.Context, j *batchv1.Job, mutate func(
 		first = false
 		cur = cur.DeepCopy()
 		mutate(cur)
-		_, err := jobs.Update(ctx, cur, metav1.UpdateOptions{})
+		out, err := jobs.Update(ctx, cur, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			c.metrics.conflict()
+		}
+		if err == nil {
+			c.caches.own.wroteJob(out)
+		}
 		return err
 	})
 }
@@ -1104,50 +1240,6 @@ func ptrTo[T any](v T) *T { return &v }
 
 func policyName(p any) string {
 	return fmt.Sprintf("%T", p)[len("*allocation."):]
-}
-
-// event records an event on the workload's object once per message.
-func (c *Controller) event(ctx context.Context, w *workload, typ, reason, msg string) {
-	kind, ns, name, uid := w.object()
-	apiVersion := "v1"
-	if kind == "Job" {
-		apiVersion = "batch/v1"
-	}
-	c.eventOn(ctx, corev1.ObjectReference{Kind: kind, APIVersion: apiVersion, Namespace: ns, Name: name, UID: types.UID(uid)}, typ, reason, msg)
-}
-
-// eventOn records an event on an object once per message.
-func (c *Controller) eventOn(ctx context.Context, obj corev1.ObjectReference, typ, reason, msg string) {
-	id := obj.Namespace + "/" + obj.Name + "|" + string(obj.UID) + "|" + reason + "|" + msg
-	if c.events[id] {
-		return
-	}
-	c.events[id] = true
-	if len(c.events) > 1<<16 {
-		clear(c.events)
-	}
-	now := metav1.NewTime(c.wall())
-	ev := &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", cutName(obj.Name), c.wall().UnixNano()+int64(len(c.events))), Namespace: obj.Namespace},
-		InvolvedObject: obj,
-		Reason:         reason, Message: cut1k(msg), Type: typ,
-		Source:         corev1.EventSource{Component: "gpusched-admission"},
-		FirstTimestamp: now, LastTimestamp: now, Count: 1,
-	}
-	if _, err := c.cfg.Client.CoreV1().Events(obj.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		c.log.Warn("event", "object", obj.Namespace+"/"+obj.Name, "reason", reason, "err", err)
-	}
-	if typ == corev1.EventTypeWarning {
-		c.log.Warn(reason, "object", obj.Namespace+"/"+obj.Name, "msg", msg)
-	}
-}
-
-// cutName keeps an event's name within the API's 253 bytes.
-func cutName(s string) string {
-	if len(s) > 200 {
-		return s[:200]
-	}
-	return s
 }
 
 func cut1k(s string) string {
