@@ -81,6 +81,7 @@ func newEnv(t *testing.T, args runtime.Object, objs ...runtime.Object) *env {
 	)
 	require.NoError(t, err)
 	e.fw = fw
+	t.Cleanup(func() { _ = e.pl.Close() })
 	inf.Start(ctx.Done())
 	inf.WaitForCacheSync(ctx.Done())
 	require.Nil(t, e.pl.waitSynced(ctx))
@@ -228,20 +229,24 @@ func TestPluginFilter(t *testing.T) {
 	assert.Equal(t, "sick", host)
 }
 
-func TestPluginGangPermit(t *testing.T) {
-	var nodes []*corev1.Node
-	var objs []runtime.Object
+// gangOfThree is four 8-GPU V100 nodes in two racks and a pod group of
+// three 8-GPU members.
+func gangOfThree() (nodes []*corev1.Node, members []*corev1.Pod, objs []runtime.Object) {
 	for i := range 4 {
 		n := node(fmt.Sprint("n", i), kubeV100, 8, true, nil, map[string]string{model.LabelRack: fmt.Sprint("r", i/2)})
 		nodes = append(nodes, n)
 		objs = append(objs, n)
 	}
-	var members []*corev1.Pod
 	for i := range 3 {
 		p := gpuPod(fmt.Sprint("m", i), 8, inGroup("job", 3))
 		members = append(members, p)
 		objs = append(objs, p)
 	}
+	return nodes, members, objs
+}
+
+func TestPluginGangPermit(t *testing.T) {
+	nodes, members, objs := gangOfThree()
 	e := newEnv(t, &Args{PermitTimeoutSeconds: 30, BackoffSeconds: -1}, objs...)
 	var hosts []string
 	for i, p := range members {
