@@ -66,7 +66,9 @@ type Controller struct {
 	scratch  roundScratch
 	// jobPodTypes is the type of a node a Job's pod is bound to, by Job UID.
 	jobPodTypes map[types.UID]topology.GPUType
-	// memCopies holds requeued pods' copies under Config.NoState.
+	// memCopies holds the copies of the pods this process requeued (under
+	// Config.NoState their only copy), so that creating one again reads no
+	// ConfigMap.
 	memCopies map[string][]byte
 	// written holds the state ConfigMaps as last written (metadata only).
 	written map[string]*corev1.ConfigMap
@@ -92,8 +94,10 @@ type RoundResult struct {
 	// kept out of the round by their tenant's MaxJobs (or the tenancy's),
 	// Bypassed those found running without the controller's admission
 	// (and preempted), Adopted those found running at a clean start and
-	// taken as admitted; all sorted.
-	Started, Preempted, Held, Finished, Skipped, Waiting, Bypassed, Adopted []string
+	// taken as admitted, Unrunnable those with a pod larger than every
+	// node of the types they may run on (kept out of the rounds); all
+	// sorted.
+	Started, Preempted, Held, Finished, Skipped, Waiting, Bypassed, Adopted, Unrunnable []string
 	// Capacity is the healthy GPUs of each type.
 	Capacity map[topology.GPUType]int
 	// GPUs gives each job's GPU count, by key, for the jobs present.
@@ -416,37 +420,56 @@ func (c *Controller) round(ctx context.Context) (*RoundResult, *roundView, error
 		}
 		w.preempting, w.admitted = false, ""
 	}
-	// Admit the others, in the order of the core's assignments.
+	// Admit the others, in the order of the core's assignments: the
+	// decisions first, the admissions' writes then at once (they are
+	// independent), their records in that order.
 	report := scheduler.RoundReport{Start: r.Start}
+	var admits []*pendingAdmit
+	var ran []*pendingAdmit // the jobs that run this round, in order
 	for _, as := range r.Assignments {
 		for _, key := range as.Jobs {
 			w := present[key]
+			pa := &pendingAdmit{key: key, w: w, typ: as.Type}
 			switch {
 			case w == nil || len(c.state.Requeue[key]) > 0 || w.preempting:
 				res.Held = append(res.Held, key)
 				continue
 			case w.admitted == as.Type:
+				pa.w = nil // runs already
 			case w.admitted != "" || used[as.Type]+w.gpus > c.capacity[as.Type]:
 				res.Held = append(res.Held, key)
 				continue
 			default:
-				if err := c.admit(ctx, w, as.Type, nodesOf(as), now); err != nil {
-					c.log.Warn("admit", "job", key, "err", err)
-					res.Held = append(res.Held, key)
-					continue
-				}
+				pa.nodes = nodesOf(as)
 				used[as.Type] += w.gpus
-				w.admitted = as.Type
-				res.Started = append(res.Started, key)
+				admits = append(admits, pa)
 			}
-			ran := scheduler.Ran{Job: key, Seconds: r.Length}
-			if st, err := c.sched.Status(key); err == nil && st.Spec.RemainingSteps > 0 {
-				// The work of the round at the job's (trusted) rate counts
-				// the admin's model of its remaining work down.
-				ran.Steps = r.Length * st.Spec.Throughput[as.Type]
-			}
-			report.Ran = append(report.Ran, ran)
+			ran = append(ran, pa)
 		}
+	}
+	c.admitAll(ctx, admits, now)
+	for _, pa := range ran {
+		if pa.w != nil {
+			if pa.rec != nil && len(pa.rec.UIDs) > 0 {
+				// Recorded even if a later pod failed, so that a pod whose
+				// gate is off is never taken for one that bypassed.
+				c.state.Admitted[pa.key] = pa.rec
+			}
+			if pa.err != nil {
+				c.log.Warn("admit", "job", pa.key, "err", pa.err)
+				res.Held = append(res.Held, pa.key)
+				continue
+			}
+			c.admitted(pa.w, pa.typ, pa.rec, now)
+			res.Started = append(res.Started, pa.key)
+		}
+		r := scheduler.Ran{Job: pa.key, Seconds: r.Length}
+		if st, err := c.sched.Status(pa.key); err == nil && st.Spec.RemainingSteps > 0 {
+			// The work of the round at the job's (trusted) rate counts
+			// the admin's model of its remaining work down.
+			r.Steps = r.Seconds * st.Spec.Throughput[pa.typ]
+		}
+		report.Ran = append(report.Ran, r)
 	}
 	for key, w := range present {
 		if w.admitted != "" {
@@ -458,7 +481,7 @@ func (c *Controller) round(ctx context.Context) (*RoundResult, *roundView, error
 	}
 	res.Bypassed = append(res.Bypassed, c.bypassed...)
 	c.bypassed = nil
-	for _, l := range [][]string{res.Started, res.Preempted, res.Held, res.Finished, res.Skipped, res.Waiting, res.Bypassed, res.Adopted} {
+	for _, l := range [][]string{res.Started, res.Preempted, res.Held, res.Finished, res.Skipped, res.Waiting, res.Bypassed, res.Adopted, res.Unrunnable} {
 		slices.Sort(l)
 	}
 	if !c.cfg.NoState {
@@ -728,6 +751,7 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 	}
 	total := len(known)
 	taken := map[string]int{} // GPUs bound so far to adopted jobs, by node
+	largest := c.largestNodes()
 	slices.SortStableFunc(fresh, func(a, b *workload) int { return cmp.Or(cmp.Compare(a.created, b.created), cmp.Compare(a.key, b.key)) })
 	for _, w := range fresh {
 		tn := w.place.Tenant
@@ -742,6 +766,16 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 		}
 		spec, notes, err := w.spec(env)
 		if err == nil {
+			if msg := c.unrunnable(w, spec, largest); msg != "" {
+				// A pod runs on one node: one larger than every node of
+				// its types never runs (the core, which may spread a job
+				// over servers, would give it GPUs of several).
+				delete(present, w.key)
+				delete(res.GPUs, w.key)
+				res.Unrunnable = append(res.Unrunnable, w.key)
+				c.scratch.unrunnable = append(c.scratch.unrunnable, unrunnableWorkload{w, msg})
+				continue
+			}
 			err = c.sched.Submit(w.key, spec, now)
 		}
 		if err != nil {
@@ -793,8 +827,47 @@ func (c *Controller) bindAdopted(w *workload, taken map[string]int) {
 	}
 }
 
-// admit lets a workload run on type t, and records it.
-func (c *Controller) admit(ctx context.Context, w *workload, t topology.GPUType, nodes []string, now float64) error {
+// pendingAdmit is an admission decided in a round: its writes, then
+// their outcome (the record of what was ungated, or the error).
+type pendingAdmit struct {
+	key   string
+	w     *workload // nil: the job runs already
+	typ   topology.GPUType
+	nodes []string
+	rec   *record
+	err   error
+}
+
+// writeParallelism bounds the admissions a round writes at once.
+const writeParallelism = 16
+
+// admitAll does the admissions' writes, writeParallelism at a time.
+func (c *Controller) admitAll(ctx context.Context, admits []*pendingAdmit, now float64) {
+	if len(admits) == 1 {
+		admits[0].rec, admits[0].err = c.admitWrites(ctx, admits[0].w, admits[0].typ, admits[0].nodes, now)
+		return
+	}
+	var wg sync.WaitGroup
+	next := make(chan *pendingAdmit)
+	for range min(writeParallelism, len(admits)) {
+		wg.Go(func() {
+			for pa := range next {
+				pa.rec, pa.err = c.admitWrites(ctx, pa.w, pa.typ, pa.nodes, now)
+			}
+		})
+	}
+	for _, pa := range admits {
+		next <- pa
+	}
+	close(next)
+	wg.Wait()
+}
+
+// admitWrites takes the gate off a workload and steers it to type t (a
+// Job resumed); it returns the record of what it ungated, also when a
+// later pod failed. It changes nothing of the controller's but the
+// overlay of its own writes: several run at once.
+func (c *Controller) admitWrites(ctx context.Context, w *workload, t topology.GPUType, nodes []string, now float64) (*record, error) {
 	at := strconv.FormatFloat(now, 'f', 3, 64)
 	mark := func(m *metav1.ObjectMeta) {
 		if m.Annotations == nil {
@@ -814,36 +887,38 @@ func (c *Controller) admit(ctx context.Context, w *workload, t topology.GPUType,
 			j.Spec.Suspend = new(bool)
 		})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rec.UIDs = []types.UID{w.job.UID}
-	} else {
-		for _, p := range w.pods {
-			if terminal(p) {
-				continue
+		return rec, nil
+	}
+	for _, p := range w.pods {
+		if terminal(p) {
+			continue
+		}
+		err := c.updatePod(ctx, p, func(p *corev1.Pod) {
+			mark(&p.ObjectMeta)
+			if hasGate(p.Spec.SchedulingGates) {
+				p.Spec.SchedulingGates = dropGate(p.Spec.SchedulingGates)
+				c.affinity(&p.Spec, t, nodes)
 			}
-			err := c.updatePod(ctx, p, func(p *corev1.Pod) {
-				mark(&p.ObjectMeta)
-				if hasGate(p.Spec.SchedulingGates) {
-					p.Spec.SchedulingGates = dropGate(p.Spec.SchedulingGates)
-					c.affinity(&p.Spec, t, nodes)
-				}
-			})
-			// Recorded as it goes, so that a pod whose gate is off is
-			// never taken for one that bypassed admission.
-			if err == nil || rec.has(p.UID) {
-				rec.UIDs, rec.Pods = append(rec.UIDs, p.UID), append(rec.Pods, p.Name)
-				c.state.Admitted[w.key] = rec
-			}
-			if err != nil {
-				return err
-			}
+		})
+		if err == nil {
+			rec.UIDs, rec.Pods = append(rec.UIDs, p.UID), append(rec.Pods, p.Name)
+		}
+		if err != nil {
+			return rec, err
 		}
 	}
+	return rec, nil
+}
+
+// admitted records an admission whose writes succeeded.
+func (c *Controller) admitted(w *workload, t topology.GPUType, rec *record, now float64) {
+	w.admitted = t
 	c.state.Admitted[w.key] = rec
 	c.metrics.admitted(t)
 	c.tell(w, corev1.EventTypeNormal, ReasonAdmitted, c.admittedWhy(w, t, now), true)
-	return nil
 }
 
 // preempt takes a workload's GPUs back: a Job is suspended; a pod is
@@ -870,8 +945,8 @@ func (c *Controller) preempt(ctx context.Context, w *workload, reason string) er
 	}
 	deadline := c.wall().Add(c.cfg.Grace).UTC().Format(time.RFC3339Nano)
 	for _, p := range w.pods {
-		if terminal(p) {
-			continue
+		if terminal(p) || c.cfg.Grace == 0 {
+			continue // without a grace the pod goes at once: its event says why
 		}
 		err := c.updatePod(ctx, p, func(p *corev1.Pod) {
 			if p.Annotations == nil {
@@ -938,10 +1013,13 @@ func (c *Controller) deleteAndRequeue(ctx context.Context, key string, p *corev1
 		ref = requeued{NS: p.Namespace, Name: p.Name, Old: uid, Copy: requeueName(name, p.Namespace, p.Name)}
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ref.Copy, Namespace: ns,
 			Labels: map[string]string{labelStateOf: name + "-requeue"}}, BinaryData: map[string][]byte{requeueKey: b}}
-		if c.cfg.NoState {
+		if !c.cfg.NoState {
+			if err := c.createCopy(ctx, cm); err != nil {
+				return err
+			}
+		}
+		if len(c.memCopies) < maxRecords {
 			c.memCopies[ref.Copy] = b
-		} else if err := c.put(ctx, cm); err != nil {
-			return err
 		}
 	}
 	err := c.cfg.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
@@ -1119,10 +1197,8 @@ func (c *Controller) requeue(ctx context.Context) bool {
 				c.log.Warn("requeue: get pod", "pod", rq.Name, "err", err)
 				continue
 			}
-			var b []byte
-			if c.cfg.NoState {
-				b = c.memCopies[rq.Copy]
-			} else {
+			b, ok := c.memCopies[rq.Copy]
+			if !ok && !c.cfg.NoState {
 				cm, err := cms.Get(ctx, rq.Copy, metav1.GetOptions{})
 				if err != nil && !apierrors.IsNotFound(err) {
 					left = append(left, rq)
@@ -1162,10 +1238,23 @@ func (c *Controller) requeue(ctx context.Context) bool {
 	return changed
 }
 
+// createCopy writes a requeued pod's copy: a new ConfigMap, created in
+// one request (replaced if one of that name is left over).
+func (c *Controller) createCopy(ctx context.Context, cm *corev1.ConfigMap) error {
+	_, err := c.cfg.Client.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return c.put(ctx, cm)
+	}
+	if err != nil {
+		return fmt.Errorf("admission: saving a preempted pod's copy %s/%s: %w", cm.Namespace, cm.Name, err)
+	}
+	return nil
+}
+
 // dropCopy deletes a requeued pod's copy.
 func (c *Controller) dropCopy(ctx context.Context, name string) {
+	delete(c.memCopies, name)
 	if c.cfg.NoState {
-		delete(c.memCopies, name)
 		return
 	}
 	ns, _ := c.cfg.stateLocation()

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpusched/gpusched/kube/model"
 	"github.com/gpusched/gpusched/scheduler"
 	"github.com/gpusched/gpusched/topology"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +19,14 @@ type roundScratch struct {
 	outside []*workload
 	// incomplete: pod groups with fewer members than they need.
 	incomplete []*workload
+	// unrunnable: workloads with a pod larger than every node of their
+	// types, and why.
+	unrunnable []unrunnableWorkload
+}
+
+type unrunnableWorkload struct {
+	w   *workload
+	msg string
 }
 
 // explain tells each workload of the round where it stands (an event
@@ -70,20 +79,57 @@ func (c *Controller) explain(present map[string]*workload, res *RoundResult, st 
 		}
 		msg := fmt.Sprintf("pod group %s has %d of the %d members it needs: it enters the rounds once all are created", w.name, len(w.pods), w.min)
 		c.tell(w, corev1.EventTypeNormal, ReasonGangIncomplete, msg, false)
-		view.items = append(view.items, viewItem{tenant: w.place.Tenant.Name, gpus: w.gpus, reason: ReasonGangIncomplete})
+		view.items = append(view.items, viewItem{tenant: w.place.Tenant.Name, gpus: w.gpus, reason: ReasonGangIncomplete, noDemand: true})
+	}
+	for _, u := range c.scratch.unrunnable {
+		c.tell(u.w, corev1.EventTypeNormal, ReasonUnrunnable, u.msg, false)
+		view.items = append(view.items, viewItem{tenant: u.w.place.Tenant.Name, gpus: u.w.gpus, reason: ReasonUnrunnable, noDemand: true})
 	}
 	c.scratch = roundScratch{}
 	return view
 }
 
-// largestNodes gives the most healthy GPUs of one ready node, per type.
+// unrunnable says why a workload cannot run ("" if it can): one of its
+// pods asks for more GPUs than the largest node of every type it may run
+// on has.
+func (c *Controller) unrunnable(w *workload, spec scheduler.JobSpec, largest map[topology.GPUType]int) string {
+	per := 0
+	switch w.kind {
+	case kindJob:
+		par := 1
+		if w.job.Spec.Parallelism != nil {
+			par = max(int(*w.job.Spec.Parallelism), 1)
+		}
+		per = w.gpus / par
+	default:
+		for _, p := range w.pods {
+			g, _ := model.PodGPUs(p, c.cfg.Resource)
+			per = max(per, g)
+		}
+	}
+	types := spec.Types
+	if types == nil {
+		types = c.types()
+	}
+	most := 0
+	names := make([]string, len(types))
+	for i, t := range types {
+		most = max(most, largest[t])
+		names[i] = string(t)
+	}
+	if per <= most {
+		return ""
+	}
+	return fmt.Sprintf("a pod of it asks for %d GPUs; the largest node of the types it may run on (%s) has %d", per, strings.Join(names, ", "), most)
+}
+
+// largestNodes gives the most GPUs of one node, per type (ready or not,
+// healthy or not: the bound of what a pod of the type can ever get).
 func (c *Controller) largestNodes() map[topology.GPUType]int {
 	out := map[topology.GPUType]int{}
 	for _, n := range c.nodes {
-		if n.ready {
-			t := n.typ()
-			out[t] = max(out[t], len(n.server.GPUs)-len(n.unhealthy))
-		}
+		t := n.typ()
+		out[t] = max(out[t], len(n.server.GPUs))
 	}
 	return out
 }

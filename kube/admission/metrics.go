@@ -91,7 +91,7 @@ func NewMetrics() *Metrics {
 	m.waiting = gauge("waiting_workloads", "Pending workloads after the last round, by tenant and the reason they wait (the reason of their condition gpusched.io/Admitted).", "tenant", "reason")
 	m.gpus = gauge("gpus", "GPUs by type after the last round: capacity (healthy GPUs of ready nodes) and admitted (held by admitted workloads).", "gpu_type", "state")
 	m.share = gauge("tenant_share_ratio", "Each tenant's share of the cluster's GPUs after the last round: its admitted GPUs over the healthy GPUs.", "tenant")
-	m.fairShare = gauge("tenant_fair_share_ratio", "Each tenant's fair share of the cluster's GPUs: weighted max-min (water filling) of the healthy GPUs over the tenants' demands (the GPUs of their workloads in the rounds), by the tenancy's weights.", "tenant")
+	m.fairShare = gauge("tenant_fair_share_ratio", "Each tenant's fair share of the cluster's GPUs: weighted max-min (water filling) of the healthy GPUs over the tenants' demands (the GPUs of their workloads, but of those that cannot run: unrunnable, pod groups not complete), by the tenancy's weights.", "tenant")
 	m.gap = gauge("fairness_gap_ratio", "tenant_share_ratio less tenant_fair_share_ratio: negative for a tenant below its fair share.", "tenant")
 	m.preemptions = counter("preemptions_total", "Workloads preempted, by reason: lease_ended (the policy gave their GPUs to others), bypass (ran without admission).", "reason")
 	m.admissions = counter("admissions_total", "Workloads admitted, by GPU type.", "gpu_type")
@@ -191,6 +191,9 @@ type viewItem struct {
 	admitted topology.GPUType
 	running  bool
 	reason   string
+	// noDemand: its GPUs are no demand for the fair share (it cannot run,
+	// or not yet: unrunnable, a pod group not complete).
+	noDemand bool
 }
 
 // observe sets the metrics of a round.
@@ -220,7 +223,11 @@ func (m *Metrics) observe(v *roundView) {
 	held := map[string]float64{}
 	used := map[topology.GPUType]int{}
 	for _, it := range v.items {
-		demand[it.tenant] += float64(it.gpus)
+		if it.noDemand {
+			demand[it.tenant] += 0 // a tenant with none has a fair share of 0
+		} else {
+			demand[it.tenant] += float64(it.gpus)
+		}
 		switch {
 		case it.admitted == "":
 			counts[wkey{it.tenant, "none", StatePending}]++

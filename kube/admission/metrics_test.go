@@ -81,7 +81,8 @@ func TestRoundMetricsEventsAndConditions(t *testing.T) {
 	assert.Equal(t, 2.0, admitted, "admitted, not bound: nothing binds pods here")
 	assert.Equal(t, 2.0, pending, "one 4-GPU job, and the 16-GPU one")
 	assert.Equal(t, 1.0, val("gpusched_admission_waiting_workloads", map[string]string{"tenant": "team-b", "reason": ReasonUnrunnable}))
-	// Fair shares of the 8 GPUs: team-a asks 8, team-b 20 (4 + 16): 4 each.
+	// Fair shares of the 8 GPUs: team-a asks 8, team-b 4 (the 16-GPU job,
+	// larger than any node, is no demand): b gets its 4, a the 4 left.
 	assert.InDelta(t, 0.5, val("gpusched_admission_tenant_fair_share_ratio", map[string]string{"tenant": "team-a"}), 1e-9)
 	assert.InDelta(t, 0.5, val("gpusched_admission_tenant_fair_share_ratio", map[string]string{"tenant": "team-b"}), 1e-9)
 	shareA := val("gpusched_admission_tenant_share_ratio", map[string]string{"tenant": "team-a"})

@@ -133,8 +133,9 @@ func (c *Controller) types() []topology.GPUType {
 }
 
 // affinity sets the pod spec's required node affinity to the products of
-// type t, the node selector and (unless Config.TypeOnly) the nodes the
-// core placed the job on, replacing what an earlier admission set.
+// type t, the node selector and (unless Config.TypeOnly) the node the
+// core placed the job on when it is one, replacing what an earlier
+// admission set.
 func (c *Controller) affinity(spec *corev1.PodSpec, t topology.GPUType, nodes []string) {
 	stripAffinity(spec, c.cfg.NodeSelector)
 	reqs := []corev1.NodeSelectorRequirement{{Key: model.LabelProduct, Operator: corev1.NodeSelectorOpIn, Values: slices.Clone(c.products[t])}}
@@ -142,7 +143,11 @@ func (c *Controller) affinity(spec *corev1.PodSpec, t topology.GPUType, nodes []
 		reqs = append(reqs, corev1.NodeSelectorRequirement{Key: k, Operator: corev1.NodeSelectorOpIn, Values: []string{c.cfg.NodeSelector[k]}})
 	}
 	var fields []corev1.NodeSelectorRequirement
-	if len(nodes) > 0 && !c.cfg.TypeOnly {
+	// The API server takes one value in a field selector's In: a workload
+	// the core placed over several nodes (a pod group, a Job of several
+	// pods) is steered to its type only, and the scheduler places its
+	// pods (GPUSched keeps a group's members close).
+	if len(nodes) == 1 && !c.cfg.TypeOnly {
 		fields = []corev1.NodeSelectorRequirement{{Key: nodeNameField, Operator: corev1.NodeSelectorOpIn, Values: nodes}}
 	}
 	if spec.Affinity == nil {
