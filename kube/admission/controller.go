@@ -376,7 +376,10 @@ func (c *Controller) round(ctx context.Context) (*RoundResult, *roundView, error
 	// Preempt the jobs that lost their lease (or hold them, without
 	// preemption); a preempted pod still in its grace that got its type
 	// back keeps running.
+	// The preemptions' writes run at once (they are independent), their
+	// records then in order.
 	used := map[topology.GPUType]int{}
+	var preempts []*pendingPreempt
 	for _, key := range slices.Sorted(maps.Keys(present)) {
 		w := present[key]
 		want, assigned := res.Assigned[key]
@@ -390,16 +393,23 @@ func (c *Controller) round(ctx context.Context) (*RoundResult, *roundView, error
 		case w.admitted == "" || (assigned && w.admitted == want):
 		case c.cfg.NoPreemption:
 		default:
-			if err := c.preempt(ctx, w, fmt.Sprintf("lease ended at round %d (t=%.0f s): the %s policy gave its %s GPUs to other jobs", res.Round, now, policyName(c.cfg.Policy), w.admitted)); err != nil {
-				c.log.Warn("preempt", "job", key, "err", err)
-				continue
-			}
-			res.Preempted = append(res.Preempted, key)
-			w.admitted = ""
+			preempts = append(preempts, &pendingPreempt{key: key, w: w,
+				reason: fmt.Sprintf("lease ended at round %d (t=%.0f s): the %s policy gave its %s GPUs to other jobs", res.Round, now, policyName(c.cfg.Policy), w.admitted)})
+			continue
 		}
 		if w.admitted != "" {
 			used[w.admitted] += w.gpus
 		}
+	}
+	parallel(len(preempts), func(i int) { c.preemptWrites(ctx, preempts[i]) })
+	for _, pp := range preempts {
+		if err := c.preempted(pp); err != nil {
+			c.log.Warn("preempt", "job", pp.key, "err", err)
+			used[pp.w.admitted] += pp.w.gpus
+			continue
+		}
+		res.Preempted = append(res.Preempted, pp.key)
+		pp.w.admitted = ""
 	}
 	// Pods deleted at once come back gated now, and may be admitted on
 	// their new type in this round.
@@ -838,29 +848,16 @@ type pendingAdmit struct {
 	err   error
 }
 
-// writeParallelism bounds the admissions a round writes at once.
+// writeParallelism bounds the admissions, preemptions and requeued pods
+// a round writes at once.
 const writeParallelism = 16
 
 // admitAll does the admissions' writes, writeParallelism at a time.
 func (c *Controller) admitAll(ctx context.Context, admits []*pendingAdmit, now float64) {
-	if len(admits) == 1 {
-		admits[0].rec, admits[0].err = c.admitWrites(ctx, admits[0].w, admits[0].typ, admits[0].nodes, now)
-		return
-	}
-	var wg sync.WaitGroup
-	next := make(chan *pendingAdmit)
-	for range min(writeParallelism, len(admits)) {
-		wg.Go(func() {
-			for pa := range next {
-				pa.rec, pa.err = c.admitWrites(ctx, pa.w, pa.typ, pa.nodes, now)
-			}
-		})
-	}
-	for _, pa := range admits {
-		next <- pa
-	}
-	close(next)
-	wg.Wait()
+	parallel(len(admits), func(i int) {
+		pa := admits[i]
+		pa.rec, pa.err = c.admitWrites(ctx, pa.w, pa.typ, pa.nodes, now)
+	})
 }
 
 // admitWrites takes the gate off a workload and steers it to type t (a
@@ -924,56 +921,110 @@ func (c *Controller) admitted(w *workload, t topology.GPUType, rec *record, now 
 // preempt takes a workload's GPUs back: a Job is suspended; a pod is
 // marked with the reason and deleted after the grace (then requeued).
 func (c *Controller) preempt(ctx context.Context, w *workload, reason string) error {
+	pp := &pendingPreempt{key: w.key, w: w, reason: reason}
+	c.preemptWrites(ctx, pp)
+	return c.preempted(pp)
+}
+
+// pendingPreempt is a preemption decided in a round: its writes, then
+// their outcome.
+type pendingPreempt struct {
+	key, reason string
+	w           *workload
+	deadline    string
+	gone        []deletion // pods deleted (without a grace)
+	err         error
+}
+
+// preemptWrites does a preemption's writes (a Job suspended, or pods
+// annotated or deleted, their copies kept). It changes nothing of the
+// controller's but the overlay of its own writes: several run at once.
+func (c *Controller) preemptWrites(ctx context.Context, pp *pendingPreempt) {
+	w := pp.w
 	if w.kind == kindJob {
-		err := c.updateJob(ctx, w.job, func(j *batchv1.Job) {
+		pp.err = c.updateJob(ctx, w.job, func(j *batchv1.Job) {
 			if j.Annotations == nil {
 				j.Annotations = map[string]string{}
 			}
-			j.Annotations[AnnotationPreempted] = reason
+			j.Annotations[AnnotationPreempted] = pp.reason
 			j.Annotations[AnnotationPreemptions] = strconv.Itoa(atoi(j.Annotations[AnnotationPreemptions]) + 1)
 			// Only spec.suspend: the API server takes no change to the
 			// template of a Job that is not suspended. The job controller
 			// deletes its pods.
 			j.Spec.Suspend = ptrTo(true)
 		})
-		if err == nil {
-			delete(c.state.Admitted, w.key)
-			c.metrics.preempted(PreemptLeaseEnded)
-			c.tell(w, corev1.EventTypeNormal, ReasonPreempted, "suspended: "+reason, false)
-		}
-		return err
+		return
 	}
-	deadline := c.wall().Add(c.cfg.Grace).UTC().Format(time.RFC3339Nano)
+	pp.deadline = c.wall().Add(c.cfg.Grace).UTC().Format(time.RFC3339Nano)
 	for _, p := range w.pods {
-		if terminal(p) || c.cfg.Grace == 0 {
-			continue // without a grace the pod goes at once: its event says why
+		if terminal(p) {
+			continue
 		}
-		err := c.updatePod(ctx, p, func(p *corev1.Pod) {
+		if c.cfg.Grace == 0 {
+			// Without a grace the pod goes at once (its event says why).
+			d, err := c.deleteWrites(ctx, w.key, p)
+			if err != nil {
+				pp.err = err
+				return
+			}
+			pp.gone = append(pp.gone, d)
+			continue
+		}
+		if pp.err = c.updatePod(ctx, p, func(p *corev1.Pod) {
 			if p.Annotations == nil {
 				p.Annotations = map[string]string{}
 			}
-			p.Annotations[AnnotationPreempted] = reason
-			p.Annotations[AnnotationDeleteAfter] = deadline
-		})
-		if err != nil {
-			return err
+			p.Annotations[AnnotationPreempted] = pp.reason
+			p.Annotations[AnnotationDeleteAfter] = pp.deadline
+		}); pp.err != nil {
+			return
 		}
 	}
-	if rec := c.state.Admitted[w.key]; rec != nil {
-		rec.DeleteAfter = deadline
+}
+
+// preempted records a preemption's outcome; it returns the writes'
+// error.
+func (c *Controller) preempted(pp *pendingPreempt) error {
+	w := pp.w
+	for _, d := range pp.gone {
+		c.deleted(w.key, d)
+	}
+	if pp.err != nil {
+		return pp.err
 	}
 	c.metrics.preempted(PreemptLeaseEnded)
-	c.tell(w, corev1.EventTypeNormal, ReasonPreempted, fmt.Sprintf("%s; deleted after %v and created again, gated", reason, c.cfg.Grace), false)
-	if c.cfg.Grace == 0 {
-		for _, p := range w.pods {
-			if !terminal(p) {
-				if err := c.deleteAndRequeue(ctx, w.key, p); err != nil {
-					return err
-				}
-			}
-		}
+	if w.kind == kindJob {
+		delete(c.state.Admitted, w.key)
+		c.tell(w, corev1.EventTypeNormal, ReasonPreempted, "suspended: "+pp.reason, false)
+		return nil
 	}
+	if rec := c.state.Admitted[w.key]; rec != nil {
+		rec.DeleteAfter = pp.deadline
+	}
+	c.tell(w, corev1.EventTypeNormal, ReasonPreempted, fmt.Sprintf("%s; deleted after %v and created again, gated", pp.reason, c.cfg.Grace), false)
 	return nil
+}
+
+// parallel runs f(0) ... f(n-1), writeParallelism at a time.
+func parallel(n int, f func(i int)) {
+	if n == 1 {
+		f(0)
+		return
+	}
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(writeParallelism, n) {
+		wg.Go(func() {
+			for i := range next {
+				f(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // unpreempt cancels a preemption in its grace.
@@ -1001,41 +1052,66 @@ func (c *Controller) unpreempt(ctx context.Context, w *workload) error {
 // another controller owns is only deleted (its controller creates it
 // again). The pod leaves the workload's record.
 func (c *Controller) deleteAndRequeue(ctx context.Context, key string, p *corev1.Pod) error {
+	d, err := c.deleteWrites(ctx, key, p)
+	if err != nil {
+		return err
+	}
+	c.deleted(key, d)
+	return nil
+}
+
+// deletion is a pod deleted, and the copy kept of it (none: Copy "").
+type deletion struct {
+	uid  types.UID
+	copy requeued
+	b    []byte
+}
+
+// deleteWrites keeps a bare pod's gated copy and deletes the pod. It
+// reads the controller's records and changes nothing of the controller's
+// but the overlay of its own writes: several run at once.
+func (c *Controller) deleteWrites(ctx context.Context, key string, p *corev1.Pod) (deletion, error) {
+	d := deletion{uid: p.UID}
 	uid := p.UID
-	bare := controllerOf(p) == nil
-	var ref requeued
-	if bare && !slices.ContainsFunc(c.state.Requeue[key], func(r requeued) bool { return r.Old == uid }) {
+	if controllerOf(p) == nil && !slices.ContainsFunc(c.state.Requeue[key], func(r requeued) bool { return r.Old == uid }) {
 		b, err := podCopy(requeueCopy(p, c.cfg.NodeSelector))
 		if err != nil {
-			return fmt.Errorf("admission: %w", err)
+			return d, fmt.Errorf("admission: %w", err)
 		}
 		ns, name := c.cfg.stateLocation()
-		ref = requeued{NS: p.Namespace, Name: p.Name, Old: uid, Copy: requeueName(name, p.Namespace, p.Name)}
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ref.Copy, Namespace: ns,
+		d.copy = requeued{NS: p.Namespace, Name: p.Name, Old: uid, Copy: requeueName(name, p.Namespace, p.Name)}
+		d.b = b
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: d.copy.Copy, Namespace: ns,
 			Labels: map[string]string{labelStateOf: name + "-requeue"}}, BinaryData: map[string][]byte{requeueKey: b}}
 		if !c.cfg.NoState {
 			if err := c.createCopy(ctx, cm); err != nil {
-				return err
+				return d, err
 			}
-		}
-		if len(c.memCopies) < maxRecords {
-			c.memCopies[ref.Copy] = b
 		}
 	}
 	err := c.cfg.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid}, GracePeriodSeconds: c.cfg.PodDeletionGrace})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("admission: deleting pod %s/%s: %w", p.Namespace, p.Name, err)
+		return d, fmt.Errorf("admission: deleting pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	c.caches.own.sentDelete(uid)
 	if g := c.cfg.PodDeletionGrace; apierrors.IsNotFound(err) || g != nil && *g == 0 {
 		c.caches.own.deletedPod(p) // gone from the API at once
 	}
-	if ref.Copy != "" {
-		c.state.Requeue[key] = append(c.state.Requeue[key], ref)
+	return d, nil
+}
+
+// deleted records a pod's deletion: its copy waits to be created again,
+// and it leaves the workload's record.
+func (c *Controller) deleted(key string, d deletion) {
+	if d.copy.Copy != "" {
+		c.state.Requeue[key] = append(c.state.Requeue[key], d.copy)
+		if len(c.memCopies) < maxRecords {
+			c.memCopies[d.copy.Copy] = d.b
+		}
 	}
 	if rec := c.state.Admitted[key]; rec != nil {
-		if i := slices.Index(rec.UIDs, uid); i >= 0 {
+		if i := slices.Index(rec.UIDs, d.uid); i >= 0 {
 			rec.UIDs = slices.Delete(rec.UIDs, i, i+1)
 			if i < len(rec.Pods) {
 				rec.Pods = slices.Delete(rec.Pods, i, i+1)
@@ -1045,7 +1121,6 @@ func (c *Controller) deleteAndRequeue(ctx context.Context, key string, p *corev1
 			delete(c.state.Admitted, key)
 		}
 	}
-	return nil
 }
 
 // requeueCopy is a gated copy of a pod, without what the controller, the
@@ -1168,82 +1243,125 @@ func (c *Controller) sweep(ctx context.Context) error {
 // reports whether any entry was settled. The pods created are in
 // c.created, by workload key.
 func (c *Controller) requeue(ctx context.Context) bool {
-	changed := false
 	c.created = map[string][]*corev1.Pod{}
-	ns, _ := c.cfg.stateLocation()
-	cms := c.cfg.Client.CoreV1().ConfigMaps(ns)
+	type task struct {
+		key  string
+		rq   requeued
+		b    []byte
+		mem  bool
+		wait bool // the cache shows the old pod: it waits
+		out  requeueOutcome
+	}
+	var tasks []*task
+	var todo []*task
 	for _, key := range slices.Sorted(maps.Keys(c.state.Requeue)) {
-		var left []requeued
 		for _, rq := range c.state.Requeue[key] {
+			t := &task{key: key, rq: rq}
 			// The cache says whether the old pod is still there; only when
 			// it looks gone is the API asked (so a pod is never created
 			// twice, nor its copy dropped, on a stale cache).
 			if cur := c.getPod(rq.NS, rq.Name); cur != nil && cur.UID == rq.Old && !c.caches.own.askAPI(rq.Old) {
-				left = append(left, rq) // still terminating
-				continue
+				t.wait = true
+			} else {
+				t.b, t.mem = c.memCopies[rq.Copy]
+				todo = append(todo, t)
 			}
-			pods := c.cfg.Client.CoreV1().Pods(rq.NS)
-			cur, err := pods.Get(ctx, rq.Name, metav1.GetOptions{})
-			switch {
-			case err == nil && cur.UID == rq.Old:
-				left = append(left, rq) // still terminating
-				continue
-			case err == nil:
-				changed = true // created again already
-				c.dropCopy(ctx, rq.Copy)
-				continue
-			case !apierrors.IsNotFound(err):
-				left = append(left, rq)
-				c.log.Warn("requeue: get pod", "pod", rq.Name, "err", err)
-				continue
-			}
-			b, ok := c.memCopies[rq.Copy]
-			if !ok && !c.cfg.NoState {
-				cm, err := cms.Get(ctx, rq.Copy, metav1.GetOptions{})
-				if err != nil && !apierrors.IsNotFound(err) {
-					left = append(left, rq)
-					c.log.Warn("requeue: get copy", "configmap", rq.Copy, "err", err)
-					continue
-				}
-				if cm != nil {
-					b = cm.BinaryData[requeueKey]
-				}
-			}
-			var cp corev1.Pod
-			if err := json.Unmarshal(b, &cp); err != nil || cp.Name != rq.Name || cp.Namespace != rq.NS {
-				changed = true
-				c.log.Warn("requeue: the pod's copy is missing or damaged; it is not created again", "pod", rq.NS+"/"+rq.Name, "configmap", rq.Copy)
-				c.dropCopy(ctx, rq.Copy)
-				continue
-			}
-			p, err := pods.Create(ctx, &cp, metav1.CreateOptions{})
-			if err != nil && !apierrors.IsAlreadyExists(err) {
-				left = append(left, rq)
-				c.log.Warn("requeue: create pod", "pod", rq.Name, "err", err)
-				continue
-			}
-			if err == nil {
-				c.created[key] = append(c.created[key], p)
-				c.caches.own.wrotePod(p, true)
-			}
-			c.dropCopy(ctx, rq.Copy)
-			changed = true
+			tasks = append(tasks, t)
 		}
-		if len(left) == 0 {
+	}
+	parallel(len(todo), func(i int) { todo[i].out = c.requeueOne(ctx, todo[i].rq, todo[i].b, todo[i].mem) })
+	changed := false
+	left := map[string][]requeued{}
+	for _, t := range tasks {
+		switch {
+		case t.wait || t.out.keep:
+			left[t.key] = append(left[t.key], t.rq)
+			continue
+		case t.out.created != nil:
+			c.created[t.key] = append(c.created[t.key], t.out.created)
+		}
+		delete(c.memCopies, t.rq.Copy)
+		changed = true
+	}
+	for key := range c.state.Requeue {
+		if len(left[key]) == 0 {
 			delete(c.state.Requeue, key)
 		} else {
-			c.state.Requeue[key] = left
+			c.state.Requeue[key] = left[key]
 		}
 	}
 	return changed
 }
 
+// requeueOutcome says what became of a requeued pod: it waits still
+// (keep), or it was created again (created, unless it existed already)
+// and its copy is gone.
+type requeueOutcome struct {
+	keep    bool
+	created *corev1.Pod
+}
+
+// requeueOne creates a requeued pod again if the old one is gone, from
+// its copy (b, when mem; else its ConfigMap), and deletes the copy. It
+// changes nothing of the controller's but the overlay of its own
+// writes: several run at once.
+func (c *Controller) requeueOne(ctx context.Context, rq requeued, b []byte, mem bool) requeueOutcome {
+	pods := c.cfg.Client.CoreV1().Pods(rq.NS)
+	cur, err := pods.Get(ctx, rq.Name, metav1.GetOptions{})
+	switch {
+	case err == nil && cur.UID == rq.Old:
+		return requeueOutcome{keep: true} // still terminating
+	case err == nil:
+		c.deleteCopy(ctx, rq.Copy) // created again already
+		return requeueOutcome{}
+	case !apierrors.IsNotFound(err):
+		c.log.Warn("requeue: get pod", "pod", rq.Name, "err", err)
+		return requeueOutcome{keep: true}
+	}
+	if !mem && !c.cfg.NoState {
+		ns, _ := c.cfg.stateLocation()
+		cm, err := c.cfg.Client.CoreV1().ConfigMaps(ns).Get(ctx, rq.Copy, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			c.log.Warn("requeue: get copy", "configmap", rq.Copy, "err", err)
+			return requeueOutcome{keep: true}
+		}
+		if err == nil {
+			b = cm.BinaryData[requeueKey]
+		}
+	}
+	var cp corev1.Pod
+	if err := json.Unmarshal(b, &cp); err != nil || cp.Name != rq.Name || cp.Namespace != rq.NS {
+		c.log.Warn("requeue: the pod's copy is missing or damaged; it is not created again", "pod", rq.NS+"/"+rq.Name, "configmap", rq.Copy)
+		c.deleteCopy(ctx, rq.Copy)
+		return requeueOutcome{}
+	}
+	p, err := pods.Create(ctx, &cp, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		c.log.Warn("requeue: create pod", "pod", rq.Name, "err", err)
+		return requeueOutcome{keep: true}
+	}
+	var out requeueOutcome
+	if err == nil {
+		out.created = p
+		c.caches.own.wrotePod(p, true)
+	}
+	c.deleteCopy(ctx, rq.Copy)
+	return out
+}
+
 // createCopy writes a requeued pod's copy: a new ConfigMap, created in
-// one request (replaced if one of that name is left over).
+// one request (replaced if one of that name is left over). Several run at
+// once.
 func (c *Controller) createCopy(ctx context.Context, cm *corev1.ConfigMap) error {
-	_, err := c.cfg.Client.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+	cms := c.cfg.Client.CoreV1().ConfigMaps(cm.Namespace)
+	_, err := cms.Create(ctx, cm, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		return c.put(ctx, cm)
+		var cur *corev1.ConfigMap
+		if cur, err = cms.Get(ctx, cm.Name, metav1.GetOptions{}); err == nil {
+			cur = cur.DeepCopy()
+			cur.Labels, cur.BinaryData = cm.Labels, cm.BinaryData
+			_, err = cms.Update(ctx, cur, metav1.UpdateOptions{})
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("admission: saving a preempted pod's copy %s/%s: %w", cm.Namespace, cm.Name, err)
@@ -1251,9 +1369,9 @@ func (c *Controller) createCopy(ctx context.Context, cm *corev1.ConfigMap) error
 	return nil
 }
 
-// dropCopy deletes a requeued pod's copy.
-func (c *Controller) dropCopy(ctx context.Context, name string) {
-	delete(c.memCopies, name)
+// deleteCopy deletes a requeued pod's ConfigMap (the caller forgets its
+// copy in memory).
+func (c *Controller) deleteCopy(ctx context.Context, name string) {
 	if c.cfg.NoState {
 		return
 	}
