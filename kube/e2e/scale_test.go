@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -227,7 +228,8 @@ func startCountingProxy(t *testing.T, target, token string) *countingProxy {
 		r.Out.Header.Set("Authorization", "Bearer "+token)
 	}}
 	rp.Transport = &http.Transport{TLSClientConfig: insecureTLS(), MaxIdleConnsPerHost: 64, ForceAttemptHTTP2: true}
-	rp.FlushInterval = -1 // watches stream
+	rp.ErrorLog = log.New(io.Discard, "", 0) // watches cut when the controller stops
+	rp.FlushInterval = -1                    // watches stream
 	cp := &countingProxy{requests: map[string]int{}}
 	rp.ModifyResponse = func(r *http.Response) error {
 		r.Body = &countingBody{ReadCloser: r.Body, n: &cp.bytes}
@@ -454,10 +456,9 @@ func runScaleAdmission(ctx context.Context, t *testing.T, c *kubetest.ControlPla
 	must(t, err, "port")
 	murl := fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0])
 	args := []string{"--kubeconfig", kc, "--policy", "max-min-fairness", "--round", round.String(), "--grace", "0s",
-		"--node-selector", scaleLabel + "=true", "--state-namespace", sysNS, "--leader-elect=false",
-		"--kube-api-qps", "500", "--kube-api-burst", "1000"}
-	if name != "baseline" {
-		args = append(args, "--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]))
+		"--node-selector", scaleLabel + "=true", "--state-namespace", sysNS, "--leader-elect=false"}
+	if name != "baseline" { // an earlier binary has neither flag
+		args = append(args, "--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--kube-api-qps", "500", "--kube-api-burst", "1000")
 	}
 	p, err := kubetest.StartProcess(dir, "gpusched-admission-"+name, bin, args...)
 	must(t, err, "start %s", bin)

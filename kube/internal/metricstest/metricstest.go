@@ -5,6 +5,7 @@ package metricstest
 import (
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -129,6 +130,9 @@ next:
 		for _, b := range h.GetBucket() {
 			upper, count := b.GetUpperBound(), float64(b.GetCumulativeCount())
 			if count >= rank {
+				if math.IsInf(upper, 1) {
+					return lower, true // above the highest bound: that bound
+				}
 				if count == below {
 					return upper, true
 				}
