@@ -1,31 +1,42 @@
 // Package gpusched is a Go SDK of GPU-cluster scheduling algorithms for
 // deep-learning workloads: heterogeneity-aware allocation policies (the Gavel
 // family), communication-aware placement, gang admission and queue policies,
-// elastic scaling, and a trace-driven simulator that composes them.
+// elastic scaling, a composed scheduling core that a production scheduler
+// embeds, and a trace-driven simulator that drives the same core.
 //
 // The root package holds no code; the work is in its subpackages, layered so
-// that the policy packages never import the simulator and the cluster model
-// knows nothing of jobs:
+// that the policy packages never import the core or the simulator and the
+// cluster model knows nothing of jobs:
 //
-//	examples/*  ->  sim  ->  allocation, placement, gang, elastic
-//	                              |
-//	                              v
-//	                          perfmodel  ->  topology
+//	examples/*  ->  sim  ->  scheduler  ->  allocation, placement, gang, elastic
+//	                                              |                  |
+//	                                              v                  v
+//	                                          perfmodel     cluster (live state)
+//	                                              |                  |
+//	                                              +--->  topology  <-+
 //
 // The packages:
 //
+//   - [github.com/gpusched/gpusched/scheduler]: the composed core: jobs by
+//     key, rounds, reports of what ran, snapshots, failures.
 //   - [github.com/gpusched/gpusched/topology]: the cluster model (servers, GPUs,
-//     GPU types, pairwise links, bandwidths) and its builders and validation.
+//     GPU types, pairwise links, bandwidths, MIG) and its builders and validation.
+//   - [github.com/gpusched/gpusched/cluster]: the live cluster state: who holds
+//     each GPU, its health, free counts.
 //   - [github.com/gpusched/gpusched/perfmodel]: job identities and throughput
-//     models, with Gavel's measured table embedded as the default.
+//     models, with Gavel's measured table embedded in perfmodel/gavel.
 //   - [github.com/gpusched/gpusched/allocation]: LP-based allocation policies
-//     and the round-based mechanism.
+//     and the round-based mechanism; allocation/lp is the LP solver.
 //   - [github.com/gpusched/gpusched/placement]: placement of jobs on servers and GPUs.
-//   - [github.com/gpusched/gpusched/gang]: all-or-nothing admission, reservations, backfilling.
-//   - [github.com/gpusched/gpusched/elastic]: elastic scaling and capacity loaning.
-//   - [github.com/gpusched/gpusched/sim]: the discrete-event simulator and trace loaders.
+//   - [github.com/gpusched/gpusched/gang]: all-or-nothing admission, queue
+//     orders, backfilling.
+//   - [github.com/gpusched/gpusched/elastic]: elastic scaling, capacity
+//     loaning, Pollux's goodput, Sia.
+//   - [github.com/gpusched/gpusched/sim]: the simulator's engines and trace loaders.
 //
 // Packages that need cgo (an LP solver binding, NVML discovery) live in their
-// own subpackages, so importing any package above needs no cgo and no system
-// library.
+// own subpackages behind build tags, so importing any package above needs no
+// cgo and no system library. The repository's docs folder has a guide per
+// audience: embedding the core, the simulator, Kubernetes, reproductions of
+// the papers, benchmarks, input limits and the architecture.
 package gpusched

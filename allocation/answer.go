@@ -2,7 +2,6 @@ package allocation
 
 import (
 	"fmt"
-	"math"
 )
 
 // answerTolerance is the slack Rounds allows in a policy's answer: X a
@@ -108,12 +107,11 @@ func (r *Rounds) checkConfig(p *Problem, now float64) error {
 	switch {
 	case r.Policy == nil:
 		return invalid("Rounds has no policy")
-	case !inRange(r.RoundLength, 0, MaxTime):
-		return invalid("round length %v s, outside [0, %g] (0 means 360)", r.RoundLength, MaxTime)
-	case math.IsNaN(r.MinResetInterval) || math.IsInf(r.MinResetInterval, 0):
-		return invalid("minimum reset interval %v s", r.MinResetInterval)
 	case !inRange(now, -MaxTime, MaxTime):
 		return invalid("round at %v s, outside [%g, %g]", now, -MaxTime, MaxTime)
+	}
+	if err := r.ValidateMechanism(); err != nil {
+		return err
 	}
 	for k, g := range r.GPUsPerServer {
 		if g < 0 || g > MaxCapacity {

@@ -128,7 +128,7 @@ func BenchmarkRoundsSteady(b *testing.B) {
 			for m := range p.Jobs {
 				p.Jobs[m].ScaleFactor = []int{1, 1, 1, 1, 2, 4, 8}[m%7]
 			}
-			r := &Rounds{Policy: &MaxMinFairness{}, Compat: c}
+			r := &Rounds{Policy: &MaxMinFairness{}, Mechanism: Mechanism{Compat: c}}
 			if _, err := r.Next(context.Background(), p, 0); err != nil {
 				b.Fatal(err)
 			}

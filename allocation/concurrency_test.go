@@ -73,7 +73,7 @@ func TestRoundsShareAPolicy(t *testing.T) {
 	errs := make([]error, goroutines)
 	for g := range goroutines {
 		wg.Go(func() {
-			r := &Rounds{Policy: pol, Seed: 9}
+			r := &Rounds{Policy: pol, Mechanism: Mechanism{Seed: 9}}
 			for i := range 5 {
 				rd, err := r.Next(context.Background(), p, float64(i)*360)
 				if err != nil {

@@ -38,9 +38,11 @@ import (
 // PackingThreshold (1.5 by default, as in Gavel); the best such partner is
 // chosen, and the pair keeps running together while both jobs remain.
 //
-// With Compat set to CompatGavel it is fifo.py exactly (see allocateGavel):
-// jobs in order of ID, the queue stopping at the first job that fits
-// nowhere, and in base mode the type-assignment quirk.
+// With Compat set to CompatGavel it is Gavel's FIFOPolicy.get_allocation
+// exactly (policies/fifo.py at c4fa400): jobs in order of ID, the queue
+// stopping at the first job that fits nowhere, and in base mode the
+// type-assignment quirk (a job gets the last of the sorted types with free
+// GPUs, v100 on Gavel's clusters, so V100s fill first).
 //
 // It is safe for concurrent use: a mutex guards its state, though its
 // answers then depend on the order of the calls. It must not be copied

@@ -191,12 +191,12 @@ func TestRoundsConfig(t *testing.T) {
 		msg  string
 	}{
 		{"no policy", Rounds{}, 0, "Rounds has no policy"},
-		{"round NaN", Rounds{Policy: Proportional{}, RoundLength: math.NaN()}, 0, "round length NaN s"},
-		{"round negative", Rounds{Policy: Proportional{}, RoundLength: -1}, 0, "round length -1 s, outside [0, 1e+15] (0 means 360)"},
-		{"reset Inf", Rounds{Policy: Proportional{}, MinResetInterval: math.Inf(1)}, 0, "minimum reset interval +Inf s"},
+		{"round NaN", Rounds{Policy: Proportional{}, Mechanism: Mechanism{RoundLength: math.NaN()}}, 0, "round length NaN s"},
+		{"round negative", Rounds{Policy: Proportional{}, Mechanism: Mechanism{RoundLength: -1}}, 0, "round length -1 s, outside [0, 1e+15] (0 means 360)"},
+		{"reset Inf", Rounds{Policy: Proportional{}, Mechanism: Mechanism{MinResetInterval: math.Inf(1)}}, 0, "minimum reset interval +Inf s"},
 		{"now", Rounds{Policy: Proportional{}}, math.Inf(1), "round at +Inf s"},
 		{"servers", Rounds{Policy: Proportional{}, GPUsPerServer: []int{-4}}, 0, "GPUs per server of type 0: -4"},
-		{"type order", Rounds{Policy: Proportional{}, TypeOrder: []topology.GPUType{"a", "a"}}, 0, "Rounds.TypeOrder lists a twice"},
+		{"type order", Rounds{Policy: Proportional{}, Mechanism: Mechanism{TypeOrder: []topology.GPUType{"a", "a"}}}, 0, "TypeOrder lists a twice"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package allocation
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/gpusched/gpusched/allocation/lp"
 )
@@ -24,15 +25,19 @@ type MaxMinFairness struct {
 	// Agnostic ignores throughputs (Gavel's max_min_fairness, "LAS").
 	Agnostic bool
 	// SpaceSharing lets pairs of jobs of equal scale factor share GPUs at
-	// the rates of Problem.Pairs (Gavel's max_min_fairness_packed); see
-	// the column generation described in packed.go.
+	// the rates of Problem.Pairs (Gavel's max_min_fairness_packed), solved
+	// exactly: with a ClassPairRates, by an LP over groups of
+	// interchangeable jobs whose answer is turned back into pairs;
+	// otherwise by column generation, each pair priced with the duals
+	// (Dantzig and Wolfe 1960, Gilmore and Gomory 1961).
 	SpaceSharing bool
 	// Solver solves the LP; nil means lp.InteriorPoint.
 	Solver lp.Solver
 	// Vertex asks the default solver for a vertex of the optimal face (a
 	// basic solution, by crossover: lp.InteriorPoint.Crossover) instead of
 	// its centre, which spreads jobs evenly over the allocations that tie;
-	// ignored when Solver is set. See the README for what it changes.
+	// ignored when Solver is set. docs/simulator.md in the repository measures
+	// what it changes.
 	Vertex bool
 }
 
@@ -109,7 +114,7 @@ func normalisers(p *Problem, tput [][]float64) []float64 {
 // solveError turns an LP failure into this package's error.
 func solveError(err error) error {
 	if errors.Is(err, lp.ErrInfeasible) || errors.Is(err, lp.ErrUnbounded) {
-		return errors.Join(ErrNoSolution, err)
+		return fmt.Errorf("%w: %w", ErrNoSolution, err)
 	}
 	return err
 }

@@ -88,8 +88,12 @@ type Problem struct {
 // MaxRate, MaxSteps, MaxCapacity, MinWeight to MaxWeight, MinPrice to
 // MaxPrice, MaxTime), quotas out of range or with guarantees above their
 // limits (Quota), or space-sharing classes or co-located rates out
-// of range (see validatePairs: a custom PairRates is checked on every pair
-// of jobs, at most MaxPairRates pairs, unless it is a CheckedPairRates).
+// of range. Co-located rates must be 0 or in [MinRate, MaxRate] and mirror
+// each other: a CheckedPairRates checked its rates when it was built and
+// is not looked up again; another ClassPairRates is checked over the
+// classes of the problem's jobs; any other PairRates on every pair of jobs,
+// asked both ways, at most MaxPairRates pairs (beyond that, use a
+// CheckedPairRates).
 func (p *Problem) Validate() error {
 	k := len(p.Types)
 	if len(p.Capacity) != k {

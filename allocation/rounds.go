@@ -3,7 +3,6 @@ package allocation
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -63,37 +62,13 @@ import (
 type Rounds struct {
 	// Policy computes the allocation.
 	Policy Policy
-	// RoundLength is the length of a round in seconds; 0 means 360.
-	RoundLength float64
-	// MinResetInterval is the least time between two allocations; 0 means
-	// 1920 s, and a negative value recomputes at every change.
-	MinResetInterval float64
+	// Mechanism holds the round length, the reset interval, the queue and
+	// type order, the seed, LeaveIdle and Compat.
+	Mechanism
 	// GPUsPerServer gives, per type index, the GPUs of each server (workers
 	// i*G to i*G+G-1 share a server); missing or 0 means 1, as in Gavel's
 	// simulations.
 	GPUsPerServer []int
-	// GlobalQueue puts every (unit, type) entry in one queue (Gavel's global
-	// queue option), which lets a job run first on the type where it is
-	// furthest behind; by default each type has its own queue, visited in
-	// type order (Gavel's default).
-	GlobalQueue bool
-	// TypeOrder gives the order in which types are visited: the types it
-	// lists, in its order, then the others. Without it (and for the types
-	// it does not list) types are visited fastest first: by the mean over
-	// the jobs of the type's rate relative to the job's best rate, as of
-	// the last reset (on Gavel's table: V100, P100, K80), ties in the order
-	// of Problem.Types.
-	TypeOrder []topology.GPUType
-	// ShuffleTypes visits the types in an order drawn from Seed each round
-	// (Gavel does so for policies that ignore throughputs). It breaks ties
-	// in the global queue.
-	ShuffleTypes bool
-	Seed         uint64
-	// LeaveIdle leaves idle the GPUs that the priority pass did not fill
-	// (Rounds before it was work-conserving).
-	LeaveIdle bool
-	// Compat selects Gavel's exact behaviour (CompatGavel) instead of ours.
-	Compat Compat
 	// ReuseRounds lets Next build a round's Assignments and their JobIDs
 	// in the memory of the round before the last one: a Round is then
 	// valid until the second call of Next after the one that returned it
@@ -262,22 +237,21 @@ type RoundStats struct {
 // minShare is the smallest X the mechanism acts on.
 const minShare = 1e-6
 
-func (r *Rounds) roundLength() float64 {
-	if r.RoundLength > 0 {
-		return r.RoundLength
-	}
-	return 360
-}
+// maxCounter bounds the mechanism's time counters and deficits, in
+// seconds: a thousand times MaxTime, far above any that rounds within
+// MaxTime can reach, so that no sum of reports (at most MaxTime seconds
+// each) can overflow them to infinity. Credits saturate at it.
+const maxCounter = 1e3 * MaxTime
 
-func (r *Rounds) resetInterval() float64 {
-	switch {
-	case r.MinResetInterval > 0:
-		return r.MinResetInterval
-	case r.MinResetInterval < 0:
-		return 0
-	}
-	return 1920
-}
+// addCounter returns v + d saturated at +-maxCounter.
+func addCounter(v, d float64) float64 { return min(max(v+d, -maxCounter), maxCounter) }
+
+func (r *Rounds) roundLength() float64 { return r.EffectiveRoundLength() }
+
+// Last returns the last round, as Next returned it or Restore restored
+// it; nil before the first. With ReuseRounds it is valid as long as that
+// round is.
+func (r *Rounds) Last() *Round { return r.st.lastRound }
 
 // ForceReset makes the next call of Next recompute the allocation,
 // whatever MinResetInterval says (Gavel's simulator does so when nothing
@@ -292,9 +266,6 @@ func (r *Rounds) Next(ctx context.Context, p *Problem, now float64) (*Round, err
 		return nil, err
 	}
 	if err := r.checkConfig(p, now); err != nil {
-		return nil, err
-	}
-	if err := r.checkTypeOrder(); err != nil {
 		return nil, err
 	}
 	r.seedRNG()
@@ -323,7 +294,7 @@ func (r *Rounds) Next(ctx context.Context, p *Problem, now float64) (*Round, err
 		}
 	}
 	reshaped := r.st.started && (!slices.Equal(p.Types, r.st.types) || !slices.Equal(p.Capacity, r.st.capacity))
-	due := !r.st.started || now-r.st.lastReset >= r.resetInterval()
+	due := !r.st.started || now-r.st.lastReset >= r.EffectiveResetInterval()
 	if r.Compat == CompatGavel && r.st.lastReset == 0 {
 		due = true // scheduler.py: _update_priorities resets while _last_reset_time == 0
 	}
@@ -365,17 +336,6 @@ func (r *Rounds) Next(ctx context.Context, p *Problem, now float64) (*Round, err
 	return round, nil
 }
 
-func (r *Rounds) checkTypeOrder() error {
-	seen := map[topology.GPUType]bool{}
-	for _, t := range r.TypeOrder {
-		if seen[t] {
-			return fmt.Errorf("%w: Rounds.TypeOrder lists %s twice", ErrInvalidProblem, t)
-		}
-		seen[t] = true
-	}
-	return nil
-}
-
 func (r *Rounds) seedRNG() {
 	if r.st.rng == nil {
 		r.st.pcg = rand.NewPCG(r.Seed, 0xbb67ae8584caa73b)
@@ -406,8 +366,8 @@ func (r *Rounds) credit(u unit, k int, d float64) {
 		r.gavelCredit(u, k, d)
 		return
 	}
-	if st := r.st.units[u]; st != nil && k < len(st.received) {
-		st.received[k] += d
+	if st := r.st.units[u]; st != nil && k >= 0 && k < len(st.received) {
+		st.received[k] = addCounter(st.received[k], d)
 		st.ran = true
 	}
 }
@@ -459,7 +419,7 @@ func (r *Rounds) reset(p *Problem, a *Allocation, now float64) {
 			st.ran = old.ran
 			for k, t := range p.Types {
 				if j, ok := oldIndex[t]; ok && j < len(old.x) {
-					st.deficit[k] = old.deficit[j] + old.x[j]*elapsed - old.received[j]
+					st.deficit[k] = addCounter(old.deficit[j], old.x[j]*elapsed-old.received[j])
 				}
 			}
 		}
@@ -1095,7 +1055,7 @@ func takeFirst(used []bool, n, from int) ([]int, int) {
 
 func fits(used []bool, ws []int) bool {
 	for _, w := range ws {
-		if w >= len(used) || used[w] {
+		if w < 0 || w >= len(used) || used[w] {
 			return false
 		}
 	}

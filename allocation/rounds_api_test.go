@@ -68,11 +68,11 @@ func TestRoundsTypeOrder(t *testing.T) {
 	assert.Equal(t, []int{1, 2, 0}, r.baseOrder(p))
 	r.TypeOrder = []topology.GPUType{topology.K80, "a100", topology.V100}
 	assert.Equal(t, []int{0, 2, 1}, r.baseOrder(p), "unknown types are ignored")
-	r = &Rounds{Policy: &MaxMinFairness{}, TypeOrder: []topology.GPUType{topology.K80, topology.K80}}
+	r = &Rounds{Policy: &MaxMinFairness{}, Mechanism: Mechanism{TypeOrder: []topology.GPUType{topology.K80, topology.K80}}}
 	_, err := r.Next(context.Background(), p, 0)
 	assert.ErrorIs(t, err, ErrInvalidProblem)
 	// Gavel's compatible mode: v100, p100, k80 whatever the rates.
-	assert.Equal(t, []int{2, 1, 0}, (&Rounds{Compat: CompatGavel}).baseOrder(&Problem{Types: types, Capacity: []int{1, 1, 1}}))
+	assert.Equal(t, []int{2, 1, 0}, (&Rounds{Mechanism: Mechanism{Compat: CompatGavel}}).baseOrder(&Problem{Types: types, Capacity: []int{1, 1, 1}}))
 }
 
 // Issue #17's case: demand below capacity on K80 + P100 + V100 (types
@@ -115,7 +115,7 @@ func TestRoundsLeaveIdle(t *testing.T) {
 	rd, err := (&Rounds{Policy: pol}).Next(context.Background(), p, 0)
 	require.NoError(t, err)
 	assert.Equal(t, map[int]topology.GPUType{1: "a", 2: "a"}, jobsOf(rd), "job 3 does not fit, job 4 has no rate")
-	rd, err = (&Rounds{Policy: pol, LeaveIdle: true}).Next(context.Background(), p, 0)
+	rd, err = (&Rounds{Policy: pol, Mechanism: Mechanism{LeaveIdle: true}}).Next(context.Background(), p, 0)
 	require.NoError(t, err)
 	assert.Equal(t, map[int]topology.GPUType{1: "a"}, jobsOf(rd))
 }
@@ -250,11 +250,13 @@ func TestRoundsSnapshotRestore(t *testing.T) {
 		make func() *Rounds
 	}{
 		{"native", func() *Rounds {
-			return &Rounds{Policy: &MaxMinFairness{SpaceSharing: true}, ShuffleTypes: true, Seed: 3, MinResetInterval: 700}
+			return &Rounds{Policy: &MaxMinFairness{SpaceSharing: true}, Mechanism: Mechanism{ShuffleTypes: true, Seed: 3, MinResetInterval: 700}}
 		}},
-		{"global", func() *Rounds { return &Rounds{Policy: &MaxMinFairness{}, GlobalQueue: true, Seed: 3} }},
+		{"global", func() *Rounds {
+			return &Rounds{Policy: &MaxMinFairness{}, Mechanism: Mechanism{GlobalQueue: true, Seed: 3}}
+		}},
 		{"gavel", func() *Rounds {
-			return &Rounds{Policy: &MaxMinFairness{SpaceSharing: true}, ShuffleTypes: true, Seed: 3, Compat: CompatGavel, MinResetInterval: 700}
+			return &Rounds{Policy: &MaxMinFairness{SpaceSharing: true}, Mechanism: Mechanism{ShuffleTypes: true, Seed: 3, Compat: CompatGavel, MinResetInterval: 700}}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -382,7 +384,7 @@ func TestRoundsWideJobNotStarved(t *testing.T) {
 		compat   Compat
 		min, max float64
 	}{{CompatNone, 0.8, 1.2}, {CompatGavel, 0, 0.5}} {
-		r := &Rounds{Policy: &MaxMinFairness{}, Compat: tc.compat}
+		r := &Rounds{Policy: &MaxMinFairness{}, Mechanism: Mechanism{Compat: tc.compat}}
 		const n = 400
 		runs := 0.0
 		var x float64
@@ -416,7 +418,7 @@ func TestRoundsOverCapacity(t *testing.T) {
 	_, err := (&Rounds{Policy: both}).Next(context.Background(), p, 0)
 	require.ErrorIs(t, err, ErrInvalidAllocation)
 	assert.ErrorContains(t, err, "a: 2 GPUs used of 1")
-	rd, err := (&Rounds{Policy: both, Compat: CompatGavel}).Next(context.Background(), p, 0)
+	rd, err := (&Rounds{Policy: both, Mechanism: Mechanism{Compat: CompatGavel}}).Next(context.Background(), p, 0)
 	require.NoError(t, err)
 	used := 0
 	for _, as := range rd.Assignments {
@@ -433,8 +435,8 @@ func TestRoundsReuseRounds(t *testing.T) {
 	types := []topology.GPUType{topology.V100, topology.P100, topology.K80}
 	all := gavelJobs(t, types, 12)
 	ctx := context.Background()
-	plain := &Rounds{Policy: &MaxMinFairness{}, MinResetInterval: -1}
-	reuse := &Rounds{Policy: &MaxMinFairness{}, MinResetInterval: -1, ReuseRounds: true}
+	plain := &Rounds{Policy: &MaxMinFairness{}, Mechanism: Mechanism{MinResetInterval: -1}}
+	reuse := &Rounds{Policy: &MaxMinFairness{}, Mechanism: Mechanism{MinResetInterval: -1}, ReuseRounds: true}
 	clone := func(rd *Round) []Assignment {
 		out := make([]Assignment, len(rd.Assignments))
 		for i, as := range rd.Assignments {

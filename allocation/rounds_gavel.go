@@ -118,7 +118,7 @@ func (r *Rounds) gavelDeficits(p *Problem, now float64) {
 			if st.inAlloc {
 				should = st.x[k] * elapsed
 			}
-			st.deficit[k] += should - (st.received[k] - half)
+			st.deficit[k] = addCounter(st.deficit[k], should-(st.received[k]-half))
 		}
 	}
 }
@@ -200,7 +200,7 @@ func allEqual(v []float64, x float64) bool {
 // gavelCredit adds d seconds on type k to unit u and to the type's total
 // (_done_callback).
 func (r *Rounds) gavelCredit(u unit, k int, d float64) {
-	if k >= len(r.st.worker) {
+	if k < 0 || k >= len(r.st.worker) {
 		return
 	}
 	st := r.st.units[u]
@@ -211,9 +211,9 @@ func (r *Rounds) gavelCredit(u unit, k int, d float64) {
 		st = r.lazyPair(u)
 		r.st.units[u] = st
 	}
-	st.received[k] += d
+	st.received[k] = addCounter(st.received[k], d)
 	st.ran = true
-	r.st.worker[k] += d
+	r.st.worker[k] = addCounter(r.st.worker[k], d)
 }
 
 // lazyPair is the state of a pair that has none yet: in the allocation

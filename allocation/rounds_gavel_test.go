@@ -32,7 +32,7 @@ func TestGavelPrioritySeeding(t *testing.T) {
 		compat Compat
 		first  int
 	}{{CompatNone, 2}, {CompatGavel, 1}} {
-		r := &Rounds{Policy: pol, Compat: tc.compat, MinResetInterval: -1, LeaveIdle: true}
+		r := &Rounds{Policy: pol, Mechanism: Mechanism{Compat: tc.compat, MinResetInterval: -1, LeaveIdle: true}}
 		ctx := context.Background()
 		for i := range 3 {
 			_, err := r.Next(ctx, one, 100+float64(i)*360)
@@ -54,7 +54,7 @@ func TestGavelLeftovers(t *testing.T) {
 		{ID: 2, ScaleFactor: 1, Throughput: []float64{1}},
 		{ID: 3, ScaleFactor: 1, Throughput: []float64{1}},
 	}}
-	r := &Rounds{Policy: fixedPolicy{1: {1}}, Compat: CompatGavel}
+	r := &Rounds{Policy: fixedPolicy{1: {1}}, Mechanism: Mechanism{Compat: CompatGavel}}
 	rd, err := r.Next(context.Background(), p, 100)
 	require.NoError(t, err)
 	assert.Equal(t, map[int]topology.GPUType{1: topology.V100, 2: topology.V100}, jobsOf(rd))
@@ -68,7 +68,7 @@ func TestGavelLeftovers(t *testing.T) {
 		{CompatGavel, map[int]topology.GPUType{2: topology.V100}},
 		{CompatNone, map[int]topology.GPUType{2: topology.V100, 3: topology.V100}},
 	} {
-		r := &Rounds{Policy: &FIFO{Compat: tc.compat}, Compat: tc.compat}
+		r := &Rounds{Policy: &FIFO{Compat: tc.compat}, Mechanism: Mechanism{Compat: tc.compat}}
 		rd, err := r.Next(context.Background(), p, 100)
 		require.NoError(t, err)
 		require.Equal(t, map[int]topology.GPUType{1: topology.V100, 2: topology.V100}, jobsOf(rd))
@@ -97,7 +97,7 @@ func TestGavelNewJobHoldsGPUs(t *testing.T) {
 		{CompatGavel, map[int]topology.GPUType{1: topology.V100}},
 		{CompatNone, map[int]topology.GPUType{1: topology.V100, 2: topology.K80}},
 	} {
-		r := &Rounds{Policy: pol, Compat: tc.compat}
+		r := &Rounds{Policy: pol, Mechanism: Mechanism{Compat: tc.compat}}
 		_, err := r.Next(context.Background(), first, 100)
 		require.NoError(t, err)
 		rd, err := r.Next(context.Background(), both, 460)
@@ -105,7 +105,7 @@ func TestGavelNewJobHoldsGPUs(t *testing.T) {
 		require.False(t, rd.Reset)
 		assert.Equal(t, tc.ran, jobsOf(rd), "compat %v", tc.compat)
 	}
-	r := &Rounds{Policy: fixedPolicy{1: {1, 0}}, Compat: CompatGavel}
+	r := &Rounds{Policy: fixedPolicy{1: {1, 0}}, Mechanism: Mechanism{Compat: CompatGavel}}
 	rd, err := r.Next(context.Background(), first, 100)
 	require.NoError(t, err)
 	assert.Equal(t, map[int]topology.GPUType{1: topology.V100}, jobsOf(rd))
@@ -121,7 +121,7 @@ func TestGavelLeftoverPairs(t *testing.T) {
 		{ID: 3, ScaleFactor: 1, Throughput: []float64{1}},
 		{ID: 4, ScaleFactor: 2, Throughput: []float64{1}},
 	}}
-	r := &Rounds{Policy: fixedPolicy{1: {1}}, Compat: CompatGavel}
+	r := &Rounds{Policy: fixedPolicy{1: {1}}, Mechanism: Mechanism{Compat: CompatGavel}}
 	rd, err := r.Next(context.Background(), p, 100)
 	require.NoError(t, err)
 	require.Len(t, rd.Assignments, 2)
@@ -150,7 +150,7 @@ func TestGavelResetAtZero(t *testing.T) {
 		compat Compat
 		reset  bool
 	}{{CompatGavel, true}, {CompatNone, false}} {
-		r := &Rounds{Policy: &MaxMinFairness{}, Compat: tc.compat}
+		r := &Rounds{Policy: &MaxMinFairness{}, Mechanism: Mechanism{Compat: tc.compat}}
 		_, err := r.Next(context.Background(), one, 0)
 		require.NoError(t, err)
 		rd, err := r.Next(context.Background(), two, 360)
@@ -163,7 +163,7 @@ func TestGavelResetAtZero(t *testing.T) {
 // (expected orders printed by CPython 3.11 for random.Random(8)).
 func TestGavelShuffle(t *testing.T) {
 	three := &Problem{Types: []topology.GPUType{topology.K80, topology.P100, topology.V100}, Capacity: []int{1, 1, 1}}
-	r := &Rounds{Compat: CompatGavel, ShuffleTypes: true, Seed: 3}
+	r := &Rounds{Mechanism: Mechanism{Compat: CompatGavel, ShuffleTypes: true, Seed: 3}}
 	r.seedRNG()
 	name := map[int]string{0: "k80", 1: "p100", 2: "v100"}
 	var got [][]string
@@ -178,7 +178,7 @@ func TestGavelShuffle(t *testing.T) {
 		{"p100", "k80", "v100"}, {"p100", "k80", "v100"}, {"k80", "v100", "p100"}}, got)
 	// Types without GPUs are not in Gavel's list, and do not consume draws.
 	two := &Problem{Types: []topology.GPUType{topology.K80, topology.P100, topology.V100}, Capacity: []int{1, 0, 1}}
-	r = &Rounds{Compat: CompatGavel, ShuffleTypes: true, Seed: 3}
+	r = &Rounds{Mechanism: Mechanism{Compat: CompatGavel, ShuffleTypes: true, Seed: 3}}
 	r.seedRNG()
 	got = got[:0]
 	for range 4 {

@@ -39,16 +39,18 @@ type UnitRun struct {
 // round, after the round and before the next call of Next. It returns an
 // error wrapping ErrInvalidReport, and credits nothing, if the report names
 // another round, comes twice, or names jobs absent from the round's problem,
-// types outside it, or seconds that are negative or not finite. Units that
+// types outside it, or seconds outside [0, MaxTime]. The time counters
+// saturate far above any time reached in rounds within MaxTime, so no
+// number of reports can make them infinite. Units that
 // the mechanism keeps no time for (a job outside the allocation) are
 // accepted and ignored.
 func (r *Rounds) Report(rep RoundReport) error {
 	rd := r.st.lastRound
 	switch {
 	case rd == nil:
-		return fmt.Errorf("%w: no round to report", ErrInvalidReport)
+		return fmt.Errorf("%w: no round has run", ErrInvalidReport)
 	case rep.Start != rd.Start:
-		return fmt.Errorf("%w: report for the round at %v s, the last round started at %v s", ErrInvalidReport, rep.Start, rd.Start)
+		return fmt.Errorf("%w: it is for the round at %v s, the last round started at %v s", ErrInvalidReport, rep.Start, rd.Start)
 	case r.st.reported:
 		return fmt.Errorf("%w: the round at %v s is already credited", ErrInvalidReport, rd.Start)
 	}
@@ -71,8 +73,8 @@ func (r *Rounds) Report(rep RoundReport) error {
 		if k < 0 {
 			return fmt.Errorf("%w: entry %d: GPU type %q is not in the round's problem", ErrInvalidReport, i, run.Type)
 		}
-		if math.IsNaN(run.Seconds) || math.IsInf(run.Seconds, 0) || run.Seconds < 0 {
-			return fmt.Errorf("%w: entry %d: %v seconds", ErrInvalidReport, i, run.Seconds)
+		if !inRange(run.Seconds, 0, MaxTime) {
+			return fmt.Errorf("%w: entry %d: %v seconds, outside [0, %g]", ErrInvalidReport, i, run.Seconds, MaxTime)
 		}
 		credits = append(credits, unitCredit{unitOf(run.JobIDs), k, run.Seconds})
 	}
@@ -135,7 +137,11 @@ func (r *Rounds) Snapshot() ([]byte, error) {
 	slices.SortFunc(s.Units, func(a, b unitSnapshot) int { return slices.Compare(a.JobIDs, b.JobIDs) })
 	if rd := r.st.lastRound; rd != nil {
 		cp := *rd
-		cp.Allocation = nil // the allocation in force, saved once
+		cp.Allocation = nil    // the allocation in force, saved once
+		cp.Stats.SolveTime = 0 // a wall time: not state
+		if len(cp.Assignments) == 0 {
+			cp.Assignments = nil // one spelling of none
+		}
 		s.LastRound = &cp
 	}
 	if r.st.pcg != nil {
@@ -145,7 +151,7 @@ func (r *Rounds) Snapshot() ([]byte, error) {
 		}
 		s.PCG = b
 	}
-	if r.st.py != nil {
+	if r.st.py != nil && r.Compat == CompatGavel { // only Gavel's mode draws from it
 		ps := r.st.py.State()
 		s.Python = &ps
 	}
@@ -163,69 +169,28 @@ func sortedIDs(set map[int]bool) []int {
 
 // Restore replaces the mechanism's state with one written by Snapshot. It
 // returns an error wrapping ErrInvalidSnapshot, and changes nothing, if the
-// data is not such a snapshot (another version or Compat mode, lengths
-// that do not agree, indices out of range).
+// data is not such a snapshot: another version or Compat mode, malformed
+// JSON, or a state no Rounds could have reached. Every field is checked
+// before anything is kept: types (valid, distinct), capacities and job IDs
+// within their ranges, the visiting order a set of type indices, shares in
+// [0, 1], time counters and deficits finite and within 1,000 times MaxTime in magnitude, units
+// of one job or two distinct ones, and the last round's assignments on
+// types of the snapshot, each job at most once, on distinct workers within
+// the type's capacity. What Restore accepts cannot make Next, Report or
+// Snapshot panic or fail.
 func (r *Rounds) Restore(data []byte) error {
 	var s roundsSnapshot
 	if err := json.Unmarshal(data, &s); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidSnapshot, err)
 	}
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidSnapshot, fmt.Sprintf(format, args...))
-	}
-	if s.Version != snapshotVersion {
-		return bad("version %d (want %d)", s.Version, snapshotVersion)
-	}
-	if s.Compat != r.Compat.String() {
-		return bad("written in compatibility mode %s, restoring into %s", s.Compat, r.Compat)
-	}
-	nk := len(s.Types)
-	if len(s.Capacity) != nk {
-		return bad("%d types and %d capacities", nk, len(s.Capacity))
-	}
-	for _, k := range s.Order {
-		if k < 0 || k >= nk {
-			return bad("type index %d in the order of %d types", k, nk)
-		}
-	}
-	if s.Worker != nil && len(s.Worker) != nk {
-		return bad("%d worker times for %d types", len(s.Worker), nk)
-	}
-	if a := s.Alloc; a != nil {
-		if len(a.X) != len(a.JobIDs) {
-			return bad("allocation with %d rows for %d jobs", len(a.X), len(a.JobIDs))
-		}
-		for _, row := range a.X {
-			if len(row) != nk {
-				return bad("allocation row of %d shares for %d types", len(row), nk)
-			}
-		}
-		for _, pr := range a.Pairs {
-			if pr.A < 0 || pr.A >= len(a.JobIDs) || pr.B < 0 || pr.B >= len(a.JobIDs) || len(pr.X) != nk {
-				return bad("allocation pair (%d, %d) out of range", pr.A, pr.B)
-			}
-		}
+	if err := s.check(r.Compat); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidSnapshot, err)
 	}
 	units := make(map[unit]*unitState, len(s.Units))
 	for _, us := range s.Units {
-		if n := len(us.JobIDs); n < 1 || n > 2 {
-			return bad("unit of %d jobs", n)
-		}
-		u := unitOf(us.JobIDs)
-		if len(us.X) != len(us.Received) || len(us.X) != len(us.Deficit) || (s.Started && len(us.X) != nk) {
-			return bad("unit %v has %d, %d and %d values for %d types", us.JobIDs, len(us.X), len(us.Received), len(us.Deficit), nk)
-		}
-		if units[u] != nil {
-			return bad("unit %v twice", us.JobIDs)
-		}
-		units[u] = &unitState{x: us.X, received: us.Received, deficit: us.Deficit, ran: us.Ran, inAlloc: us.InAlloc}
+		units[unitOf(us.JobIDs)] = &unitState{x: us.X, received: us.Received, deficit: us.Deficit, ran: us.Ran, inAlloc: us.InAlloc}
 	}
 	if rd := s.LastRound; rd != nil {
-		for _, as := range rd.Assignments {
-			if as.TypeIndex < 0 || as.TypeIndex >= nk || as.Type != s.Types[as.TypeIndex] || len(as.JobIDs) < 1 || len(as.JobIDs) > 2 {
-				return bad("last round assigns %v to type %d (%s)", as.JobIDs, as.TypeIndex, as.Type)
-			}
-		}
 		rd.Allocation = s.Alloc
 	}
 	var pcg *rand.PCG
@@ -251,6 +216,237 @@ func (r *Rounds) Restore(data []byte) error {
 		st.rng = rand.New(pcg)
 	}
 	r.st = st
+	return nil
+}
+
+// Bounds of a snapshot's sizes.
+const (
+	// maxSnapshotTypes bounds the GPU types of a snapshot.
+	maxSnapshotTypes = 1 << 10
+	// maxSnapshotIDs bounds its job IDs and units.
+	maxSnapshotIDs = 1 << 24
+)
+
+// check verifies a snapshot before Restore keeps any of it (see Restore);
+// the error names the field at fault.
+func (s *roundsSnapshot) check(compat Compat) error {
+	bad := fmt.Errorf
+	if s.Version != snapshotVersion {
+		return bad("version %d (want %d)", s.Version, snapshotVersion)
+	}
+	if s.Compat != compat.String() {
+		return bad("written in compatibility mode %s, restoring into %s", s.Compat, compat)
+	}
+	nk := len(s.Types)
+	if nk > maxSnapshotTypes {
+		return bad("%d GPU types (at most %d)", nk, maxSnapshotTypes)
+	}
+	seen := make(map[topology.GPUType]bool, nk)
+	for _, t := range s.Types {
+		if err := t.Validate(); err != nil {
+			return bad("types: %w", err)
+		}
+		if seen[t] {
+			return bad("type %s twice", t)
+		}
+		seen[t] = true
+	}
+	if len(s.Capacity) != nk {
+		return bad("%d types and %d capacities", nk, len(s.Capacity))
+	}
+	for k, c := range s.Capacity {
+		if c < 0 || c > MaxCapacity {
+			return bad("capacity %d of %s, outside [0, %d]", c, s.Types[k], MaxCapacity)
+		}
+	}
+	inOrder := make([]bool, nk)
+	for _, k := range s.Order {
+		if k < 0 || k >= nk || inOrder[k] {
+			return bad("type index %d in the order of %d types (out of range or twice)", k, nk)
+		}
+		inOrder[k] = true
+	}
+	if !inRange(s.LastReset, -MaxTime, MaxTime) {
+		return bad("last reset at %v s, outside [%g, %g]", s.LastReset, -MaxTime, MaxTime)
+	}
+	if s.Worker != nil && len(s.Worker) != nk {
+		return bad("%d worker times for %d types", len(s.Worker), nk)
+	}
+	if err := counters(s.Worker); err != nil {
+		return bad("worker time: %w", err)
+	}
+	if s.Started && compat == CompatGavel && len(s.Worker) != nk {
+		return bad("a started mechanism in Gavel's mode with %d worker times for %d types", len(s.Worker), nk)
+	}
+	if s.Started && s.Alloc == nil {
+		return bad("a started mechanism without an allocation")
+	}
+	if !s.Started && s.LastRound != nil {
+		return bad("a last round before the first reset")
+	}
+	if len(s.Jobs) > maxSnapshotIDs || len(s.Present) > maxSnapshotIDs || len(s.Units) > maxSnapshotIDs {
+		return bad("%d jobs, %d present, %d units (at most %d each)", len(s.Jobs), len(s.Present), len(s.Units), maxSnapshotIDs)
+	}
+	for _, ids := range [][]int{s.Jobs, s.Present} {
+		for _, id := range ids {
+			if id < 0 {
+				return bad("job ID %d is negative", id)
+			}
+		}
+	}
+	if err := s.checkAllocation(nk); err != nil {
+		return err
+	}
+	units := make(map[unit]bool, len(s.Units))
+	for _, us := range s.Units {
+		if err := checkUnitIDs(us.JobIDs); err != nil {
+			return bad("unit: %w", err)
+		}
+		u := unitOf(us.JobIDs)
+		if units[u] {
+			return bad("unit %v twice", us.JobIDs)
+		}
+		units[u] = true
+		if len(us.X) != len(us.Received) || len(us.X) != len(us.Deficit) || (s.Started && len(us.X) != nk) || len(us.X) > maxSnapshotTypes {
+			return bad("unit %v has %d, %d and %d values for %d types", us.JobIDs, len(us.X), len(us.Received), len(us.Deficit), nk)
+		}
+		if err := shares(us.X); err != nil {
+			return bad("unit %v: %w", us.JobIDs, err)
+		}
+		if err := counters(us.Received); err != nil {
+			return bad("unit %v: time received: %w", us.JobIDs, err)
+		}
+		if err := counters(us.Deficit); err != nil {
+			return bad("unit %v: deficit: %w", us.JobIDs, err)
+		}
+	}
+	return s.checkLastRound(nk)
+}
+
+// checkAllocation checks the allocation in force: rows of the snapshot's
+// types, distinct job IDs, pairs of two distinct rows, shares in [0, 1].
+func (s *roundsSnapshot) checkAllocation(nk int) error {
+	a := s.Alloc
+	if a == nil {
+		return nil
+	}
+	bad := fmt.Errorf
+	if a.Types != nil && !slices.Equal(a.Types, s.Types) {
+		return bad("allocation for types %v, the snapshot's are %v", a.Types, s.Types)
+	}
+	if len(a.X) != len(a.JobIDs) || len(a.X) > maxSnapshotIDs || len(a.Pairs) > maxSnapshotIDs {
+		return bad("allocation with %d rows for %d jobs", len(a.X), len(a.JobIDs))
+	}
+	if math.IsNaN(a.Objective) || math.IsInf(a.Objective, 0) {
+		return bad("allocation objective %v", a.Objective)
+	}
+	ids := make(map[int]bool, len(a.JobIDs))
+	for m, row := range a.X {
+		id := a.JobIDs[m]
+		if id < 0 || ids[id] {
+			return bad("allocation row %d for job %d (negative or twice)", m, id)
+		}
+		ids[id] = true
+		if len(row) != nk {
+			return bad("allocation row of %d shares for %d types", len(row), nk)
+		}
+		if err := shares(row); err != nil {
+			return bad("allocation of job %d: %w", id, err)
+		}
+	}
+	for _, pr := range a.Pairs {
+		if pr.A < 0 || pr.A >= len(a.JobIDs) || pr.B < 0 || pr.B >= len(a.JobIDs) || pr.A == pr.B || len(pr.X) != nk {
+			return bad("allocation pair (%d, %d) of %d rows, %d shares for %d types", pr.A, pr.B, len(a.JobIDs), len(pr.X), nk)
+		}
+		if err := shares(pr.X); err != nil {
+			return bad("allocation pair (%d, %d): %w", pr.A, pr.B, err)
+		}
+	}
+	return nil
+}
+
+// checkLastRound checks the last round: times in range, assignments on
+// the snapshot's types, each job once, workers distinct and within the
+// type's capacity.
+func (s *roundsSnapshot) checkLastRound(nk int) error {
+	rd := s.LastRound
+	if rd == nil {
+		return nil
+	}
+	bad := fmt.Errorf
+	if !inRange(rd.Start, -MaxTime, MaxTime) || !inRange(rd.Length, 0, MaxTime) {
+		return bad("last round at %v s of %v s", rd.Start, rd.Length)
+	}
+	if len(rd.Assignments) > maxSnapshotIDs {
+		return bad("last round of %d assignments", len(rd.Assignments))
+	}
+	inRound := map[int]bool{}
+	used := make([]map[int]bool, nk)
+	for _, as := range rd.Assignments {
+		k := as.TypeIndex
+		if k < 0 || k >= nk || as.Type != s.Types[k] {
+			return bad("last round assigns %v to type %d (%s) of %d", as.JobIDs, k, as.Type, nk)
+		}
+		if err := checkUnitIDs(as.JobIDs); err != nil {
+			return bad("last round: %w", err)
+		}
+		for _, id := range as.JobIDs {
+			if inRound[id] {
+				return bad("last round runs job %d twice", id)
+			}
+			inRound[id] = true
+		}
+		if len(as.Workers) == 0 || len(as.Workers) > s.Capacity[k] {
+			return bad("last round gives %v %d workers of %s, which has %d", as.JobIDs, len(as.Workers), as.Type, s.Capacity[k])
+		}
+		if used[k] == nil {
+			used[k] = map[int]bool{}
+		}
+		for _, w := range as.Workers {
+			if w < 0 || w >= s.Capacity[k] || used[k][w] {
+				return bad("last round gives %v worker %d of %s (out of [0, %d) or taken twice)", as.JobIDs, w, as.Type, s.Capacity[k])
+			}
+			used[k][w] = true
+		}
+	}
+	if rd.Stats.SolveTime < 0 {
+		return bad("last round solved in %v", rd.Stats.SolveTime)
+	}
+	return nil
+}
+
+// checkUnitIDs checks a unit's jobs: one job, or two distinct ones, of
+// IDs 0 or more.
+func checkUnitIDs(ids []int) error {
+	if n := len(ids); n < 1 || n > 2 || (n == 2 && ids[0] == ids[1]) {
+		return fmt.Errorf("job IDs %v (want one job or two distinct ones)", ids)
+	}
+	for _, id := range ids {
+		if id < 0 {
+			return fmt.Errorf("job ID %d is negative", id)
+		}
+	}
+	return nil
+}
+
+// shares checks that every share is in [0, 1], within the tolerance of a
+// policy's answer.
+func shares(xs []float64) error {
+	for k, x := range xs {
+		if !inRange(x, -answerTolerance, 1+answerTolerance) {
+			return fmt.Errorf("share %v on type %d, outside [0, 1]", x, k)
+		}
+	}
+	return nil
+}
+
+// counters checks time counters: finite and within +-maxCounter.
+func counters(vs []float64) error {
+	for k, v := range vs {
+		if !inRange(v, -maxCounter, maxCounter) {
+			return fmt.Errorf("%v s on type %d, outside [%g, %g]", v, k, -maxCounter, maxCounter)
+		}
+	}
 	return nil
 }
 

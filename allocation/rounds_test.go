@@ -50,7 +50,7 @@ func TestRoundsConverge(t *testing.T) {
 				}
 				p.Jobs = append(p.Jobs, j)
 			}
-			r := &Rounds{Policy: &MaxMinFairness{}, GlobalQueue: global}
+			r := &Rounds{Policy: &MaxMinFairness{}, Mechanism: Mechanism{GlobalQueue: global}}
 			counts := make([][]float64, len(p.Jobs))
 			for m := range counts {
 				counts[m] = make([]float64, 3)
@@ -159,7 +159,7 @@ func TestRoundsLeaseAndResets(t *testing.T) {
 func TestRoundsDeterministic(t *testing.T) {
 	p, _ := gavelProblem(t, 3, 40)
 	run := func() []*Round {
-		r := &Rounds{Policy: &MaxMinFairness{SpaceSharing: true}, ShuffleTypes: true, Seed: 9}
+		r := &Rounds{Policy: &MaxMinFairness{SpaceSharing: true}, Mechanism: Mechanism{ShuffleTypes: true, Seed: 9}}
 		var out []*Round
 		for i := range 20 {
 			rd, err := r.Next(context.Background(), p, float64(i)*360)

@@ -32,7 +32,8 @@ type MaxThroughput struct {
 	// Vertex asks the default solver for a vertex of the optimal face (a
 	// basic solution, by crossover: lp.InteriorPoint.Crossover) instead of
 	// its centre, which spreads jobs evenly over the allocations that tie;
-	// ignored when Solver is set. See the README for what it changes.
+	// ignored when Solver is set. docs/simulator.md in the repository measures
+	// what it changes.
 	Vertex bool
 }
 

@@ -3,6 +3,9 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/gpusched/gpusched/topology"
 )
 
 // Kinds of error of this package. An [*Error] wraps exactly one of them, so
@@ -40,7 +43,8 @@ type Error struct {
 	GPU    int
 	// Holder is the holder involved, if any.
 	Holder string
-	// Msg says what is wrong, in words.
+	// Msg says what is wrong, in words, beyond what Kind says; it may be
+	// empty.
 	Msg string
 	// Kind is one of the Err values of this package.
 	Kind error
@@ -51,15 +55,22 @@ type Error struct {
 func (e *Error) Error() string {
 	where := ""
 	if e.Server != "" {
-		where = fmt.Sprintf(" server %q", e.Server)
+		// "remove server "a"", not "remove server server "a"".
+		if !strings.HasSuffix(e.Op, "server") {
+			where = " server"
+		}
+		where += " " + quote(e.Server, topology.MaxIDLen)
 		if e.GPU >= 0 {
 			where += fmt.Sprintf(" gpu %d", e.GPU)
 		}
 	}
 	if e.Holder != "" {
-		where += fmt.Sprintf(" holder %q", e.Holder)
+		where += " holder " + quote(e.Holder, MaxHolderLen)
 	}
-	msg := fmt.Sprintf("cluster: %s%s: %s: %s", e.Op, where, e.Kind, e.Msg)
+	msg := fmt.Sprintf("cluster: %s%s: %s", e.Op, where, e.Kind)
+	if e.Msg != "" {
+		msg += ": " + e.Msg
+	}
 	if e.cause != nil {
 		msg += ": " + e.cause.Error()
 	}
@@ -73,6 +84,15 @@ func (e *Error) Unwrap() []error {
 		return []error{e.Kind, e.cause}
 	}
 	return []error{e.Kind}
+}
+
+// quote quotes a server id or holder key for a message, cut to 64 bytes
+// when it is longer than limit (a key refused for its length).
+func quote(s string, limit int) string {
+	if len(s) <= limit {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", s[:64], len(s))
 }
 
 func newErr(kind error, op, format string, args ...any) *Error {

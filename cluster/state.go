@@ -254,7 +254,7 @@ func (st *State) ServerIndex(id string) (int, bool) {
 func (st *State) Lookup(serverID string, index int) (GPURef, error) {
 	s, ok := st.byID[serverID]
 	if !ok {
-		return GPURef{}, &Error{Op: "lookup", Server: serverID, GPU: -1, Msg: "no such server", Kind: ErrUnknownServer}
+		return GPURef{}, &Error{Op: "lookup", Server: serverID, GPU: -1, Kind: ErrUnknownServer}
 	}
 	for i, g := range st.topo.Servers[s].GPUs {
 		if g.Index == index {
@@ -695,7 +695,7 @@ func (st *State) setHealth(op string, gpus []GPURef, failed bool) ([]string, err
 func (st *State) serverRefs(op, id string) ([]GPURef, error) {
 	s, ok := st.byID[id]
 	if !ok {
-		return nil, &Error{Op: op, Server: id, GPU: -1, Msg: "no such server", Kind: ErrUnknownServer}
+		return nil, &Error{Op: op, Server: id, GPU: -1, Kind: ErrUnknownServer}
 	}
 	refs := make([]GPURef, len(st.servers[s].holder))
 	for i := range refs {
@@ -725,12 +725,19 @@ func (st *State) RecoverServer(id string) error {
 
 // AddServer adds a server, all its GPUs free and healthy, at the end of
 // the positions, and returns its position. The server must validate as
-// topology does, and its id and GPU UUIDs must be new to the state.
-// O(types x G + S/64) for the index.
+// topology does (which caps its GPUs at topology.MaxGPUsPerServer and its
+// id at topology.MaxIDLen bytes), the state must stay within
+// topology.MaxClusterGPUs, and the server's id and GPU UUIDs must be new
+// to the state. O(types x G + S/64) for the index.
 func (st *State) AddServer(s topology.Server) (int, error) {
 	const op = "add server"
+	id := s.ID
 	if err := (&topology.Cluster{Servers: []topology.Server{s}}).Validate(); err != nil {
-		return 0, &Error{Op: op, Server: s.ID, GPU: -1, Msg: "the server does not validate", Kind: ErrInvalid, cause: err}
+		return 0, &Error{Op: op, Server: id, GPU: -1, Msg: "the server does not validate", Kind: ErrInvalid, cause: err}
+	}
+	if total := st.numGPUs(); len(s.GPUs) > topology.MaxClusterGPUs-total {
+		return 0, &Error{Op: op, Server: id, GPU: -1, Kind: ErrInvalid,
+			Msg: fmt.Sprintf("%d GPUs more than the %d held would make more than topology.MaxClusterGPUs (%d)", len(s.GPUs), total, topology.MaxClusterGPUs)}
 	}
 	if _, dup := st.byID[s.ID]; dup {
 		return 0, &Error{Op: op, Server: s.ID, GPU: -1, Msg: "a server of this id exists", Kind: ErrDuplicateServer}
@@ -771,6 +778,15 @@ func (st *State) AddServer(s topology.Server) (int, error) {
 	return p, nil
 }
 
+// numGPUs returns the GPUs of every server, healthy or not.
+func (st *State) numGPUs() int {
+	n := 0
+	for t := range st.types {
+		n += st.types[t].total
+	}
+	return n
+}
+
 // RemoveServer removes a server. Its GPUs are taken from their holders
 // (a holder left with none is forgotten), whose keys it returns, sorted.
 // The servers after it move down one position, and so do their GPUs in
@@ -778,7 +794,7 @@ func (st *State) AddServer(s topology.Server) (int, error) {
 func (st *State) RemoveServer(id string) ([]string, error) {
 	p, ok := st.byID[id]
 	if !ok {
-		return nil, &Error{Op: "remove server", Server: id, GPU: -1, Msg: "no such server", Kind: ErrUnknownServer}
+		return nil, &Error{Op: "remove server", Server: id, GPU: -1, Kind: ErrUnknownServer}
 	}
 	sv := &st.servers[p]
 	var affected []string

@@ -1,6 +1,10 @@
 package elastic
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/gpusched/gpusched/topology"
+)
 
 // Errors of this package; test them with errors.Is.
 var (
@@ -29,13 +33,13 @@ const (
 	MaxServers = 1 << 20
 	// MaxGPUsPerServer bounds a server's GPUs, and so a worker's (as
 	// topology does).
-	MaxGPUsPerServer = 1024
+	MaxGPUsPerServer = topology.MaxGPUsPerServer
 	// MaxGPUs bounds the GPUs a policy shares out.
 	MaxGPUs = MaxServers * MaxGPUsPerServer
 	// MaxLiveGPUs bounds the GPUs of the live cluster state a Cluster
 	// runs on, as topology bounds a cluster's: NewCluster's size, and what
 	// loans may grow a state to.
-	MaxLiveGPUs = 1 << 20
+	MaxLiveGPUs = topology.MaxClusterGPUs
 	// MaxWorkers bounds a job's workers, a Table's length and the items of
 	// ScalingItems.
 	MaxWorkers = 1 << 20

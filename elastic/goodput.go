@@ -206,8 +206,13 @@ type Config struct {
 }
 
 // Rate returns the goodput of a configuration on nodes and replicas:
-// (batch / step time) x efficiency / InitBatch.
+// (batch / step time) x efficiency / InitBatch. It is 0 unless
+// 1 <= nodes <= replicas (no placement: a negative count used to get a
+// rate).
 func (g *Goodput) Rate(nodes, replicas int, c Config) float64 {
+	if nodes < 1 || replicas < nodes {
+		return 0
+	}
 	t := g.Perf.StepTime(nodes, replicas, c.Atomic, c.Accum)
 	if !(t > 0) {
 		return 0
@@ -219,8 +224,12 @@ func (g *Goodput) Rate(nodes, replicas int, c Config) float64 {
 // replicas GPUs, as the Pollux artifact's non-adaptive jobs do: the
 // smallest accumulation that keeps the micro-batch within MaxAtomic (at
 // least one on a single GPU above the initial batch), the micro-batch
-// capped so the batch stays within MaxBatch.
+// capped so the batch stays within MaxBatch. It is the zero Config for
+// fewer than one replica.
 func (g *Goodput) FixedBatch(replicas int, batch float64) Config {
+	if replicas < 1 {
+		return Config{}
+	}
 	r := float64(replicas)
 	local := math.Ceil(batch/r - 1e-8)
 	accum := 0
@@ -243,8 +252,12 @@ func (g *Goodput) FixedBatch(replicas int, batch float64) Config {
 // micro-batch within MaxAtomic (at least one accumulation step on a single
 // GPU above the initial batch), dropping those whose micro-batch falls
 // outside [MinAtomic, MaxAtomic]. A configuration's Batch is the batch
-// it runs, replicas x Atomic x (Accum + 1).
+// it runs, replicas x Atomic x (Accum + 1). There are none for fewer than
+// one replica.
 func (g *Goodput) Candidates(replicas int) []Config {
+	if replicas < 1 {
+		return nil
+	}
 	r := float64(replicas)
 	lo := math.Max(g.InitBatch, g.MinAtomic*r)
 	steps := 50

@@ -99,6 +99,20 @@ func TestGoodputConfigs(t *testing.T) {
 		assert.LessOrEqual(t, g.Rate(1, 4, c), rate+1e-12)
 	}
 	assert.InDelta(t, rate, g.Rate(1, 4, best), 1e-12)
+	// No placement, no rate: fewer than one replica or node, or more
+	// nodes than replicas (FixedBatch(0, 128) used to give an
+	// accumulation of 2^63 - 1, Rate(-1, 0, ...) a positive rate).
+	for _, nr := range [][2]int{{1, 0}, {1, -4}, {0, 2}, {-1, 0}, {3, 2}} {
+		assert.Zero(t, g.Rate(nr[0], nr[1], Config{Batch: 64, Atomic: 32}), "%v", nr)
+		if nr[1] < 1 {
+			assert.Equal(t, Config{}, g.FixedBatch(nr[1], 128))
+		}
+		_, rate, ok := g.Best(nr[0], nr[1])
+		assert.False(t, ok, "%v", nr)
+		assert.Zero(t, rate)
+	}
+	assert.Nil(t, g.Candidates(0))
+	assert.Zero(t, Linear{2}.Throughput(-3))
 	// Micro-batch limits that no candidate meets.
 	g.MinAtomic, g.MaxAtomic = 300, 200
 	_, _, ok := g.Best(1, 1)

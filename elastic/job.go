@@ -40,8 +40,14 @@ type ProgressCurve interface {
 // for concurrent use.
 type Linear struct{ PerWorker float64 }
 
-// Throughput returns PerWorker x workers.
-func (l Linear) Throughput(workers int) float64 { return l.PerWorker * float64(workers) }
+// Throughput returns PerWorker x workers, and 0 for fewer than one worker
+// (as Table does; a negative count used to give a negative throughput).
+func (l Linear) Throughput(workers int) float64 {
+	if workers < 1 {
+		return 0
+	}
+	return l.PerWorker * float64(workers)
+}
 
 // Table is a measured or modelled scaling curve: Table[w-1] is the
 // throughput on w workers. Beyond its end the last entry holds (no gain

@@ -119,8 +119,8 @@ func BenchmarkReclaim500(b *testing.B) {
 
 // Above 10 servers (12 to 24, the oracle's reach) the issue
 // asks how the heuristic does: it is never better than the oracle, and it
-// matches it on most instances (the counts are logged; the README keeps
-// them).
+// matches it on most instances (the counts are logged; docs/reproduction.md
+// keeps them).
 func TestReclaimAbove10(t *testing.T) {
 	if testing.Short() {
 		t.Skip("exhaustive search over up to 2^24 server sets")

@@ -103,7 +103,7 @@ func (c *Coscheduler) SetGroup(name string, minMember int) error {
 	}
 	if g, ok := c.groups[name]; ok {
 		if g.min != minMember {
-			return fmt.Errorf("%w: group %q needs %d members, declared again with %d", ErrConflict, name, g.min, minMember)
+			return fmt.Errorf("%w: %q needs %d members, declared again with %d", ErrConflict, name, g.min, minMember)
 		}
 		return nil
 	}

@@ -48,7 +48,9 @@ type Start struct {
 // of the engine. A scheduler returns an error, never panics, when its input
 // is inconsistent (errors of this package's schedulers wrap ErrInvalid);
 // the engine then stops. Decide may reorder waiting and running and change
-// free. Whether an implementation is safe for concurrent use is its own:
+// free; the slices are the engine's and valid during the call only (the
+// simulator refills them at every event), so a scheduler that keeps a
+// view copies it. Whether an implementation is safe for concurrent use is its own:
 // this package's stateless ones (FIFO, Priority) are, OnServers is not.
 type Scheduler interface {
 	Decide(now float64, free []int, waiting, running []JobView) (Decision, error)

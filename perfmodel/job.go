@@ -41,15 +41,21 @@ func (k JobKey) WithScaleFactor(n int) JobKey {
 }
 
 // Validate checks that the model is named and the batch size and scale
-// factor are in range; errors are of kind [ErrInvalidJob].
+// factor are in range, with the bounds [ParseJobType] reads within (a name
+// of at most 256 bytes, a batch size of at most 1,073,741,824, a scale
+// factor of at most topology.MaxClusterGPUs); errors are of kind
+// [ErrInvalidJob].
 func (k JobKey) Validate() error {
 	switch {
+	case len(k.Model) > maxJobName:
+		return &JobError{Job: JobKey{Model: k.Model[:32] + "...", BatchSize: k.BatchSize, ScaleFactor: k.ScaleFactor}, Kind: ErrInvalidJob,
+			Msg: fmt.Sprintf("a model name of %d bytes is longer than %d", len(k.Model), maxJobName)}
 	case strings.TrimSpace(k.Model) == "":
 		return &JobError{Job: k, Kind: ErrInvalidJob, Msg: "the model has no name"}
-	case k.BatchSize < 0:
-		return &JobError{Job: k, Kind: ErrInvalidJob, Msg: fmt.Sprintf("batch size %d is negative", k.BatchSize)}
-	case k.ScaleFactor < 1:
-		return &JobError{Job: k, Kind: ErrInvalidJob, Msg: fmt.Sprintf("scale factor %d (want >= 1)", k.ScaleFactor)}
+	case k.BatchSize < 0 || k.BatchSize > maxBatchSize:
+		return &JobError{Job: k, Kind: ErrInvalidJob, Msg: fmt.Sprintf("batch size %d (want 0 to %d)", k.BatchSize, maxBatchSize)}
+	case k.ScaleFactor < 1 || k.ScaleFactor > maxScaleFactor:
+		return &JobError{Job: k, Kind: ErrInvalidJob, Msg: fmt.Sprintf("scale factor %d (want 1 to %d)", k.ScaleFactor, maxScaleFactor)}
 	}
 	return nil
 }

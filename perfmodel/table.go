@@ -70,7 +70,7 @@ const (
 	maxTableJobs  = 2048
 	maxPairCells  = 1 << 22
 	// maxScaleFactor and maxBatchSize bound a job key read from a file.
-	maxScaleFactor = 1 << 20
+	maxScaleFactor = topology.MaxClusterGPUs
 	maxBatchSize   = 1 << 30
 )
 

@@ -2,6 +2,7 @@ package perfmodel
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
 
@@ -159,7 +160,9 @@ func TestLookupErrors(t *testing.T) {
 		{"unknown batch size", key("ResNet-50", 256, 1), topology.V100, ErrUnknownJob, "the table has ResNet-50 at batch sizes 16, 32, 64, 128"},
 		{"unknown model", key("BERT", 32, 1), topology.V100, ErrUnknownJob, "the table has the models A3C, CycleGAN, LM, Recommendation, ResNet-18, ResNet-50, Transformer"},
 		{"zero scale factor", key("ResNet-18", 16, 0), topology.V100, ErrInvalidJob, "scale factor 0"},
-		{"negative batch", key("ResNet-18", -16, 1), topology.V100, ErrInvalidJob, "batch size -16 is negative"},
+		{"negative batch", key("ResNet-18", -16, 1), topology.V100, ErrInvalidJob, "batch size -16 (want 0 to 1073741824)"},
+		{"huge batch", key("ResNet-18", 1<<40, 1), topology.V100, ErrInvalidJob, "batch size 1099511627776 (want 0 to 1073741824)"},
+		{"huge scale factor", key("ResNet-18", 16, 1<<21), topology.V100, ErrInvalidJob, "scale factor 2097152 (want 1 to 1048576)"},
 		{"no model", key("", 16, 1), topology.V100, ErrInvalidJob, "no name"},
 	}
 	for _, tc := range tests {
@@ -302,6 +305,16 @@ func TestExtrapolated(t *testing.T) {
 	assert.ErrorIs(t, err, ErrUnknownJob)
 	_, err = e.Throughput(k8, topology.A100)
 	assert.ErrorIs(t, err, ErrUnknownGPUType)
+	// Beyond the largest cluster there is nothing to extrapolate to: a
+	// scale factor of 2^44 used to give 2e19 steps/s.
+	for _, sf := range []int{topology.MaxClusterGPUs + 1, 1 << 44, math.MaxInt} {
+		v, err := e.Throughput(k8.WithScaleFactor(sf), topology.V100)
+		require.ErrorIs(t, err, ErrInvalidJob, "%v steps/s", v)
+		assert.ErrorContains(t, err, "(want 1 to 1048576)")
+	}
+	vMax, err := e.Throughput(k8.WithScaleFactor(topology.MaxClusterGPUs), topology.V100)
+	require.NoError(t, err)
+	assert.InDelta(t, float64(topology.MaxClusterGPUs/8)*v8, vMax, 1e-6*vMax)
 }
 
 func FuzzParseJobType(f *testing.F) {

@@ -50,9 +50,9 @@ func bruteForce(s *topology.Server, free []bool, k int) quality {
 				inA, inB := mask>>a&1 == 1, mask>>b&1 == 1
 				switch {
 				case inA && inB:
-					q.own += w[a][b]
+					q.own += int(w[a][b])
 				case !inA && !inB:
-					q.rest += w[a][b]
+					q.rest += int(w[a][b])
 				}
 			}
 		}
@@ -217,6 +217,118 @@ func TestLocalSearchQuality(t *testing.T) {
 	t.Logf("local search: worst score ratio to the exact optimum %.3f", worst)
 }
 
+// Choosing more than half the free GPUs is the complement problem: the
+// local search grows the set left free. It is exact when one GPU is left
+// (every GPU is tried), and within 10% of the optimum (in the chosen set's
+// score above the worst set's) otherwise, on random servers of 12 to 16
+// GPUs checked against every subset.
+func TestLocalSearchComplement(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	worst := 1.0
+	for range 60 {
+		n := 12 + rng.IntN(5)
+		s := randomServer(rng, n)
+		free := allFree(n)
+		for _, k := range []int{n - 1, n - 2, n - 1 - rng.IntN(n/2-1)} {
+			local, err := GPUChooser{ExactLimit: 1}.Choose(s, free, k)
+			require.NoError(t, err)
+			require.Len(t, local, k)
+			require.True(t, slices.IsSorted(local))
+			got, want := qualityOf(s, free, local), bruteForce(s, free, k)
+			if k == n-1 {
+				require.Equal(t, want, got, "n %d k %d", n, k)
+			}
+			require.False(t, got.better(want))
+			worst = min(worst, float64(got.own)/float64(want.own))
+		}
+	}
+	assert.Greater(t, worst, 0.9)
+	t.Logf("complement local search: worst score ratio to the exact optimum %.3f", worst)
+	// All pairs alike: the lowest positions, as the exact search gives.
+	nvl := server(t, topology.ServerTemplate{Type: topology.B200, GPUs: 72, Interconnect: topology.NVSwitch})
+	got, err := GPUChooser{}.Choose(nvl, allFree(72), 70)
+	require.NoError(t, err)
+	assert.Equal(t, 70, got[69]+1)
+}
+
+// At 1,024 GPUs the local search bounds its work (it used to take 7 s to
+// choose 1,023 of 1,024, tens of seconds under load): choosing leaves the
+// least connected GPU free, and every answer is a set of k distinct free
+// GPUs.
+func TestChooseLargeServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,024 GPUs")
+	}
+	s := server(t, topology.ServerTemplate{Type: topology.B200, GPUs: 1024, Interconnect: topology.NVSwitch})
+	free := allFree(1024)
+	free[3] = false
+	for _, k := range []int{1, 8, 511, 512, 1021, 1022} {
+		got, err := GPUChooser{}.Choose(s, free, k)
+		require.NoError(t, err)
+		require.Len(t, got, k)
+		want := make([]int, 0, k) // all pairs alike: the lowest free positions
+		for i := 0; len(want) < k; i++ {
+			if free[i] {
+				want = append(want, i)
+			}
+		}
+		assert.Equal(t, want, got, "k %d", k)
+	}
+	// One GPU linked worse than the others is the one left out.
+	r := randomServer(rand.New(rand.NewPCG(1, 1)), 1024)
+	weak := 700
+	for j := range r.GPUs {
+		if j != weak {
+			r.Links[weak][j] = topology.Link{Class: topology.LinkCrossSocket}
+			r.Links[j][weak] = r.Links[weak][j]
+		}
+	}
+	got, err := GPUChooser{}.Choose(r, allFree(1024), 1023)
+	require.NoError(t, err)
+	assert.NotContains(t, got, weak)
+}
+
+// A hand-built server that does not validate is an error, never a panic
+// (a ragged link matrix used to index out of range) or a wrong answer (a
+// negative or huge NVLink count made scores negative or overflow).
+func TestChooseMalformedServer(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		break_ func(s *topology.Server)
+		msg    string
+	}{
+		{"ragged links", func(s *topology.Server) { s.Links[2] = s.Links[2][:3] }, "link matrix is not 8x8"},
+		{"short links", func(s *topology.Server) { s.Links = s.Links[:7] }, "link matrix is not 8x8"},
+		{"NVLinks -5", func(s *topology.Server) {
+			s.Links[0][1] = topology.Link{Class: topology.LinkNVLink, NVLinks: -5}
+			s.Links[1][0] = s.Links[0][1]
+		}, "links (want 1 to 64)"},
+		{"NVLinks 1<<40", func(s *topology.Server) {
+			s.Links[0][1] = topology.Link{Class: topology.LinkNVLink, NVLinks: 1 << 40}
+			s.Links[1][0] = s.Links[0][1]
+		}, "links (want 1 to 64)"},
+		{"asymmetric", func(s *topology.Server) { s.Links[0][1] = topology.Link{Class: topology.LinkCrossSocket} }, "asymmetric"},
+		{"no type", func(s *topology.Server) { s.GPUs[4].Type = "" }, "gpus[4]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := randomServer(rand.New(rand.NewPCG(5, 6)), 8)
+			tc.break_(s)
+			for _, limit := range []int{0, 1} { // exact and local
+				got, err := GPUChooser{ExactLimit: limit}.Choose(s, allFree(8), 3)
+				require.ErrorIs(t, err, ErrBadRequest, "chose %v", got)
+				assert.ErrorContains(t, err, tc.msg)
+			}
+		})
+	}
+	big := &topology.Server{ID: "big", GPUs: make([]topology.GPU, topology.MaxGPUsPerServer+1)}
+	for i := range big.GPUs {
+		big.GPUs[i] = topology.GPU{Index: i, Type: topology.V100, MemoryMiB: 16384}
+	}
+	_, err := GPUChooser{}.Choose(big, allFree(len(big.GPUs)), 2)
+	require.ErrorIs(t, err, ErrBadRequest)
+	assert.ErrorIs(t, err, topology.ErrInvalidCount)
+}
+
 func TestChooseErrors(t *testing.T) {
 	s := server(t, topology.ServerTemplate{Type: topology.V100, GPUs: 4})
 	_, err := GPUChooser{}.Choose(s, allFree(4), 5)
@@ -269,7 +381,10 @@ func BenchmarkChoose(b *testing.B) {
 		name string
 		s    *topology.Server
 		ks   []int
-	}{{"dgx1-8", dgx1, []int{2, 4}}, {"random-16", pcie16, []int{2, 3, 4, 8}}, {"nvl72", nvl72, []int{4, 8}}, {"random-72", mixed72, []int{4, 8}}} {
+	}{{"dgx1-8", dgx1, []int{2, 4}}, {"random-16", pcie16, []int{2, 3, 4, 8}}, {"random-24", randomServer(rng, 24), []int{12}},
+		{"nvl72", nvl72, []int{4, 8}}, {"random-72", mixed72, []int{4, 8, 36, 71}},
+		{"nvswitch-1024", server(b, topology.ServerTemplate{Type: topology.B200, GPUs: 1024, Interconnect: topology.NVSwitch}), []int{8, 512, 1023}},
+		{"random-1024", randomServer(rng, 1024), []int{8, 512, 1023}}} {
 		free := allFree(len(c.s.GPUs))
 		for _, k := range c.ks {
 			b.Run(fmt.Sprintf("%s/k=%d", c.name, k), func(b *testing.B) {

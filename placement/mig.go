@@ -122,7 +122,7 @@ type MIGPlanner struct {
 // Limits on the planner's input.
 const (
 	maxMIGDemand = 1 << 16
-	maxMIGGPUs   = 1 << 20
+	maxMIGGPUs   = topology.MaxClusterGPUs
 )
 
 // Plan chooses the layouts. Bad input (a GPU without product, a current

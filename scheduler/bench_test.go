@@ -19,7 +19,7 @@ func benchScheduler(b *testing.B, resetInterval float64) (*Scheduler, *rand.Rand
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := New(Config{Policy: &allocation.MaxMinFairness{}, Cluster: c, MinResetInterval: resetInterval})
+	s, err := New(Config{Policy: &allocation.MaxMinFairness{}, Cluster: c, Mechanism: allocation.Mechanism{MinResetInterval: resetInterval}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,8 +8,9 @@ import "errors"
 var (
 	// ErrInvalid: an argument that cannot be acted on: a job spec out of
 	// range (no GPUs, a NaN weight, no throughput), an empty or overlong
-	// key, a configuration without a policy, a snapshot that does not
-	// parse or does not fit the cluster.
+	// key, a configuration without a policy, a round that starts before
+	// the last one ended, a snapshot that does not parse, fails a check,
+	// or was taken on another cluster or configuration (*MismatchError).
 	ErrInvalid = errors.New("scheduler: invalid argument")
 	// ErrUnknownJob: no job has the given key.
 	ErrUnknownJob = errors.New("scheduler: unknown job")

@@ -77,3 +77,64 @@ func devices(as scheduler.Assignment) []int {
 	}
 	return out
 }
+
+// A restart: the state saved after a round is restored into a new
+// scheduler built with the same configuration, and the jobs keep their
+// GPUs at the next round, with the service they had received.
+func ExampleScheduler_Restore_attained() {
+	c, err := topology.ParseCompact("v100:8,k80:4", 4) // v100-0, v100-1, k80-0
+	if err != nil {
+		panic(err)
+	}
+	cfg := scheduler.Config{Policy: &allocation.MaxMinFairness{}, Cluster: c}
+	s, err := scheduler.New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	rates := map[topology.GPUType]float64{topology.V100: 3, topology.K80: 1}
+	for _, key := range []string{"resnet", "bert"} {
+		if err := s.Submit(key, scheduler.JobSpec{GPUs: 4, Throughput: rates}, 0); err != nil {
+			panic(err)
+		}
+	}
+	ctx := context.Background()
+	r, err := s.Round(ctx, 0)
+	if err != nil {
+		panic(err)
+	}
+	report := scheduler.RoundReport{Start: r.Start}
+	for _, as := range r.Assignments {
+		report.Ran = append(report.Ran, scheduler.Ran{Job: as.Jobs[0], Seconds: r.Length})
+	}
+	if err := s.Report(report); err != nil {
+		panic(err)
+	}
+	snap, err := s.Snapshot() // save it where the restarted process finds it
+	if err != nil {
+		panic(err)
+	}
+
+	restarted, err := scheduler.New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	if err := restarted.Restore(snap); err != nil {
+		panic(err)
+	}
+	st, err := restarted.Status("resnet")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("resnet has run %.0f s on V100s\n", st.Attained[topology.V100])
+	r, err = restarted.Round(ctx, r.Start+r.Length)
+	if err != nil {
+		panic(err)
+	}
+	for _, as := range r.Assignments {
+		fmt.Println(as.Jobs, as.Devices[0].Server, "kept:", as.Kept)
+	}
+	// Output:
+	// resnet has run 360 s on V100s
+	// [resnet] v100-0 kept: true
+	// [bert] v100-1 kept: true
+}

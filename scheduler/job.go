@@ -18,6 +18,11 @@ const (
 	MaxJobGPUs = 1 << 16
 )
 
+// maxAttained bounds a job's attained time on a type, in seconds: a
+// thousand times allocation.MaxTime, which no run of rounds within MaxTime
+// reaches; reports saturate at it, so that no report can make it infinite.
+const maxAttained = 1e3 * allocation.MaxTime
+
 // JobSpec describes a job to the scheduler. Every job is a gang: it runs
 // with all its GPUs at once, of one type, or not at all. A JobSpec is a
 // plain value, safe for concurrent reads; Submit and Update copy it.
@@ -54,12 +59,16 @@ type JobSpec struct {
 	// Gang names a group of jobs that run in the same rounds or not at all
 	// (each job of the group placed whole, or none of them runs).
 	Gang string `json:"gang,omitempty"`
-	// SingleServer keeps the job on one server: it waits rather than spread
-	// (Consolidated's Strict, for one job).
+	// SingleServer keeps the job on one server: it waits rather than
+	// spread, and does not run on a type no server of which has GPUs
+	// enough for it (it is unrunnable when no type it may run on has).
 	SingleServer bool `json:"single_server,omitempty"`
 	// RemainingSteps is the work left, in steps, in [0,
 	// allocation.MaxSteps] (policies such as makespan and finish-time
-	// fairness use it); reports of steps run count it down.
+	// fairness use it); 0 means unknown: the job runs until it is removed
+	// (JobStatus.RemainingKnown says which). Reports of steps run count
+	// known work down; when it reaches 0 the job has finished: it leaves
+	// the rounds (JobState Finished).
 	RemainingSteps float64 `json:"remaining_steps,omitempty"`
 	// Deadline is the time by which the job should finish (same clock as
 	// the rounds), in [0, allocation.MaxTime] seconds; 0 means none.
@@ -147,7 +156,8 @@ type job struct {
 	arrival float64
 	tier    *tier
 	pidx    int       // position in the tier's problem; -1 when stale
-	rates   []float64 // per scheduler type, with spec.GPUs GPUs
+	raw     []float64 // per scheduler type, with spec.GPUs GPUs
+	rates   []float64 // raw, 0 where it cannot fit one server when it must
 	class   int       // co-location class, -1 for none
 
 	// Accounting from reports.
@@ -159,32 +169,36 @@ type job struct {
 	lease  *lease
 	mark   uint64  // Report's mark
 	ranFor float64 // seconds reported with the mark
+
+	// Fate. own is the job's own unrunnability (NoReason when it can run
+	// on the cluster), unrun the same with its gang's (see refreshGang);
+	// finished is set when a report counts known remaining steps down to
+	// 0, announced once a Round has listed it; inTier tells whether it is
+	// in its tier's list (it takes part in the rounds); wait is why it
+	// waited in the last round (ReasonNew before its first).
+	own, unrun Reason
+	finished   bool
+	announced  bool
+	inTier     bool
+	wait       Reason
+	waitRound  uint64 // the epoch of the round wait is for
 }
 
 // ratesFor fills the job's rates over the scheduler's types. A type the
 // model cannot rate, or rates out of range, gets a rate of 0 (the job does
-// not run there) and the first such error is returned.
+// not run there) and the first such error is returned. The rates the
+// rounds see (rates) are 0 as well on a type no server of which holds a
+// SingleServer job (maskRates).
 func (s *Scheduler) ratesFor(j *job) error {
 	var first error
-	j.rates = resize(j.rates, len(s.types))
-	allowed := func(t topology.GPUType) bool {
-		if len(j.spec.Types) == 0 {
-			return true
-		}
-		for _, a := range j.spec.Types {
-			if a == t {
-				return true
-			}
-		}
-		return false
-	}
+	j.raw = resize(j.raw, len(s.types))
 	for k, t := range s.types {
-		j.rates[k] = 0
-		if !allowed(t) {
+		j.raw[k] = 0
+		if !j.allows(t) {
 			continue
 		}
 		if j.spec.Model == nil {
-			j.rates[k] = j.spec.Throughput[t]
+			j.raw[k] = j.spec.Throughput[t]
 			continue
 		}
 		key := *j.spec.Model
@@ -205,9 +219,28 @@ func (s *Scheduler) ratesFor(j *job) error {
 			}
 			continue
 		}
-		j.rates[k] = v
+		j.raw[k] = v
 	}
+	j.rates = resize(j.rates, len(s.types))
+	s.maskRates(j)
 	return first
+}
+
+// maskRates sets the rates the rounds see from the job's own: 0 on a type
+// where a SingleServer job is larger than every server (it would have to
+// spread). It reports whether they changed. O(types).
+func (s *Scheduler) maskRates(j *job) bool {
+	changed := false
+	for k, t := range s.types {
+		v := j.raw[k]
+		if j.spec.SingleServer && j.spec.GPUs > s.st.LargestServer(t) {
+			v = 0
+		}
+		if j.rates[k] != v {
+			j.rates[k], changed = v, true
+		}
+	}
+	return changed
 }
 
 func resize[T any](s []T, n int) []T {

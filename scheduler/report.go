@@ -30,20 +30,25 @@ type Ran struct {
 	Job string `json:"job"`
 	// Seconds is how long it ran, at most the round's length.
 	Seconds float64 `json:"seconds"`
-	// Steps is the work it did; it counts RemainingSteps down.
+	// Steps is the work it did; it counts RemainingSteps down, when they
+	// are known (above 0). A job whose known steps reach 0 has finished:
+	// it leaves the rounds and the next Round lists it in Finished.
 	Steps float64 `json:"steps,omitempty"`
 }
 
 // Report records what ran in the last round, before the next Round. A
 // round left without a report is credited in full (every job for the
-// time from its start to the next round's, at most its length). With
-// Config.Compat set to allocation.CompatGavel a job may be credited more
-// than a round (Gavel credits from the end of the last busy round).
+// round's length). Seconds
+// are at most the round's length, and the longest of them is when the
+// round ended (the next may start then). With Config.Compat set to
+// allocation.CompatGavel a job may be credited more than a round (Gavel
+// credits from the end of the last busy round), up to allocation.MaxTime
+// seconds; attained times saturate far above any reachable time.
 func (s *Scheduler) Report(rep RoundReport) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.last == nil || rep.Start != s.last.Start {
-		return fmt.Errorf("%w: report for the round at %v", ErrStaleReport, rep.Start)
+		return fmt.Errorf("%w: the report is for the round at %v", ErrStaleReport, rep.Start)
 	}
 	if s.reported {
 		return fmt.Errorf("%w: the round at %v is already reported", ErrStaleReport, rep.Start)
@@ -65,7 +70,7 @@ func (s *Scheduler) Report(rep RoundReport) error {
 			return fmt.Errorf("%w: job %q did not run in the round at %v", ErrStaleReport, r.Job, rep.Start)
 		case j.mark == s.mark:
 			return fmt.Errorf("%w: job %q reported twice", ErrInvalid, r.Job)
-		case !(r.Seconds >= 0) || r.Seconds > s.last.Length*(1+1e-9) && s.cfg.Compat != allocation.CompatGavel || math.IsInf(r.Seconds, 0):
+		case !(r.Seconds >= 0 && r.Seconds <= allocation.MaxTime) || r.Seconds > s.last.Length*(1+1e-9) && s.cfg.Compat != allocation.CompatGavel:
 			return fmt.Errorf("%w: job %q ran %v s in a round of %v s", ErrInvalid, r.Job, r.Seconds, s.last.Length)
 		case !finiteNonNeg(r.Steps):
 			return fmt.Errorf("%w: job %q: %v steps", ErrInvalid, r.Job, r.Steps)
@@ -79,19 +84,28 @@ func (s *Scheduler) Report(rep RoundReport) error {
 			return fmt.Errorf("%w: failed job %q did not run in the round at %v", ErrStaleReport, key, rep.Start)
 		}
 	}
+	end := s.last.Start
+	var finished []*job
 	for i, r := range rep.Ran {
 		j := ran[i]
+		if s.cfg.Compat != allocation.CompatGavel {
+			end = max(end, s.last.Start+min(r.Seconds, s.last.Length))
+		}
 		if k := j.unit.typ; k >= 0 { // -1: every GPU of its type left
-			j.attained[k] += r.Seconds
+			j.attained[k] = min(j.attained[k]+r.Seconds, maxAttained)
 		}
 		j.rounds++
-		if r.Steps > 0 {
+		if r.Steps > 0 && j.spec.RemainingSteps > 0 {
 			j.spec.RemainingSteps = math.Max(0, j.spec.RemainingSteps-r.Steps)
 			if t := j.tier; !t.dirty && j.pidx >= 0 && j.pidx < len(t.problem.Jobs) && t.problem.Jobs[j.pidx].ID == j.id {
 				t.problem.Jobs[j.pidx].RemainingSteps = j.spec.RemainingSteps
 			}
+			if j.spec.RemainingSteps == 0 {
+				finished = append(finished, j)
+			}
 		}
 	}
+
 	for _, key := range rep.Failed {
 		if j := inRound(key); j.lease != nil {
 			s.evict(j.lease.holder)
@@ -99,7 +113,12 @@ func (s *Scheduler) Report(rep RoundReport) error {
 	}
 	// Credit the mechanisms with what ran: a unit (a job, or a pair) for
 	// the longest time one of its jobs ran.
-	secs := func(j *job) (float64, bool) { return j.ranFor, j.mark == s.mark }
+	secs := func(j *job) (float64, bool) {
+		if j.mark != s.mark {
+			return 0, false // not in this report (ranFor is an older report's)
+		}
+		return j.ranFor, true
+	}
 	if err := s.creditMechanisms(func(u *unit) (float64, bool) {
 		d, ok := secs(u.jobs[0])
 		if u.jobs[1] != nil {
@@ -111,6 +130,16 @@ func (s *Scheduler) Report(rep RoundReport) error {
 		return err
 	}
 	s.reported = true
+	s.lastEnd = end
+	for _, j := range finished {
+		// It leaves the rounds (its GPUs are released at the next one).
+		j.finished = true
+		if g := j.spec.Gang; g != "" {
+			s.refreshGang(g)
+		} else {
+			s.settle(j)
+		}
+	}
 	return nil
 }
 
@@ -160,7 +189,7 @@ func (s *Scheduler) creditUnreported(now float64) error {
 	for _, j := range s.ranBefore {
 		if j.unit != nil && s.jobs[j.key] == j {
 			if k := j.unit.typ; k >= 0 { // -1: every GPU of its type left
-				j.attained[k] += d
+				j.attained[k] = min(j.attained[k]+d, maxAttained)
 			}
 			j.rounds++
 		}

@@ -3,6 +3,8 @@ package scheduler
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -24,8 +26,16 @@ type Round struct {
 	// Assignments are the jobs that run, each on its GPUs.
 	Assignments []Assignment
 	// Preempted are the jobs that ran in the last round and do not run in
-	// this one, sorted.
+	// this one (finished ones aside), sorted: an embedder stops them.
 	Preempted []string
+	// Waiting lists every job that does not run in this round, in order of
+	// submission, with its state (Waiting or Unrunnable) and the reason;
+	// with Assignments and Finished, a Round says what became of every
+	// job submitted (jobs that finished in an earlier round aside).
+	Waiting []JobFate
+	// Finished lists the jobs whose known remaining steps reached 0 at the
+	// last report, sorted: they left the rounds. Each is listed once.
+	Finished []string
 	// Reset reports that a policy solved its allocation for this round.
 	Reset bool
 	Stats RoundStats
@@ -67,8 +77,10 @@ type RoundStats struct {
 	// the same GPUs as before; Moves the running jobs that changed GPUs;
 	// Preemptions the jobs that ran last round and do not now; Unplaced
 	// the units that found no GPUs (fragmentation, single-server jobs);
-	// GangsDropped the gangs not admitted whole.
-	Assigned, Placed, Kept, Moves, Preemptions, Unplaced, GangsDropped int
+	// GangsDropped the gangs not admitted whole; Refilled the jobs given
+	// the GPUs left free after a gang was dropped (see the package
+	// documentation's round steps).
+	Assigned, Placed, Kept, Moves, Preemptions, Unplaced, GangsDropped, Refilled int
 	// ElasticGPUs counts the extra GPUs given to elastic jobs.
 	ElasticGPUs int
 	// BusyGPUs and HealthyGPUs count the GPUs held after the round and the
@@ -120,22 +132,20 @@ type scratch struct {
 }
 
 // Round computes the round that starts at now (seconds on the clock of
-// Submit; a round starts where the last one ended or later): each tier's
+// Submit). A round starts where the last one ended or later: at its
+// Start plus Length, or, once reported, at its Start plus the longest
+// Seconds its report gives (a round whose jobs all stopped early ended
+// early; under allocation.CompatGavel, whose reports credit more than the
+// round, a reported round ends at its Start); an earlier start is an
+// error wrapping ErrInvalid. A cancelled ctx is an error, whether or not
+// a policy solves. Each tier's
 // policy and round mechanism choose the jobs to run and their GPU types,
 // the jobs are placed on GPUs of the live state, gangs are admitted whole
 // or not at all, and elastic jobs grow into GPUs left over. The last
 // round is credited with its report, or in full without one. It returns
 // the assignments; the GPUs are held in the state until the next round.
 func (s *Scheduler) Round(ctx context.Context, now float64) (*Round, error) {
-	s.mu.Lock()
-	r, err := s.round(ctx, now)
-	var stats RoundStats
-	if err == nil {
-		// Read under the lock: with ReuseRounds, r is the next round's
-		// memory, which another goroutine's Round may overwrite at once.
-		stats = r.Stats
-	}
-	s.mu.Unlock()
+	r, stats, err := s.lockedRound(ctx, now)
 	if err != nil {
 		return nil, err
 	}
@@ -145,14 +155,31 @@ func (s *Scheduler) Round(ctx context.Context, now float64) (*Round, error) {
 	return r, nil
 }
 
+// lockedRound runs a round under the lock, released on every path (a
+// policy that panics included), and returns its statistics read under
+// it: with ReuseRounds, r is the next round's memory, which another
+// goroutine's Round may overwrite at once.
+func (s *Scheduler) lockedRound(ctx context.Context, now float64) (*Round, RoundStats, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.round(ctx, now)
+	if err != nil {
+		return nil, RoundStats{}, err
+	}
+	return r, r.Stats, nil
+}
+
 // round is the engine: named steps around one Rounds call per tier.
 func (s *Scheduler) round(ctx context.Context, now float64) (*Round, error) {
 	t0 := time.Now()
 	if !validTime(now) {
 		return nil, fmt.Errorf("%w: round at %v (want 0 to %g s)", ErrInvalid, now, allocation.MaxTime)
 	}
-	if s.last != nil && now < s.last.Start {
-		return nil, fmt.Errorf("%w: round at %v before the last one (%v)", ErrInvalid, now, s.last.Start)
+	if s.last != nil && now < s.lastEnd {
+		return nil, fmt.Errorf("%w: round at %v before the last one ended (it started at %v and ran until %v)", ErrInvalid, now, s.last.Start, s.lastEnd)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("scheduler: round at %v: %w", now, err)
 	}
 	if err := s.creditUnreported(now); err != nil {
 		return nil, err
@@ -165,13 +192,14 @@ func (s *Scheduler) round(ctx context.Context, now float64) (*Round, error) {
 	units := s.plan()
 	s.releaseStale()
 	s.place(units)
-	s.admitGangs(units)
+	units = s.refill(units, s.admitGangs(units))
 	s.consolidate(units)
 	s.grow(units)
 	r := s.publish(units, now)
 	s.stats.Took = time.Since(t0)
 	r.Stats = s.stats
 	s.last = r
+	s.lastEnd = now + r.Length
 	s.reported = false
 	s.roundsRun++
 	s.log.Debug("round", "start", now, "jobs", s.stats.Jobs, "reset", s.stats.Reset, "placed", s.stats.Placed,
@@ -310,12 +338,20 @@ func (s *Scheduler) buildProblem(t *tier) {
 	t.dirty = false
 }
 
-// pairHolder is the holder key of two jobs sharing GPUs.
+// pairHolder is the holder key of two jobs sharing GPUs: their keys,
+// the earlier job's first, joined by a NUL byte; when that would be longer
+// than cluster.MaxHolderLen (two keys of MaxKeyLen bytes), the later key
+// is replaced by two NUL bytes and the hex SHA-256 of it. Job keys hold no
+// NUL byte, so no two pairs, and no pair and a job, share a holder.
 func pairHolder(a, b *job) string {
 	if a.id > b.id {
 		a, b = b, a
 	}
-	return a.key + "\x00" + b.key
+	if len(a.key)+1+len(b.key) <= cluster.MaxHolderLen {
+		return a.key + "\x00" + b.key
+	}
+	sum := sha256.Sum256([]byte(b.key))
+	return a.key + "\x00\x00" + hex.EncodeToString(sum[:])
 }
 
 // plan turns the mechanism's assignments into units and extends the
@@ -453,8 +489,9 @@ func (s *Scheduler) place(units []unit) {
 	}
 }
 
-// admitGangs drops every gang some of whose jobs do not run this round.
-func (s *Scheduler) admitGangs(units []unit) {
+// admitGangs drops every gang some of whose jobs do not run this round,
+// and returns the GPUs per type it frees (nil when it drops none).
+func (s *Scheduler) admitGangs(units []unit) []int {
 	var running map[string]int
 	for i := range units {
 		for _, j := range units[i].jobs {
@@ -467,20 +504,24 @@ func (s *Scheduler) admitGangs(units []unit) {
 		}
 	}
 	if running == nil {
-		return
-	}
-	members := map[string]int{}
-	for _, j := range s.jobs {
-		if j.spec.Gang != "" {
-			members[j.spec.Gang]++
-		}
+		return nil
 	}
 	dropped := map[string]bool{}
 	for g, n := range running {
-		if n < members[g] {
+		members := 0
+		for _, m := range s.gangs[g] {
+			if m.inTier {
+				members++
+			}
+		}
+		if n < members {
 			dropped[g] = true
 		}
 	}
+	if len(dropped) == 0 {
+		return nil
+	}
+	freed := make([]int, len(s.types))
 	for i := range units {
 		u := &units[i]
 		if !u.placed {
@@ -488,13 +529,192 @@ func (s *Scheduler) admitGangs(units []unit) {
 		}
 		for _, j := range u.jobs {
 			if j != nil && dropped[j.spec.Gang] {
+				freed[u.typ] += len(s.st.Held(u.holder))
 				s.releaseLease(u.holder)
 				u.placed, u.kept, u.moved = false, false, false
 				break
 			}
 		}
 	}
+	for g := range dropped {
+		for _, m := range s.gangs[g] {
+			s.waits(m, ReasonGang)
+		}
+	}
 	s.stats.GangsDropped = len(dropped)
+	return freed
+}
+
+// refill is the rule of progress with gangs: when gang admission dropped
+// a gang, the GPUs left free go to the jobs that wait (a dropped gang's
+// included), so that no GPU a waiting job or gang could use stays idle
+// because a gang was dropped. The jobs and gangs that wait are taken in
+// order of priority (a gang's highest), then of least attained service,
+// arrival and ID (of a gang's first job in that order); each job goes to
+// the fastest type it may run on where the placer finds it room (its own
+// server only, for a SingleServer job), largest job of a gang first; a
+// gang is placed whole or not at all. With LeaveIdle, only as many GPUs
+// of each type as the dropped gangs freed are given. It returns the units
+// with those it placed (a job the mechanism chose keeps its unit).
+func (s *Scheduler) refill(units []unit, freed []int) []unit {
+	if freed == nil {
+		return units
+	}
+	budget := freed
+	if !s.cfg.LeaveIdle {
+		budget = make([]int, len(s.types))
+		for k, t := range s.types {
+			budget[k] = s.st.Free(t)
+		}
+	}
+	running := make(map[*job]bool, len(units))
+	single := make(map[*job]int) // the job's unplaced unit of its own
+	for i := range units {
+		u := &units[i]
+		for _, j := range u.jobs {
+			if j != nil && u.placed {
+				running[j] = true
+			}
+		}
+		if !u.placed && u.jobs[1] == nil {
+			single[u.jobs[0]] = i
+		}
+	}
+	// The groups that wait: jobs alone, and gangs (after gang admission a
+	// gang runs whole or not at all).
+	var groups [][]*job
+	byGang := map[string]int{}
+	for _, j := range s.order {
+		if !j.inTier || running[j] {
+			continue
+		}
+		if g := j.spec.Gang; g != "" {
+			if i, ok := byGang[g]; ok {
+				groups[i] = append(groups[i], j)
+				continue
+			}
+			byGang[g] = len(groups)
+		}
+		groups = append(groups, []*job{j})
+	}
+	for _, g := range groups {
+		slices.SortFunc(g, refillOrder)
+	}
+	slices.SortStableFunc(groups, func(a, b []*job) int { return refillOrder(a[0], b[0]) })
+	type placed struct {
+		j    *job
+		k    int
+		refs []cluster.GPURef
+	}
+	var got []placed
+	for _, g := range groups {
+		members := slices.SortedStableFunc(slices.Values(g), func(a, b *job) int { return cmp.Compare(b.spec.GPUs, a.spec.GPUs) })
+		got = got[:0]
+		for _, j := range members {
+			k, refs := s.refillPlace(j, budget)
+			if refs == nil {
+				break
+			}
+			if err := s.st.Bind(j.key, refs); err != nil {
+				s.log.Warn("bind", "holder", j.key, "err", err) // a bug: the placer offered GPUs not free
+				break
+			}
+			budget[k] -= len(refs)
+			got = append(got, placed{j, k, refs})
+		}
+		if len(got) < len(members) {
+			for _, p := range got { // the gang does not fit whole
+				s.st.Release(p.j.key)
+				budget[p.k] += len(p.refs)
+			}
+			continue
+		}
+		for _, p := range got {
+			j := p.j
+			i, ok := single[j]
+			if !ok {
+				units = append(units, unit{jobs: [2]*job{j, nil}, holder: j.key, tier: j.tier})
+				i = len(units) - 1
+			}
+			u := &units[i]
+			u.typ, u.tname, u.gpus, u.placed, u.kept = p.k, s.types[p.k], j.spec.GPUs, true, false
+			u.moved = j.unit != nil // it ran last round elsewhere
+			l := s.newLease()
+			l.holder, l.jobs, l.typ, l.typeName, l.epoch = j.key, u.jobs, p.k, s.types[p.k], s.epoch
+			s.addLease(l)
+			s.stats.Refilled++
+		}
+	}
+	s.scratch.units[s.scratch.cur] = units
+	return units
+}
+
+// refillOrder orders waiting jobs for refill: higher priority, then less
+// attained service, then earlier arrival, then lower ID.
+func refillOrder(a, b *job) int {
+	return cmp.Or(cmp.Compare(b.spec.Priority, a.spec.Priority), cmp.Compare(sum(a.attained), sum(b.attained)),
+		cmp.Compare(a.arrival, b.arrival), cmp.Compare(a.id, b.id))
+}
+
+func sum(v []float64) float64 {
+	t := 0.0
+	for _, x := range v {
+		t += x
+	}
+	return t
+}
+
+// refillPlace finds a job room on the fastest type it may run on that
+// has room within the budget; it returns the type and the GPUs, or nil.
+func (s *Scheduler) refillPlace(j *job, budget []int) (int, []cluster.GPURef) {
+	p := &s.placer
+	if j.spec.SingleServer {
+		p = &s.single
+	}
+	tried := make([]bool, len(s.types))
+	for {
+		best := -1
+		for k := range s.types {
+			if !tried[k] && j.rates[k] > 0 && budget[k] >= j.spec.GPUs && (best < 0 || j.rates[k] > j.rates[best]) {
+				best = k
+			}
+		}
+		if best < 0 {
+			return -1, nil
+		}
+		tried[best] = true
+		refs, err := p.PlaceOn(s.st, s.types[best], j.spec.GPUs, nil)
+		if err != nil {
+			s.log.Warn("place", "holder", j.key, "err", err) // a bug: New checks the placer
+			continue
+		}
+		if refs != nil {
+			return best, refs
+		}
+	}
+}
+
+// waits records why a job waits in this round, the most telling reason
+// kept: its gang, then the loss of its GPUs, then no room, then no
+// capacity.
+func (s *Scheduler) waits(j *job, r Reason) {
+	if j.waitRound != s.epoch || waitRank(r) > waitRank(j.wait) {
+		j.wait, j.waitRound = r, s.epoch
+	}
+}
+
+func waitRank(r Reason) int {
+	switch r {
+	case ReasonGang:
+		return 4
+	case ReasonPreempted:
+		return 3
+	case ReasonNoRoom:
+		return 2
+	case ReasonNoCapacity:
+		return 1
+	}
+	return 0
 }
 
 // consolidate moves kept multi-server units to fewer servers when that
@@ -647,6 +867,9 @@ func (s *Scheduler) growUnit(u *unit, typ topology.GPUType, n int) int {
 			return 0
 		}
 		l.extra = append(l.extra[:0], sc.refs...)
+		if u.jobs[0].spec.SingleServer {
+			return local // its own server only
+		}
 		more, err := s.placer.PlaceOn(s.st, typ, n-local, nil)
 		if err == nil && more != nil && s.st.Bind(u.holder, more) == nil {
 			l.extra = append(l.extra, more...)
@@ -669,6 +892,24 @@ func containsServer(refs []cluster.GPURef, s int) bool {
 	return false
 }
 
+// fates appends the fate of every job that does not run in this round,
+// in order of submission, and records why each waits.
+func (s *Scheduler) fates(dst []JobFate) []JobFate {
+	dst = slices.Grow(dst, len(s.order)-len(s.ranBefore)) // at most the jobs that do not run
+	for _, j := range s.order {
+		switch {
+		case j.finished || j.unit != nil:
+			continue
+		case j.unrun != NoReason:
+			dst = append(dst, JobFate{Job: j.key, State: Unrunnable, Reason: j.unrun})
+			continue
+		}
+		s.waits(j, ReasonNoCapacity)
+		dst = append(dst, JobFate{Job: j.key, State: Waiting, Reason: j.wait})
+	}
+	return dst
+}
+
 // publish builds the round's answer and moves the jobs' pointers to this
 // round's units.
 func (s *Scheduler) publish(units []unit, now float64) *Round {
@@ -676,7 +917,7 @@ func (s *Scheduler) publish(units []unit, now float64) *Round {
 	if s.cfg.ReuseRounds && s.last != nil {
 		r = s.last
 	}
-	*r = Round{Start: now, Length: s.roundLength(), Reset: s.stats.Reset, Assignments: r.Assignments[:0]}
+	*r = Round{Start: now, Length: s.roundLength(), Reset: s.stats.Reset, Assignments: r.Assignments[:0], Waiting: r.Waiting[:0]}
 	placed, gpus, njobs := 0, 0, 0
 	for i := range units {
 		if units[i].placed {
@@ -734,10 +975,28 @@ func (s *Scheduler) publish(units []unit, now float64) *Round {
 		r.Assignments = append(r.Assignments, as)
 	}
 	for _, j := range prev {
-		if j.unit == nil && s.jobs[j.key] == j {
+		if j.unit == nil && s.jobs[j.key] == j && !j.finished {
 			r.Preempted = append(r.Preempted, j.key)
+			s.waits(j, ReasonPreempted)
 		}
 	}
+	for i := range units {
+		if u := &units[i]; !u.placed {
+			for _, j := range u.jobs {
+				if j != nil {
+					s.waits(j, ReasonNoRoom)
+				}
+			}
+		}
+	}
+	r.Waiting = s.fates(r.Waiting[:0])
+	for _, j := range s.order {
+		if j.finished && !j.announced {
+			j.announced = true
+			r.Finished = append(r.Finished, j.key)
+		}
+	}
+	slices.Sort(r.Finished)
 	clear(prev)
 	s.scratch.ranSpare = prev
 	if s.cfg.ReuseRounds {

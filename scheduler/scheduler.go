@@ -38,19 +38,12 @@ type Config struct {
 	// cluster's types it does not list follow by name. Default: by name.
 	Types []topology.GPUType
 
+	// Mechanism configures each tier's round mechanism (allocation.Rounds):
 	// RoundLength (default 360 s), MinResetInterval (default 1920 s; a
 	// negative value re-solves at every change), GlobalQueue, TypeOrder
 	// (default fastest first), ShuffleTypes, Seed, LeaveIdle (default
-	// work-conserving) and Compat configure each tier's round mechanism,
-	// as in allocation.Rounds.
-	RoundLength      float64
-	MinResetInterval float64
-	GlobalQueue      bool
-	TypeOrder        []topology.GPUType
-	ShuffleTypes     bool
-	Seed             uint64
-	LeaveIdle        bool
-	Compat           allocation.Compat
+	// work-conserving) and Compat, as sim.Config's do.
+	allocation.Mechanism
 
 	// Placer places jobs on servers; the default is Consolidated with a
 	// GPUChooser inside servers (fewest servers, best links). A Chooser's
@@ -116,6 +109,8 @@ type Scheduler struct {
 
 	jobs   map[string]*job
 	byID   map[int]*job
+	order  []*job            // the jobs by ID (order of submission)
+	gangs  map[string][]*job // the jobs of each gang
 	nextID int
 	tiers  []*tier // by priority, highest first
 
@@ -127,7 +122,8 @@ type Scheduler struct {
 	epoch      uint64
 	mark       uint64 // Report's
 
-	last      *Round // the last round, for Report
+	last      *Round  // the last round, for Report
+	lastEnd   float64 // when it ended (see Round)
 	reported  bool
 	ranBefore []*job // the jobs of the last round's units
 	stats     RoundStats
@@ -152,16 +148,16 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.Policy == nil {
 		return nil, fmt.Errorf("%w: no policy", ErrInvalid)
 	}
+	if err := cfg.ValidateMechanism(); err != nil {
+		return nil, fmt.Errorf("%w: Config.Mechanism: %w", ErrInvalid, err)
+	}
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"RoundLength", cfg.RoundLength}, {"MinResetInterval", cfg.MinResetInterval}, {"MigrationCost", cfg.MigrationCost}, {"SpreadPenalty", cfg.SpreadPenalty}} {
+	}{{"MigrationCost", cfg.MigrationCost}, {"SpreadPenalty", cfg.SpreadPenalty}} {
 		if !(f.v >= -allocation.MaxTime && f.v <= allocation.MaxTime) {
 			return nil, fmt.Errorf("%w: Config.%s %v (want a number from %g to %g)", ErrInvalid, f.name, f.v, -allocation.MaxTime, allocation.MaxTime)
 		}
-	}
-	if cfg.RoundLength < 0 {
-		return nil, fmt.Errorf("%w: Config.RoundLength %v (want 0 for the default, or more)", ErrInvalid, cfg.RoundLength)
 	}
 	if cfg.SpreadPenalty < 0 || cfg.SpreadPenalty > 1 {
 		return nil, fmt.Errorf("%w: Config.SpreadPenalty %v (want 0 to 1)", ErrInvalid, cfg.SpreadPenalty)
@@ -180,7 +176,7 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	s := &Scheduler{
 		cfg: cfg, st: st, log: cfg.Logger,
-		jobs: map[string]*job{}, byID: map[int]*job{}, leases: map[string]*lease{},
+		jobs: map[string]*job{}, byID: map[int]*job{}, gangs: map[string][]*job{}, leases: map[string]*lease{},
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -201,12 +197,7 @@ func New(cfg Config) (*Scheduler, error) {
 	return s, nil
 }
 
-func (s *Scheduler) roundLength() float64 {
-	if s.cfg.RoundLength > 0 {
-		return s.cfg.RoundLength
-	}
-	return 360
-}
+func (s *Scheduler) roundLength() float64 { return s.cfg.EffectiveRoundLength() }
 
 func (s *Scheduler) migrationCost() float64 {
 	if s.cfg.MigrationCost == 0 {
@@ -314,9 +305,7 @@ func (s *Scheduler) tierOf(priority int) *tier {
 // reuse memory: a tier's round is read (plan, reports) before the next.
 func (s *Scheduler) newMechanism() *allocation.Rounds {
 	return &allocation.Rounds{
-		Policy: s.cfg.Policy, RoundLength: s.cfg.RoundLength, MinResetInterval: s.cfg.MinResetInterval,
-		GlobalQueue: s.cfg.GlobalQueue, TypeOrder: s.cfg.TypeOrder, ShuffleTypes: s.cfg.ShuffleTypes, Seed: s.cfg.Seed,
-		LeaveIdle: s.cfg.LeaveIdle, Compat: s.cfg.Compat, ReuseRounds: true,
+		Policy: s.cfg.Policy, Mechanism: s.cfg.Mechanism, ReuseRounds: true,
 	}
 }
 
@@ -363,20 +352,14 @@ func (s *Scheduler) Submit(key string, spec JobSpec, now float64) error {
 	s.nextID++
 	s.jobs[key] = j
 	s.byID[j.id] = j
-	t := s.tierOf(spec.Priority)
-	j.tier = t
-	t.jobs = append(t.jobs, j)
-	t.dirty = true
+	s.order = append(s.order, j)
+	j.tier = s.tierOf(spec.Priority)
+	s.joinGang(j)
+	s.refreshJob(j)
 	return nil
 }
 
-func (s *Scheduler) modelKey(j *job) perfmodel.JobKey {
-	k := *j.spec.Model
-	if k.ScaleFactor == 0 {
-		k.ScaleFactor = j.spec.GPUs
-	}
-	return k
-}
+func (s *Scheduler) modelKey(j *job) perfmodel.JobKey { return modelKeyOf(j.spec) }
 
 func cloneSpec(spec JobSpec) JobSpec {
 	spec.Types = slices.Clone(spec.Types)
@@ -398,7 +381,12 @@ func cloneSpec(spec JobSpec) JobSpec {
 // remaining steps, its weight). The job keeps its arrival and its place in
 // the rounds; a change of GPUs, types, rates, priority or gang takes
 // effect at the next round, which re-solves when the policy sees a change
-// of jobs. Its model key cannot change.
+// of jobs. GPUs it holds that no longer fit the spec (another count, a
+// type it may no longer run on, elastic GPUs beyond MaxGPUs) are
+// released at once. Its fate is looked at again (it may become
+// unrunnable, or runnable). A finished job returns to the rounds when the
+// spec gives it remaining steps, and stays finished otherwise. Its model
+// key cannot change.
 func (s *Scheduler) Update(key string, spec JobSpec) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -410,7 +398,7 @@ func (s *Scheduler) Update(key string, spec JobSpec) error {
 		return fmt.Errorf("job %q: %w", key, err)
 	}
 	spec = cloneSpec(spec)
-	if (spec.Model == nil) != (j.spec.Model == nil) || spec.Model != nil && s.modelKeyOf(spec) != s.modelKey(j) {
+	if (spec.Model == nil) != (j.spec.Model == nil) || spec.Model != nil && modelKeyOf(spec) != s.modelKey(j) {
 		return fmt.Errorf("%w: job %q: the model key cannot change", ErrInvalid, key)
 	}
 	old := j.spec
@@ -420,31 +408,65 @@ func (s *Scheduler) Update(key string, spec JobSpec) error {
 		_ = s.ratesFor(j)
 		return err
 	}
-	if spec.Priority != old.Priority {
+	if spec.Priority != old.Priority && j.inTier {
 		s.detach(j)
-		t := s.tierOf(spec.Priority)
-		j.tier = t
-		t.jobs = append(t.jobs, j)
-		slices.SortFunc(t.jobs, func(a, b *job) int { return cmp.Compare(a.id, b.id) })
 	}
-	j.tier.dirty = true
+	j.tier = s.tierOf(spec.Priority)
+	if j.finished && spec.RemainingSteps > 0 {
+		j.finished, j.announced = false, false
+	}
+	if j.finished {
+		j.spec.RemainingSteps = 0
+	}
+	if l := j.lease; l != nil && l.jobs[1] == nil && len(l.extra) > j.spec.maxGPUs()-j.spec.GPUs {
+		_ = s.st.ReleaseGPUs(l.holder, l.extra) // elastic GPUs beyond its new range
+		l.extra = l.extra[:0]
+	}
+	if l := j.lease; l != nil && !s.leaseFits(l) {
+		s.releaseLease(l.holder) // its size or type no longer fits the spec
+	}
+	if old.Gang != spec.Gang {
+		j.spec.Gang = old.Gang
+		s.leaveGang(j)
+		j.spec.Gang = spec.Gang
+		s.joinGang(j)
+		if old.Gang != "" {
+			s.refreshGang(old.Gang)
+		}
+	}
+	s.refreshJob(j)
+	if j.inTier {
+		j.tier.dirty = true
+	}
 	return nil
 }
 
-func (s *Scheduler) modelKeyOf(spec JobSpec) perfmodel.JobKey {
-	k := *spec.Model
-	if k.ScaleFactor == 0 {
-		k.ScaleFactor = spec.GPUs
+// leaseFits tells whether a lease still fits its jobs' specs: base GPUs
+// as many as each asks for, of a type each may run on with a rate, and
+// extras within their elastic range.
+func (s *Scheduler) leaseFits(l *lease) bool {
+	base := len(s.st.Held(l.holder)) - len(l.extra)
+	for _, j := range l.jobs {
+		if j == nil {
+			continue
+		}
+		if base != j.spec.GPUs || l.typ < 0 || !j.allows(l.typeName) || j.rates[l.typ] <= 0 {
+			return false
+		}
+		if l.jobs[1] == nil && len(l.extra) > j.spec.maxGPUs()-j.spec.GPUs {
+			return false
+		}
 	}
-	return k
+	return true
 }
 
-// detach takes a job out of its tier.
+// detach takes a job out of its tier's list.
 func (s *Scheduler) detach(j *job) {
 	t := j.tier
 	if i := slices.Index(t.jobs, j); i >= 0 {
 		t.jobs = slices.Delete(t.jobs, i, i+1)
 	}
+	j.inTier, j.pidx = false, -1
 	t.dirty = true
 	if len(t.jobs) == 0 {
 		// An empty tier keeps its mechanism: the next job of its priority
@@ -466,9 +488,18 @@ func (s *Scheduler) Remove(key string) error {
 	if j.lease != nil {
 		s.releaseLease(j.lease.holder)
 	}
-	s.detach(j)
+	if j.inTier {
+		s.detach(j)
+	}
 	delete(s.jobs, key)
 	delete(s.byID, j.id)
+	if i, ok := slices.BinarySearchFunc(s.order, j.id, func(a *job, id int) int { return a.id - id }); ok {
+		s.order = slices.Delete(s.order, i, i+1)
+	}
+	s.leaveGang(j)
+	if g := j.spec.Gang; g != "" {
+		s.refreshGang(g) // the gang may run without it
+	}
 	return nil
 }
 
@@ -483,6 +514,7 @@ func (s *Scheduler) AddServer(srv topology.Server) error {
 		return err
 	}
 	s.refreshTypes()
+	s.refreshAll()
 	s.log.Info("server added", "server", srv.ID, "gpus", len(srv.GPUs))
 	return nil
 }
@@ -495,13 +527,24 @@ func (s *Scheduler) RemoveServer(id string) ([]string, error) {
 	defer s.mu.Unlock()
 	p, ok := s.st.ServerIndex(id)
 	if !ok {
-		return nil, &cluster.Error{Op: "remove server", Server: id, GPU: -1, Msg: "no such server", Kind: cluster.ErrUnknownServer}
+		return nil, &cluster.Error{Op: "remove server", Server: id, GPU: -1, Kind: cluster.ErrUnknownServer}
 	}
 	evicted := s.evictOn(p, nil)
 	if _, err := s.st.RemoveServer(id); err != nil {
 		return nil, err
 	}
+	// The servers after it moved down one position, in the state's
+	// holdings and in the leases' elastic GPUs alike (no lease holds a
+	// GPU of the server any more).
+	for _, l := range s.leaseList {
+		for i := range l.extra {
+			if l.extra[i].Server > p {
+				l.extra[i].Server--
+			}
+		}
+	}
 	s.refreshTypes()
+	s.refreshAll()
 	s.log.Info("server removed", "server", id, "evicted", evicted)
 	return evicted, nil
 }
@@ -551,7 +594,7 @@ func (s *Scheduler) RecoverGPUs(server string, indices ...int) error {
 func (s *Scheduler) refsOf(server string, indices []int) ([]cluster.GPURef, error) {
 	p, ok := s.st.ServerIndex(server)
 	if !ok {
-		return nil, &cluster.Error{Op: "lookup", Server: server, GPU: -1, Msg: "no such server", Kind: cluster.ErrUnknownServer}
+		return nil, &cluster.Error{Op: "lookup", Server: server, GPU: -1, Kind: cluster.ErrUnknownServer}
 	}
 	if len(indices) == 0 {
 		refs := make([]cluster.GPURef, len(s.st.Server(p).GPUs))
@@ -609,7 +652,9 @@ func (s *Scheduler) evict(holder string) []string {
 // pods it placed): they become the job's lease, which the next round keeps
 // if the job runs again on as many GPUs of that type. All or nothing: GPUs
 // that are unknown, failed or held, or of several types, are an error and
-// bind nothing. A job binds once; Remove or a round releases it.
+// bind nothing, and so are devices other than as many as the job's GPUs,
+// or of a type it may not run on or has no rate for. A job binds once;
+// Remove or a round releases it.
 func (s *Scheduler) Bind(key string, devices []Device) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -620,8 +665,11 @@ func (s *Scheduler) Bind(key string, devices []Device) error {
 	if j.lease != nil {
 		return fmt.Errorf("%w: job %q already holds GPUs", ErrInvalid, key)
 	}
-	if len(devices) == 0 {
-		return fmt.Errorf("%w: job %q: no devices to bind", ErrInvalid, key)
+	if j.finished {
+		return fmt.Errorf("%w: job %q has finished", ErrInvalid, key)
+	}
+	if len(devices) != j.spec.GPUs {
+		return fmt.Errorf("%w: job %q: %d devices to bind for a job of %d GPUs", ErrInvalid, key, len(devices), j.spec.GPUs)
 	}
 	refs := make([]cluster.GPURef, 0, len(devices))
 	var typ topology.GPUType
@@ -637,6 +685,9 @@ func (s *Scheduler) Bind(key string, devices []Device) error {
 		typ = t
 		refs = append(refs, r)
 	}
+	if k, ok := s.typeIdx[typ]; !ok || !j.allows(typ) || j.raw[k] <= 0 {
+		return fmt.Errorf("%w: job %q cannot run on %s (not among its types, or no rate there)", ErrInvalid, key, typ)
+	}
 	if err := s.st.Bind(key, refs); err != nil {
 		return err
 	}
@@ -646,20 +697,32 @@ func (s *Scheduler) Bind(key string, devices []Device) error {
 	return nil
 }
 
-// View calls fn with the live cluster state under the scheduler's lock,
-// for readers such as a Kubernetes plugin's Filter and Score. fn must not
-// change the state nor keep it after it returns.
-func (s *Scheduler) View(fn func(st *cluster.State)) {
+// View calls fn with read-only access to the live cluster state, under
+// the scheduler's lock, for readers such as a Kubernetes plugin's Filter
+// and Score. The view is valid until fn returns; fn must not call the
+// scheduler (its lock is held).
+func (s *Scheduler) View(fn func(v *ClusterView)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	fn(s.st)
+	v := &ClusterView{st: s.st}
+	defer func() { v.st = nil }()
+	fn(v)
 }
 
 // JobStatus is what the scheduler knows of a job: a copy the caller
 // owns, safe for concurrent reads.
 type JobStatus struct {
-	Spec    JobSpec
-	Arrival float64
+	Spec JobSpec
+	// State is where the job stands now, and Reason why it waits or
+	// cannot run (NoReason while it runs or once it has finished).
+	State  JobState
+	Reason Reason
+	// RemainingKnown tells whether Spec.RemainingSteps is known: false
+	// when the spec gave none (0: unknown work, the job runs until it is
+	// removed); true when it gave some, counted down by reports, and for
+	// a finished job (0 left).
+	RemainingKnown bool
+	Arrival        float64
 	// Devices are the GPUs the job holds now (after the last round), and
 	// Type their type; none while it waits.
 	Devices []Device
@@ -682,7 +745,9 @@ func (s *Scheduler) Status(key string) (JobStatus, error) {
 	if !ok {
 		return JobStatus{}, fmt.Errorf("%w: %q", ErrUnknownJob, key)
 	}
-	out := JobStatus{Spec: cloneSpec(j.spec), Arrival: j.arrival, Rounds: j.rounds, Attained: map[topology.GPUType]float64{}}
+	out := JobStatus{Spec: cloneSpec(j.spec), Arrival: j.arrival, Rounds: j.rounds, Attained: map[topology.GPUType]float64{},
+		RemainingKnown: j.finished || j.spec.RemainingSteps > 0}
+	out.State, out.Reason = s.fate(j)
 	for k, v := range j.attained {
 		if v > 0 {
 			out.Attained[s.types[k]] = v

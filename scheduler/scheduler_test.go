@@ -49,7 +49,7 @@ func checkRound(t *testing.T, s *Scheduler, r *Round) {
 	t.Helper()
 	seen := map[Device]bool{}
 	jobs := map[string]bool{}
-	s.View(func(st *cluster.State) {
+	s.View(func(st *ClusterView) {
 		require.NoError(t, st.Check())
 		for _, as := range r.Assignments {
 			require.NotEmpty(t, as.Jobs)
@@ -265,7 +265,7 @@ func TestCreditAfterTypesChange(t *testing.T) {
 					if report {
 						err = s.Report(RoundReport{Start: 0, Ran: []Ran{{Job: "a", Seconds: 100}}})
 					} else {
-						_, err = s.Round(ctx, 100)
+						_, err = s.Round(ctx, 360) // credited in full
 					}
 				})
 				require.NoError(t, err)
@@ -274,6 +274,9 @@ func TestCreditAfterTypesChange(t *testing.T) {
 				want := map[topology.GPUType]float64{}
 				if len(tc.remove) == 0 || tc.ran != topology.K80 && tc.remove[0] == "k80-0" {
 					want[tc.ran] = 100 // its type is still there
+					if !report {
+						want[tc.ran] = 360
+					}
 				}
 				assert.Equal(t, want, st.Attained)
 				assert.Equal(t, 1, st.Rounds)
@@ -414,7 +417,7 @@ func TestSnapshotRestore(t *testing.T) {
 		assert.Equal(t, a.Arrival, b.Arrival, k)
 		assert.Equal(t, devNames(a.Devices), devNames(b.Devices), k)
 	}
-	s2.View(func(st *cluster.State) {
+	s2.View(func(st *ClusterView) {
 		r, _ := st.Lookup("k80-0", 3)
 		assert.True(t, st.Failed(r))
 	})
@@ -632,12 +635,18 @@ func TestConcurrentUse(t *testing.T) {
 		for range 20 {
 			_, _ = s.FailGPUs("v100-0", rng.IntN(4))
 			_ = s.RecoverGPUs("v100-0")
-			_, _ = s.Snapshot()
-			_, _ = s.Status("g0-1")
+			data, _ := s.Snapshot()
+			_, _ = s.Adopt(data) // refused: the scheduler has jobs
+			_ = s.Restore(data)
+			if st, err := s.Status("g0-1"); err == nil {
+				st.Spec.RemainingSteps = 100
+				_ = s.Update("g0-1", st.Spec)
+			}
+			s.View(func(v *ClusterView) { _ = v.Holders() })
 		}
 	})
 	wg.Wait()
-	s.View(func(st *cluster.State) { require.NoError(t, st.Check()) })
+	s.View(func(st *ClusterView) { require.NoError(t, st.Check()) })
 }
 
 // Space sharing (the class table, its view in every problem) and servers
@@ -652,9 +661,9 @@ func TestConcurrentSpaceSharingAndServers(t *testing.T) {
 	keys := []perfmodel.JobKey{{Model: "ResNet-18", BatchSize: 64}, {Model: "ResNet-50", BatchSize: 32},
 		{Model: "Transformer", BatchSize: 128}, {Model: "LM", BatchSize: 20}, {Model: "A3C"}}
 	var k80 topology.Server
-	s.View(func(st *cluster.State) {
+	s.View(func(st *ClusterView) {
 		p, _ := st.ServerIndex("k80-0")
-		k80 = *st.Server(p)
+		k80 = st.Server(p)
 	})
 	var wg sync.WaitGroup
 	done := make(chan struct{})
@@ -701,7 +710,7 @@ func TestConcurrentSpaceSharingAndServers(t *testing.T) {
 		}
 	})
 	wg.Wait()
-	s.View(func(st *cluster.State) { require.NoError(t, st.Check()) })
+	s.View(func(st *ClusterView) { require.NoError(t, st.Check()) })
 }
 
 // With ReuseRounds, concurrent Rounds return the same memory, which each

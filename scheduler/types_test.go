@@ -276,11 +276,11 @@ func TestConfigAndUpdateErrorsName(t *testing.T) {
 		cfg   Config
 		field string
 	}{
-		{Config{RoundLength: math.NaN()}, "Config.RoundLength NaN"},
+		{Config{Mechanism: allocation.Mechanism{RoundLength: math.NaN()}}, "Config.Mechanism: allocation: invalid problem: round length NaN s"},
 		{Config{MigrationCost: math.NaN()}, "Config.MigrationCost NaN"},
-		{Config{MinResetInterval: math.Inf(1)}, "Config.MinResetInterval +Inf"},
+		{Config{Mechanism: allocation.Mechanism{MinResetInterval: math.Inf(1)}}, "Config.Mechanism: allocation: invalid problem: minimum reset interval +Inf s"},
 		{Config{SpreadPenalty: math.NaN()}, "Config.SpreadPenalty NaN"},
-		{Config{RoundLength: -1}, "Config.RoundLength -1"},
+		{Config{Mechanism: allocation.Mechanism{RoundLength: -1}}, "Config.Mechanism: allocation: invalid problem: round length -1 s, outside [0, 1e+15] (0 means 360)"},
 		{Config{SpreadPenalty: 2}, "Config.SpreadPenalty 2"},
 	} {
 		tc.cfg.Policy = &allocation.MaxMinFairness{}
@@ -298,8 +298,22 @@ func TestConfigAndUpdateErrorsName(t *testing.T) {
 // job alone with on a type, from its snapshot.
 func mechReceived(t *testing.T, s *Scheduler, key string, typ topology.GPUType) float64 {
 	t.Helper()
-	j := s.jobs[key]
-	data, err := j.tier.mech.Snapshot()
+	v, ok := mechUnitReceived(t, s, typ, key)
+	require.True(t, ok, "no unit of job %s", key)
+	return v
+}
+
+// mechUnitReceived returns the time the first job's tier's mechanism
+// credited the unit of the jobs (one, or a pair) with on a type, from its
+// snapshot, and whether it has such a unit.
+func mechUnitReceived(t *testing.T, s *Scheduler, typ topology.GPUType, keys ...string) (float64, bool) {
+	t.Helper()
+	var ids []int
+	for _, k := range keys {
+		ids = append(ids, s.jobs[k].id)
+	}
+	slices.Sort(ids)
+	data, err := s.jobs[keys[0]].tier.mech.Snapshot()
 	require.NoError(t, err)
 	var snap struct {
 		Types []topology.GPUType `json:"types"`
@@ -312,10 +326,25 @@ func mechReceived(t *testing.T, s *Scheduler, key string, typ topology.GPUType) 
 	k := slices.Index(snap.Types, typ)
 	require.GreaterOrEqual(t, k, 0, "type %s in %v", typ, snap.Types)
 	for _, u := range snap.Units {
-		if len(u.JobIDs) == 1 && u.JobIDs[0] == j.id {
-			return u.Received[k]
+		if slices.Equal(u.JobIDs, ids) {
+			return u.Received[k], true
 		}
 	}
-	t.Fatalf("no unit of job %s", key)
-	return 0
+	return 0, false
+}
+
+// The mechanism's settings are one struct, allocation.Mechanism, that
+// scheduler.Config embeds and hands to every tier's allocation.Rounds
+// whole, as sim.Config hands it to the scheduler.
+func TestMechanismShared(t *testing.T) {
+	m := allocation.Mechanism{RoundLength: 120, MinResetInterval: -1, GlobalQueue: true, TypeOrder: []topology.GPUType{topology.K80},
+		ShuffleTypes: true, Seed: 9, LeaveIdle: true, Compat: allocation.CompatNone}
+	s := newSched(t, func(c *Config) { c.Mechanism = m })
+	assert.Equal(t, m, s.newMechanism().Mechanism)
+	assert.InDelta(t, 120, s.roundLength(), 0)
+	assert.InDelta(t, 0, m.EffectiveResetInterval(), 0)
+	assert.InDelta(t, 360, (&allocation.Mechanism{}).EffectiveRoundLength(), 0)
+	assert.InDelta(t, 1920, (&allocation.Mechanism{}).EffectiveResetInterval(), 0)
+	_, err := New(Config{Policy: &allocation.MaxMinFairness{}, Mechanism: allocation.Mechanism{Compat: 7}})
+	assert.ErrorContains(t, err, "Config.Mechanism: allocation: invalid problem: compatibility mode Compat(7)")
 }

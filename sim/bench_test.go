@@ -15,7 +15,7 @@ import (
 )
 
 // loadTrace reads a whole trace and gives its jobs Gavel job types
-// (AssignModels, seed 1), as the README's simulation table does.
+// (AssignModels, seed 1), as the simulation table of docs/benchmarks.md does.
 func loadTrace(tb testing.TB, path string, read func(io.Reader, string) ([]Job, error)) []Job {
 	tb.Helper()
 	f, err := os.Open(path)

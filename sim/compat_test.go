@@ -50,7 +50,7 @@ func TestCompatGavelMatchesGavel(t *testing.T) {
 			}
 			jobs, err := (&GavelWorkload{Rate: tc.rate, MultiGPU: tc.multi, Python: true}).Generate(tc.jobs)
 			require.NoError(t, err)
-			cfg := Config{Types: types, Capacity: []int{36, 36, 36}, Policy: tc.policy, ShuffleTypes: tc.shuffle, Compat: allocation.CompatGavel}
+			cfg := Config{Types: types, Capacity: []int{36, 36, 36}, Policy: tc.policy, Mechanism: allocation.Mechanism{ShuffleTypes: tc.shuffle, Compat: allocation.CompatGavel}}
 			res, err := Run(context.Background(), cfg, jobs)
 			require.NoError(t, err)
 			require.Len(t, res.Records, tc.jobs)
@@ -158,7 +158,7 @@ func TestCompatGavelSpaceSharingIdle(t *testing.T) {
 		jobs = append(jobs, Job{ID: i, Arrival: float64(i) * 10000, Steps: 1000, Weight: 1, Key: perfmodel.JobKey{Model: "ResNet-18", BatchSize: 64, ScaleFactor: 1}})
 	}
 	cfg := Config{Types: []topology.GPUType{topology.V100, topology.K80}, Capacity: []int{2, 2}, Colocation: gavel.Simulation(),
-		Policy: &allocation.MaxMinFairness{SpaceSharing: true}, Compat: allocation.CompatGavel}
+		Policy: &allocation.MaxMinFairness{SpaceSharing: true}, Mechanism: allocation.Mechanism{Compat: allocation.CompatGavel}}
 	res, err := Run(context.Background(), cfg, jobs)
 	require.NoError(t, err)
 	assert.Len(t, res.Records, 4)
@@ -176,7 +176,7 @@ func TestFIFONotAStrawman(t *testing.T) {
 	require.NoError(t, err)
 	types := []topology.GPUType{topology.V100, topology.P100, topology.K80}
 	run := func(pol allocation.Policy, c allocation.Compat) (Summary, [3]float64) {
-		res, err := Run(context.Background(), Config{Types: types, Capacity: []int{36, 36, 36}, Policy: pol, ShuffleTypes: true, Compat: c}, jobs)
+		res, err := Run(context.Background(), Config{Types: types, Capacity: []int{36, 36, 36}, Policy: pol, Mechanism: allocation.Mechanism{ShuffleTypes: true, Compat: c}}, jobs)
 		require.NoError(t, err)
 		var by [3]float64
 		for _, r := range res.Records {

@@ -33,6 +33,28 @@ type Diurnal struct {
 	Seed                   uint64
 }
 
+// Validate checks that every field is a finite number, and that Noise,
+// Period and NoiseStep are not negative (RunElastic and RunHetero call it
+// before they start); errors wrap elastic.ErrInvalid. A NaN Mean used to
+// make every Usage NaN.
+func (d Diurnal) Validate() error {
+	for _, f := range []struct {
+		name     string
+		v        float64
+		negative bool
+	}{{"mean", d.Mean, true}, {"amplitude", d.Amplitude, true}, {"noise", d.Noise, false},
+		{"period", d.Period, false}, {"peak", d.Peak, true}, {"noise step", d.NoiseStep, false}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || !f.negative && f.v < 0 {
+			want := "a finite number"
+			if !f.negative {
+				want += " >= 0"
+			}
+			return fmt.Errorf("%w: diurnal usage: %s %v (want %s)", elastic.ErrInvalid, f.name, f.v, want)
+		}
+	}
+	return nil
+}
+
 // Usage implements UsageSignal.
 func (d Diurnal) Usage(t float64) float64 {
 	period, step := d.Period, d.NoiseStep
@@ -107,7 +129,9 @@ func ReadUsage(r io.Reader, name string) (*UsageTrace, error) {
 // decide whether runs may share it).
 type ElasticConfig struct {
 	TrainingServers, GPUsPerServer int
-	// InferenceServers lend capacity when Usage is set.
+	// InferenceServers lend capacity when Usage is set. A Usage with a
+	// Validate method (Diurnal) is validated before the run starts, and
+	// a NaN usage stops the run with an error wrapping elastic.ErrInvalid.
 	InferenceServers int
 	Usage            UsageSignal
 	// Headroom is the share of inference servers never loaned (Lyra: 2%).

@@ -31,9 +31,9 @@ type elJob struct {
 // stops with ErrNoProgress; one whose waiting jobs never get capacity with
 // ErrStalled.
 //
-// Each interval takes the steps of elasticEngine in turn: arrivals, loans
-// and reclaims (the orchestrator), allocation (the policy), sampling of
-// the capacity, execution of the interval, and the clock's advance.
+// Each interval takes these steps in turn: arrivals, loans and reclaims
+// (the orchestrator), allocation (the policy), sampling of the capacity,
+// execution of the interval, and the clock's advance.
 func RunElastic(ctx context.Context, cfg ElasticConfig, jobs []elastic.Job) (*ElasticResult, error) {
 	e, err := newElasticEngine(cfg, jobs)
 	if err != nil {
@@ -133,6 +133,11 @@ func checkElastic(cfg ElasticConfig) (dt, orchDT float64, limit int, err error) 
 	if cfg.TrainingServers < 0 || cfg.InferenceServers > elastic.MaxServers-max(cfg.TrainingServers, 0) {
 		return 0, 0, 0, fmt.Errorf("%w: %d training and %d inference servers, more than %d together", elastic.ErrInvalid, cfg.TrainingServers, cfg.InferenceServers, elastic.MaxServers)
 	}
+	if v, ok := cfg.Usage.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			return 0, 0, 0, err
+		}
+	}
 	limit = cfg.MaxIntervals
 	if limit < 0 {
 		return 0, 0, 0, fmt.Errorf("%w: MaxIntervals %d, want >= 0 (0 means %d)", elastic.ErrInvalid, limit, DefaultMaxSteps)
@@ -176,6 +181,9 @@ func newElasticEngine(cfg ElasticConfig, jobs []elastic.Job) (*elasticEngine, er
 // prepareElastic builds the engine over its pools (shape gives the most
 // each can hold) and checks and sorts the jobs.
 func prepareElastic(cfg ElasticConfig, dt, orchDT float64, limit int, pools []*elastic.Cluster, shape []elastic.Pool, jobs []elastic.Job) (*elasticEngine, error) {
+	if len(jobs) > MaxJobs {
+		return nil, fmt.Errorf("%w: %d jobs, more than MaxJobs (%d)", elastic.ErrInvalid, len(jobs), MaxJobs)
+	}
 	e := &elasticEngine{cfg: cfg, dt: dt, orchDT: orchDT, limit: limit, pools: pools, c: pools[0], byID: map[int]*elJob{}, dirty: true,
 		all: make([]*elJob, len(jobs)), res: &ElasticResult{Records: make([]ElasticRecord, len(jobs)), PoolBusy: make([]float64, len(pools))}}
 	seen := map[int]bool{}
@@ -260,7 +268,8 @@ func (e *elasticEngine) orchestrate() error {
 	e.nextOrch += e.orchDT * math.Max(1, math.Floor((e.t-e.nextOrch)/e.orchDT)+1)
 	u := cfg.Usage.Usage(e.t)
 	if math.IsNaN(u) {
-		u = 1
+		// It used to count as full use, silently.
+		return fmt.Errorf("%w: the usage signal gave NaN at %v s (want a share from 0 to 1)", elastic.ErrInvalid, e.t)
 	}
 	u = math.Min(1, math.Max(0, u))
 	want := max(0, cfg.InferenceServers-int(math.Ceil(float64(cfg.InferenceServers)*(u+cfg.Headroom)-1e-9)))

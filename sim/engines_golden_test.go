@@ -83,8 +83,8 @@ func elasticDigest(res *ElasticResult) string {
 	return fmt.Sprintf("%d %d %s", len(res.Records), res.Allocations, sum(h))
 }
 
-// The elastic engine, job for job, on the runs of the README's elastic
-// tables: two days of ITP cluster04 under Lyra's configurations (loans,
+// The elastic engine, job for job, on the runs of the elastic tables of
+// docs/reproduction.md: two days of ITP cluster04 under Lyra's configurations (loans,
 // reclaims, preemptions, resizes, idle jumps) and Pollux's workloads 1 and
 // 2 under the four policies of its table (progress and placed curves,
 // charged starts, every-interval calls, packing). Not with -short (the

@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/perfmodel"
@@ -40,8 +42,10 @@ const (
 	// intervals, in seconds (0 means the default): below a second a GPU
 	// job could not even restart, and periods only multiply the steps.
 	MinPeriod, MaxPeriod = 1.0, 1e7
-	// MaxJobs bounds the jobs GavelWorkload.Generate makes, and the
-	// scaled job count of RingPaperSetup.
+	// MaxJobs bounds the jobs GavelWorkload.Generate makes, the scaled
+	// job count of RingPaperSetup, and the jobs Run, RunEvents,
+	// RunElastic and RunHetero take (refused before anything is built for
+	// them; MaxTraceRows bounds a trace's alike).
 	MaxJobs = 1 << 22
 	// MaxRingServers bounds RingPaperSetup's servers: 4,096 servers of up
 	// to 32 GPUs with their link matrices take at most 64 MiB (the paper's
@@ -121,6 +125,29 @@ func jobRates(model perfmodel.ThroughputModel, types []topology.GPUType, capacit
 		}
 	}
 	return tput, best, nil
+}
+
+// checkJobCount refuses more than MaxJobs jobs.
+func checkJobCount(n int) error {
+	if n > MaxJobs {
+		return invalid("%d jobs, more than MaxJobs (%d)", n, MaxJobs)
+	}
+	return nil
+}
+
+// byArrival returns the positions of jobs in order of arrival, then ID,
+// then position: the engines' order, without copying the jobs. There are
+// at most MaxJobs (checkJobCount).
+func byArrival(jobs []Job) []int32 {
+	order := make([]int32, len(jobs))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		ja, jb := &jobs[a], &jobs[b]
+		return cmp.Or(cmp.Compare(ja.Arrival, jb.Arrival), cmp.Compare(ja.ID, jb.ID), cmp.Compare(a, b))
+	})
+	return order
 }
 
 // maxSteps returns a configured limit, or DefaultMaxSteps for 0; a

@@ -98,9 +98,9 @@ func (h *eventHeap) Pop() any {
 // or whose clock stops advancing, stops with ErrNoProgress. A scheduler's
 // error stops the run and is returned wrapped.
 //
-// Each event takes the steps of eventEngine in turn: the next event's
-// time, execution up to it, completions, arrivals, and the scheduler's
-// decision (with a utilisation sample).
+// Each event takes these steps in turn: the next event's time, execution
+// up to it, completions, arrivals, and the scheduler's decision (with a
+// utilisation sample).
 func RunEvents(ctx context.Context, cfg EventConfig, jobs []Job) (*Result, error) {
 	e, err := newEventEngine(cfg, jobs)
 	if err != nil {
@@ -138,6 +138,9 @@ func RunEvents(ctx context.Context, cfg EventConfig, jobs []Job) (*Result, error
 			cfg.Progress(e.done, len(e.all))
 		}
 	}
+	if len(e.recs) > 0 {
+		e.res.Records = e.recs // every job finished, and the engine is done with them
+	}
 	slices.SortFunc(e.res.Records, func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
 	return e.res, nil
 }
@@ -159,6 +162,14 @@ type eventEngine struct {
 	t                float64
 	lastUtil         float64 // the time of the last utilisation sample
 	idleTimers       int     // timer events in a row with nothing run or changed
+	// The views handed to the scheduler, refilled at each event: building
+	// them afresh made an event's garbage as large as its queues, and
+	// the collector's work grew with the trace (a 3-million-job run).
+	waitViews, runViews []JobView
+	// The jobs, records and GPU-seconds in a block each (see add).
+	jobs []evJob
+	recs []Record
+	secs []float64
 }
 
 // maxIdleTimers is how many timer events in a row may find nothing
@@ -190,13 +201,21 @@ func newEventEngine(cfg EventConfig, jobs []Job) (*eventEngine, error) {
 	}
 	e := &eventEngine{cfg: cfg, limit: limit, byID: map[int]*evJob{}, free: slices.Clone(cfg.Capacity), lastUtil: -1,
 		res: &Result{Types: cfg.Types, Capacity: cfg.Capacity, prices: prices(Config{Types: cfg.Types})}}
-	order := slices.Clone(jobs)
-	slices.SortStableFunc(order, func(a, b Job) int { return cmp.Or(cmp.Compare(a.Arrival, b.Arrival), cmp.Compare(a.ID, b.ID)) })
-	for _, j := range order {
-		if err := e.add(j); err != nil {
+	if err := checkJobCount(len(jobs)); err != nil {
+		return nil, err
+	}
+	order := byArrival(jobs)
+	e.jobs = make([]evJob, 0, len(order))
+	e.recs = make([]Record, 0, len(order))
+	e.secs = make([]float64, 0, len(order)*len(cfg.Types))
+	e.all = make([]*evJob, 0, len(order))
+	for _, i := range order {
+		if err := e.add(jobs[i]); err != nil {
 			return nil, err
 		}
 	}
+	// Every job finishes before the run ends: the records stay in their
+	// block and become the result's (see RunEvents).
 	for _, c := range cfg.Capacity {
 		e.total += c
 	}
@@ -226,7 +245,13 @@ func (e *eventEngine) add(j Job) error {
 		return fmt.Errorf("%w: job %d runs at least %g s (%g steps at %g steps/s): %.3g timer events of %g s, more than MaxEvents (%d)",
 			ErrNoProgress, j.ID, j.Steps/best, j.Steps, best, need, cfg.Timer, e.limit)
 	}
-	ej := &evJob{rec: &Record{Job: j, Start: -1, Finish: -1, GPUSeconds: make([]float64, len(cfg.Types))}}
+	// Blocks sized for every job, so that the collector has a few large
+	// objects to scan rather than three per job.
+	nk := len(cfg.Types)
+	e.secs = e.secs[:len(e.secs)+nk]
+	e.recs = append(e.recs, Record{Job: j, Start: -1, Finish: -1, GPUSeconds: e.secs[len(e.secs)-nk : len(e.secs) : len(e.secs)]})
+	e.jobs = append(e.jobs, evJob{rec: &e.recs[len(e.recs)-1]})
+	ej := &e.jobs[len(e.jobs)-1]
 	ej.view = JobView{ID: j.ID, Arrival: j.Arrival, ScaleFactor: j.Key.ScaleFactor, Weight: j.Weight, Steps: j.Steps, Remaining: j.Steps,
 		Throughput: tput, Type: -1, Duration: j.Duration, Queued: j.Arrival}
 	e.all = append(e.all, ej)
@@ -294,7 +319,6 @@ func (e *eventEngine) completions() bool {
 		j.view.Remaining = 0
 		j.rec.Finish = e.t
 		j.rec.Isolated = 0
-		e.res.Records = append(e.res.Records, *j.rec)
 		e.res.End = math.Max(e.res.End, e.t)
 		e.done++
 		changed = true
@@ -336,18 +360,21 @@ func (e *eventEngine) schedule(j *evJob) {
 	heap.Push(&e.h, event{t: j.finish, job: j, version: j.version})
 }
 
-func views(list []*evJob) []JobView {
-	out := make([]JobView, len(list))
+// views fills buf with the views of list, in buf's memory when it is
+// large enough.
+func views(buf *[]JobView, list []*evJob) []JobView {
+	out := slices.Grow((*buf)[:0], len(list))[:len(list)]
 	for i, j := range list {
 		out[i] = j.view
 	}
+	*buf = out
 	return out
 }
 
 // decide asks the scheduler what to do now, checks and applies its
 // preemptions and starts, and samples the utilisation.
 func (e *eventEngine) decide() error {
-	d, err := e.cfg.Scheduler.Decide(e.t, slices.Clone(e.free), views(e.waiting), views(e.running))
+	d, err := e.cfg.Scheduler.Decide(e.t, slices.Clone(e.free), views(&e.waitViews, e.waiting), views(&e.runViews, e.running))
 	if err != nil {
 		return fmt.Errorf("sim: scheduler at %v s: %w", e.t, err)
 	}

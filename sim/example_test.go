@@ -47,11 +47,10 @@ func ExampleRun_compatGavel() {
 	}
 	for _, c := range []allocation.Compat{allocation.CompatNone, allocation.CompatGavel} {
 		cfg := sim.Config{
-			Types:        []topology.GPUType{topology.V100, topology.P100, topology.K80},
-			Capacity:     []int{4, 4, 4},
-			Policy:       &allocation.FIFO{Compat: c},
-			ShuffleTypes: true,
-			Compat:       c,
+			Types:     []topology.GPUType{topology.V100, topology.P100, topology.K80},
+			Capacity:  []int{4, 4, 4},
+			Policy:    &allocation.FIFO{Compat: c},
+			Mechanism: allocation.Mechanism{ShuffleTypes: true, Compat: c},
 		}
 		res, err := sim.Run(context.Background(), cfg, jobs)
 		if err != nil {

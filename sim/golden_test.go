@@ -22,7 +22,7 @@ import (
 
 var updateGolden = flag.Bool("update-golden", false, "record the whole-trace results in testdata/golden/traces.txt")
 
-// The whole public traces of the README's simulation table (BenchmarkTraces:
+// The whole public traces of the simulation table of docs/benchmarks.md (BenchmarkTraces:
 // Philly and ITP cluster04 on 700 V100 + 650 P100 + 650 K80, FIFO and
 // heterogeneity-aware max-min) give, job for job, the results recorded in
 // testdata/golden/traces.txt: a SHA-256 of every record, dropped job and

@@ -139,6 +139,24 @@ func TestHostileEngines(t *testing.T) {
 			_, err := RunElastic(ctx, c, []elastic.Job{elJobOf(1, 0, 1, 1, 120), elJobOf(2, 0, 1, 1, 120)})
 			return err
 		}, ErrNoProgress, "3 intervals (to 180 s) with 1 of 2 jobs left, MaxIntervals reached"},
+		{"RunElastic: diurnal mean NaN", func(ctx context.Context) error {
+			c := elasticCfg()
+			c.InferenceServers, c.Usage = 2, Diurnal{Mean: math.NaN()}
+			_, err := RunElastic(ctx, c, elJobs)
+			return err
+		}, elastic.ErrInvalid, "diurnal usage: mean NaN (want a finite number)"},
+		{"RunElastic: diurnal period -1", func(ctx context.Context) error {
+			c := elasticCfg()
+			c.InferenceServers, c.Usage = 2, &Diurnal{Mean: 0.5, Period: -1}
+			_, err := RunElastic(ctx, c, elJobs)
+			return err
+		}, elastic.ErrInvalid, "diurnal usage: period -1 (want a finite number >= 0)"},
+		{"RunElastic: usage NaN", func(ctx context.Context) error {
+			c := elasticCfg()
+			c.InferenceServers, c.Usage = 2, nanUsage{}
+			_, err := RunElastic(ctx, c, elJobs)
+			return err
+		}, elastic.ErrInvalid, "the usage signal gave NaN at 0 s"},
 		{"RingPaperSetup: 1<<20 servers", func(context.Context) error {
 			_, err := RingPaperSetup(RingPaperConfig{Servers: 1 << 20})
 			return err
@@ -170,6 +188,39 @@ func TestHostileEngines(t *testing.T) {
 	}
 }
 
+// nanUsage is a usage signal without a Validate method that gives NaN.
+type nanUsage struct{}
+
+func (nanUsage) Usage(float64) float64 { return math.NaN() }
+
+// A GoodputCurve takes no placement with a negative count (it used to sum
+// it with the others: [5, -3] ran as 2 workers on 2 nodes) and ignores a
+// progress that is not a number (it used to move to the first epoch).
+func TestGoodputCurveHostile(t *testing.T) {
+	apps := loadPollux(t)
+	c := &GoodputCurve{App: apps["cifar10"], GPUsPerNode: 4}
+	two := c.ThroughputOn([]int{1, 1})
+	require.Positive(t, two)
+	for _, bad := range [][]int{{5, -3}, {-1}, {math.MaxInt, 1}, {1, math.MaxInt}, {elastic.MaxWorkers + 1}, nil, {0}} {
+		assert.Zero(t, c.ThroughputOn(bad), "%v", bad)
+	}
+	assert.Equal(t, two, c.ThroughputOn([]int{1, 0, 1}), "a server with no workers is not spanned")
+	for _, bad := range []int{-3, 0, elastic.MaxWorkers + 1, math.MaxInt} {
+		assert.Zero(t, c.Throughput(bad), "%d workers", bad)
+	}
+	assert.Zero(t, (&GoodputCurve{App: apps["cifar10"], GPUsPerNode: math.MaxInt}).Throughput(2))
+
+	late := &GoodputCurve{App: apps["cifar10"], GPUsPerNode: 4}
+	late.SetProgress(0.9 * late.App.MaxProgress())
+	want := late.Throughput(8)
+	late.SetProgress(math.NaN())
+	assert.Equal(t, want, late.Throughput(8), "NaN progress leaves the curve where it was")
+	late.SetProgress(math.Inf(1))
+	end := late.Throughput(8)
+	late.SetProgress(late.App.MaxProgress() * 2)
+	assert.Equal(t, end, late.Throughput(8))
+}
+
 // Summarise works on any Result, even one built by hand without prices
 // (a Prices slice of the wrong length used to panic in Summarise; Run now
 // refuses it).
@@ -191,4 +242,21 @@ func TestRingResultMismatch(t *testing.T) {
 	_, err = RingResult(setup.Cluster, setup.Jobs, s)
 	require.ErrorIs(t, err, ErrInvalid)
 	assert.ErrorContains(t, err, "ran on GPU 0 of server 7, which the cluster does not have")
+}
+
+// More jobs than MaxJobs are refused before the engines build anything
+// for them (the check the engines call; a slice of MaxJobs + 1 jobs would
+// take half a gigabyte to build in a test).
+func TestJobCountCap(t *testing.T) {
+	require.NoError(t, checkJobCount(MaxJobs))
+	err := checkJobCount(MaxJobs + 1)
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorContains(t, err, "4194305 jobs, more than MaxJobs (4194304)")
+}
+
+// The engines take the jobs in order of arrival, then ID, then position,
+// without copying them.
+func TestByArrival(t *testing.T) {
+	jobs := []Job{{ID: 3, Arrival: 5}, {ID: 1, Arrival: 5}, {ID: 2, Arrival: 1}, {ID: 1, Arrival: 5}, {ID: 0, Arrival: 9}}
+	assert.Equal(t, []int32{2, 1, 3, 0, 4}, byArrival(jobs))
 }

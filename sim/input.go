@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/gpusched/gpusched/internal/safeio"
+	"github.com/gpusched/gpusched/topology"
 )
 
 // Limits on what a trace may ask for. Every loader of this package reads
@@ -26,13 +27,14 @@ const (
 	maxLine  = 1 << 20
 	maxField = 4 << 10
 	// MaxSeconds bounds every time and duration read (about 317 years, so
-	// that Unix timestamps pass); maxJobSteps bounds a job's steps, below
-	// 2^53 so that steps stay exact integers in a float64.
-	MaxSeconds  = 1e10
+	// that Unix timestamps pass).
+	MaxSeconds = 1e10
+	// maxJobSteps bounds a job's steps, below 2^53 so that steps stay
+	// exact integers in a float64.
 	maxJobSteps = 1e15
 	// maxGPUs bounds a job's GPUs (topology's bound on a whole cluster),
 	// maxBatch its batch size, maxWeight its priority weight.
-	maxGPUs   = 1 << 20
+	maxGPUs   = topology.MaxClusterGPUs
 	maxBatch  = 1 << 30
 	maxWeight = 1e6
 )

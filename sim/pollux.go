@@ -70,7 +70,7 @@ var PolluxApps = []string{"bert", "cifar10", "deepspeech2", "imagenet", "ncf", "
 func LoadPolluxApp(fsys fs.FS, dir, name string) (*PolluxApp, error) {
 	epochs, ok := polluxEpochs[name]
 	if !ok {
-		return nil, fmt.Errorf("%w: unknown Pollux application %q", ErrUnknownApp, name)
+		return nil, fmt.Errorf("%w: %q is not one of Pollux's applications", ErrUnknownApp, name)
 	}
 	a := &PolluxApp{Name: name, GPU: topology.T4, MaxEpochs: epochs, MinLocal: math.Inf(1)}
 	base := path.Join(dir, name)
@@ -419,9 +419,13 @@ type choice struct {
 	rate float64
 }
 
-// SetProgress implements elastic.ProgressCurve.
+// SetProgress implements elastic.ProgressCurve: the curve moves to the
+// epoch of done, the progress so far. A progress that is not a number is
+// ignored (the curve stays where it was: it used to move to the first
+// epoch); one below 0 counts as 0, one past the application's end as its
+// last epoch.
 func (g *GoodputCurve) SetProgress(done float64) {
-	if g.App == nil {
+	if g.App == nil || math.IsNaN(done) {
 		return
 	}
 	if e := g.App.Epoch(done); e != g.epoch || g.cache == nil {
@@ -430,25 +434,35 @@ func (g *GoodputCurve) SetProgress(done float64) {
 }
 
 // Throughput implements elastic.Curve with packed replicas. A curve
-// without an application or nodes gives 0 (which elastic.Job.Validate
-// rejects).
+// without an application, or with GPUsPerNode outside 1 to
+// elastic.MaxGPUsPerServer, and workers outside 1 to elastic.MaxWorkers
+// give 0 (which elastic.Job.Validate and the simulators reject).
 func (g *GoodputCurve) Throughput(workers int) float64 {
-	if workers < 1 || g.GPUsPerNode < 1 || g.App == nil {
+	if workers < 1 || workers > elastic.MaxWorkers || g.GPUsPerNode < 1 || g.GPUsPerNode > elastic.MaxGPUsPerServer || g.App == nil {
 		return 0
 	}
 	return g.choose(workers, (workers+g.GPUsPerNode-1)/g.GPUsPerNode).rate
 }
 
-// ThroughputOn implements elastic.PlacedCurve.
+// ThroughputOn implements elastic.PlacedCurve. Servers listed with 0
+// workers are not spanned; a negative count, or more than
+// elastic.MaxWorkers workers in all, is no placement and gives 0 (a
+// negative count used to be summed with the others).
 func (g *GoodputCurve) ThroughputOn(perServer []int) float64 {
-	workers := 0
+	workers, nodes := 0, 0
 	for _, n := range perServer {
-		workers += n
+		if n < 0 || n > elastic.MaxWorkers-workers {
+			return 0
+		}
+		if n > 0 {
+			workers += n
+			nodes++
+		}
 	}
 	if workers < 1 || g.App == nil {
 		return 0
 	}
-	ch := g.choose(workers, len(perServer))
+	ch := g.choose(workers, nodes)
 	step, sync, ok := g.App.Measured(perServer, ch.c.Atomic)
 	if !ok {
 		return ch.rate

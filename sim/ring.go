@@ -58,8 +58,8 @@ type RingPaperConfig struct {
 // without overhead dwarfing computation); intra-server bandwidth is 10x,
 // xi1 = 1 and alpha = 0.75 (eq. 7), so contention costs more as rings
 // crowd the same servers. These defaults were chosen, among the few we
-// tried (listed in the README), as the ones whose baseline ratios came
-// closest to the paper's; with much weaker contention List-Scheduling
+// tried (listed in docs/reproduction.md), as the ones whose baseline ratios
+// came closest to the paper's; with much weaker contention List-Scheduling
 // matches SJF-BCO.
 // Each job's estimate rho^ is its contention-free time on the fewest
 // servers that hold it.

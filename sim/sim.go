@@ -47,19 +47,13 @@ type Config struct {
 	// Colocation gives co-located rates; set it to let policies share GPUs
 	// (Gavel's table implements it).
 	Colocation perfmodel.ColocationModel
-	// Policy allocates; RoundLength (default 360 s, else in [MinPeriod,
-	// MaxPeriod]) and MinResetInterval (default 1920 s) configure the
-	// mechanism, as in allocation.Rounds.
-	Policy           allocation.Policy
-	RoundLength      float64
-	MinResetInterval float64
-	// GlobalQueue, TypeOrder, ShuffleTypes, Seed and LeaveIdle configure
-	// the mechanism, as in allocation.Rounds.
-	GlobalQueue  bool
-	TypeOrder    []topology.GPUType
-	ShuffleTypes bool
-	Seed         uint64
-	LeaveIdle    bool
+	// Policy allocates.
+	Policy allocation.Policy
+	// Mechanism configures the round mechanism, as scheduler.Config's and
+	// allocation.Rounds' do: RoundLength (default 360 s, else in
+	// [MinPeriod, MaxPeriod] here), MinResetInterval (default 1920 s),
+	// GlobalQueue, TypeOrder, ShuffleTypes, Seed, LeaveIdle and Compat.
+	//
 	// Compat set to allocation.CompatGavel runs Gavel's mechanism
 	// (allocation.Rounds with the same Compat) and Gavel's simulator loop:
 	// each job is credited from the end of the last round in which
@@ -71,7 +65,7 @@ type Config struct {
 	// its GPUs fails (no progress) and is dropped after 5 failures
 	// (Result.Dropped), as scheduler.py's _done_callback does. The policy's
 	// own compatibility (allocation.FIFO.Compat) is set apart.
-	Compat allocation.Compat
+	allocation.Mechanism
 	// JobsToComplete, when set, ends the simulation as soon as these jobs
 	// (by ID) have finished, as Gavel's continuous experiments do (jobs
 	// keep arriving while the measured ones run); jobs still running then
@@ -81,6 +75,13 @@ type Config struct {
 	// allocation.DefaultPrices where known, else 0); one per type, finite
 	// and >= 0.
 	Prices []float64
+	// Tenants names the tenant of jobs by ID (a job not named has none):
+	// the entity of the hierarchical policies and of the quotas
+	// TenantQuotas gives, which allocation.QuotaFairness enforces
+	// (scheduler.Config.TenantQuotas). Every ID must be a job of the
+	// trace.
+	Tenants      map[int]string
+	TenantQuotas map[string]allocation.Quota
 	// Progress, if set, is called after every round with the jobs
 	// finished so far and the total.
 	Progress func(done, total int)
@@ -221,15 +222,19 @@ type roundEngine struct {
 	limit  int // MaxRounds
 	gpus   int
 
-	all     []*running // by arrival, then ID
-	byKey   map[string]*running
-	active  []*running
-	next    int
-	done    int
-	t       float64
-	idle    int
-	emptied bool
-	waiting map[int]bool // JobsToComplete not finished yet
+	all    []*running // by arrival, then ID
+	recs   []Record   // the records of all, in the same order
+	byKey  map[string]*running
+	active []*running
+	next   int
+	done   int
+	// completed counts the jobs done with all their steps (done less
+	// those Gavel drops).
+	completed int
+	t         float64
+	idle      int
+	emptied   bool
+	waiting   map[int]bool // JobsToComplete not finished yet
 	// Gavel credits a round from the end of the last round in which
 	// anything ran (0 before the first).
 	gavelStart, gavelEnd float64
@@ -249,8 +254,8 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 	if err := checkPeriod("round length", cfg.RoundLength); err != nil {
 		return nil, err
 	}
-	if math.IsNaN(cfg.MinResetInterval) || math.IsInf(cfg.MinResetInterval, 0) {
-		return nil, invalid("minimum reset interval %v s", cfg.MinResetInterval)
+	if err := cfg.ValidateMechanism(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if cfg.Prices != nil && len(cfg.Prices) != len(cfg.Types) {
 		return nil, invalid("%d prices for %d GPU types", len(cfg.Prices), len(cfg.Types))
@@ -273,8 +278,10 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 		e.length = 360
 	}
 	e.res = &Result{Types: cfg.Types, Capacity: cfg.Capacity, prices: prices(cfg)}
-	order := slices.Clone(jobs)
-	slices.SortStableFunc(order, func(a, b Job) int { return cmp.Or(cmp.Compare(a.Arrival, b.Arrival), cmp.Compare(a.ID, b.ID)) })
+	if err := checkJobCount(len(jobs)); err != nil {
+		return nil, err
+	}
+	order := byArrival(jobs)
 	ids := make(map[int]bool, len(order))
 	e.all = make([]*running, 0, len(order))
 	// The jobs, their records and their rates and GPU-seconds in a block
@@ -284,7 +291,8 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 	runs := make([]running, 0, len(order))
 	recs := make([]Record, 0, len(order))
 	floats := make([]float64, 2*nk*len(order))
-	for _, j := range order {
+	for _, i := range order {
+		j := jobs[i]
 		if ids[j.ID] {
 			return nil, invalid("job ID %d appears twice", j.ID)
 		}
@@ -313,9 +321,13 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 		runs = append(runs, running{key: strconv.Itoa(j.ID), rec: &recs[len(recs)-1], remaining: j.Steps, tput: rate})
 		e.all = append(e.all, &runs[len(runs)-1])
 	}
-	// Every job may finish: its record is appended, not regrown.
-	if len(e.all) > 0 {
-		e.res.Records = make([]Record, 0, len(e.all))
+	// The records stay in their block until the end (see result), not
+	// copied into a second one as jobs finish.
+	e.recs = recs
+	for id := range cfg.Tenants {
+		if !ids[id] {
+			return nil, invalid("job %d of Tenants is not in the trace", id)
+		}
 	}
 	for _, id := range cfg.JobsToComplete {
 		if !ids[id] {
@@ -335,8 +347,7 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 	}
 	e.sched, err = scheduler.New(scheduler.Config{
 		Policy: cfg.Policy, Cluster: c, Throughput: e.model, Colocation: cfg.Colocation, Types: cfg.Types,
-		RoundLength: cfg.RoundLength, MinResetInterval: cfg.MinResetInterval, GlobalQueue: cfg.GlobalQueue,
-		TypeOrder: cfg.TypeOrder, ShuffleTypes: cfg.ShuffleTypes, Seed: cfg.Seed, LeaveIdle: cfg.LeaveIdle, Compat: cfg.Compat,
+		Mechanism: cfg.Mechanism, TenantQuotas: cfg.TenantQuotas,
 		// Gavel's model: placement does not change rates, so jobs never
 		// move for locality, and GPUs are taken in index order.
 		Placer: &placement.Consolidated{}, MigrationCost: -1,
@@ -394,7 +405,8 @@ func (e *roundEngine) finished() bool {
 func (e *roundEngine) admit(ctx context.Context) (bool, error) {
 	for e.next < len(e.all) && e.all[e.next].rec.Arrival <= e.t {
 		r := e.all[e.next]
-		spec := scheduler.JobSpec{GPUs: r.rec.Key.ScaleFactor, Model: &r.rec.Key, Weight: r.rec.Weight, RemainingSteps: r.remaining}
+		spec := scheduler.JobSpec{GPUs: r.rec.Key.ScaleFactor, Model: &r.rec.Key, Weight: r.rec.Weight, RemainingSteps: r.remaining,
+			Tenant: e.cfg.Tenants[r.rec.ID]}
 		if r.rec.SLO > 0 {
 			spec.Deadline = r.rec.Arrival + r.rec.SLO
 		}
@@ -595,7 +607,7 @@ func (e *roundEngine) advance(end float64) error {
 				continue
 			}
 			r.rec.Isolated = isolatedTime(r, e.cfg.Capacity)
-			e.res.Records = append(e.res.Records, *r.rec)
+			e.completed++
 			e.res.End = math.Max(e.res.End, r.rec.Finish)
 			continue
 		}
@@ -610,7 +622,19 @@ func (e *roundEngine) advance(end float64) error {
 	return nil
 }
 
+// result returns the result, its records those of the jobs that finished
+// (remaining steps 0), taken from the engine's block in place: the engine
+// is done with them.
 func (e *roundEngine) result() *Result {
+	if e.completed > 0 {
+		out := e.recs[:0]
+		for i, r := range e.all {
+			if r.remaining == 0 {
+				out = append(out, e.recs[i])
+			}
+		}
+		e.res.Records = out
+	}
 	slices.SortFunc(e.res.Records, func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
 	return e.res
 }

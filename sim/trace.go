@@ -35,6 +35,26 @@ type Job struct {
 	Name string
 }
 
+// interner shares one copy of each of the first maxInterned distinct
+// strings it is given, and copies the others.
+type interner map[string]string
+
+const maxInterned = 4096
+
+func (in *interner) get(s string) string {
+	if v, ok := (*in)[s]; ok {
+		return v
+	}
+	c := strings.Clone(s)
+	if *in == nil {
+		*in = interner{}
+	}
+	if len(*in) < maxInterned {
+		(*in)[c] = c
+	}
+	return c
+}
+
 // ErrMalformedTrace is wrapped by every trace parsing error.
 var ErrMalformedTrace = errors.New("malformed trace")
 
@@ -62,6 +82,7 @@ func (e *ParseError) Unwrap() error { return ErrMalformedTrace }
 // at most 1e6, SLO -1 or from 0 to MaxSeconds.
 func ReadGavelTrace(r io.Reader, name string) ([]Job, error) {
 	var jobs []Job
+	var models interner
 	err := lines(r, name, func(n int, line string) error {
 		bad := func(format string, args ...any) error {
 			return &ParseError{File: name, Line: n, Msg: fmt.Sprintf(format, args...)}
@@ -82,6 +103,9 @@ func ReadGavelTrace(r io.Reader, name string) ([]Job, error) {
 		if err != nil {
 			return bad("job_type: %v", err)
 		}
+		// The name is part of the line: a copy shared by the jobs of the
+		// model keeps the line from being retained with each job.
+		key.Model = models.get(key.Model)
 		w, err := number(f[7])
 		if err != nil || w <= 0 || w > maxWeight {
 			return bad("priority_weight: %q (want a number above 0 and at most %g)", f[7], float64(maxWeight))

@@ -74,11 +74,11 @@ func (c *Cluster) add(prefix string, n int, t ServerTemplate) error {
 	if t.GPUs <= 0 {
 		return specErr(ErrInvalidCount, "", "%d GPUs per %s server (want > 0)", t.GPUs, t.Type)
 	}
-	if t.GPUs > maxGPUsPerServer {
-		return specErr(ErrInvalidCount, "", "more than %d GPUs in one server", maxGPUsPerServer)
+	if t.GPUs > MaxGPUsPerServer {
+		return specErr(ErrInvalidCount, "", "more than %d GPUs in one server", MaxGPUsPerServer)
 	}
-	if n > maxClusterGPUs/t.GPUs || c.NumGPUs()+n*t.GPUs > maxClusterGPUs {
-		return specErr(ErrInvalidCount, "", "the cluster would have more than %d GPUs", maxClusterGPUs)
+	if n > MaxClusterGPUs/t.GPUs || c.NumGPUs()+n*t.GPUs > MaxClusterGPUs {
+		return specErr(ErrInvalidCount, "", "the cluster would have more than %d GPUs", MaxClusterGPUs)
 	}
 	links, numa, err := layout(t.Interconnect, t.Type, t.GPUs)
 	if err != nil {
@@ -313,11 +313,11 @@ func ParseCompact(spec string, gpusPerServer int) (*Cluster, error) {
 		case count%perSrv != 0:
 			return nil, specErr(ErrInvalidCount, where, "%d GPUs do not fill servers of %d GPUs", count, perSrv)
 		}
-		if perSrv > maxGPUsPerServer {
-			return nil, specErr(ErrInvalidCount, where, "more than %d GPUs in one server", maxGPUsPerServer)
+		if perSrv > MaxGPUsPerServer {
+			return nil, specErr(ErrInvalidCount, where, "more than %d GPUs in one server", MaxGPUsPerServer)
 		}
-		if count > maxClusterGPUs-total {
-			return nil, specErr(ErrInvalidCount, where, "the cluster would have more than %d GPUs", maxClusterGPUs)
+		if count > MaxClusterGPUs-total {
+			return nil, specErr(ErrInvalidCount, where, "the cluster would have more than %d GPUs", MaxClusterGPUs)
 		}
 		total += count
 		shapes = append(shapes, shape{e.t, count / perSrv, perSrv})

@@ -129,15 +129,19 @@ func (c *Cluster) GPUTypes() []GPUType {
 }
 
 // Validate checks the cluster and returns nil, or every problem found (up to
-// twenty), each a [*SpecError] joined with errors.Join. It checks that there
+// twenty), each a [*SpecError], in one error on one line ("; " between
+// them) whose Unwrap() []error returns them. It checks that there
 // is at least one server, that server ids are non-empty and unique, that
 // every server has GPUs, that GPU types are well formed, indices unique and
 // non-negative, memory positive, UUIDs unique across the cluster, NUMA nodes
 // >= -1, NIC bandwidth finite and non-negative, that link and bandwidth
 // matrices are square, symmetric, of known classes, with LinkSelf exactly on
 // the diagonal, bandwidths finite and positive off it and finite and >= 0 on
-// it, and that MIG layouts follow NVIDIA's placement rules
-// ([MIGProduct.Check]).
+// it, that MIG layouts follow NVIDIA's placement rules
+// ([MIGProduct.Check]), and that the cluster keeps the limits
+// [MaxGPUsPerServer], [MaxClusterGPUs] and [MaxIDLen] (a server over
+// MaxGPUsPerServer is reported without checking its GPUs, and a cluster
+// over MaxClusterGPUs stops the check there).
 //
 // Its cost is linear in the number of GPUs plus the size of the distinct
 // matrices: a link or bandwidth matrix shared by several servers (as the
@@ -147,21 +151,60 @@ func (c *Cluster) Validate() error {
 	if len(c.Servers) == 0 {
 		p.add(ErrInvalidCount, func() string { return "" }, "a cluster needs at least one server")
 	}
+	if len(c.Name) > MaxIDLen {
+		p.add(ErrMalformedSpec, func() string { return "" }, "the cluster's name of %d bytes is longer than %d", len(c.Name), MaxIDLen)
+	}
 	ids := make(map[string]int, len(c.Servers))
-	v := validation{uuids: make(map[string][2]int), links: map[*[]Link]bool{}, bandwidths: map[*[]float64]bool{}}
+	v := newValidation()
+	total := 0
 	for si := range c.Servers {
 		s := &c.Servers[si]
-		where := func() string { return fmt.Sprintf("servers[%d] %q", si, s.ID) }
+		where := func() string { return fmt.Sprintf("servers[%d] %s", si, quoteID(s.ID)) }
 		if s.ID == "" {
 			p.add(ErrMalformedSpec, where, "server has no id")
 		} else if prev, dup := ids[s.ID]; dup {
-			p.add(ErrDuplicateID, where, "server id %q is also the id of servers[%d]", s.ID, prev)
+			p.add(ErrDuplicateID, where, "server id %s is also the id of servers[%d]", quoteID(s.ID), prev)
 		} else {
 			ids[s.ID] = si
+		}
+		if total += len(s.GPUs); total > MaxClusterGPUs {
+			p.add(ErrInvalidCount, where, "the cluster has more than %d GPUs", MaxClusterGPUs)
+			return p.err() // the rest would take as long as the cluster is large
 		}
 		s.validate(si, where, &v, &p)
 	}
 	return p.err()
+}
+
+// Validate checks one server as [Cluster.Validate] checks each of a
+// cluster's (its id, GPUs, links, bandwidths, MIG layouts and limits), for
+// code that takes a server on its own. Its problems are located as
+// servers[0].
+func (s *Server) Validate() error {
+	var p problems
+	where := func() string { return "servers[0] " + quoteID(s.ID) }
+	if s.ID == "" {
+		p.add(ErrMalformedSpec, where, "server has no id")
+	}
+	v := newValidation()
+	s.validate(0, where, &v, &p)
+	return p.err()
+}
+
+// quoteID quotes an id for a message, cut to 64 bytes when it is longer
+// than MaxIDLen (the message then says how long it is).
+func quoteID(id string) string {
+	if len(id) <= MaxIDLen {
+		return fmt.Sprintf("%q", id)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", id[:64], len(id))
+}
+
+// checkLabel reports a label of a server or GPU longer than MaxIDLen.
+func checkLabel(p *problems, where func() string, what, v string) {
+	if len(v) > MaxIDLen {
+		p.add(ErrMalformedSpec, where, "%s of %d bytes is longer than %d", what, len(v), MaxIDLen)
+	}
 }
 
 // validation is what Validate remembers across servers: the UUIDs seen
@@ -174,11 +217,24 @@ type validation struct {
 	indices    map[int]int
 }
 
+func newValidation() validation {
+	return validation{uuids: make(map[string][2]int), links: map[*[]Link]bool{}, bandwidths: map[*[]float64]bool{}}
+}
+
 // validate checks server si.
 func (s *Server) validate(si int, where func() string, v *validation, p *problems) {
 	if len(s.GPUs) == 0 {
 		p.add(ErrInvalidCount, where, "server has no GPUs")
 	}
+	if len(s.GPUs) > MaxGPUsPerServer {
+		// Its link matrix alone would take as long to check as it has
+		// entries.
+		p.add(ErrInvalidCount, where, "%d GPUs in one server, more than %d", len(s.GPUs), MaxGPUsPerServer)
+		return
+	}
+	checkLabel(p, where, "server id", s.ID)
+	checkLabel(p, where, "rack", s.Rack)
+	checkLabel(p, where, "domain", s.Domain)
 	if math.IsNaN(s.NICGbps) || math.IsInf(s.NICGbps, 0) || s.NICGbps < 0 {
 		p.add(ErrInvalidCount, where, "NIC bandwidth %v Gbit/s (want a finite number >= 0)", s.NICGbps)
 	}
@@ -208,7 +264,10 @@ func (s *Server) validate(si int, where func() string, v *validation, p *problem
 		if err := g.validateMIG(); err != nil {
 			p.addErr(gw, err)
 		}
-		if g.UUID != "" {
+		checkLabel(p, gw, "PCI bus id", g.PCIBusID)
+		if len(g.UUID) > MaxIDLen {
+			checkLabel(p, gw, "UUID", g.UUID)
+		} else if g.UUID != "" {
 			if prev, dup := v.uuids[g.UUID]; dup {
 				p.add(ErrDuplicateID, gw, "GPU UUID %q is also the UUID of servers[%d]: gpus[%d]", g.UUID, prev[0], prev[1])
 			} else {

@@ -3,6 +3,7 @@ package topology
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Kinds of invalid cluster input. A [*SpecError] wraps exactly one of them,
@@ -111,5 +112,22 @@ func (p *problems) err() error {
 	if p.dropped > 0 {
 		p.errs = append(p.errs, fmt.Errorf("topology: and %d more problems", p.dropped))
 	}
-	return errors.Join(p.errs...)
+	return joined(p.errs)
 }
+
+// joined is several problems as one error on one line, "; " between them;
+// errors.Is and errors.As see each of them.
+type joined []error
+
+func (j joined) Error() string {
+	var b strings.Builder
+	for i, err := range j {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(err.Error())
+	}
+	return b.String()
+}
+
+func (j joined) Unwrap() []error { return j }

@@ -83,13 +83,23 @@ type DeviceSpec struct {
 	MIG *MIGLayout `json:"mig,omitempty"`
 }
 
-// Limits that keep a spec from asking for absurd amounts of memory or
-// time: a server holds at most 1,024 GPUs, a cluster at most 1,048,576
-// (about 100 MB of memory once built), and a JSON spec is at most
+// Limits that keep a cluster from asking for absurd amounts of memory or
+// time. [Cluster.Validate] enforces them, so every cluster that validates
+// keeps them whoever built it: [ParseJSON] and the builders refuse more
+// before they allocate, and the live state of package cluster (New,
+// AddServer) refuses the same servers. A JSON spec is at most
 // [MaxSpecBytes] long.
 const (
-	maxGPUsPerServer = 1024
-	maxClusterGPUs   = 1 << 20
+	// MaxGPUsPerServer bounds the GPUs of one server.
+	MaxGPUsPerServer = 1024
+	// MaxClusterGPUs bounds the GPUs of a cluster (about 100 MB of memory
+	// once built).
+	MaxClusterGPUs = 1 << 20
+	// MaxIDLen bounds, in bytes, a server's id, rack and domain, a GPU's
+	// UUID and PCI bus id, and the cluster's name: 253, the longest
+	// Kubernetes node name (a DNS subdomain, RFC 1123), which the
+	// Kubernetes parts take as the server's id.
+	MaxIDLen = 253
 )
 
 // MaxSpecBytes bounds the length of a JSON cluster spec; [ReadJSON] reads
@@ -137,7 +147,7 @@ func (cs *ClusterSpec) Build() (*Cluster, error) {
 	total := 0
 	for si := range cs.Servers {
 		ss := &cs.Servers[si]
-		where := fmt.Sprintf("servers[%d] %q", si, ss.ID)
+		where := fmt.Sprintf("servers[%d] %s", si, quoteID(ss.ID))
 		s, count, err := ss.build(si)
 		if err != nil {
 			var se *SpecError
@@ -147,8 +157,8 @@ func (cs *ClusterSpec) Build() (*Cluster, error) {
 			return nil, err
 		}
 		total += count * len(s.GPUs)
-		if total > maxClusterGPUs {
-			return nil, specErr(ErrInvalidCount, where, "the cluster would have more than %d GPUs", maxClusterGPUs)
+		if total > MaxClusterGPUs {
+			return nil, specErr(ErrInvalidCount, where, "the cluster would have more than %d GPUs", MaxClusterGPUs)
 		}
 		if count == 1 && ss.Count == nil {
 			c.Servers = append(c.Servers, s)
@@ -196,10 +206,13 @@ func (ss *ServerSpec) build(pos int) (Server, int, error) {
 		return s, 0, specErr(ErrMalformedSpec, "", "interconnect applies to gpu_type with gpus; with devices give links")
 	case ss.Interconnect != "" && ss.Links != nil:
 		return s, 0, specErr(ErrMalformedSpec, "", "give either interconnect or links, not both")
-	case len(ss.Devices) > maxGPUsPerServer || ss.GPUs > maxGPUsPerServer:
-		return s, 0, specErr(ErrInvalidCount, "", "more than %d GPUs in one server", maxGPUsPerServer)
-	case count > maxClusterGPUs:
-		return s, 0, specErr(ErrInvalidCount, "", "count %d is more than %d", count, maxClusterGPUs)
+	case len(ss.Devices) > MaxGPUsPerServer || ss.GPUs > MaxGPUsPerServer:
+		return s, 0, specErr(ErrInvalidCount, "", "more than %d GPUs in one server", MaxGPUsPerServer)
+	case count > MaxClusterGPUs:
+		return s, 0, specErr(ErrInvalidCount, "", "count %d is more than %d", count, MaxClusterGPUs)
+	case len(s.ID) > MaxIDLen:
+		// Checked before the copies are named after it.
+		return s, 0, specErr(ErrMalformedSpec, "", "server id of %d bytes is longer than %d", len(s.ID), MaxIDLen)
 	}
 	if len(ss.Devices) > 0 {
 		for i, d := range ss.Devices {

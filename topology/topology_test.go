@@ -219,7 +219,11 @@ func TestValidateReportsManyProblems(t *testing.T) {
 	err := c.Validate()
 	require.Error(t, err)
 	// 29 duplicate server ids and 58 duplicate UUIDs, reported up to twenty.
-	assert.Equal(t, 20+1, strings.Count(err.Error(), "\n")+1)
+	assert.Equal(t, 20+1, strings.Count(err.Error(), "topology: "))
+	assert.NotContains(t, err.Error(), "\n")
+	var many interface{ Unwrap() []error }
+	require.ErrorAs(t, err, &many)
+	assert.Len(t, many.Unwrap(), 20+1)
 	assert.Contains(t, err.Error(), "and 67 more problems")
 }
 

@@ -36,7 +36,10 @@
 // factorisation of A_eq A_eq' and set aside. The problem is scaled and every
 // stopping rule is relative, so the units of a model do not change its
 // answer; a solve that stops short returns its best point, its residuals and
-// a [SolveError] naming the phase.
+// a [SolveError] naming the phase. No point is reported optimal before it
+// passes a final check on the model as given ([ModelResiduals], unscaled):
+// subnormal and negligible entries, which scaling cannot bring near 1,
+// are left out, and the check makes sure they did not matter.
 //
 // The subpackage lptest holds a conformance suite (hand-solved problems with
 // known optima and duals, infeasible, unbounded, degenerate, free-variable,

@@ -9,18 +9,19 @@ import (
 )
 
 // InteriorPoint is gpusched's pure-Go LP solver and the default backend: the
-// homogeneous self-dual interior-point method (see hsd.go for the papers)
-// with Mehrotra's predictor-corrector, on a scaled standard form, solving
+// homogeneous self-dual interior-point method (Ye, Todd and Mizuno, Math.
+// Oper. Res. 19, 1994; Xu, Hung and Ye, Annals Oper. Res. 62, 1996; upper
+// bounds as in Andersen and Andersen's MOSEK optimizer, 2000) with
+// Mehrotra's predictor-corrector, on a scaled standard form, solving
 // its normal equations with a sparse Cholesky factorisation refined by
 // preconditioned conjugate gradients.
 //
 // It stops when the relative primal and dual residuals and the relative
-// duality gap of the scaled problem are all below Tolerance (see
-// hsd.measure: row by row and column by column, relative to the sizes of
-// the data and of the terms, the gap in the model's units), or when a
-// Farkas certificate proves the problem infeasible, or a ray proves the
-// dual infeasible (then a phase-1 check of the constraints tells unbounded
-// from infeasible). When the iterates stop making progress, a best point
+// duality gap of the scaled problem are all below Tolerance (row by row
+// and column by column, relative to the sizes of the data and of the
+// terms, the gap in the model's units), or when a Farkas certificate proves
+// the problem infeasible, or a ray proves the dual infeasible (then a
+// phase-1 check of the constraints tells unbounded from infeasible). When the iterates stop making progress, a best point
 // within ten times the tolerance is accepted as optimal (Solution.Residuals
 // says how near it is), and otherwise the phase-1 and ray LPs classify the
 // problem. A solve that stops short (iteration limit, time limit, no
@@ -28,10 +29,22 @@ import (
 // that names the phase. MaxSeconds is checked between iterations and
 // through the analysis that comes before them.
 //
+// Before it reports Optimal, a solve checks its point on the model as
+// given ([ModelResiduals], unscaled, against ModelTolerance): a point
+// that passes the scaled problem's stopping rules but not the model's
+// ends Failed with a SolveError of phase "final check on the model as
+// given". Subnormal entries of A, and entries at most 1e-15 of both the
+// largest of their row and of their column, are left out (scaling cannot
+// bring them near 1: 5e-324 x <= 1 beside x + 2y <= 4 gave a point
+// violating x + 2y <= 4 by 2.8 reported optimal); a row whose entries are
+// all far from 1 has its slack scaled with it; a side of a row beyond
+// 1e20 (in units of its entries, as CLP reads bounds) is left open, its
+// dual 0. The final check is what makes these safe.
+//
 // A solve takes the analysis of its normal equations and its work vectors
 // from one of the last solves of the same sparsity pattern when there is
-// one (workspace.go): exactly what a fresh solve computes, at less cost
-// when a policy solves LPs of one shape round after round.
+// one: exactly what a fresh solve computes, at less cost when a policy
+// solves LPs of one shape round after round.
 //
 // The zero value is ready to use. An InteriorPoint holds only settings: it
 // is safe for concurrent use by several goroutines (the recent workspaces
@@ -41,10 +54,16 @@ type InteriorPoint struct {
 	Options Options
 	// Tolerance is the relative accuracy; 0 means 1e-9.
 	Tolerance float64
+	// ModelTolerance bounds the residuals of the returned point on the
+	// model as given, unscaled (ModelResiduals), which a solve checks
+	// before it reports Optimal: beyond, the solve fails with a
+	// SolveError (ErrNumerical) whose Residuals are the model's, and the
+	// point in Solution.X. 0 means DefaultModelTolerance (1e-5).
+	ModelTolerance float64
 	// Crossover asks for a vertex: the interior solution, the analytic
 	// centre of the optimal face, is moved to a basic optimal solution (a
-	// vertex of that face) by crossover (crossover.go), and
-	// Solution.Vertex says so. The duals stay the interior ones, which are
+	// vertex of that face) by Megiddo's crossover (ORSA J. Computing 3(1),
+	// 1991) and a primal simplex cleanup, and Solution.Vertex says so. The duals stay the interior ones, which are
 	// optimal for the vertex too. If the crossover fails numerically, the
 	// centre is returned with Vertex false.
 	Crossover bool
@@ -71,6 +90,7 @@ func (s *InteriorPoint) Solve(ctx context.Context, m *Model) (*Solution, error) 
 			// A dependent equality set aside contradicts the others.
 			return &Solution{Status: Infeasible, Iterations: res.iters}, ErrInfeasible
 		}
+		sol.ModelResiduals = ModelResiduals(m, sol.X, sol.Duals)
 		if s.Crossover {
 			xs := make([]float64, len(res.x))
 			for j, v := range res.x {
@@ -85,27 +105,25 @@ func (s *InteriorPoint) Solve(ctx context.Context, m *Model) (*Solution, error) 
 				for j, v := range x {
 					x[j] = min(max(v, m.colLo[j]), m.colUp[j])
 				}
-				sol.X, sol.Vertex = x, true
-				sol.Objective = m.ObjectiveValue(x)
+				// The vertex is kept if it passes the final check; else
+				// the centre, if it does (as when crossover fails).
+				if r := ModelResiduals(m, x, sol.Duals); s.passes(r) || !s.passes(sol.ModelResiduals) {
+					sol.X, sol.Vertex, sol.ModelResiduals = x, true, r
+					sol.Objective = m.ObjectiveValue(x)
+				}
 			}
+		}
+		if !s.passes(sol.ModelResiduals) {
+			// The scaled problem's stopping rules passed, the model's
+			// residuals do not: never an optimum.
+			sol.Status = Failed
+			return sol, &SolveError{Phase: "final check on the model as given", Iteration: res.iters, Residuals: sol.ModelResiduals, kind: ErrNumerical}
 		}
 		return sol, nil
 	case Infeasible:
 		return &Solution{Status: Infeasible, Iterations: res.iters}, ErrInfeasible
 	case Unbounded:
-		// A ray proves the dual infeasible; the primal is unbounded if it is
-		// feasible.
-		feasible, iters, err := s.feasible(ctx, m)
-		iters += res.iters
-		switch {
-		case err != nil:
-			sol := res.solution(m)
-			sol.Status, sol.Iterations = Failed, iters
-			return s.failWith(ctx, sol, err)
-		case feasible:
-			return &Solution{Status: Unbounded, Iterations: iters}, ErrUnbounded
-		}
-		return &Solution{Status: Infeasible, Iterations: iters}, ErrInfeasible
+		return s.unbounded(ctx, m, res)
 	case Failed:
 		// No progress: the iterates of an infeasible or unbounded problem
 		// can crawl towards their certificate. Decide with the auxiliary
@@ -121,6 +139,55 @@ func (s *InteriorPoint) Solve(ctx context.Context, m *Model) (*Solution, error) 
 		phase = "interior point (no progress)"
 	}
 	return sol, &SolveError{Phase: phase, Iteration: res.iters, Residuals: res.best, kind: kind}
+}
+
+// unbounded decides a solve that ended with a ray, a proof that the dual
+// is infeasible: the primal is unbounded if it is feasible (a phase-1
+// LP). When a row side beyond infiniteBound was left open, that side may
+// be what bounds the objective: the ray LP of the model as given decides,
+// and a model it finds bounded ends Failed (no optimum was found).
+func (s *InteriorPoint) unbounded(ctx context.Context, m *Model, res *ipmResult) (*Solution, error) {
+	var st Status
+	var iters int
+	var err error
+	if res.sf.opened != nil {
+		st, iters, err = s.classify(ctx, m)
+	} else {
+		var feasible bool
+		feasible, iters, err = s.feasible(ctx, m)
+		st = Infeasible
+		if feasible {
+			st = Unbounded
+		}
+	}
+	iters += res.iters
+	switch {
+	case err != nil:
+		sol := res.solution(m)
+		sol.Status, sol.Iterations = Failed, iters
+		return s.failWith(ctx, sol, err)
+	case st == Optimal:
+		return &Solution{Status: Failed, Iterations: iters}, &SolveError{Phase: fmt.Sprintf("interior point (a row bound beyond %g left open bounds the objective)", infiniteBound),
+			Iteration: res.iters, Residuals: res.best, kind: ErrNumerical}
+	}
+	return &Solution{Status: st, Iterations: iters}, StatusError(st, nil)
+}
+
+// DefaultModelTolerance is InteriorPoint's default ModelTolerance: the
+// clipping of an interior point into its bounds moves its rows by a few
+// 1e-6 at most on the netlib set (czprob: 2.5e-6; its scaled residuals
+// are below 1e-9), and a point that is wrong is wrong by far more (the
+// 5e-324 x <= 1 case violated a row by 0.36 of its size).
+const DefaultModelTolerance = 1e-5
+
+// passes reports whether the model's residuals of a point are within
+// ModelTolerance.
+func (s *InteriorPoint) passes(r Residuals) bool {
+	tol := s.ModelTolerance
+	if tol <= 0 {
+		tol = DefaultModelTolerance
+	}
+	return r.Primal <= tol && r.Dual <= tol && r.Gap <= tol
 }
 
 // auxTolerance is the accuracy of the auxiliary LPs, which only decide a

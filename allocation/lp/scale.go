@@ -63,7 +63,7 @@ func (s *stdForm) scale(ctx context.Context, cols [][]entry) error {
 		}
 		for i := range m {
 			if rowMax[i] > 0 {
-				r[i] = pow2(1 / math.Sqrt(rowMax[i]*rowMin[i]))
+				r[i] = pow2(1 / geoMean(rowMax[i], rowMin[i]))
 			}
 		}
 		for j, es := range cols {
@@ -74,7 +74,7 @@ func (s *stdForm) scale(ctx context.Context, cols [][]entry) error {
 				}
 			}
 			if hi > 0 {
-				c[j] = pow2(1 / math.Sqrt(hi*lo))
+				c[j] = pow2(1 / geoMean(hi, lo))
 			}
 		}
 		cur := spread()
@@ -119,6 +119,16 @@ func (s *stdForm) scale(ctx context.Context, cols [][]entry) error {
 		}
 	}
 	return nil
+}
+
+// geoMean returns sqrt(hi lo) for hi >= lo > 0, as sqrt(hi) sqrt(lo) where
+// the product would leave the normal range: the square of an entry of
+// 1e-200 is 0 in float64, and its row was then left unscaled.
+func geoMean(hi, lo float64) float64 {
+	if p := hi * lo; p >= smallestNormal && p <= math.MaxFloat64 {
+		return math.Sqrt(p)
+	}
+	return math.Sqrt(hi) * math.Sqrt(lo)
 }
 
 // pow2 returns the power of 2 nearest to v > 0 (in the logarithm).

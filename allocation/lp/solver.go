@@ -111,6 +111,10 @@ type Solution struct {
 	// Residuals says how far X and Duals are from optimal, for solvers that
 	// measure it (InteriorPoint does): zero for an exact optimum.
 	Residuals Residuals
+	// ModelResiduals measures X and Duals on the model as given, unscaled
+	// ([ModelResiduals]), for solvers that check it (InteriorPoint does
+	// before it reports Optimal, against its ModelTolerance).
+	ModelResiduals Residuals
 	// Vertex says that X is a basic solution, a vertex of the feasible set
 	// (InteriorPoint with Crossover; the simplex methods of the clp
 	// package).
@@ -121,7 +125,8 @@ type Solution struct {
 // interior-point method measures on its scaled problem: the largest
 // violation of the rows and bounds relative to 1 + the largest right-hand
 // side or bound, the largest violation of the dual constraints relative to
-// 1 + the largest cost, and the duality gap relative to 1 + the objective.
+// 1 + the largest cost, and the duality gap relative to 1 + the objective;
+// or the same measures on the model as given ([ModelResiduals]).
 type Residuals struct {
 	Primal, Dual, Gap float64
 }

@@ -43,6 +43,23 @@ type stdForm struct {
 	// and splitFrom[k-nOrig] is the original column of copy k.
 	mOrig, nOrig int
 	splitFrom    []int
+	// opened marks, by model row, the sides beyond infiniteBound left
+	// open (openLower, openUpper); nil when there are none.
+	opened []int8
+}
+
+// Sides of a row left open (stdForm.opened).
+const (
+	openLower int8 = 1 << iota
+	openUpper
+)
+
+// open marks a side of model row i (of rows) as left open.
+func (s *stdForm) open(i, rows int, side int8) {
+	if s.opened == nil {
+		s.opened = make([]int8, rows)
+	}
+	s.opened[i] |= side
 }
 
 // entry is one nonzero of a column.
@@ -82,6 +99,8 @@ func newStdForm(ctx context.Context, mod *Model) (*stdForm, error) {
 		s.addCol(j, 1, c, lo, up)
 	}
 	s.rowOf = make([]int, len(mod.rowLo))
+	tiny := tinyEntries(mod)
+	keep := func(i, j int, v float64) bool { return v != 0 && (tiny == nil || !tiny(i, j, v)) }
 	// The columns share one backing array sized by a counting pass, so
 	// that filling them allocates nothing.
 	count := make([]int, len(s.c))
@@ -99,7 +118,7 @@ func newStdForm(ctx context.Context, mod *Model) (*stdForm, error) {
 		}
 		idx, val := mod.Row(i)
 		for k, j := range idx {
-			if val[k] != 0 && first[j] >= 0 {
+			if first[j] >= 0 && keep(i, j, val[k]) {
 				count[first[j]]++
 			}
 		}
@@ -130,8 +149,9 @@ func newStdForm(ctx context.Context, mod *Model) (*stdForm, error) {
 		s.rowOf[i] = r
 		s.m++
 		shift := 0.0
+		amax, amin := 0.0, math.Inf(1)
 		for k, j := range idx {
-			if val[k] == 0 {
+			if !keep(i, j, val[k]) {
 				continue
 			}
 			f := first[j]
@@ -140,6 +160,8 @@ func newStdForm(ctx context.Context, mod *Model) (*stdForm, error) {
 				continue
 			}
 			cols[f] = append(cols[f], entry{r, val[k]})
+			a := math.Abs(val[k])
+			amax, amin = max(amax, a), min(amin, a)
 		}
 		lo, up = lo-shift, up-shift
 		if lo == up {
@@ -147,11 +169,31 @@ func newStdForm(ctx context.Context, mod *Model) (*stdForm, error) {
 			eqRows = append(eqRows, r)
 			continue
 		}
-		// a x - s = 0 with lo <= s <= up.
+		// a x - sigma s = 0 with lo/sigma <= s <= up/sigma, sigma 1 or,
+		// for a row of entries far from 1, a power of 2 near their size
+		// (exact), so that scaling sees the row whole: a slack of -1
+		// beside entries of 1e-200 held the row's scale halfway.
+		sigma := 1.0
+		if amax > 0 {
+			if g := geoMean(amax, amin); g < 0x1p-60 || g > 0x1p60 {
+				sigma = pow2(g)
+			}
+		}
 		s.b = append(s.b, 0)
-		backing[off] = entry{r, -1}
+		backing[off] = entry{r, -sigma}
 		cols = append(cols, backing[off:off+1:off+1])
 		off++
+		lo, up = lo/sigma, up/sigma
+		// A side of a row beyond infiniteBound (in units of its entries)
+		// is left open (see infiniteBound).
+		if lo <= -infiniteBound && !math.IsInf(lo, -1) {
+			lo = math.Inf(-1)
+			s.open(i, len(mod.rowLo), openLower)
+		}
+		if up >= infiniteBound && !math.IsInf(up, 1) {
+			up = math.Inf(1)
+			s.open(i, len(mod.rowLo), openUpper)
+		}
 		s.addCol(-1, 1, 0, lo, up)
 	}
 	if err := s.scale(ctx, cols); err != nil {
@@ -187,6 +229,63 @@ func newStdForm(ctx context.Context, mod *Model) (*stdForm, error) {
 		s.hasU[j] = !math.IsInf(s.u[j], 1)
 	}
 	return s, nil
+}
+
+// infiniteBound is the size, in units of a row's entries, beyond which a
+// side of the row is left open: x <= 1e20 as a row, or 1e-30 x <= 1, made
+// the iterates stall (HiGHS treats bounds beyond 1e20 as infinite,
+// infinite_bound). The solution is checked on the model as given, and an
+// unbounded verdict is checked with the ray LP of the model as given.
+const infiniteBound = 1e20
+
+// Entries of A the solver leaves out (tinyEntries).
+const (
+	// smallestNormal is the smallest normal float64, 2^-1022.
+	smallestNormal = 0x1p-1022
+	// dropRelative is how small an entry is, relative to the largest of
+	// its row and the largest of its column, to be left out.
+	dropRelative = 1e-15
+)
+
+// tinyEntries returns a test of the entries of A the solver leaves out,
+// or nil when there are none: entries below the smallest normal float64
+// (subnormal: 5e-324 x <= 1 is x <= 2e323, and no power-of-2 scaling can
+// bring such an entry near 1), and entries at most dropRelative of both
+// the largest entry of their row and the largest of their column (below
+// the rounding of the terms beside them in either). Geometric-mean
+// scaling would otherwise spread the other entries of such a column over
+// hundreds of orders of magnitude, until the residuals of the scaled
+// problem, which the stopping rules measure, no longer showed the
+// model's: 5e-324 x <= 1 beside x + 2y <= 4 gave a point violating
+// x + 2y <= 4 by 2.8 reported optimal. CLP drops elements below 1e-20
+// (ClpModel's small element value), HiGHS below 1e-9 (small_matrix_value),
+// both absolutely; the relative rule keeps a row or a model written in
+// small units whole. The solution is checked on the model as given (see
+// InteriorPoint), so an entry that mattered fails the check rather than
+// passing unseen.
+func tinyEntries(m *Model) func(i, j int, v float64) bool {
+	lo, hi := math.Inf(1), 0.0
+	for _, v := range m.val {
+		if a := math.Abs(v); a > 0 {
+			lo, hi = min(lo, a), max(hi, a)
+		}
+	}
+	if hi == 0 || lo >= smallestNormal && lo > dropRelative*hi {
+		return nil
+	}
+	rowMax := make([]float64, len(m.rowLo))
+	colMax := make([]float64, len(m.obj))
+	for i := range m.rowLo {
+		idx, val := m.Row(i)
+		for k, j := range idx {
+			a := math.Abs(val[k])
+			rowMax[i], colMax[j] = max(rowMax[i], a), max(colMax[j], a)
+		}
+	}
+	return func(i, j int, v float64) bool {
+		a := math.Abs(v)
+		return a < smallestNormal || a <= dropRelative*rowMax[i] && a <= dropRelative*colMax[j]
+	}
 }
 
 // dependentPivot is the relative Cholesky pivot of A_eq A_eq' below which
@@ -385,9 +484,16 @@ func (s *stdForm) modelX(x []float64) []float64 {
 func (s *stdForm) modelDuals(y []float64) []float64 {
 	out := make([]float64, len(s.rowOf))
 	for i, r := range s.rowOf {
-		if r >= 0 {
-			out[i] = s.objSign * y[r]
+		if r < 0 {
+			continue
 		}
+		v := y[r]
+		// A side left open prices nothing: its dual is 0, not the
+		// iterates' residue (which the bound of 1e20 would multiply).
+		if s.opened != nil && (v > 0 && s.opened[i]&openLower != 0 || v < 0 && s.opened[i]&openUpper != 0) {
+			v = 0
+		}
+		out[i] = s.objSign * v
 	}
 	return out
 }

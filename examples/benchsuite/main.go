@@ -251,8 +251,8 @@ func measure(ctx context.Context, stderr io.Writer, e experiment, col string, c 
 		if !ok {
 			return 0, false, false, nil
 		}
-		cfg := sim.Config{Types: types, Capacity: []int{36, 36, 36}, Policy: st.policy, Seed: seed, ShuffleTypes: st.shuffle,
-			Compat: c, GlobalQueue: global && c == allocation.CompatNone}
+		cfg := sim.Config{Types: types, Capacity: []int{36, 36, 36}, Policy: st.policy,
+			Mechanism: allocation.Mechanism{Seed: seed, ShuffleTypes: st.shuffle, Compat: c, GlobalQueue: global && c == allocation.CompatNone}}
 		if st.spaceSharing {
 			cfg.Colocation = gavel.Simulation()
 		}

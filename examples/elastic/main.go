@@ -164,11 +164,9 @@ var configs = []config{
 }
 
 func load(o options) ([]sim.Job, error) {
-	data, err := cli.ReadFile(o.trace, sim.MaxTraceBytes)
-	if err != nil {
-		return nil, err
-	}
-	all, err := sim.ReadITP(bytes.NewReader(data), filepath.Base(o.trace))
+	all, err := cli.Read(o.trace, sim.MaxTraceBytes, func(r io.Reader, path string) ([]sim.Job, error) {
+		return sim.ReadITP(r, filepath.Base(path))
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -311,6 +311,11 @@ func fairness(ctx context.Context, out *printer, c, planned *topology.Cluster) e
 	var work [2]float64
 	for i := range work {
 		h := slices.Index(problems[i].Types, topology.H100)
+		if h < 0 {
+			// A cluster of another spec (it used to index -1 and panic).
+			out.printf("work done is measured in whole H100s: this cluster has none\n")
+			return nil
+		}
 		for m := range jobs {
 			if r := problems[i].Jobs[m].Throughput[h]; r > 0 {
 				work[i] += allocs[i].EffectiveThroughput(problems[i], m) / r

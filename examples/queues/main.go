@@ -14,7 +14,6 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"flag"
@@ -184,15 +183,11 @@ func load(o options) (string, []sim.Job, error) {
 	if tr, ok := traces[o.trace]; ok {
 		path, format = tr.path, tr.format
 	}
-	data, err := cli.ReadFile(path, sim.MaxTraceBytes)
-	if err != nil {
-		return "", nil, err
-	}
 	read, ok := readers[format]
 	if !ok {
 		return "", nil, cli.Usage("format", format, "one of %s", strings.Join(formatNames, ", "))
 	}
-	jobs, err := read(bytes.NewReader(data), path)
+	jobs, err := cli.Read(path, sim.MaxTraceBytes, read)
 	if err != nil {
 		return "", nil, err
 	}
@@ -216,11 +211,7 @@ func run(ctx context.Context, w io.Writer, o options) error {
 	if err := (&sim.AssignModels{Seed: 1}).Apply(jobs); err != nil {
 		return err
 	}
-	gput, err := cli.ReadFile(o.samples, sim.MaxTraceBytes)
-	if err != nil {
-		return err
-	}
-	samples, err := sim.ReadSamples(bytes.NewReader(gput), o.samples)
+	samples, err := cli.Read(o.samples, sim.MaxTraceBytes, sim.ReadSamples)
 	if err != nil {
 		return err
 	}

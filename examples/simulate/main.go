@@ -25,7 +25,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -55,8 +54,8 @@ type options struct {
 	multiGPU, quiet, vertex                               bool
 	parallel                                              int
 	// windowSet says -window was given: a window beyond the trace is then
-	// an error rather than adapted.
-	windowSet bool
+	// an error rather than adapted; parallelSet that -parallel was.
+	windowSet, parallelSet bool
 }
 
 // defaultWindow is the measured window when -window is not given.
@@ -83,7 +82,10 @@ func command(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.vertex, "vertex", false, "solve the LP policies for a vertex of the optimal face (crossover) instead of its centre")
 	fs.IntVar(&o.parallel, "parallel", 2, "policies simulated at once, 1 to 64")
 	return cli.Main(fs, args, stderr, func(ctx context.Context) error {
-		fs.Visit(func(f *flag.Flag) { o.windowSet = o.windowSet || f.Name == "window" })
+		fs.Visit(func(f *flag.Flag) {
+			o.windowSet = o.windowSet || f.Name == "window"
+			o.parallelSet = o.parallelSet || f.Name == "parallel"
+		})
 		if err := o.check(); err != nil {
 			return err
 		}
@@ -93,6 +95,22 @@ func command(args []string, stdout, stderr io.Writer) int {
 
 // maxJobs bounds the generated workload (Gavel's largest is 5,000 jobs).
 const maxJobs = 1_000_000
+
+// parallelFor returns the policies simulated at once for a trace of n
+// jobs: -parallel, or 1 beyond bigTrace jobs when -parallel was not given
+// (each run holds its own state of every job present).
+func (o *options) parallelFor(n int) int {
+	if n > bigTrace && !o.parallelSet {
+		return 1
+	}
+	return o.parallel
+}
+
+// bigTrace is the number of jobs beyond which the policies are simulated
+// one at a time unless -parallel says otherwise: a run's memory peaks at
+// about 3 KB per job present at once (6.2 GB for 2 million jobs arriving
+// together), and two such runs at once had a 24 GB machine run out.
+const bigTrace = 1 << 20
 
 // formatNames are the trace formats, in the order the help lists them.
 var formatNames = []string{"gavel", "philly", "itp", "tiresias", "alibaba"}
@@ -212,15 +230,11 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 		source += ", multi-GPU"
 	}
 	if o.trace != "" {
-		data, err := cli.ReadFile(o.trace, sim.MaxTraceBytes)
-		if err != nil {
-			return err
-		}
 		read, ok := readers[o.format]
 		if !ok {
 			return cli.Usage("format", o.format, "one of %s", strings.Join(formatNames, ", "))
 		}
-		if jobs, err = read(bytes.NewReader(data), o.trace); err != nil {
+		if jobs, err = cli.Read(o.trace, sim.MaxTraceBytes, read); err != nil {
 			return err
 		}
 		if err := (&sim.AssignModels{Seed: o.seed}).Apply(jobs); err != nil {
@@ -238,6 +252,12 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 			return err
 		}
 		from, to = 0, len(jobs)
+	}
+	if p := o.parallelFor(len(jobs)); p != o.parallel {
+		o.parallel = p
+		if _, err := fmt.Fprintf(stderr, "simulate: %d jobs: simulating one policy at a time (a run takes about 3 KB per job present at once; -parallel to override)\n", len(jobs)); err != nil {
+			return err
+		}
 	}
 	var names []string
 	for _, n := range strings.Split(o.policies, ",") {
@@ -288,9 +308,9 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 				setVertex(pol)
 			}
 			cfg := sim.Config{
-				Types: types, Capacity: capacity, Policy: pol, Seed: o.seed, Compat: compat,
-				ShuffleTypes: spec.agnostic, Throughput: model,
-				Progress: func(done, total int) { progress.update(i, done, total) },
+				Types: types, Capacity: capacity, Policy: pol, Throughput: model,
+				Mechanism: allocation.Mechanism{Seed: o.seed, Compat: compat, ShuffleTypes: spec.agnostic},
+				Progress:  func(done, total int) { progress.update(i, done, total) },
 			}
 			if compat == allocation.CompatGavel {
 				cfg.ShuffleTypes = spec.gavelShuffle

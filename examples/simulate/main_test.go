@@ -142,3 +142,20 @@ func TestRunCompatGavel(t *testing.T) {
 		assert.Regexp(t, `\s`+p+`\s+40\s`, out.String())
 	}
 }
+
+// A trace of more than bigTrace jobs is simulated one policy at a time
+// unless -parallel says otherwise: two runs of 2 million jobs arriving
+// together (6.2 GB each) ran a 24 GB machine out of memory.
+func TestParallelForBigTraces(t *testing.T) {
+	o := options{parallel: 2}
+	if got := o.parallelFor(bigTrace); got != 2 {
+		t.Errorf("%d jobs: %d at once, want 2", bigTrace, got)
+	}
+	if got := o.parallelFor(2_000_000); got != 1 {
+		t.Errorf("2,000,000 jobs: %d at once, want 1", got)
+	}
+	o.parallelSet = true
+	if got := o.parallelFor(2_000_000); got != 2 {
+		t.Errorf("-parallel 2 given: %d at once", got)
+	}
+}

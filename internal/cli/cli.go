@@ -215,6 +215,22 @@ func reason(err error) string {
 // named pipe.
 func ReadFile(path string, limit int64) ([]byte, error) { return safeio.ReadFile(path, limit) }
 
+// Read streams a file checked by [Checks.InputFile] (a regular file, never
+// blocking on a named pipe) to read, at most limit bytes of it (beyond,
+// reads fail with an error wrapping safeio.ErrTooLarge), and closes it.
+// Unlike ReadFile it never holds the file in memory: a trace of 500 MB
+// (or of NUL bytes, refused at its first long line) costs the reader's
+// buffers, not the file's size.
+func Read[T any](path string, limit int64, read func(r io.Reader, name string) (T, error)) (T, error) {
+	f, err := safeio.Open(path)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer func() { _ = f.Close() }()
+	return read(safeio.LimitReader(f, limit), path)
+}
+
 // Create starts writing the output file path through a temporary file in
 // its folder: Commit renames it into place (replacing a file or symbolic
 // link of that name, never writing through the link), Close without Commit

@@ -5,11 +5,14 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
+	"github.com/gpusched/gpusched/internal/safeio"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -109,4 +112,29 @@ func TestFormat(t *testing.T) {
 	assert.Equal(t, "-", Ratio(1, 0, 2))
 	assert.Equal(t, "-", Ratio(0, 0, 2))
 	assert.Equal(t, "2.00x", Ratio(4, 2, 2))
+}
+
+// Read streams the file: 32 MiB of NUL bytes cost a few KiB (ReadFile,
+// which the examples used, held the file whole: 500 MB of NUL bytes cost
+// 1.25 GB before the trace reader's line limit), reads stop at the limit,
+// and only regular files open.
+func TestReadStreams(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "nul.trace")
+	require.NoError(t, os.WriteFile(path, make([]byte, 32<<20), 0o644))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	n, err := Read(path, 64<<20, func(r io.Reader, name string) (int64, error) {
+		assert.Equal(t, path, name)
+		return io.Copy(io.Discard, r)
+	})
+	runtime.ReadMemStats(&after)
+	require.NoError(t, err)
+	assert.Equal(t, int64(32<<20), n)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated")
+
+	_, err = Read(path, 1<<20, func(r io.Reader, _ string) (int64, error) { return io.Copy(io.Discard, r) })
+	assert.ErrorIs(t, err, safeio.ErrTooLarge)
+	_, err = Read("/dev/zero", 1<<20, func(r io.Reader, _ string) (int64, error) { return io.Copy(io.Discard, r) })
+	assert.ErrorIs(t, err, safeio.ErrNotRegular)
 }

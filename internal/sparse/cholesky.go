@@ -1,8 +1,7 @@
 // Package sparse holds a sparse Cholesky factorisation for gpusched's
 // interior-point LP solver: an approximate-minimum-degree fill-reducing
-// ordering (amd.go), the elimination tree, and a supernodal left-looking
-// numeric factorisation (supernodal.go) that can be repeated on new values
-// with the same pattern.
+// ordering, the elimination tree, and a supernodal left-looking numeric
+// factorisation that can be repeated on new values with the same pattern.
 //
 // The symbolic algorithms are those of T. A. Davis, "Direct Methods for
 // Sparse Linear Systems", SIAM 2006: elimination tree (section 4.1), row

@@ -22,7 +22,7 @@ var ErrSingular = errors.New("sparse: LU of a singular or incomplete matrix")
 type LU struct {
 	// RowCount, when set, holds a cost for pivoting on each row (typically
 	// its number of entries in the matrix): among the candidate pivots
-	// within a factor luThreshold of the largest, the cheapest row is
+	// within a factor 0.1 of the largest, the cheapest row is
 	// chosen, so that dense rows are pivoted last and L stays sparse (the
 	// threshold partial pivoting of sparse codes).
 	RowCount []int

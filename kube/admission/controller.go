@@ -176,8 +176,8 @@ func (c *Controller) resetScheduler() error {
 		weights, quotas = c.ten.Weights(), c.ten.Quotas()
 	}
 	s, err := scheduler.New(scheduler.Config{
-		Policy: c.cfg.Policy, Throughput: c.cfg.model(), RoundLength: c.cfg.roundSeconds(),
-		MinResetInterval: c.cfg.MinResetInterval, TenantWeights: weights, TenantQuotas: quotas,
+		Policy: c.cfg.Policy, Throughput: c.cfg.model(), TenantWeights: weights, TenantQuotas: quotas,
+		Mechanism: allocation.Mechanism{RoundLength: c.cfg.roundSeconds(), MinResetInterval: c.cfg.MinResetInterval},
 		// Admission decides types, not devices: a job may span nodes.
 		MigrationCost: -1, Logger: c.log,
 	})
@@ -273,8 +273,10 @@ func (c *Controller) Tenancy() *tenancy.Tenancy {
 }
 
 // Run runs a round every Config.Interval and sweeps (graces, requeued
-// pods) every second in between, until ctx ends. A round that fails is
-// logged and retried at the next tick.
+// pods) every second in between, until ctx ends. The next round is due
+// an interval after the last one ended (never sooner: the core refuses a
+// round that starts before the last one's end). A round that fails is
+// logged and retried an interval later.
 func (c *Controller) Run(ctx context.Context) error {
 	interval := c.cfg.Interval
 	if interval == 0 {
@@ -285,9 +287,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer tick.Stop()
 	for {
 		if !time.Now().Before(next) {
-			next = next.Add(interval)
 			start := time.Now()
-			if r, err := c.Round(ctx); err != nil {
+			r, err := c.Round(ctx)
+			next = time.Now().Add(interval)
+			if err != nil {
 				c.log.Error("round failed", "err", err)
 			} else {
 				c.log.Info("round", "round", r.Round, "assigned", len(r.Assigned), "started", len(r.Started),

@@ -154,15 +154,25 @@ func (c *Controller) load(ctx context.Context) (fresh bool, err error) {
 	return false, nil
 }
 
-// restore restores the core's snapshot; a panic in it (which would be a
-// bug) is an error, so that no saved state can crash the controller.
+// restore loads the core's snapshot into the core built for the cluster
+// and tenancy as they are now (Adopt: nodes may have come and gone, the
+// tenancy changed; leases on GPUs gone are released, and a changed
+// configuration makes the policy solve again); a panic in it (which would
+// be a bug) is an error, so that no saved state can crash the controller.
 func (c *Controller) restore(snap []byte) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("restoring the scheduler's snapshot panicked: %v", r)
 		}
 	}()
-	return c.sched.Restore(snap)
+	ad, err := c.sched.Adopt(snap)
+	if err != nil {
+		return err
+	}
+	if len(ad.Differences) > 0 || len(ad.Released) > 0 {
+		c.log.Info("scheduler state adopted", "differences", len(ad.Differences), "released", ad.Released, "resolve", ad.Reset)
+	}
+	return nil
 }
 
 // decodeState reads a saved state: the head's header, the compressed

@@ -520,7 +520,7 @@ func TestE2EAdmissionTrace(t *testing.T) {
 	}
 	res, err := sim.Run(ctx, sim.Config{
 		Types: []topology.GPUType{topology.K80, topology.P100, topology.V100}, Capacity: []int{8, 8, 8}, GPUsPerServer: []int{4, 4, 4},
-		Policy: &allocation.MaxMinFairness{}, RoundLength: admRound,
+		Policy: &allocation.MaxMinFairness{}, Mechanism: allocation.Mechanism{RoundLength: admRound},
 	}, sj)
 	must(t, err, "simulation")
 	var simJCT, cpJCT float64

@@ -73,7 +73,7 @@ type runSpec struct {
 // (GPUSCHED_E2E_ROUNDS). The pods are created first, then the scheduler is
 // started; throughput is the pods bound after the first over the time from
 // the first binding to the last. It reports, and asserts nothing about
-// wall-clock time: the README records the figures (GPUSCHED_E2E_RESULTS
+// wall-clock time: docs/kubernetes.md records the figures (GPUSCHED_E2E_RESULTS
 // names a file for them as JSON).
 func TestE2EThroughput(t *testing.T) {
 	c, bin := controlPlane(t)

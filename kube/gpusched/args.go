@@ -31,7 +31,13 @@ const (
 // is a plain value: safe for concurrent reads, not for concurrent writes.
 type Args struct {
 	// Order of the queue: "fifo" (default), "srtf", "las" (Tiresias's
-	// 2D-LAS) or "gittins" (Tiresias's 2D-Gittins).
+	// 2D-LAS) or "gittins" (Tiresias's 2D-Gittins). The inputs each
+	// trusts (SECURITY.md): fifo the pod's (or its group's first pod's)
+	// creation time, set by the API server; srtf ExpectedSeconds less the
+	// service the plugin measured; las and gittins that measured service
+	// (bound GPUs x time since PodScheduled, kept per job). All order by
+	// the pod's priority first (from its PriorityClass, resolved by the
+	// API server). No annotation a tenant writes is read.
 	Order string `json:"order,omitempty"`
 	// LASThresholds are 2D-LAS's queue limits in GPU-seconds, ascending;
 	// empty means gang.DefaultThresholds.
@@ -174,8 +180,8 @@ func (a *Args) order() (gang.Order, error) {
 		return gang.ShortestRemaining{}, nil
 	case OrderLAS:
 		// No starvation guard: a key that moves with the clock would break
-		// the queue's heap; the guard belongs to whoever updates the
-		// attained-service annotation.
+		// the queue's heap. (The measured service of a waiting pod's job
+		// moves only while other pods of its job run.)
 		return gang.LAS2D{Thresholds: a.LASThresholds}, nil
 	case OrderGittins:
 		g, err := gang.NewGittins2D(a.GittinsSamples, a.GittinsQuantum)

@@ -17,7 +17,7 @@ import (
 // V100s, half dual-socket PCIe A100s), a quarter of their GPUs held: PreFilter,
 // Filter and Score on every node, PreScore, Reserve and Permit (then
 // Unreserve, so every iteration sees the same state). It is the plugin
-// latency per pod of the README without the API server.
+// latency per pod of docs/kubernetes.md without the API server.
 func BenchmarkSchedulingCycle(b *testing.B) {
 	for _, gpus := range []int{1, 2, 8} {
 		b.Run(fmt.Sprintf("gpus=%d", gpus), func(b *testing.B) {

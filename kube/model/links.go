@@ -14,7 +14,7 @@ const (
 	// API server allows 256 KiB for all annotations of an object together).
 	MaxAnnotationLen = 256 << 10
 	// MaxGPUsPerNode bounds the GPUs of one node.
-	MaxGPUsPerNode = 1024
+	MaxGPUsPerNode = topology.MaxGPUsPerServer
 )
 
 // ParseLinks reads the link annotation of a node (AnnotationLinks) into the

@@ -71,7 +71,7 @@ func TestMLPerfScore(t *testing.T) {
 }
 
 // The model fitted on MLPerf and Gavel's table: elasticities, and the
-// leave-one-type-out errors recorded in the README (go test -v -run Fit).
+// leave-one-type-out errors recorded in docs/reproduction.md (go test -v -run Fit).
 func TestFitOnMLPerfAndGavel(t *testing.T) {
 	m, err := Model(perfmodel.Observations(gavel.Simulation(), perfmodel.FP32, "Gavel simulation table"))
 	require.NoError(t, err)

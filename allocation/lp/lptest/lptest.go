@@ -49,6 +49,28 @@ func Cases() []Case {
 			Objective: 2.8, X: []float64{1.6, 1.2}, Duals: []float64{0.4, 0.2},
 		},
 		{
+			// The textbook max beside 5e-324 x <= 1, a subnormal entry
+			// (x <= 2e323): InteriorPoint reported a point violating
+			// x + 2y <= 4 by 2.8 as optimal.
+			Name:      "subnormal coefficient",
+			Build:     textbookWith(1, []float64{5e-324, 0}),
+			Objective: 2.8, X: []float64{1.6, 1.2}, Duals: []float64{0.4, 0.2, 0},
+		},
+		{
+			// The textbook max beside 1e-300 x + y <= 1 (y <= 1 to any
+			// precision): optimum 8/3 at (5/3, 1), duals (0, 1/3, 2/3).
+			Name:      "tiny coefficient beside a normal one",
+			Build:     textbookWith(1, []float64{1e-300, 1}),
+			Objective: 8.0 / 3, X: []float64{5.0 / 3, 1}, Duals: []float64{0, 1.0 / 3, 2.0 / 3},
+		},
+		{
+			// The textbook max beside the row x <= 1e19, which never binds
+			// (CLP reads 1e20 and beyond as no bound).
+			Name:      "row bound of 1e19",
+			Build:     textbookWith(1e19, []float64{1, 0}),
+			Objective: 2.8, X: []float64{1.6, 1.2}, Duals: []float64{0.4, 0.2, 0},
+		},
+		{
 			Name: "textbook min",
 			Build: func() *lp.Model {
 				m := lp.NewModel(lp.Minimize)
@@ -166,6 +188,19 @@ func Cases() []Case {
 			},
 			Status: lp.Unbounded, Err: lp.ErrUnbounded,
 		},
+	}
+}
+
+// textbookWith builds the textbook max (x + 2y <= 4, 3x + y <= 6) with
+// a third row a'(x, y) <= up.
+func textbookWith(up float64, a []float64) func() *lp.Model {
+	return func() *lp.Model {
+		m := lp.NewModel(lp.Maximize)
+		x, y := m.AddVar(0, lp.Inf, 1), m.AddVar(0, lp.Inf, 1)
+		m.AddRow(-lp.Inf, 4, []int{x, y}, []float64{1, 2})
+		m.AddRow(-lp.Inf, 6, []int{x, y}, []float64{3, 1})
+		m.AddRow(-lp.Inf, up, []int{x, y}, a)
+		return m
 	}
 }
 
