@@ -921,14 +921,6 @@ func (c *Controller) admitted(w *workload, t topology.GPUType, rec *record, now 
 	c.tell(w, corev1.EventTypeNormal, ReasonAdmitted, c.admittedWhy(w, t, now), true)
 }
 
-// preempt takes a workload's GPUs back: a Job is suspended; a pod is
-// marked with the reason and deleted after the grace (then requeued).
-func (c *Controller) preempt(ctx context.Context, w *workload, reason string) error {
-	pp := &pendingPreempt{key: w.key, w: w, reason: reason}
-	c.preemptWrites(ctx, pp)
-	return c.preempted(pp)
-}
-
 // pendingPreempt is a preemption decided in a round: its writes, then
 // their outcome.
 type pendingPreempt struct {
