@@ -27,7 +27,8 @@ func TestUnrunnableAndGroupsOverNodes(t *testing.T) {
 		_, err := cs.CoreV1().Pods(testNS).Create(ctx, p, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
-	c := newController(t, cs, &testClock{}, nil)
+	clk := &testClock{}
+	c := newController(t, cs, clk, nil)
 	res, err := syncRound(ctx, c)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"pod/" + testNS + "/huge"}, res.Unrunnable)
@@ -48,6 +49,7 @@ func TestUnrunnableAndGroupsOverNodes(t *testing.T) {
 	// A node of 16 GPUs joins: the pod is no longer unrunnable.
 	_, err = cs.CoreV1().Nodes().Create(ctx, gpuNode("big", "Tesla-V100-SXM2-16GB", 16), metav1.CreateOptions{})
 	require.NoError(t, err)
+	clk.t = 360 // the next round (the core refuses one before the last one's end)
 	res, err = syncRound(ctx, c)
 	require.NoError(t, err)
 	assert.Empty(t, res.Unrunnable)
