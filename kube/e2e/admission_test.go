@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 )
 
 // The admission scenario's cluster: three GPU types on labelled fake nodes
@@ -295,10 +296,18 @@ func runAdmission(ctx context.Context, t *testing.T, cs kubernetes.Interface, jo
 			if left := remaining[name]; left <= rate*admRound {
 				run.finish[name] = clock + left/rate
 				remaining[name] = 0
-				p, err := cs.CoreV1().Pods(o.ns).Get(ctx, name, metav1.GetOptions{})
-				must(t, err, "get %s", name)
-				p.Status.Phase = corev1.PodSucceeded
-				_, err = cs.CoreV1().Pods(o.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+				// The controller writes the pod's condition gpusched.io/Admitted
+				// from a queue of its own, at any time: a stale copy is retried,
+				// as a kubelet would.
+				err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+					p, err := cs.CoreV1().Pods(o.ns).Get(ctx, name, metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					p.Status.Phase = corev1.PodSucceeded
+					_, err = cs.CoreV1().Pods(o.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+					return err
+				})
 				must(t, err, "complete %s", name)
 			} else {
 				remaining[name] = left - rate*admRound
