@@ -686,7 +686,8 @@ func podRef(e *podEntry) *corev1.ObjectReference {
 }
 
 // GPUCounts are a type's GPUs in the ledger: all of them, the healthy
-// ones, and the healthy ones no pod holds. A plain value.
+// ones, and the healthy ones no pod holds. A plain value, safe for
+// concurrent use once made (nothing changes it).
 type GPUCounts struct {
 	Total, Healthy, Free int
 }

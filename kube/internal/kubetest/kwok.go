@@ -78,7 +78,8 @@ func RequireKwok(t testing.TB) string {
 	return p
 }
 
-// KwokOptions tune kwok's controller.
+// KwokOptions tune kwok's controller. A plain value, safe for concurrent
+// use when not being changed.
 type KwokOptions struct {
 	// Parallelism of the pod and node stages (0: kwok's defaults).
 	PodParallelism, NodeParallelism int
