@@ -130,14 +130,13 @@ func workloadKey(p *corev1.Pod) (string, kind) {
 // collect turns the managed pods and Jobs of the managed namespaces into
 // workloads, sorted by key; recs are the controller's own records of
 // what it admitted, the only source of a workload's admitted type.
-func collect(pods []corev1.Pod, jobs []batchv1.Job, res corev1.ResourceName, managed func(string) bool, recs map[string]*record) []*workload {
+func collect(pods []*corev1.Pod, jobs []*batchv1.Job, res corev1.ResourceName, managed func(string) bool, recs map[string]*record) []*workload {
 	byKey := map[string]*workload{}
 	jobUIDs := map[types.UID]bool{}
-	for i := range jobs {
-		jobUIDs[jobs[i].UID] = true
+	for _, j := range jobs {
+		jobUIDs[j.UID] = true
 	}
-	for i := range pods {
-		p := &pods[i]
+	for _, p := range pods {
 		if !managed(p.Namespace) || !managedPod(p, jobUIDs, res) {
 			continue
 		}
@@ -153,8 +152,7 @@ func collect(pods []corev1.Pod, jobs []batchv1.Job, res corev1.ResourceName, man
 		w.pods = append(w.pods, p)
 		w.created = min(w.created, p.CreationTimestamp.Unix())
 	}
-	for i := range jobs {
-		j := &jobs[i]
+	for _, j := range jobs {
 		if !managed(j.Namespace) || !managedJob(j, res) {
 			continue
 		}

@@ -22,13 +22,15 @@
 #                           of our go.mod), with its CRDs and webhook
 #                           manifests copied from the module into
 #                           kueue-v0.17.0/ beside it
+#   kwok v0.8.0             fake nodes and pod lifecycles for the scale tests
+#                           (go install: its module has no replace directives)
 # Everything comes from the Go module proxy. On 2 cores from a cold Go build
-# cache: about 20 minutes for etcd, kube-apiserver and kube-scheduler, and
-# about 6 minutes for kube-controller-manager and kubectl and up to 14 for
-# Kueue (measured under load, docs/kueue.md); seconds once cached. Each binary is built to
-# NAME.tmp and moved into place, so a shared folder never holds half a
-# binary. The tests build gpusched-scheduler themselves (it changes with
-# the code).
+# cache: about 20 minutes for etcd, kube-apiserver and kube-scheduler, about
+# 6 minutes for kube-controller-manager and kubectl, up to 14 for Kueue and 8
+# for kwok (measured under load: docs/kueue.md, docs/operations.md); seconds
+# once cached. Each binary is built to NAME.tmp (or a folder of its own) and
+# moved into place, so a shared folder never holds half a binary. The tests
+# build gpusched-scheduler themselves (it changes with the code).
 set -euo pipefail
 kube=$(cd "$(dirname "$0")/.." && pwd)
 bin=${GPUSCHED_KUBE_BIN:-$kube/.cache/bin}
@@ -95,15 +97,33 @@ build_kueue() {
   echo "kueue: built in $((SECONDS - start)) s"
 }
 
+# goinstall name, module@version: go install into a folder of its own, then
+# an atomic move (the folder may be shared).
+goinstall() {
+  local name=$1 pkg=$2
+  if [ -z "$force" ] && [ -x "$bin/$name" ]; then
+    echo "$name: $bin/$name (already built)"
+    return
+  fi
+  echo "$name: installing $pkg"
+  local tmp
+  tmp=$(mktemp -d "$bin/.$name.XXXXXX")
+  (cd "$tmp" && GOFLAGS= GOBIN="$tmp" go install "$pkg")
+  mv "$tmp/$name" "$bin/$name"
+  rmdir "$tmp"
+}
+
 build etcd "$kube/hack/etcd" go.etcd.io/etcd/server/v3
 build kube-apiserver "$kube" k8s.io/kubernetes/cmd/kube-apiserver "$version_ldflags" stamped
 build kube-scheduler "$kube" k8s.io/kubernetes/cmd/kube-scheduler
 build kube-controller-manager "$kube/hack/k8s" k8s.io/kubernetes/cmd/kube-controller-manager "$version_ldflags" stamped
 build kubectl "$kube/hack/k8s" k8s.io/kubernetes/cmd/kubectl "$version_ldflags"
 build_kueue
+goinstall kwok sigs.k8s.io/kwok/cmd/kwok@v0.8.0
 "$bin/etcd" --version | sed -n 1p  # sed reads it all: head would end the pipe early (SIGPIPE, exit 141 under pipefail)
 "$bin/kube-apiserver" --version
 "$bin/kube-scheduler" --version
 "$bin/kube-controller-manager" --version
 "$bin/kubectl" version --client | sed -n 1p
+"$bin/kwok" --version
 echo "kueue $kueue_version: $bin/kueue, its CRDs and webhooks in $bin/kueue-$kueue_version"
