@@ -65,7 +65,7 @@ func TestImages(t *testing.T) {
 	require.NotNil(t, gover, "go.mod's go directive")
 	goMinor := string(gover[1])
 	deployments := map[string]*appsv1.Deployment{}
-	for _, f := range []string{"deployment.yaml", "admission-deployment.yaml"} {
+	for _, f := range []string{"deployment.yaml", "admission-deployment.yaml", "kueue-deployment.yaml"} {
 		for _, o := range objects(t, f) {
 			if d, ok := o.(*appsv1.Deployment); ok {
 				deployments[d.Spec.Template.Spec.Containers[0].Image] = d
@@ -76,7 +76,7 @@ func TestImages(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, strings.Fields(string(ignore)), "**/.cache", "the e2e binaries stay out of the build context")
 
-	for _, bin := range []string{"gpusched-scheduler", "gpusched-admission"} {
+	for _, bin := range []string{"gpusched-scheduler", "gpusched-admission", "gpusched-kueue"} {
 		t.Run(bin, func(t *testing.T) {
 			file := filepath.Join("images", bin+".Dockerfile")
 			ins := parseDockerfile(t, file)
