@@ -44,8 +44,11 @@ const (
 	// controller's selector from one the tenant wrote, and says where the
 	// workload was steered.
 	AnnotationSteered = "gpusched.io/steered"
-	// LabelGPUType, on a ResourceFlavor, names its GPU type when its node
-	// labels do not name the product (the admin's).
+	// LabelGPUType, on a ResourceFlavor, names its GPU type (the admin's),
+	// in place of the product its node labels give under the type label,
+	// e.g. for a product gpusched does not know. The type label must be
+	// among the flavor's node labels either way: the controller steers by
+	// it.
 	LabelGPUType = "gpusched.io/gpu-type"
 )
 
@@ -71,7 +74,7 @@ var (
 	// ErrConfig: a Config that cannot be used.
 	ErrConfig = errors.New("kueue: invalid configuration")
 	// ErrNoKueue: Kueue's API (kueue.x-k8s.io/v1beta2) is not served.
-	ErrNoKueue = errors.New("kueue: Kueue's API kueue.x-k8s.io/v1beta2 is not served (install Kueue v0.17 or later)")
+	ErrNoKueue = errors.New("kueue: Kueue's API kueue.x-k8s.io/v1beta2 is not served (install Kueue; checked with v0.17.0)")
 )
 
 // Config configures a Controller. Client, Dynamic and Policy are

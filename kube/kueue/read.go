@@ -85,20 +85,24 @@ type snapshot struct {
 	values map[string][]int
 }
 
-// flavorType reads a ResourceFlavor's GPU type: the product its node
-// labels name (the type label), else its label LabelGPUType.
+// flavorType reads a ResourceFlavor's GPU type: its label LabelGPUType
+// where the admin set one, else the product its node labels name under
+// the type label (a product topology does not know is a custom type). A
+// flavor without the type label among its node labels has no type: the
+// controller pins a flavor by a node selector on that label, so it could
+// not steer to it (its workloads are Kueue's alone).
 func flavorType(rf *ResourceFlavor, typeLabel string) (flavorInfo, bool) {
-	if v, ok := rf.Spec.NodeLabels[typeLabel]; ok && v != "" {
-		p, err := topology.ParseProduct(v)
-		if err == nil {
+	v := rf.Spec.NodeLabels[typeLabel]
+	if v == "" {
+		return flavorInfo{}, false
+	}
+	if t := rf.Labels[LabelGPUType]; t != "" {
+		if p, err := topology.ParseProduct(t); err == nil {
 			return flavorInfo{typ: p.Type, value: v}, true
 		}
 	}
-	if v, ok := rf.Labels[LabelGPUType]; ok && v != "" {
-		p, err := topology.ParseProduct(v)
-		if err == nil {
-			return flavorInfo{typ: p.Type, value: rf.Spec.NodeLabels[typeLabel]}, true
-		}
+	if p, err := topology.ParseProduct(v); err == nil {
+		return flavorInfo{typ: p.Type, value: v}, true
 	}
 	return flavorInfo{}, false
 }
