@@ -38,11 +38,12 @@ import (
 // round of 20 each where their share is 10 (kube/admission's
 // TestStateBoundedWhateverTenantsWrite). So the priority is bounded per
 // entity (Job.Entity, the tenant; the jobs with no entity form one
-// group): per type, its units that never ran, by X then unit, go first
-// while the GPU-seconds they take this round (GPUs times the round) are
-// below what the entity is owed by the end of the round, the sum over
-// its units of GPUs * (deficit + X[m][k] * (time since the last reset, to
-// the end of the round) - time received on k) (the unit that crosses the
+// group): its units that never ran go first (in submission order, by
+// job IDs, for the budget) while the GPU-seconds they take this round
+// (GPUs times the round, once per unit whatever its types) are below what
+// the entity is owed by the end of the round, the sum over its units and
+// types of GPUs * (deficit + X[m][k] * (time since the last reset, to the
+// end of the round) - time received on k) (the unit that crosses the
 // budget goes first too, so an entity whose units are larger than its
 // budget starts them one at a time). A pair goes first only while both
 // its jobs' entities have budget left, and counts for both. What an
@@ -50,10 +51,15 @@ import (
 // unit, and taking more leaves it owed less in the next rounds: over
 // rounds, however many jobs it submits, it gets by priority no more than
 // its share plus one unit, and the three above get 10, 10 and 9 of 20
-// (allocation's TestRoundsManyJobsOneTenantHierarchical). A single user
-// (one entity, as on an untenanted trace) is owed about the whole cluster
-// each round and keeps Gavel's rule: its new jobs start at once
-// (TestRoundsNewJobStartsPromptly; docs/reproduction.md has the figures).
+// (allocation's TestRoundsManyJobsOneTenantHierarchical; a budget of one
+// round of the entity's share instead, whatever it received, gave them 7:
+// the attacker's new jobs went first every round). A single user (one
+// entity, as on an untenanted trace) is owed what the cluster has not yet
+// given it, usually far more than its new jobs need, and keeps Gavel's
+// rule (TestRoundsNewJobStartsPromptly; ITP's trace); GPUs handed out
+// after the priority pass count as received, so where they ran its jobs
+// well ahead of their shares it is owed less and new jobs wait as by lag
+// (Gavel's multi-GPU jobs; docs/reproduction.md has the figures).
 // Units beyond the budget keep a head start of X times a round, so that
 // they go before units exactly as far behind as they are.
 //
@@ -746,11 +752,11 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 		return i
 	}
 	owed := r.scratch.owed[:0]
-	addOwed := func(e int32, k int, v float64) {
-		for i := int(e+1) * len(p.Types); len(owed) < i; {
+	addOwed := func(e int32, v float64) {
+		for len(owed) <= int(e) {
 			owed = append(owed, 0)
 		}
-		owed[int(e)*len(p.Types)+k] += v
+		owed[e] += v
 	}
 	anyFresh := false
 	for i := range list {
@@ -779,10 +785,10 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 			// entities of both jobs of a pair.
 			o := float64(ja.ScaleFactor) * (lag + x*headStart/2)
 			ea := entity(ma)
-			addOwed(ea, k, o)
+			addOwed(ea, o)
 			if mb >= 0 {
 				if eb := entity(mb); eb != ea {
-					addOwed(eb, k, o)
+					addOwed(eb, o)
 				}
 			}
 			if !st.ran {
@@ -795,7 +801,7 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 	}
 	r.scratch.owed = owed
 	if anyFresh {
-		r.markFresh(p, h.s, owed, entity, headStart)
+		r.markFresh(h.s, owed, entity, headStart)
 	}
 	r.scratch.entries = h.s[:0]
 	busy := slices.Grow(r.scratch.busy[:0], len(p.Jobs))[:len(p.Jobs)]
@@ -885,56 +891,43 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 
 // markFresh keeps the mark of the entries of units that never ran (built
 // with fresh set) on those which go first, and clears it on the others:
-// per entity and type, in the order of fresh entries (share, then unit),
-// while the GPUs the entity's marked entries take stay below what it is
-// owed by the end of the round (owed, in GPU-seconds, over the round
-// length); the entry that crosses the budget is still marked, so an
+// unit by unit in the order of the unit list (by job IDs: submission
+// order where IDs grow), while the GPU-seconds the entity's marked units
+// take this round (GPUs times the round, once per unit whatever its
+// types) stay below what it is owed by the end of the round (owed, over
+// all types); the unit that crosses the budget is still marked, so an
 // entity whose units are larger than its budget starts one at a time. A
 // pair is marked only while both its jobs' entities have budget, and
-// counts for both.
-func (r *Rounds) markFresh(p *Problem, es []entry, owed []float64, entity func(int) int32, round float64) {
-	pos := r.scratch.pos[:0]
-	for i := range es {
-		if es[i].fresh {
-			pos = append(pos, int32(i))
-		}
-	}
-	r.scratch.pos = pos
-	slices.SortFunc(pos, func(i, j int32) int {
-		a, b := &es[i], &es[j]
-		if a.k != b.k {
-			return cmp.Compare(a.k, b.k)
-		}
-		if a.x != b.x {
-			return descending(a.x, b.x)
-		}
-		if a.u.a != b.u.a {
-			return cmp.Compare(a.u.a, b.u.a)
-		}
-		return cmp.Compare(a.u.b, b.u.b)
-	})
+// counts for both. The entries of a unit are adjacent in es.
+func (r *Rounds) markFresh(es []entry, owed []float64, entity func(int) int32, round float64) {
 	taken := slices.Grow(r.scratch.taken[:0], len(owed))[:len(owed)]
 	clear(taken)
 	r.scratch.taken = taken
-	nt := len(p.Types)
-	for _, i := range pos {
+	var last unit
+	keep, seen := false, false
+	for i := range es {
 		e := &es[i]
-		ia := int(entity(e.ma))*nt + int(e.k)
-		ib := -1
-		if e.mb >= 0 {
-			if b := int(entity(e.mb))*nt + int(e.k); b != ia {
-				ib = b
-			}
-		}
-		if taken[ia] >= owed[ia] || (ib >= 0 && taken[ib] >= owed[ib]) {
-			e.fresh = false
+		if !e.fresh {
 			continue
 		}
-		g := float64(e.sf) * round
-		taken[ia] += g
-		if ib >= 0 {
-			taken[ib] += g
+		if !seen || e.u != last {
+			seen, last = true, e.u
+			ia, ib := entity(e.ma), int32(-1)
+			if e.mb >= 0 {
+				if b := entity(e.mb); b != ia {
+					ib = b
+				}
+			}
+			keep = taken[ia] < owed[ia] && (ib < 0 || taken[ib] < owed[ib])
+			if keep {
+				g := float64(e.sf) * round
+				taken[ia] += g
+				if ib >= 0 {
+					taken[ib] += g
+				}
+			}
 		}
+		e.fresh = keep
 	}
 }
 
