@@ -40,17 +40,15 @@ import (
 // entity (Job.Entity, the tenant; the jobs with no entity form one
 // group): its units that never ran go first (in submission order, by
 // job IDs, for the budget) while the GPU-seconds they take this round
-// (GPUs times the round, once per unit whatever its types) are below what
-// the entity is owed by the end of the round, the sum over its units and
-// types of GPUs * (deficit + X[m][k] * (time since the last reset, to the
-// end of the round) - time received on k) (the unit that crosses the
-// budget goes first too, so an entity whose units are larger than its
-// budget starts them one at a time). A pair goes first only while both
-// its jobs' entities have budget left, and counts for both. What an
-// entity takes by this priority is thus at most what it is owed plus one
-// unit, and taking more leaves it owed less in the next rounds: over
-// rounds, however many jobs it submits, it gets by priority no more than
-// its share plus one unit, and the three above get 10, 10 and 9 of 20
+// (GPUs times the round, once per unit whatever its types) stay within
+// what the entity is owed by the end of the round, the sum over its units
+// and types of GPUs * (deficit + X[m][k] * (time since the last reset, to
+// the end of the round) - time received on k). A pair goes first only
+// where both its jobs' entities have the budget for it, and counts for
+// both. What an entity takes by this priority is thus at most what it is
+// owed, and taking it leaves it owed less in the next rounds: over rounds,
+// however many jobs it submits, it gets by priority no more than its
+// share, and the three above get 10 of 20 each
 // (allocation's TestRoundsManyJobsOneTenantHierarchical; a budget of one
 // round of the entity's share instead, whatever it received, gave them 7:
 // the attacker's new jobs went first every round). A single user (one
@@ -60,8 +58,10 @@ import (
 // after the priority pass count as received, so where they ran its jobs
 // well ahead of their shares it is owed less and new jobs wait as by lag
 // (Gavel's multi-GPU jobs; docs/reproduction.md has the figures).
-// Units beyond the budget keep a head start of X times a round, so that
-// they go before units exactly as far behind as they are.
+// Units beyond the budget, and units larger than all their entity is
+// owed, go by lag with a head start of X times a round, so that they go
+// before units exactly as far behind as they are; letting the unit that
+// crosses the budget go first too gave the three above 10, 10 and 9.
 //
 // Gavel sorts by X / (time received / time of all units), its counters
 // seeded with half a round at every reset; that phantom half round weighs
@@ -892,13 +892,12 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 // markFresh keeps the mark of the entries of units that never ran (built
 // with fresh set) on those which go first, and clears it on the others:
 // unit by unit in the order of the unit list (by job IDs: submission
-// order where IDs grow), while the GPU-seconds the entity's marked units
-// take this round (GPUs times the round, once per unit whatever its
-// types) stay below what it is owed by the end of the round (owed, over
-// all types); the unit that crosses the budget is still marked, so an
-// entity whose units are larger than its budget starts one at a time. A
-// pair is marked only while both its jobs' entities have budget, and
-// counts for both. The entries of a unit are adjacent in es.
+// order where IDs grow), a unit goes first if the GPU-seconds the
+// entity's marked units take this round (GPUs times the round, once per
+// unit whatever its types) stay within what it is owed by the end of the
+// round (owed, over all types; lagQuantum absorbs rounding). A pair goes
+// first only if both its jobs' entities have the budget, and counts for
+// both. The entries of a unit are adjacent in es.
 func (r *Rounds) markFresh(es []entry, owed []float64, entity func(int) int32, round float64) {
 	taken := slices.Grow(r.scratch.taken[:0], len(owed))[:len(owed)]
 	clear(taken)
@@ -918,9 +917,9 @@ func (r *Rounds) markFresh(es []entry, owed []float64, entity func(int) int32, r
 					ib = b
 				}
 			}
-			keep = taken[ia] < owed[ia] && (ib < 0 || taken[ib] < owed[ib])
+			g := float64(e.sf) * round
+			keep = taken[ia]+g <= owed[ia]+lagQuantum && (ib < 0 || taken[ib]+g <= owed[ib]+lagQuantum)
 			if keep {
-				g := float64(e.sf) * round
 				taken[ia] += g
 				if ib >= 0 {
 					taken[ib] += g

@@ -189,18 +189,24 @@ func TestRoundsDeterministic(t *testing.T) {
 // Job identity is the submitter's to choose, so many jobs must not be a
 // lever: tenant "att" has 64 jobs of 1 GPU sharing 2 GPUs (X = 1/32 each),
 // tenants "v1" to "v3" a job of 4 GPUs each with X = 0.5, on 8 GPUs, 16
-// rounds of 360 s from a reset. A unit that never ran goes first while its
-// tenant is owed GPU-time for the round: sum of GPUs * (X * (time since
-// the reset to the end of the round) - time received) over its units.
-// Round 0: each large job is owed 4 * 0.5 * 360 = 720 and goes first (by
-// X: jobs 1 and 2 take the 8 GPUs). Round 1: "att" is owed 2 * 720 =
-// 1440, 4 GPU-rounds: job 3 and four small ones. Round 2: "att" is owed
-// 2 * 1080 - 1440 = 720: two small ones first, then by lag job 1 and two
-// more small ones (work-conserving). The tenant's fresh GPUs thus follow
-// its share; from round 8 the small jobs that never ran pass the large
-// jobs by lag with their head start, as before. The large jobs run 8, 8
-// and 7 of 16 rounds, each within a round of its share (8); the small
-// ones 36 GPU-rounds, half a round of the 8 GPUs above their 32. Running
+// rounds of 360 s from a reset. A unit that never ran goes first while
+// the GPU-time its tenant's units take by that priority this round stays
+// within what the tenant is owed by the end of the round: sum of GPUs *
+// (X * (time since the reset to the end of the round) - time received)
+// over its units. Round 0: "att" is owed 64 * 1/32 * 360 = 720 GPU-s,
+// two small jobs' round: jobs 100 and 101 first; each large job is owed
+// 4 * 0.5 * 360 = 720, less than its 1,440, so they go by lag (0.5 * 180
+// plus a head start of 0.5 * 360: 270) before the small ones (1/32 * 540
+// = 16.9): job 1, then jobs 102 and 103 in the 2 GPUs left. Round 1:
+// "att" is owed 2 * 720 - 4 * 360 = 0; jobs 2 and 3 (lag 450) run. Round
+// 2: "att" owed 720 again, jobs 104 and 105 first, then job 1 (lag 90,
+// tied with 2 and 3, by ID) and two more small ones. So on until round
+// 8, where the small jobs that never ran pass the large ones by lag with
+// their head start (3420 / 32 = 106.9 > 90) and take the 8 GPUs; then
+// jobs 1 and 2 run in odd rounds, job 3 with four small ones in even
+// rounds. The large jobs run 8, 8 and 7 of 16 rounds, each within a round
+// of its share (8); the small ones 36 GPU-rounds, half a round of the 8
+// GPUs above their 32. Running
 // units that never ran first without a budget (Gavel's X * 1e9) gave the
 // large jobs one round each in the first 10: after rounds 0 and 1 the 60
 // small jobs that had not run took every GPU for 7.5 rounds.
