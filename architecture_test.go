@@ -36,12 +36,16 @@ var allowed = map[string][]string{
 	// imports sim, which drives it.
 	"scheduler": {"allocation", "placement", "gang", "elastic", "cluster", "perfmodel", "topology", "internal"},
 	"sim":       {"scheduler", "allocation", "placement", "gang", "elastic", "cluster", "perfmodel", "topology", "internal"},
-	"internal":  {"internal"},
-	"examples":  {"sim", "scheduler", "allocation", "placement", "gang", "elastic", "cluster", "perfmodel", "topology", "internal"},
-	".":         {},
+	// flavor models Kueue's flavor assignment and gpusched's steering of
+	// it (allocation policies over ClusterQueues), as gang schedulers for
+	// the simulator's event engine and for kube/kueue.
+	"flavor":   {"allocation", "gang", "perfmodel", "topology", "internal"},
+	"internal": {"internal"},
+	"examples": {"flavor", "sim", "scheduler", "allocation", "placement", "gang", "elastic", "cluster", "perfmodel", "topology", "internal"},
+	".":        {},
 	// kube is a module of its own (the only one with Kubernetes
 	// dependencies): the scheduler plugin builds on the core, never on sim.
-	"kube": {"kube", "scheduler", "allocation", "placement", "gang", "elastic", "cluster", "perfmodel", "topology"},
+	"kube": {"kube", "flavor", "scheduler", "allocation", "placement", "gang", "elastic", "cluster", "perfmodel", "topology"},
 }
 
 // cgoAllowed are the only packages that may use cgo or import a cgo binding.

@@ -22,6 +22,13 @@
 //	go run ./examples/simulate -rate 5.6 -policies las,gavel -out plots
 //	go run ./examples/simulate -trace my.trace -cluster v100:8,k80:8
 //	go run ./examples/simulate -compat gavel -policies fifo,fifo-perf
+//
+// The event-driven policies run jobs to their end once started:
+// fifo-events (the fastest type with room), kueue (Kueue's flavor walk
+// over the types in the order -cluster names them, package flavor) and
+// kueue-gpusched (Kueue steered by gpusched's controller, kube/kueue):
+//
+//	go run ./examples/simulate -policies kueue,kueue-gpusched -cluster v100:8,p100:8,k80:8 -rate 2 -jobs 300 -window 50:250
 package main
 
 import (
@@ -32,6 +39,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +47,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/flavor"
 	"github.com/gpusched/gpusched/internal/cli"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
@@ -171,9 +180,65 @@ var policies = map[string]struct {
 	"throughput": {func(uint64, allocation.Compat) allocation.Policy { return &allocation.MaxThroughput{} }, false, false, false},
 }
 
-// eventPolicies run in the event-driven model: jobs start as GPUs free up.
-var eventPolicies = map[string]sim.EventScheduler{
-	"fifo-events": sim.EventFIFO{},
+// eventPolicies run in the event-driven model: jobs start as GPUs free up
+// and run to their end.
+var eventPolicies = map[string]func(c eventCluster) sim.EventScheduler{
+	"fifo-events": func(eventCluster) sim.EventScheduler { return sim.EventFIFO{} },
+	// Kueue's own flavor assignment (package flavor): one ClusterQueue
+	// holding the cluster, its flavors in the order -cluster names the
+	// types, the first with room taken.
+	"kueue": func(c eventCluster) sim.EventScheduler { return &flavor.Kueue{Queues: []flavor.Queue{c.queue()}} },
+	// Kueue steered by gpusched's controller (kube/kueue) with Gavel's
+	// heterogeneity-aware max-min fairness.
+	"kueue-gpusched": func(c eventCluster) sim.EventScheduler {
+		return &flavor.Steered{Queues: []flavor.Queue{c.queue()}, Types: c.types}
+	},
+}
+
+// eventCluster is what an event-driven policy is built for: the types
+// (sorted), their GPUs, and the order in which -cluster names them.
+type eventCluster struct {
+	types    []topology.GPUType
+	capacity []int
+	order    []int
+}
+
+// queue is a ClusterQueue over the whole cluster, its flavors in order.
+func (c eventCluster) queue() flavor.Queue {
+	q := flavor.Queue{Name: "cluster"}
+	for _, k := range c.order {
+		q.Flavors = append(q.Flavors, flavor.Flavor{Name: string(c.types[k]), Type: k, Nominal: c.capacity[k],
+			BorrowingLimit: flavor.NoLimit, LendingLimit: flavor.NoLimit})
+	}
+	return q
+}
+
+// typeOrder lists the types (indices into the sorted types) in the order
+// the -cluster flag names them ("v100:36,p100:36,k80:36"; Gavel's
+// "36:36:36" means V100, P100, K80); types it does not name come last.
+func typeOrder(spec string, types []topology.GPUType) []int {
+	var names []string
+	for _, part := range strings.Split(spec, ",") {
+		name, _, _ := strings.Cut(strings.TrimSpace(part), ":")
+		names = append(names, strings.ToLower(name))
+	}
+	if len(names) == 1 && strings.Count(spec, ":") == 2 {
+		names = []string{"v100", "p100", "k80"} // Gavel's form
+	}
+	var order []int
+	for _, n := range names {
+		for k, t := range types {
+			if string(t) == n && !slices.Contains(order, k) {
+				order = append(order, k)
+			}
+		}
+	}
+	for k := range types {
+		if !slices.Contains(order, k) {
+			order = append(order, k)
+		}
+	}
+	return order
 }
 
 // setVertex asks an LP policy for vertices (lp.InteriorPoint.Crossover).
@@ -191,7 +256,7 @@ func setVertex(p allocation.Policy) {
 }
 
 func policyNames() []string {
-	return []string{"fifo", "fifo-perf", "fifo-random", "fifo-events", "las", "gavel", "gavel-ss", "gandiva", "ftf", "makespan", "throughput"}
+	return []string{"fifo", "fifo-perf", "fifo-random", "fifo-events", "kueue", "kueue-gpusched", "las", "gavel", "gavel-ss", "gandiva", "ftf", "makespan", "throughput"}
 }
 
 type outcome struct {
@@ -294,7 +359,8 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 			defer func() { <-sem }()
 			start := time.Now()
 			if ev, ok := eventPolicies[name]; ok {
-				res, err := sim.RunEvents(ctx, sim.EventConfig{Types: types, Capacity: capacity, Scheduler: ev, Throughput: model,
+				sched := ev(eventCluster{types: types, capacity: capacity, order: typeOrder(o.cluster, types)})
+				res, err := sim.RunEvents(ctx, sim.EventConfig{Types: types, Capacity: capacity, Scheduler: sched, Throughput: model,
 					Progress: func(done, total int) { progress.update(i, done, total) }}, jobs)
 				results[i] = outcome{name: name, result: res, took: time.Since(start), err: err}
 				if err == nil {

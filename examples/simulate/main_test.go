@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpusched/gpusched/internal/cli"
 	"github.com/gpusched/gpusched/sim"
+	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -141,6 +142,24 @@ func TestRunCompatGavel(t *testing.T) {
 	for _, p := range []string{"fifo", "fifo-perf", "las", "gavel"} {
 		assert.Regexp(t, `\s`+p+`\s+40\s`, out.String())
 	}
+}
+
+// The Kueue policies: Kueue's walk over the flavors in the order -cluster
+// names the types, and Kueue steered by gpusched.
+func TestRunKueue(t *testing.T) {
+	var out, errOut bytes.Buffer
+	o := options{cluster: "v100:4,p100:4,k80:4", policies: "kueue,kueue-gpusched", rate: 20, jobs: 60, window: "10:50", quiet: true, parallel: 2}
+	require.NoError(t, run(context.Background(), &out, &errOut, o))
+	for _, p := range []string{"kueue", "kueue-gpusched"} {
+		assert.Regexp(t, `\s`+p+`\s+40\s`, out.String())
+	}
+}
+
+func TestTypeOrder(t *testing.T) {
+	types := []topology.GPUType{"k80", "p100", "v100"}
+	assert.Equal(t, []int{2, 1, 0}, typeOrder("v100:4,p100:4,k80:4", types))
+	assert.Equal(t, []int{0, 2, 1}, typeOrder("k80:4,v100:8:8", types), "p100 not named: last")
+	assert.Equal(t, []int{2, 1, 0}, typeOrder("36:36:36", types), "Gavel's form: V100, P100, K80")
 }
 
 // A trace of more than bigTrace jobs is simulated one policy at a time

@@ -94,7 +94,7 @@ func runAttack(t *testing.T, a attack, attacking bool) attackRun {
 	}
 	for r := range n {
 		clk.t = float64(r) * 360
-		res, err := c.Round(ctx)
+		res, err := syncRound(ctx, c)
 		if err != nil {
 			run.failed++
 			continue
@@ -206,7 +206,7 @@ func TestStateBoundedWhateverTenantsWrite(t *testing.T) {
 		vic = make([]int, 3)
 		for r := range 20 {
 			clk.t = float64(r) * 360
-			res, err := c.Round(ctx)
+			res, err := syncRound(ctx, c)
 			if err != nil {
 				fails++
 				continue
@@ -267,7 +267,7 @@ func TestChunkedStateRestores(t *testing.T) {
 	c := newController(t, cs, clk, nil)
 	for r := range 3 {
 		clk.t = float64(r) * 360
-		_, err := c.Round(ctx)
+		_, err := syncRound(ctx, c)
 		require.NoError(t, err)
 	}
 	st := savedState(t, cs)
@@ -282,11 +282,11 @@ func TestChunkedStateRestores(t *testing.T) {
 	assert.Len(t, gens, 1, "older chunks are deleted")
 	d := newController(t, cs, clk, nil)
 	clk.t = 3 * 360
-	want, err := c.Round(ctx)
+	want, err := syncRound(ctx, c)
 	require.NoError(t, err)
 	// d restored the state of round 3; c moved on: d must decide round 4
 	// as c did.
-	got, err := d.Round(ctx)
+	got, err := syncRound(ctx, d)
 	require.NoError(t, err)
 	assert.Equal(t, want.Assigned, got.Assigned)
 	assert.Equal(t, want.Round, got.Round)
@@ -307,7 +307,7 @@ func TestRemainingWorkFromTheQueue(t *testing.T) {
 	var left []float64
 	for r := range 5 {
 		clk.t = float64(r) * 360
-		_, err := c.Round(ctx)
+		_, err := syncRound(ctx, c)
 		require.NoError(t, err)
 		st, err := c.sched.Status("pod/att/job")
 		require.NoError(t, err)
@@ -355,7 +355,7 @@ tenants:
 			}
 		}
 		clk.t = float64(r) * 360
-		res, err := c.Round(ctx)
+		res, err := syncRound(ctx, c)
 		require.NoError(t, err)
 		checkInvariants(t, cs, res)
 		a, b := gpus(res, "a"), gpus(res, "b")

@@ -173,6 +173,20 @@ type Config struct {
 
 	// Logger receives what the controller does; nil logs nothing.
 	Logger *slog.Logger
+
+	// Metrics, if not nil, receives the controller's metrics (NewMetrics;
+	// register them where they are served).
+	Metrics *Metrics
+	// Requests, if not nil, returns how many API requests Client has sent
+	// so far (CountRequests); each round's are then a metric.
+	Requests func() uint64
+	// EventClient writes the events and pod conditions; nil means Client.
+	EventClient kubernetes.Interface
+	// EventQPS and EventBurst bound the rate of event and pod condition
+	// writes together (a token bucket); 0 means DefaultEventQPS and
+	// DefaultEventBurst.
+	EventQPS   float32
+	EventBurst int
 }
 
 func (c *Config) check() error {
@@ -185,6 +199,8 @@ func (c *Config) check() error {
 		return fmt.Errorf("%w: round of %v s (want 0 to 1e9)", ErrConfig, c.RoundSeconds)
 	case c.StateNamespace == "" && (!c.NoState || c.TenancyConfigMap != ""):
 		return fmt.Errorf("%w: no state namespace (the controller's own: its state and tenancy live there)", ErrConfig)
+	case c.EventQPS < 0 || c.EventBurst < 0 || math.IsNaN(float64(c.EventQPS)) || math.IsInf(float64(c.EventQPS), 0):
+		return fmt.Errorf("%w: event QPS %v, burst %d (want >= 0)", ErrConfig, c.EventQPS, c.EventBurst)
 	case c.Grace < 0 || c.Interval < 0:
 		return fmt.Errorf("%w: grace %v, interval %v (want >= 0)", ErrConfig, c.Grace, c.Interval)
 	case math.IsNaN(c.MinResetInterval):

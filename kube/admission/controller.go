@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 )
@@ -53,12 +55,23 @@ type Controller struct {
 	gen     int64 // generation of the state last saved or loaded
 	chunks  int   // chunks it took
 	adopt   bool  // a clean start: adopt what runs at the next round
-	events  map[string]bool
 	created map[string][]*corev1.Pod
+
+	caches  *caches
+	events  *eventer
+	metrics *Metrics
+	// bypassed lists the workloads Sweep preempted for running without
+	// admission since the last round (reported in its RoundResult).
+	bypassed []string
+	scratch  roundScratch
 	// jobPodTypes is the type of a node a Job's pod is bound to, by Job UID.
 	jobPodTypes map[types.UID]topology.GPUType
-	// memCopies holds requeued pods' copies under Config.NoState.
+	// memCopies holds the copies of the pods this process requeued (under
+	// Config.NoState their only copy), so that creating one again reads no
+	// ConfigMap.
 	memCopies map[string][]byte
+	// written holds the state ConfigMaps as last written (metadata only).
+	written map[string]*corev1.ConfigMap
 }
 
 // RoundResult says what a round decided and did. It belongs to the
@@ -81,8 +94,10 @@ type RoundResult struct {
 	// kept out of the round by their tenant's MaxJobs (or the tenancy's),
 	// Bypassed those found running without the controller's admission
 	// (and preempted), Adopted those found running at a clean start and
-	// taken as admitted; all sorted.
-	Started, Preempted, Held, Finished, Skipped, Waiting, Bypassed, Adopted []string
+	// taken as admitted, Unrunnable those with a pod larger than every
+	// node of the types they may run on (kept out of the rounds); all
+	// sorted.
+	Started, Preempted, Held, Finished, Skipped, Waiting, Bypassed, Adopted, Unrunnable []string
 	// Capacity is the healthy GPUs of each type.
 	Capacity map[topology.GPUType]int
 	// GPUs gives each job's GPU count, by key, for the jobs present.
@@ -100,33 +115,46 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	c := &Controller{cfg: cfg, log: cfg.Logger, nodes: map[string]nodeInfo{}, events: map[string]bool{}, state: newCtrlState(), memCopies: map[string][]byte{}}
+	c := &Controller{cfg: cfg, log: cfg.Logger, nodes: map[string]nodeInfo{}, state: newCtrlState(), memCopies: map[string][]byte{}}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
+	c.metrics = cfg.Metrics
+	c.events = newEvents(ctx, cfg, c.log)
+	if err := c.startCaches(ctx); err != nil {
+		c.events.close()
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			c.Close()
+		}
+	}()
 	c.ten = cfg.Tenancy
 	if c.ten == nil {
 		c.ten = tenancy.PerNamespace()
 	}
 	if cfg.TenancyConfigMap != "" {
-		if err := c.reloadTenancy(ctx); err != nil {
+		if err := c.reloadTenancy(); err != nil {
 			c.log.Warn("no tenancy yet: nothing is admitted until it loads", "err", err)
 		}
 	}
-	if err := c.resetScheduler(ctx); err != nil {
+	if err := c.resetScheduler(); err != nil {
 		return nil, err
 	}
 	if cfg.NoState {
+		ok = true
 		return c, nil
 	}
 	fresh, err := c.load(ctx)
 	switch {
 	case errors.Is(err, ErrState):
 		ns, name := cfg.stateLocation()
-		c.eventOn(ctx, corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: ns, Name: name}, corev1.EventTypeWarning, ReasonBadState,
+		c.eventOn(corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: ns, Name: name}, corev1.EventTypeWarning, ReasonBadState,
 			fmt.Sprintf("the saved state cannot be read, starting clean (running GPU workloads are adopted; the next save replaces it): %v", err))
 		c.state = newCtrlState()
-		if err := c.resetScheduler(ctx); err != nil {
+		if err := c.resetScheduler(); err != nil {
 			return nil, err
 		}
 		c.adopt = true
@@ -135,12 +163,13 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	default:
 		c.adopt = fresh
 	}
+	ok = true
 	return c, nil
 }
 
 // resetScheduler builds a new core for the current tenancy and adds the
 // nodes to it.
-func (c *Controller) resetScheduler(ctx context.Context) error {
+func (c *Controller) resetScheduler() error {
 	var weights map[string]float64
 	var quotas map[string]allocation.Quota
 	if c.ten != nil { // nil while a tenancy ConfigMap has not loaded: no round runs
@@ -158,20 +187,27 @@ func (c *Controller) resetScheduler(ctx context.Context) error {
 	c.sched = s
 	c.nodes = map[string]nodeInfo{}
 	c.specKey = ""
-	return c.syncNodes(ctx)
+	return c.syncNodes()
 }
 
-// reloadTenancy reads the tenancy ConfigMap; a document that does not
-// parse keeps the tenancy in force and gets a Warning event (once per
-// version). A change of weights or quotas rebuilds the core from its
-// snapshot.
-func (c *Controller) reloadTenancy(ctx context.Context) error {
+// reloadTenancy reads the tenancy ConfigMap from the cache; a document
+// that does not parse keeps the tenancy in force and gets a Warning event
+// (once per version). A change of weights or quotas rebuilds the core
+// from its snapshot.
+func (c *Controller) reloadTenancy() error {
 	ns, _ := c.cfg.stateLocation()
-	t, rv, err := tenancy.Load(ctx, c.cfg.Client, ns, c.cfg.TenancyConfigMap)
+	var t *tenancy.Tenancy
+	var rv string
+	cm, err := c.caches.cms.ConfigMaps(ns).Get(c.cfg.TenancyConfigMap)
+	if err == nil {
+		t, rv, err = tenancy.FromConfigMap(cm)
+	} else {
+		err = fmt.Errorf("tenancy: reading ConfigMap %s/%s: %w", ns, c.cfg.TenancyConfigMap, err)
+	}
 	if err != nil {
 		if bad := rv + "|" + err.Error(); bad != c.tenancyBad && !apierrors.IsNotFound(err) {
 			c.tenancyBad = bad
-			c.eventOn(ctx, corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: ns, Name: c.cfg.TenancyConfigMap},
+			c.eventOn(corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: ns, Name: c.cfg.TenancyConfigMap},
 				corev1.EventTypeWarning, ReasonBadTenancy, fmt.Sprintf("tenancy not applied, the last good one stays in force: %v", err))
 		}
 		if !c.tenancyLoaded && c.cfg.Tenancy == nil {
@@ -189,18 +225,18 @@ func (c *Controller) reloadTenancy(ctx context.Context) error {
 	c.ten, c.tenancyRV, c.tenancyLoaded = t, rv, true
 	c.log.Info("tenancy loaded", "configmap", ns+"/"+c.cfg.TenancyConfigMap, "tenants", len(t.Tenants()), "version", rv)
 	if c.sched != nil && (old == nil || !maps.Equal(old.Weights(), t.Weights()) || !reflect.DeepEqual(old.Quotas(), t.Quotas())) {
-		return c.rebuild(ctx)
+		return c.rebuild()
 	}
 	return nil
 }
 
 // rebuild moves the core's state into a new core built for the tenancy.
-func (c *Controller) rebuild(ctx context.Context) error {
+func (c *Controller) rebuild() error {
 	snap, err := c.sched.Snapshot()
 	if err != nil {
 		return fmt.Errorf("admission: snapshot: %w", err)
 	}
-	if err := c.resetScheduler(ctx); err != nil {
+	if err := c.resetScheduler(); err != nil {
 		return err
 	}
 	if err := c.restore(snap); err != nil {
@@ -251,6 +287,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer tick.Stop()
 	for {
 		if !time.Now().Before(next) {
+			start := time.Now()
 			r, err := c.Round(ctx)
 			next = time.Now().Add(interval)
 			if err != nil {
@@ -258,7 +295,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			} else {
 				c.log.Info("round", "round", r.Round, "assigned", len(r.Assigned), "started", len(r.Started),
 					"preempted", len(r.Preempted), "held", len(r.Held), "finished", len(r.Finished), "skipped", len(r.Skipped),
-					"waiting", len(r.Waiting), "bypassed", len(r.Bypassed))
+					"waiting", len(r.Waiting), "bypassed", len(r.Bypassed), "took", time.Since(start).Round(time.Millisecond))
 			}
 		} else if err := c.Sweep(ctx); err != nil {
 			c.log.Warn("sweep failed", "err", err)
@@ -272,29 +309,53 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // Round runs one round at the clock's time: sweep, read the tenancy,
-// nodes and workloads, preempt what bypassed admission, the core's round,
-// preempt, admit, save the state.
+// nodes and workloads (from the informers' caches), preempt what bypassed
+// admission, the core's round, preempt, admit, save the state, then tell
+// each workload where it stands (events, pod conditions) and update the
+// metrics.
 func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	start := time.Now()
+	var before uint64
+	if c.cfg.Requests != nil {
+		before = c.cfg.Requests()
+	}
+	res, view, err := c.round(ctx)
+	if err != nil {
+		c.metrics.roundFailed()
+		return res, err
+	}
+	if c.metrics != nil && view != nil {
+		end := time.Now()
+		view.seconds, view.endUnix, view.requests = end.Sub(start).Seconds(), float64(end.UnixNano())/1e9, -1
+		if c.cfg.Requests != nil {
+			view.requests = int64(c.cfg.Requests() - before)
+		}
+		c.metrics.observe(view)
+	}
+	return res, nil
+}
+
+func (c *Controller) round(ctx context.Context) (*RoundResult, *roundView, error) {
 	now := c.now()
 	if err := c.sweep(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if c.cfg.TenancyConfigMap != "" {
-		if err := c.reloadTenancy(ctx); err != nil && c.ten == nil {
-			return nil, fmt.Errorf("admission: no tenancy to go by: %w", err)
+		if err := c.reloadTenancy(); err != nil && c.ten == nil {
+			return nil, nil, fmt.Errorf("admission: no tenancy to go by: %w", err)
 		}
 	}
-	if err := c.syncNodes(ctx); err != nil {
-		return nil, err
+	if err := c.syncNodes(); err != nil {
+		return nil, nil, err
 	}
-	if err := c.syncPriorities(ctx); err != nil {
-		return nil, err
+	if err := c.syncPriorities(); err != nil {
+		return nil, nil, err
 	}
-	ws, err := c.workloads(ctx)
+	ws, err := c.workloads()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	res := &RoundResult{Round: c.state.Rounds + 1, Now: now, Assigned: map[string]topology.GPUType{},
 		Admitted: map[string]topology.GPUType{}, Capacity: maps.Clone(c.capacity), GPUs: map[string]int{}}
@@ -307,7 +368,7 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 
 	r, err := c.sched.Round(ctx, now)
 	if err != nil {
-		return nil, fmt.Errorf("admission: round at %v: %w", now, err)
+		return nil, nil, fmt.Errorf("admission: round at %v: %w", now, err)
 	}
 	c.state.Rounds++
 	for _, as := range r.Assignments {
@@ -318,7 +379,10 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 	// Preempt the jobs that lost their lease (or hold them, without
 	// preemption); a preempted pod still in its grace that got its type
 	// back keeps running.
+	// The preemptions' writes run at once (they are independent), their
+	// records then in order.
 	used := map[topology.GPUType]int{}
+	var preempts []*pendingPreempt
 	for _, key := range slices.Sorted(maps.Keys(present)) {
 		w := present[key]
 		want, assigned := res.Assigned[key]
@@ -332,16 +396,23 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 		case w.admitted == "" || (assigned && w.admitted == want):
 		case c.cfg.NoPreemption:
 		default:
-			if err := c.preempt(ctx, w, fmt.Sprintf("lease ended at round %d (t=%.0f s): the %s policy gave its %s GPUs to other jobs", res.Round, now, policyName(c.cfg.Policy), w.admitted)); err != nil {
-				c.log.Warn("preempt", "job", key, "err", err)
-				continue
-			}
-			res.Preempted = append(res.Preempted, key)
-			w.admitted = ""
+			preempts = append(preempts, &pendingPreempt{key: key, w: w,
+				reason: fmt.Sprintf("lease ended at round %d (t=%.0f s): the %s policy gave its %s GPUs to other jobs", res.Round, now, policyName(c.cfg.Policy), w.admitted)})
+			continue
 		}
 		if w.admitted != "" {
 			used[w.admitted] += w.gpus
 		}
+	}
+	parallel(len(preempts), func(i int) { c.preemptWrites(ctx, preempts[i]) })
+	for _, pp := range preempts {
+		if err := c.preempted(pp); err != nil {
+			c.log.Warn("preempt", "job", pp.key, "err", err)
+			used[pp.w.admitted] += pp.w.gpus
+			continue
+		}
+		res.Preempted = append(res.Preempted, pp.key)
+		pp.w.admitted = ""
 	}
 	// Pods deleted at once come back gated now, and may be admitted on
 	// their new type in this round.
@@ -362,37 +433,56 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 		}
 		w.preempting, w.admitted = false, ""
 	}
-	// Admit the others, in the order of the core's assignments.
+	// Admit the others, in the order of the core's assignments: the
+	// decisions first, the admissions' writes then at once (they are
+	// independent), their records in that order.
 	report := scheduler.RoundReport{Start: r.Start}
+	var admits []*pendingAdmit
+	var ran []*pendingAdmit // the jobs that run this round, in order
 	for _, as := range r.Assignments {
 		for _, key := range as.Jobs {
 			w := present[key]
+			pa := &pendingAdmit{key: key, w: w, typ: as.Type}
 			switch {
 			case w == nil || len(c.state.Requeue[key]) > 0 || w.preempting:
 				res.Held = append(res.Held, key)
 				continue
 			case w.admitted == as.Type:
+				pa.w = nil // runs already
 			case w.admitted != "" || used[as.Type]+w.gpus > c.capacity[as.Type]:
 				res.Held = append(res.Held, key)
 				continue
 			default:
-				if err := c.admit(ctx, w, as.Type, nodesOf(as), now); err != nil {
-					c.log.Warn("admit", "job", key, "err", err)
-					res.Held = append(res.Held, key)
-					continue
-				}
+				pa.nodes = nodesOf(as)
 				used[as.Type] += w.gpus
-				w.admitted = as.Type
-				res.Started = append(res.Started, key)
+				admits = append(admits, pa)
 			}
-			ran := scheduler.Ran{Job: key, Seconds: r.Length}
-			if st, err := c.sched.Status(key); err == nil && st.Spec.RemainingSteps > 0 {
-				// The work of the round at the job's (trusted) rate counts
-				// the admin's model of its remaining work down.
-				ran.Steps = r.Length * st.Spec.Throughput[as.Type]
-			}
-			report.Ran = append(report.Ran, ran)
+			ran = append(ran, pa)
 		}
+	}
+	c.admitAll(ctx, admits, now)
+	for _, pa := range ran {
+		if pa.w != nil {
+			if pa.rec != nil && len(pa.rec.UIDs) > 0 {
+				// Recorded even if a later pod failed, so that a pod whose
+				// gate is off is never taken for one that bypassed.
+				c.state.Admitted[pa.key] = pa.rec
+			}
+			if pa.err != nil {
+				c.log.Warn("admit", "job", pa.key, "err", pa.err)
+				res.Held = append(res.Held, pa.key)
+				continue
+			}
+			c.admitted(pa.w, pa.typ, pa.rec, now)
+			res.Started = append(res.Started, pa.key)
+		}
+		r := scheduler.Ran{Job: pa.key, Seconds: r.Length}
+		if st, err := c.sched.Status(pa.key); err == nil && st.Spec.RemainingSteps > 0 {
+			// The work of the round at the job's (trusted) rate counts
+			// the admin's model of its remaining work down.
+			r.Steps = r.Seconds * st.Spec.Throughput[pa.typ]
+		}
+		report.Ran = append(report.Ran, r)
 	}
 	for key, w := range present {
 		if w.admitted != "" {
@@ -402,15 +492,17 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 	if err := c.sched.Report(report); err != nil {
 		c.log.Warn("report", "err", err)
 	}
-	for _, l := range [][]string{res.Started, res.Preempted, res.Held, res.Finished, res.Skipped, res.Waiting, res.Bypassed, res.Adopted} {
+	res.Bypassed = append(res.Bypassed, c.bypassed...)
+	c.bypassed = nil
+	for _, l := range [][]string{res.Started, res.Preempted, res.Held, res.Finished, res.Skipped, res.Waiting, res.Bypassed, res.Adopted, res.Unrunnable} {
 		slices.Sort(l)
 	}
 	if !c.cfg.NoState {
 		if err := c.save(ctx); err != nil {
-			return res, err
+			return res, nil, err
 		}
 	}
-	return res, nil
+	return res, c.explain(present, res, r.Stats), nil
 }
 
 // nodesOf lists the nodes of an assignment's devices, sorted.
@@ -434,13 +526,13 @@ func (c *Controller) preemptedOn(w *workload) topology.GPUType {
 }
 
 // syncPriorities reads the cluster's PriorityClasses.
-func (c *Controller) syncPriorities(ctx context.Context) error {
-	list, err := c.cfg.Client.SchedulingV1().PriorityClasses().List(ctx, metav1.ListOptions{})
+func (c *Controller) syncPriorities() error {
+	list, err := c.caches.pcs.List(labels.Everything())
 	if err != nil {
-		return fmt.Errorf("admission: listing priority classes: %w", err)
+		return fmt.Errorf("admission: reading the priority class cache: %w", err)
 	}
-	c.priorities, c.defaultPriority = make(map[string]int32, len(list.Items)), 0
-	for _, pc := range list.Items {
+	c.priorities, c.defaultPriority = make(map[string]int32, len(list)), 0
+	for _, pc := range list {
 		c.priorities[pc.Name] = pc.Value
 		if pc.GlobalDefault {
 			c.defaultPriority = pc.Value
@@ -449,23 +541,26 @@ func (c *Controller) syncPriorities(ctx context.Context) error {
 	return nil
 }
 
-// workloads lists the managed pods and Jobs of the managed namespaces.
-func (c *Controller) workloads(ctx context.Context) ([]*workload, error) {
-	pods, err := c.cfg.Client.CoreV1().Pods(c.cfg.Namespace).List(ctx, metav1.ListOptions{})
+// workloads reads the managed pods and Jobs of the managed namespaces
+// from the caches.
+func (c *Controller) workloads() ([]*workload, error) {
+	pods, err := c.listPods()
 	if err != nil {
-		return nil, fmt.Errorf("admission: listing pods: %w", err)
+		return nil, err
 	}
-	jobs, err := c.cfg.Client.BatchV1().Jobs(c.cfg.Namespace).List(ctx, metav1.ListOptions{})
+	jobs, err := c.listJobs()
 	if err != nil {
-		return nil, fmt.Errorf("admission: listing jobs: %w", err)
+		return nil, err
 	}
-	ws := collect(pods.Items, jobs.Items, c.cfg.Resource, c.ten.Managed, c.state.Admitted)
+	ws := collect(pods, jobs, c.cfg.Resource, c.ten.Managed, c.state.Admitted)
 	c.jobPodTypes = map[types.UID]topology.GPUType{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if o := controllerOf(p); o != nil && o.Kind == "Job" && p.Spec.NodeName != "" {
-			if n, ok := c.nodes[p.Spec.NodeName]; ok {
-				c.jobPodTypes[o.UID] = n.typ()
+	for _, w := range ws {
+		if w.kind != kindJob {
+			continue
+		}
+		for _, p := range c.podsOf(jobPodIndex(w.job.UID)) {
+			if n, ok := c.nodes[p.Spec.NodeName]; ok && p.Spec.NodeName != "" {
+				c.jobPodTypes[w.job.UID] = n.typ()
 			}
 		}
 	}
@@ -510,7 +605,7 @@ func (c *Controller) adoptRunning(ctx context.Context, ws []*workload, res *Roun
 		c.state.Admitted[w.key] = rec
 		w.admitted = t
 		res.Adopted = append(res.Adopted, w.key)
-		c.event(ctx, w, corev1.EventTypeNormal, ReasonAdopted, fmt.Sprintf("found running on %s GPUs at a clean start: taken as admitted", t))
+		c.tell(w, corev1.EventTypeNormal, ReasonAdopted, fmt.Sprintf("found running on %s GPUs at a clean start: taken as admitted", t), true)
 	}
 }
 
@@ -545,7 +640,8 @@ func (c *Controller) enforce(ctx context.Context, ws []*workload, res *RoundResu
 			continue
 		}
 		res.Bypassed = append(res.Bypassed, w.key)
-		c.event(ctx, w, corev1.EventTypeWarning, ReasonBypass, msg)
+		c.metrics.preempted(PreemptBypass)
+		c.event(w, corev1.EventTypeWarning, ReasonBypass, msg)
 	}
 }
 
@@ -578,7 +674,7 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 		}
 		switch {
 		case w.err != nil:
-			c.event(ctx, w, corev1.EventTypeWarning, ReasonMalformed, w.err.Error())
+			c.tell(w, corev1.EventTypeWarning, ReasonMalformed, w.err.Error(), false)
 			res.Skipped = append(res.Skipped, w.key)
 			continue
 		case w.done:
@@ -587,6 +683,7 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 			}
 			continue
 		case w.incomplete && len(c.state.Requeue[w.key]) == 0:
+			c.scratch.incomplete = append(c.scratch.incomplete, w)
 			continue
 		}
 		present[w.key] = w
@@ -667,6 +764,7 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 	}
 	total := len(known)
 	taken := map[string]int{} // GPUs bound so far to adopted jobs, by node
+	largest := c.largestNodes()
 	slices.SortStableFunc(fresh, func(a, b *workload) int { return cmp.Or(cmp.Compare(a.created, b.created), cmp.Compare(a.key, b.key)) })
 	for _, w := range fresh {
 		tn := w.place.Tenant
@@ -674,19 +772,30 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 			delete(present, w.key)
 			delete(res.GPUs, w.key)
 			res.Waiting = append(res.Waiting, w.key)
-			c.event(ctx, w, corev1.EventTypeNormal, ReasonWaiting, fmt.Sprintf("waits outside the rounds: tenant %s has %d jobs in them (maxJobs %d), %d in all (at most %d)",
-				tn.Name, perTenant[tn.Name], tn.MaxJobs, total, c.ten.MaxJobs()))
+			c.scratch.outside = append(c.scratch.outside, w)
+			c.tell(w, corev1.EventTypeNormal, ReasonWaiting, fmt.Sprintf("waits outside the rounds: its tenant %s has its maxJobs (%d) in them, or the tenancy its %d in all; the oldest enter first",
+				tn.Name, tn.MaxJobs, c.ten.MaxJobs()), false)
 			continue
 		}
 		spec, notes, err := w.spec(env)
 		if err == nil {
+			if msg := c.unrunnable(w, spec, largest); msg != "" {
+				// A pod runs on one node: one larger than every node of
+				// its types never runs (the core, which may spread a job
+				// over servers, would give it GPUs of several).
+				delete(present, w.key)
+				delete(res.GPUs, w.key)
+				res.Unrunnable = append(res.Unrunnable, w.key)
+				c.scratch.unrunnable = append(c.scratch.unrunnable, unrunnableWorkload{w, msg})
+				continue
+			}
 			err = c.sched.Submit(w.key, spec, now)
 		}
 		if err != nil {
 			if !errors.Is(err, ErrMalformed) {
 				err = fmt.Errorf("%w: %s: %w", ErrMalformed, w.key, err)
 			}
-			c.event(ctx, w, corev1.EventTypeWarning, ReasonMalformed, err.Error())
+			c.tell(w, corev1.EventTypeWarning, ReasonMalformed, err.Error(), false)
 			res.Skipped = append(res.Skipped, w.key)
 			delete(present, w.key)
 			delete(res.GPUs, w.key)
@@ -698,7 +807,7 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 			c.bindAdopted(w, taken)
 		}
 		for _, n := range notes {
-			c.event(ctx, w, corev1.EventTypeNormal, ReasonDefault, n)
+			c.event(w, corev1.EventTypeNormal, ReasonDefault, n)
 		}
 	}
 	return present
@@ -731,8 +840,34 @@ func (c *Controller) bindAdopted(w *workload, taken map[string]int) {
 	}
 }
 
-// admit lets a workload run on type t, and records it.
-func (c *Controller) admit(ctx context.Context, w *workload, t topology.GPUType, nodes []string, now float64) error {
+// pendingAdmit is an admission decided in a round: its writes, then
+// their outcome (the record of what was ungated, or the error).
+type pendingAdmit struct {
+	key   string
+	w     *workload // nil: the job runs already
+	typ   topology.GPUType
+	nodes []string
+	rec   *record
+	err   error
+}
+
+// writeParallelism bounds the admissions, preemptions and requeued pods
+// a round writes at once.
+const writeParallelism = 16
+
+// admitAll does the admissions' writes, writeParallelism at a time.
+func (c *Controller) admitAll(ctx context.Context, admits []*pendingAdmit, now float64) {
+	parallel(len(admits), func(i int) {
+		pa := admits[i]
+		pa.rec, pa.err = c.admitWrites(ctx, pa.w, pa.typ, pa.nodes, now)
+	})
+}
+
+// admitWrites takes the gate off a workload and steers it to type t (a
+// Job resumed); it returns the record of what it ungated, also when a
+// later pod failed. It changes nothing of the controller's but the
+// overlay of its own writes: several run at once.
+func (c *Controller) admitWrites(ctx context.Context, w *workload, t topology.GPUType, nodes []string, now float64) (*record, error) {
 	at := strconv.FormatFloat(now, 'f', 3, 64)
 	mark := func(m *metav1.ObjectMeta) {
 		if m.Annotations == nil {
@@ -752,88 +887,139 @@ func (c *Controller) admit(ctx context.Context, w *workload, t topology.GPUType,
 			j.Spec.Suspend = new(bool)
 		})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rec.UIDs = []types.UID{w.job.UID}
-	} else {
-		for _, p := range w.pods {
-			if terminal(p) {
-				continue
+		return rec, nil
+	}
+	for _, p := range w.pods {
+		if terminal(p) {
+			continue
+		}
+		err := c.updatePod(ctx, p, func(p *corev1.Pod) {
+			mark(&p.ObjectMeta)
+			if hasGate(p.Spec.SchedulingGates) {
+				p.Spec.SchedulingGates = dropGate(p.Spec.SchedulingGates)
+				c.affinity(&p.Spec, t, nodes)
 			}
-			err := c.updatePod(ctx, p, func(p *corev1.Pod) {
-				mark(&p.ObjectMeta)
-				if hasGate(p.Spec.SchedulingGates) {
-					p.Spec.SchedulingGates = dropGate(p.Spec.SchedulingGates)
-					c.affinity(&p.Spec, t, nodes)
-				}
-			})
-			// Recorded as it goes, so that a pod whose gate is off is
-			// never taken for one that bypassed admission.
-			if err == nil || rec.has(p.UID) {
-				rec.UIDs, rec.Pods = append(rec.UIDs, p.UID), append(rec.Pods, p.Name)
-				c.state.Admitted[w.key] = rec
-			}
-			if err != nil {
-				return err
-			}
+		})
+		if err == nil {
+			rec.UIDs, rec.Pods = append(rec.UIDs, p.UID), append(rec.Pods, p.Name)
+		}
+		if err != nil {
+			return rec, err
 		}
 	}
-	c.state.Admitted[w.key] = rec
-	c.event(ctx, w, corev1.EventTypeNormal, ReasonAdmitted, fmt.Sprintf("admitted on %s GPUs (%d) at t=%.0f s", t, w.gpus, now))
-	return nil
+	return rec, nil
 }
 
-// preempt takes a workload's GPUs back: a Job is suspended; a pod is
-// marked with the reason and deleted after the grace (then requeued).
-func (c *Controller) preempt(ctx context.Context, w *workload, reason string) error {
+// admitted records an admission whose writes succeeded.
+func (c *Controller) admitted(w *workload, t topology.GPUType, rec *record, now float64) {
+	w.admitted = t
+	c.state.Admitted[w.key] = rec
+	c.metrics.admitted(t)
+	c.tell(w, corev1.EventTypeNormal, ReasonAdmitted, c.admittedWhy(w, t, now), true)
+}
+
+// pendingPreempt is a preemption decided in a round: its writes, then
+// their outcome.
+type pendingPreempt struct {
+	key, reason string
+	w           *workload
+	deadline    string
+	gone        []deletion // pods deleted (without a grace)
+	err         error
+}
+
+// preemptWrites does a preemption's writes (a Job suspended, or pods
+// annotated or deleted, their copies kept). It changes nothing of the
+// controller's but the overlay of its own writes: several run at once.
+func (c *Controller) preemptWrites(ctx context.Context, pp *pendingPreempt) {
+	w := pp.w
 	if w.kind == kindJob {
-		err := c.updateJob(ctx, w.job, func(j *batchv1.Job) {
+		pp.err = c.updateJob(ctx, w.job, func(j *batchv1.Job) {
 			if j.Annotations == nil {
 				j.Annotations = map[string]string{}
 			}
-			j.Annotations[AnnotationPreempted] = reason
+			j.Annotations[AnnotationPreempted] = pp.reason
 			j.Annotations[AnnotationPreemptions] = strconv.Itoa(atoi(j.Annotations[AnnotationPreemptions]) + 1)
 			// Only spec.suspend: the API server takes no change to the
 			// template of a Job that is not suspended. The job controller
 			// deletes its pods.
 			j.Spec.Suspend = ptrTo(true)
 		})
-		if err == nil {
-			delete(c.state.Admitted, w.key)
-			c.event(ctx, w, corev1.EventTypeNormal, ReasonPreempted, "suspended: "+reason)
-		}
-		return err
+		return
 	}
-	deadline := c.wall().Add(c.cfg.Grace).UTC().Format(time.RFC3339Nano)
+	pp.deadline = c.wall().Add(c.cfg.Grace).UTC().Format(time.RFC3339Nano)
 	for _, p := range w.pods {
 		if terminal(p) {
 			continue
 		}
-		err := c.updatePod(ctx, p, func(p *corev1.Pod) {
+		if c.cfg.Grace == 0 {
+			// Without a grace the pod goes at once (its event says why).
+			d, err := c.deleteWrites(ctx, w.key, p)
+			if err != nil {
+				pp.err = err
+				return
+			}
+			pp.gone = append(pp.gone, d)
+			continue
+		}
+		if pp.err = c.updatePod(ctx, p, func(p *corev1.Pod) {
 			if p.Annotations == nil {
 				p.Annotations = map[string]string{}
 			}
-			p.Annotations[AnnotationPreempted] = reason
-			p.Annotations[AnnotationDeleteAfter] = deadline
-		})
-		if err != nil {
-			return err
+			p.Annotations[AnnotationPreempted] = pp.reason
+			p.Annotations[AnnotationDeleteAfter] = pp.deadline
+		}); pp.err != nil {
+			return
 		}
+	}
+}
+
+// preempted records a preemption's outcome; it returns the writes'
+// error.
+func (c *Controller) preempted(pp *pendingPreempt) error {
+	w := pp.w
+	for _, d := range pp.gone {
+		c.deleted(w.key, d)
+	}
+	if pp.err != nil {
+		return pp.err
+	}
+	c.metrics.preempted(PreemptLeaseEnded)
+	if w.kind == kindJob {
+		delete(c.state.Admitted, w.key)
+		c.tell(w, corev1.EventTypeNormal, ReasonPreempted, "suspended: "+pp.reason, false)
+		return nil
 	}
 	if rec := c.state.Admitted[w.key]; rec != nil {
-		rec.DeleteAfter = deadline
+		rec.DeleteAfter = pp.deadline
 	}
-	c.event(ctx, w, corev1.EventTypeNormal, ReasonPreempted, fmt.Sprintf("%s; deleted after %v and created again, gated", reason, c.cfg.Grace))
-	if c.cfg.Grace == 0 {
-		for _, p := range w.pods {
-			if !terminal(p) {
-				if err := c.deleteAndRequeue(ctx, w.key, p); err != nil {
-					return err
-				}
-			}
-		}
-	}
+	c.tell(w, corev1.EventTypeNormal, ReasonPreempted, fmt.Sprintf("%s; deleted after %v and created again, gated", pp.reason, c.cfg.Grace), false)
 	return nil
+}
+
+// parallel runs f(0) ... f(n-1), writeParallelism at a time.
+func parallel(n int, f func(i int)) {
+	if n == 1 {
+		f(0)
+		return
+	}
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(writeParallelism, n) {
+		wg.Go(func() {
+			for i := range next {
+				f(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // unpreempt cancels a preemption in its grace.
@@ -861,34 +1047,66 @@ func (c *Controller) unpreempt(ctx context.Context, w *workload) error {
 // another controller owns is only deleted (its controller creates it
 // again). The pod leaves the workload's record.
 func (c *Controller) deleteAndRequeue(ctx context.Context, key string, p *corev1.Pod) error {
+	d, err := c.deleteWrites(ctx, key, p)
+	if err != nil {
+		return err
+	}
+	c.deleted(key, d)
+	return nil
+}
+
+// deletion is a pod deleted, and the copy kept of it (none: Copy "").
+type deletion struct {
+	uid  types.UID
+	copy requeued
+	b    []byte
+}
+
+// deleteWrites keeps a bare pod's gated copy and deletes the pod. It
+// reads the controller's records and changes nothing of the controller's
+// but the overlay of its own writes: several run at once.
+func (c *Controller) deleteWrites(ctx context.Context, key string, p *corev1.Pod) (deletion, error) {
+	d := deletion{uid: p.UID}
 	uid := p.UID
-	bare := controllerOf(p) == nil
-	var ref requeued
-	if bare && !slices.ContainsFunc(c.state.Requeue[key], func(r requeued) bool { return r.Old == uid }) {
+	if controllerOf(p) == nil && !slices.ContainsFunc(c.state.Requeue[key], func(r requeued) bool { return r.Old == uid }) {
 		b, err := podCopy(requeueCopy(p, c.cfg.NodeSelector))
 		if err != nil {
-			return fmt.Errorf("admission: %w", err)
+			return d, fmt.Errorf("admission: %w", err)
 		}
 		ns, name := c.cfg.stateLocation()
-		ref = requeued{NS: p.Namespace, Name: p.Name, Old: uid, Copy: requeueName(name, p.Namespace, p.Name)}
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ref.Copy, Namespace: ns,
+		d.copy = requeued{NS: p.Namespace, Name: p.Name, Old: uid, Copy: requeueName(name, p.Namespace, p.Name)}
+		d.b = b
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: d.copy.Copy, Namespace: ns,
 			Labels: map[string]string{labelStateOf: name + "-requeue"}}, BinaryData: map[string][]byte{requeueKey: b}}
-		if c.cfg.NoState {
-			c.memCopies[ref.Copy] = b
-		} else if err := c.put(ctx, cm); err != nil {
-			return err
+		if !c.cfg.NoState {
+			if err := c.createCopy(ctx, cm); err != nil {
+				return d, err
+			}
 		}
 	}
 	err := c.cfg.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid}, GracePeriodSeconds: c.cfg.PodDeletionGrace})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("admission: deleting pod %s/%s: %w", p.Namespace, p.Name, err)
+		return d, fmt.Errorf("admission: deleting pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
-	if ref.Copy != "" {
-		c.state.Requeue[key] = append(c.state.Requeue[key], ref)
+	c.caches.own.sentDelete(uid)
+	if g := c.cfg.PodDeletionGrace; apierrors.IsNotFound(err) || g != nil && *g == 0 {
+		c.caches.own.deletedPod(p) // gone from the API at once
+	}
+	return d, nil
+}
+
+// deleted records a pod's deletion: its copy waits to be created again,
+// and it leaves the workload's record.
+func (c *Controller) deleted(key string, d deletion) {
+	if d.copy.Copy != "" {
+		c.state.Requeue[key] = append(c.state.Requeue[key], d.copy)
+		if len(c.memCopies) < maxRecords {
+			c.memCopies[d.copy.Copy] = d.b
+		}
 	}
 	if rec := c.state.Admitted[key]; rec != nil {
-		if i := slices.Index(rec.UIDs, uid); i >= 0 {
+		if i := slices.Index(rec.UIDs, d.uid); i >= 0 {
 			rec.UIDs = slices.Delete(rec.UIDs, i, i+1)
 			if i < len(rec.Pods) {
 				rec.Pods = slices.Delete(rec.Pods, i, i+1)
@@ -898,7 +1116,6 @@ func (c *Controller) deleteAndRequeue(ctx context.Context, key string, p *corev1
 			delete(c.state.Admitted, key)
 		}
 	}
-	return nil
 }
 
 // requeueCopy is a gated copy of a pod, without what the controller, the
@@ -926,12 +1143,58 @@ func requeueCopy(p *corev1.Pod, selector map[string]string) *corev1.Pod {
 }
 
 // Sweep deletes preempted pods whose grace is over and creates again the
-// requeued pods whose old copies are gone. Round sweeps first; Run sweeps
+// requeued pods whose old copies are gone; and it preempts at once the
+// workloads the watches showed running without admission (which a round
+// would otherwise find only at its start). Round sweeps first; Run sweeps
 // every second.
 func (c *Controller) Sweep(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.enforceHinted(ctx); err != nil {
+		return err
+	}
 	return c.sweep(ctx)
+}
+
+// enforceHinted checks the workloads the watches showed running without a
+// gate (most are the controller's own admissions) and preempts those that
+// bypassed admission, as a round would. Before the first round of a clean
+// start it waits: the round adopts what runs.
+func (c *Controller) enforceHinted(ctx context.Context) error {
+	if c.adopt || c.ten == nil {
+		return nil
+	}
+	hints := c.caches.takeHints()
+	var pods []*corev1.Pod
+	var jobs []*batchv1.Job
+	for _, key := range sortedKeys(hints) {
+		if rec := c.state.Admitted[key]; rec != nil && rec.DeleteAfter == "" {
+			continue // admitted by the controller
+		}
+		kind, rest, _ := strings.Cut(key, "/")
+		switch kind {
+		case "job":
+			ns, name, _ := strings.Cut(rest, "/")
+			if j, err := c.caches.jobs.Jobs(ns).Get(name); err == nil {
+				jobs = append(jobs, j)
+			}
+		default:
+			pods = append(pods, c.podsOf(key)...)
+		}
+	}
+	if len(pods) == 0 && len(jobs) == 0 {
+		return nil
+	}
+	res := &RoundResult{}
+	c.enforce(ctx, collect(pods, c.caches.own.jobs(jobs), c.cfg.Resource, c.ten.Managed, c.state.Admitted), res)
+	if len(res.Bypassed) == 0 {
+		return nil
+	}
+	c.bypassed = append(c.bypassed, res.Bypassed...)
+	if c.cfg.NoState {
+		return nil
+	}
+	return c.save(ctx)
 }
 
 func (c *Controller) sweep(ctx context.Context) error {
@@ -946,12 +1209,10 @@ func (c *Controller) sweep(ctx context.Context) error {
 			continue
 		}
 		for i := len(rec.Pods) - 1; i >= 0; i-- {
-			p, err := c.cfg.Client.CoreV1().Pods(rec.NS).Get(ctx, rec.Pods[i], metav1.GetOptions{})
+			p := c.getPod(rec.NS, rec.Pods[i])
 			switch {
-			case apierrors.IsNotFound(err) || err == nil && p.UID != rec.UIDs[i]:
+			case p == nil || p.UID != rec.UIDs[i]:
 				rec.UIDs, rec.Pods = slices.Delete(rec.UIDs, i, i+1), slices.Delete(rec.Pods, i, i+1)
-			case err != nil:
-				c.log.Warn("sweep: get pod", "pod", rec.NS+"/"+rec.Pods[i], "err", err)
 			case p.DeletionTimestamp != nil || terminal(p):
 			default:
 				if err := c.deleteAndRequeue(ctx, key, p); err != nil {
@@ -977,74 +1238,136 @@ func (c *Controller) sweep(ctx context.Context) error {
 // reports whether any entry was settled. The pods created are in
 // c.created, by workload key.
 func (c *Controller) requeue(ctx context.Context) bool {
-	changed := false
 	c.created = map[string][]*corev1.Pod{}
-	ns, _ := c.cfg.stateLocation()
-	cms := c.cfg.Client.CoreV1().ConfigMaps(ns)
+	type task struct {
+		key  string
+		rq   requeued
+		b    []byte
+		mem  bool
+		wait bool // the cache shows the old pod: it waits
+		out  requeueOutcome
+	}
+	var tasks []*task
+	var todo []*task
 	for _, key := range slices.Sorted(maps.Keys(c.state.Requeue)) {
-		var left []requeued
 		for _, rq := range c.state.Requeue[key] {
-			pods := c.cfg.Client.CoreV1().Pods(rq.NS)
-			cur, err := pods.Get(ctx, rq.Name, metav1.GetOptions{})
-			switch {
-			case err == nil && cur.UID == rq.Old:
-				left = append(left, rq) // still terminating
-				continue
-			case err == nil:
-				changed = true // created again already
-				c.dropCopy(ctx, rq.Copy)
-				continue
-			case !apierrors.IsNotFound(err):
-				left = append(left, rq)
-				c.log.Warn("requeue: get pod", "pod", rq.Name, "err", err)
-				continue
-			}
-			var b []byte
-			if c.cfg.NoState {
-				b = c.memCopies[rq.Copy]
+			t := &task{key: key, rq: rq}
+			// The cache says whether the old pod is still there; only when
+			// it looks gone is the API asked (so a pod is never created
+			// twice, nor its copy dropped, on a stale cache).
+			if cur := c.getPod(rq.NS, rq.Name); cur != nil && cur.UID == rq.Old && !c.caches.own.askAPI(rq.Old) {
+				t.wait = true
 			} else {
-				cm, err := cms.Get(ctx, rq.Copy, metav1.GetOptions{})
-				if err != nil && !apierrors.IsNotFound(err) {
-					left = append(left, rq)
-					c.log.Warn("requeue: get copy", "configmap", rq.Copy, "err", err)
-					continue
-				}
-				if cm != nil {
-					b = cm.BinaryData[requeueKey]
-				}
+				t.b, t.mem = c.memCopies[rq.Copy]
+				todo = append(todo, t)
 			}
-			var cp corev1.Pod
-			if err := json.Unmarshal(b, &cp); err != nil || cp.Name != rq.Name || cp.Namespace != rq.NS {
-				changed = true
-				c.log.Warn("requeue: the pod's copy is missing or damaged; it is not created again", "pod", rq.NS+"/"+rq.Name, "configmap", rq.Copy)
-				c.dropCopy(ctx, rq.Copy)
-				continue
-			}
-			p, err := pods.Create(ctx, &cp, metav1.CreateOptions{})
-			if err != nil && !apierrors.IsAlreadyExists(err) {
-				left = append(left, rq)
-				c.log.Warn("requeue: create pod", "pod", rq.Name, "err", err)
-				continue
-			}
-			if err == nil {
-				c.created[key] = append(c.created[key], p)
-			}
-			c.dropCopy(ctx, rq.Copy)
-			changed = true
+			tasks = append(tasks, t)
 		}
-		if len(left) == 0 {
+	}
+	parallel(len(todo), func(i int) { todo[i].out = c.requeueOne(ctx, todo[i].rq, todo[i].b, todo[i].mem) })
+	changed := false
+	left := map[string][]requeued{}
+	for _, t := range tasks {
+		switch {
+		case t.wait || t.out.keep:
+			left[t.key] = append(left[t.key], t.rq)
+			continue
+		case t.out.created != nil:
+			c.created[t.key] = append(c.created[t.key], t.out.created)
+		}
+		delete(c.memCopies, t.rq.Copy)
+		changed = true
+	}
+	for key := range c.state.Requeue {
+		if len(left[key]) == 0 {
 			delete(c.state.Requeue, key)
 		} else {
-			c.state.Requeue[key] = left
+			c.state.Requeue[key] = left[key]
 		}
 	}
 	return changed
 }
 
-// dropCopy deletes a requeued pod's copy.
-func (c *Controller) dropCopy(ctx context.Context, name string) {
+// requeueOutcome says what became of a requeued pod: it waits still
+// (keep), or it was created again (created, unless it existed already)
+// and its copy is gone.
+type requeueOutcome struct {
+	keep    bool
+	created *corev1.Pod
+}
+
+// requeueOne creates a requeued pod again if the old one is gone, from
+// its copy (b, when mem; else its ConfigMap), and deletes the copy. It
+// changes nothing of the controller's but the overlay of its own
+// writes: several run at once.
+func (c *Controller) requeueOne(ctx context.Context, rq requeued, b []byte, mem bool) requeueOutcome {
+	pods := c.cfg.Client.CoreV1().Pods(rq.NS)
+	cur, err := pods.Get(ctx, rq.Name, metav1.GetOptions{})
+	switch {
+	case err == nil && cur.UID == rq.Old:
+		return requeueOutcome{keep: true} // still terminating
+	case err == nil:
+		c.deleteCopy(ctx, rq.Copy) // created again already
+		return requeueOutcome{}
+	case !apierrors.IsNotFound(err):
+		c.log.Warn("requeue: get pod", "pod", rq.Name, "err", err)
+		return requeueOutcome{keep: true}
+	}
+	if !mem && !c.cfg.NoState {
+		ns, _ := c.cfg.stateLocation()
+		cm, err := c.cfg.Client.CoreV1().ConfigMaps(ns).Get(ctx, rq.Copy, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			c.log.Warn("requeue: get copy", "configmap", rq.Copy, "err", err)
+			return requeueOutcome{keep: true}
+		}
+		if err == nil {
+			b = cm.BinaryData[requeueKey]
+		}
+	}
+	var cp corev1.Pod
+	if err := json.Unmarshal(b, &cp); err != nil || cp.Name != rq.Name || cp.Namespace != rq.NS {
+		c.log.Warn("requeue: the pod's copy is missing or damaged; it is not created again", "pod", rq.NS+"/"+rq.Name, "configmap", rq.Copy)
+		c.deleteCopy(ctx, rq.Copy)
+		return requeueOutcome{}
+	}
+	p, err := pods.Create(ctx, &cp, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		c.log.Warn("requeue: create pod", "pod", rq.Name, "err", err)
+		return requeueOutcome{keep: true}
+	}
+	var out requeueOutcome
+	if err == nil {
+		out.created = p
+		c.caches.own.wrotePod(p, true)
+	}
+	c.deleteCopy(ctx, rq.Copy)
+	return out
+}
+
+// createCopy writes a requeued pod's copy: a new ConfigMap, created in
+// one request (replaced if one of that name is left over). Several run at
+// once.
+func (c *Controller) createCopy(ctx context.Context, cm *corev1.ConfigMap) error {
+	cms := c.cfg.Client.CoreV1().ConfigMaps(cm.Namespace)
+	_, err := cms.Create(ctx, cm, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		var cur *corev1.ConfigMap
+		if cur, err = cms.Get(ctx, cm.Name, metav1.GetOptions{}); err == nil {
+			cur = cur.DeepCopy()
+			cur.Labels, cur.BinaryData = cm.Labels, cm.BinaryData
+			_, err = cms.Update(ctx, cur, metav1.UpdateOptions{})
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("admission: saving a preempted pod's copy %s/%s: %w", cm.Namespace, cm.Name, err)
+	}
+	return nil
+}
+
+// deleteCopy deletes a requeued pod's ConfigMap (the caller forgets its
+// copy in memory).
+func (c *Controller) deleteCopy(ctx context.Context, name string) {
 	if c.cfg.NoState {
-		delete(c.memCopies, name)
 		return
 	}
 	ns, _ := c.cfg.stateLocation()
@@ -1067,7 +1390,13 @@ func (c *Controller) updatePod(ctx context.Context, p *corev1.Pod, mutate func(*
 		first = false
 		cur = cur.DeepCopy()
 		mutate(cur)
-		_, err := pods.Update(ctx, cur, metav1.UpdateOptions{})
+		out, err := pods.Update(ctx, cur, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			c.metrics.conflict()
+		}
+		if err == nil {
+			c.caches.own.wrotePod(out, false)
+		}
 		return err
 	})
 }
@@ -1086,7 +1415,13 @@ func (c *Controller) updateJob(ctx context.Context, j *batchv1.Job, mutate func(
 		first = false
 		cur = cur.DeepCopy()
 		mutate(cur)
-		_, err := jobs.Update(ctx, cur, metav1.UpdateOptions{})
+		out, err := jobs.Update(ctx, cur, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			c.metrics.conflict()
+		}
+		if err == nil {
+			c.caches.own.wroteJob(out)
+		}
 		return err
 	})
 }
@@ -1107,50 +1442,6 @@ func ptrTo[T any](v T) *T { return &v }
 
 func policyName(p any) string {
 	return fmt.Sprintf("%T", p)[len("*allocation."):]
-}
-
-// event records an event on the workload's object once per message.
-func (c *Controller) event(ctx context.Context, w *workload, typ, reason, msg string) {
-	kind, ns, name, uid := w.object()
-	apiVersion := "v1"
-	if kind == "Job" {
-		apiVersion = "batch/v1"
-	}
-	c.eventOn(ctx, corev1.ObjectReference{Kind: kind, APIVersion: apiVersion, Namespace: ns, Name: name, UID: types.UID(uid)}, typ, reason, msg)
-}
-
-// eventOn records an event on an object once per message.
-func (c *Controller) eventOn(ctx context.Context, obj corev1.ObjectReference, typ, reason, msg string) {
-	id := obj.Namespace + "/" + obj.Name + "|" + string(obj.UID) + "|" + reason + "|" + msg
-	if c.events[id] {
-		return
-	}
-	c.events[id] = true
-	if len(c.events) > 1<<16 {
-		clear(c.events)
-	}
-	now := metav1.NewTime(c.wall())
-	ev := &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", cutName(obj.Name), c.wall().UnixNano()+int64(len(c.events))), Namespace: obj.Namespace},
-		InvolvedObject: obj,
-		Reason:         reason, Message: cut1k(msg), Type: typ,
-		Source:         corev1.EventSource{Component: "gpusched-admission"},
-		FirstTimestamp: now, LastTimestamp: now, Count: 1,
-	}
-	if _, err := c.cfg.Client.CoreV1().Events(obj.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		c.log.Warn("event", "object", obj.Namespace+"/"+obj.Name, "reason", reason, "err", err)
-	}
-	if typ == corev1.EventTypeWarning {
-		c.log.Warn(reason, "object", obj.Namespace+"/"+obj.Name, "msg", msg)
-	}
-}
-
-// cutName keeps an event's name within the API's 253 bytes.
-func cutName(s string) string {
-	if len(s) > 200 {
-		return s[:200]
-	}
-	return s
 }
 
 func cut1k(s string) string {

@@ -48,7 +48,7 @@ func TestRoundAdmitsRotatesAndPreempts(t *testing.T) {
 	preemptions := 0
 	for round := range 9 {
 		clk.t = float64(round) * 360
-		res, err := c.Round(ctx)
+		res, err := syncRound(ctx, c)
 		require.NoError(t, err)
 		require.Equal(t, round+1, res.Round)
 		require.Equal(t, map[topology.GPUType]int{topology.V100: 4, topology.K80: 4}, res.Capacity)
@@ -149,7 +149,7 @@ func TestMalformedWorkloadsReportedAndSkipped(t *testing.T) {
 	}
 	clk := &testClock{}
 	c := newController(t, cs, clk, nil)
-	res, err := c.Round(ctx)
+	res, err := syncRound(ctx, c)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]topology.GPUType{"pod/team-a/good": topology.V100}, res.Admitted)
 	assert.Equal(t, []string{"group/team-a/g", "pod/team-a/bad-queue", "pod/team-a/bad-rates", "pod/team-a/bad-types", "pod/team-a/no-gpus"}, res.Skipped)
@@ -169,7 +169,7 @@ func TestMalformedWorkloadsReportedAndSkipped(t *testing.T) {
 	assert.Contains(t, warned["gang-0"], "members disagree")
 	// A second round records no second event for the same fault.
 	clk.t = 360
-	_, err = c.Round(ctx)
+	_, err = syncRound(ctx, c)
 	require.NoError(t, err)
 	evs2, err := cs.CoreV1().Events(testNS).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
@@ -193,7 +193,7 @@ func TestJobAdmittedAndSuspended(t *testing.T) {
 	seen := map[string]int{}
 	for round := range 4 {
 		clk.t = float64(round) * 360
-		res, err := c.Round(ctx)
+		res, err := syncRound(ctx, c)
 		require.NoError(t, err)
 		require.Len(t, res.Admitted, 1, "round %d", round)
 		assert.Equal(t, 4, res.GPUs["job/team-a/j1"])
@@ -224,7 +224,7 @@ func TestJobAdmittedAndSuspended(t *testing.T) {
 	_, err = cs.BatchV1().Jobs(testNS).UpdateStatus(ctx, j, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	clk.t = 4 * 360
-	res, err := c.Round(ctx)
+	res, err := syncRound(ctx, c)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"job/team-a/j1"}, res.Finished)
 	assert.Equal(t, map[string]topology.GPUType{"job/team-a/j2": topology.V100}, res.Admitted)
@@ -244,7 +244,7 @@ func TestNoPreemptionAdmitsIntoFreeGPUs(t *testing.T) {
 	var first map[string]topology.GPUType
 	for round := range 5 {
 		clk.t = float64(round) * 360
-		res, err := c.Round(ctx)
+		res, err := syncRound(ctx, c)
 		require.NoError(t, err)
 		checkInvariants(t, cs, res)
 		assert.Empty(t, res.Preempted)
@@ -261,7 +261,7 @@ func TestNoPreemptionAdmitsIntoFreeGPUs(t *testing.T) {
 	_, err := cs.CoreV1().Pods(testNS).UpdateStatus(ctx, p, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	clk.t = 5 * 360
-	res, err := c.Round(ctx)
+	res, err := syncRound(ctx, c)
 	require.NoError(t, err)
 	assert.Equal(t, []string{done}, res.Finished)
 	assert.Len(t, res.Admitted, 2)
@@ -285,13 +285,13 @@ func TestGraceThenDeleteAndRequeue(t *testing.T) {
 		cfg.Grace = 30 * time.Second
 		cfg.Now = func() time.Time { return wall }
 	})
-	res, err := c.Round(ctx)
+	res, err := syncRound(ctx, c)
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 1)
 	first := slices.Sorted(maps.Keys(res.Admitted))[0]
 	name := strings.TrimPrefix(first, "pod/team-a/")
 	clk.t = 360
-	res, err = c.Round(ctx)
+	res, err = syncRound(ctx, c)
 	require.NoError(t, err)
 	require.Equal(t, []string{first}, res.Preempted)
 	// The other job is held: its type's GPUs are still in the grace of the
@@ -348,7 +348,7 @@ func TestRestartChangesNothing(t *testing.T) {
 				c = mk()
 			}
 			clk.t = float64(round) * 360
-			res, err := c.Round(ctx)
+			res, err := syncRound(ctx, c)
 			require.NoError(t, err)
 			checkInvariants(t, cs, res)
 			out = append(out, res.Assigned)
@@ -493,18 +493,20 @@ func TestBadStateCleanStart(t *testing.T) {
 			gatedPod(testNS, "a", 4, rates("v100=1")))
 		c, err := New(context.Background(), Config{Client: cs, Policy: &allocation.MaxMinFairness{}, StateNamespace: "gpusched"})
 		require.NoError(t, err, name)
+		t.Cleanup(c.Close)
 		evs, err := cs.CoreV1().Events("gpusched").List(context.Background(), metav1.ListOptions{})
 		require.NoError(t, err)
 		require.Len(t, evs.Items, 1, name)
 		assert.Equal(t, ReasonBadState, evs.Items[0].Reason, name)
 		assert.Equal(t, corev1.EventTypeWarning, evs.Items[0].Type, name)
 		assert.Equal(t, "ConfigMap", evs.Items[0].InvolvedObject.Kind, name)
-		res, err := c.Round(context.Background())
+		res, err := syncRound(context.Background(), c)
 		require.NoError(t, err, name)
 		assert.Len(t, res.Admitted, 1, name)
 		// The next save replaced it: a second controller starts quietly.
-		_, err = New(context.Background(), Config{Client: cs, Policy: &allocation.MaxMinFairness{}, StateNamespace: "gpusched"})
+		c2, err := New(context.Background(), Config{Client: cs, Policy: &allocation.MaxMinFairness{}, StateNamespace: "gpusched"})
 		require.NoError(t, err, name)
+		c2.Close()
 		evs, err = cs.CoreV1().Events("gpusched").List(context.Background(), metav1.ListOptions{})
 		require.NoError(t, err)
 		assert.Len(t, evs.Items, 1, name)

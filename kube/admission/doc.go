@@ -9,6 +9,15 @@
 // ([GateName] in spec.schedulingGates of a pod, or of a batch/v1 Job's pod
 // template, the Job created suspended), which the MutatingAdmissionPolicy
 // of kube/deploy adds to every GPU pod and Job of a managed namespace.
+//
+// The controller watches rather than lists: shared informers (client-go)
+// keep the pods (indexed by workload), Jobs, selected nodes,
+// PriorityClasses and the tenancy ConfigMap, and a round reads their
+// caches, so that its requests are its writes and the state's save (its
+// own writes override the caches until the watches deliver them). A pod
+// or Job that a watch shows running without admission is preempted at
+// the next [Controller.Sweep], not the next round.
+//
 // Every round the [Controller]:
 //
 //  1. reads the nodes (GPU feature discovery labels, kube/model) into the
@@ -45,7 +54,16 @@
 //  5. saves the core's Snapshot and its own records (what it admitted,
 //     on which type; what it preempted) in ConfigMaps of its own
 //     namespace, from which a restarted controller continues as if it
-//     had not stopped.
+//     had not stopped;
+//  6. tells each workload where it stands: an event when that changes
+//     (client-go's broadcaster, which aggregates and rate-limits them) and
+//     the pod condition [ConditionAdmitted], with the reason it waits
+//     ([ReasonNoCapacity], [ReasonQuota], [ReasonGangIncomplete],
+//     [ReasonUnrunnable], [ReasonAwaitingGPUs], [ReasonWaiting]), where it
+//     was admitted and why, or why it was preempted; and sets its
+//     [Metrics] (gpusched_admission_*: round and solve times, the LP's
+//     size, requests per round, workloads by tenant, type and state, each
+//     tenant's share beside its fair share, preemptions by reason).
 //
 // # What it trusts
 //

@@ -49,8 +49,14 @@ func ExampleController() {
 	if err != nil {
 		panic(err)
 	}
+	defer c.Close()
 	for round := range 3 {
 		now = float64(round) * 360
+		// Rounds read the informers' caches; here, where one round follows
+		// another at once, wait until they hold what the API server does.
+		if err := c.SyncCaches(ctx); err != nil {
+			panic(err)
+		}
 		r, err := c.Round(ctx)
 		if err != nil {
 			panic(err)

@@ -30,7 +30,7 @@ func TestPodGroupAdmittedWhole(t *testing.T) {
 	}
 	clk := &testClock{}
 	c := newController(t, cs, clk, nil)
-	res, err := c.Round(ctx)
+	res, err := syncRound(ctx, c)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]topology.GPUType{"group/team-a/g": topology.V100}, res.Admitted)
 	assert.Equal(t, 4, res.GPUs["group/team-a/g"])
@@ -49,7 +49,7 @@ func TestPodGroupAdmittedWhole(t *testing.T) {
 	seen := map[string]bool{}
 	for round := 1; round < 10; round++ { // the policy solves again at 1920 s (MinResetInterval)
 		clk.t = float64(round) * 360
-		res, err := c.Round(ctx)
+		res, err := syncRound(ctx, c)
 		require.NoError(t, err)
 		checkInvariants(t, cs, res)
 		for k := range res.Admitted {
@@ -70,7 +70,7 @@ func TestNodeNotReady(t *testing.T) {
 	}
 	clk := &testClock{}
 	c := newController(t, cs, clk, nil)
-	res, err := c.Round(ctx)
+	res, err := syncRound(ctx, c)
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 2)
 	n, err := cs.CoreV1().Nodes().Get(ctx, "v2", metav1.GetOptions{})
@@ -79,7 +79,7 @@ func TestNodeNotReady(t *testing.T) {
 	_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	clk.t = 360
-	res, err = c.Round(ctx)
+	res, err = syncRound(ctx, c)
 	require.NoError(t, err)
 	assert.Equal(t, 4, res.Capacity[topology.V100])
 	assert.Len(t, res.Admitted, 1)

@@ -19,6 +19,9 @@ import (
 
 const testNS = "team-a"
 
+// The tests count events right after a round: write them at once.
+func init() { syncEvents = true }
+
 func gpuNode(name, product string, gpus int) *corev1.Node {
 	q := *resource.NewQuantity(int64(gpus), resource.DecimalSI)
 	return &corev1.Node{
@@ -76,6 +79,7 @@ func newController(t *testing.T, cs kubernetes.Interface, clk *testClock, mod fu
 	}
 	c, err := New(context.Background(), cfg)
 	require.NoError(t, err)
+	t.Cleanup(c.Close)
 	return c
 }
 
@@ -150,4 +154,16 @@ func savedState(t *testing.T, cs kubernetes.Interface) ctrlState {
 	})
 	require.NoError(t, err)
 	return st
+}
+
+// syncRound runs a round once the controller's caches hold what the
+// (fake) API server holds: the tests change objects and run a round at
+// once, where a real controller's rounds are minutes apart.
+func syncRound(ctx context.Context, c *Controller) (*RoundResult, error) {
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := c.SyncCaches(sctx); err != nil {
+		return nil, err
+	}
+	return c.Round(ctx)
 }

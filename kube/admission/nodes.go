@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -10,7 +9,6 @@ import (
 	"github.com/gpusched/gpusched/kube/model"
 	"github.com/gpusched/gpusched/topology"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -24,20 +22,15 @@ type nodeInfo struct {
 
 func (n *nodeInfo) typ() topology.GPUType { return n.server.GPUs[0].Type }
 
-// listNodes reads the selected nodes with GPUs, by name. Nodes that cannot
-// be read are logged and left out.
-func (c *Controller) listNodes(ctx context.Context) (map[string]nodeInfo, error) {
-	opts := metav1.ListOptions{}
-	if len(c.cfg.NodeSelector) > 0 {
-		opts.LabelSelector = labels.SelectorFromSet(c.cfg.NodeSelector).String()
-	}
-	list, err := c.cfg.Client.CoreV1().Nodes().List(ctx, opts)
+// listNodes reads the selected nodes with GPUs from the cache, by name.
+// Nodes that cannot be read are logged and left out.
+func (c *Controller) listNodes() (map[string]nodeInfo, error) {
+	list, err := c.caches.nodes.List(labels.SelectorFromSet(c.cfg.NodeSelector))
 	if err != nil {
-		return nil, fmt.Errorf("admission: listing nodes: %w", err)
+		return nil, fmt.Errorf("admission: reading the node cache: %w", err)
 	}
-	out := map[string]nodeInfo{}
-	for i := range list.Items {
-		n := &list.Items[i]
+	out := make(map[string]nodeInfo, len(list))
+	for _, n := range list {
 		nd, err := model.ParseNode(n, model.NodeOptions{Resource: c.cfg.Resource})
 		if errors.Is(err, model.ErrNoGPUs) {
 			continue
@@ -60,8 +53,8 @@ func (c *Controller) listNodes(ctx context.Context) (map[string]nodeInfo, error)
 // gone ones removed (their jobs lose their GPUs), a node not ready or
 // cordoned has all its GPUs failed, GPUs the unhealthy annotation names
 // fail. It refreshes the products and capacity per type.
-func (c *Controller) syncNodes(ctx context.Context) error {
-	now, err := c.listNodes(ctx)
+func (c *Controller) syncNodes() error {
+	now, err := c.listNodes()
 	if err != nil {
 		return err
 	}
@@ -140,8 +133,9 @@ func (c *Controller) types() []topology.GPUType {
 }
 
 // affinity sets the pod spec's required node affinity to the products of
-// type t, the node selector and (unless Config.TypeOnly) the nodes the
-// core placed the job on, replacing what an earlier admission set.
+// type t, the node selector and (unless Config.TypeOnly) the node the
+// core placed the job on when it is one, replacing what an earlier
+// admission set.
 func (c *Controller) affinity(spec *corev1.PodSpec, t topology.GPUType, nodes []string) {
 	stripAffinity(spec, c.cfg.NodeSelector)
 	reqs := []corev1.NodeSelectorRequirement{{Key: model.LabelProduct, Operator: corev1.NodeSelectorOpIn, Values: slices.Clone(c.products[t])}}
@@ -149,7 +143,11 @@ func (c *Controller) affinity(spec *corev1.PodSpec, t topology.GPUType, nodes []
 		reqs = append(reqs, corev1.NodeSelectorRequirement{Key: k, Operator: corev1.NodeSelectorOpIn, Values: []string{c.cfg.NodeSelector[k]}})
 	}
 	var fields []corev1.NodeSelectorRequirement
-	if len(nodes) > 0 && !c.cfg.TypeOnly {
+	// The API server takes one value in a field selector's In: a workload
+	// the core placed over several nodes (a pod group, a Job of several
+	// pods) is steered to its type only, and the scheduler places its
+	// pods (GPUSched keeps a group's members close).
+	if len(nodes) == 1 && !c.cfg.TypeOnly {
 		fields = []corev1.NodeSelectorRequirement{{Key: nodeNameField, Operator: corev1.NodeSelectorOpIn, Values: nodes}}
 	}
 	if spec.Affinity == nil {

@@ -42,7 +42,7 @@ tenants:
 			admitted := 0
 			for round := range 4 {
 				clk.t = float64(round) * 360
-				res, err := c.Round(ctx)
+				res, err := syncRound(ctx, c)
 				require.NoError(t, err)
 				require.Empty(t, res.Skipped)
 				checkInvariants(t, cs, res)

@@ -364,22 +364,53 @@ func (c *Controller) save(ctx context.Context) error {
 	return nil
 }
 
-// put creates or replaces a ConfigMap of the state.
+// put creates or replaces a ConfigMap of the state. It updates the copy
+// it wrote last (one request); only when it has none, or another writer
+// changed it since, does it read the ConfigMap first.
 func (c *Controller) put(ctx context.Context, cm *corev1.ConfigMap) error {
 	cms := c.cfg.Client.CoreV1().ConfigMaps(cm.Namespace)
+	if c.written == nil {
+		c.written = map[string]*corev1.ConfigMap{}
+	}
+	if last := c.written[cm.Name]; last != nil {
+		cur := last.DeepCopy()
+		cur.Labels, cur.Data, cur.BinaryData = cm.Labels, cm.Data, cm.BinaryData
+		out, err := cms.Update(ctx, cur, metav1.UpdateOptions{})
+		if err == nil {
+			c.written[cm.Name] = stripData(out)
+			return nil
+		}
+		delete(c.written, cm.Name)
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("admission: saving state %s/%s: %w", cm.Namespace, cm.Name, err)
+		}
+	}
 	cur, err := cms.Get(ctx, cm.Name, metav1.GetOptions{})
+	var out *corev1.ConfigMap
 	switch {
 	case apierrors.IsNotFound(err):
-		_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+		out, err = cms.Create(ctx, cm, metav1.CreateOptions{})
 	case err == nil:
 		cur = cur.DeepCopy()
 		cur.Labels, cur.Data, cur.BinaryData = cm.Labels, cm.Data, cm.BinaryData
-		_, err = cms.Update(ctx, cur, metav1.UpdateOptions{})
+		out, err = cms.Update(ctx, cur, metav1.UpdateOptions{})
 	}
 	if err != nil {
 		return fmt.Errorf("admission: saving state %s/%s: %w", cm.Namespace, cm.Name, err)
 	}
+	if len(c.written) < 2*maxChunks+2 {
+		c.written[cm.Name] = stripData(out)
+	}
 	return nil
+}
+
+// stripData keeps a written ConfigMap's metadata (its resource version),
+// not its data.
+func stripData(cm *corev1.ConfigMap) *corev1.ConfigMap {
+	if cm == nil {
+		return nil
+	}
+	return &corev1.ConfigMap{ObjectMeta: cm.ObjectMeta}
 }
 
 // dropChunks deletes the chunks the head h does not name.
@@ -397,6 +428,7 @@ func (c *Controller) dropChunks(ctx context.Context, name string, h stateHead) {
 			keep = keep || cm.Name == chunkName(name, h.Gen%2, i)
 		}
 		if !keep {
+			delete(c.written, cm.Name)
 			if err := cms.Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				c.log.Warn("deleting a state chunk", "configmap", cm.Name, "err", err)
 			}

@@ -39,18 +39,18 @@ func TestTenancyReloaded(t *testing.T) {
 	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), gatedPod(testNS, "a", 4, rates("v100=1")))
 	clk := &testClock{}
 	c := newController(t, cs, clk, func(cfg *Config) { cfg.TenancyConfigMap = tenancy.DefaultConfigMap })
-	_, err := c.Round(ctx)
+	_, err := syncRound(ctx, c)
 	require.ErrorContains(t, err, "no tenancy")
 	_, err = cs.CoreV1().ConfigMaps("gpusched").Create(ctx, tenancyCM("tenants: [{name: a, namespaces: ["+testNS+"]}]"), metav1.CreateOptions{})
 	require.NoError(t, err)
-	res, err := c.Round(ctx)
+	res, err := syncRound(ctx, c)
 	require.NoError(t, err)
 	assert.Len(t, res.Admitted, 1)
 	// A bad edit: Warning, the tenancy stays.
 	_, err = cs.CoreV1().ConfigMaps("gpusched").Update(ctx, tenancyCM("tenants: [{name: A}]"), metav1.UpdateOptions{})
 	require.NoError(t, err)
 	clk.t = 360
-	res, err = c.Round(ctx)
+	res, err = syncRound(ctx, c)
 	require.NoError(t, err)
 	assert.Len(t, res.Admitted, 1)
 	assert.Equal(t, 1, reasons(t, cs, "gpusched")[ReasonBadTenancy])
@@ -58,7 +58,7 @@ func TestTenancyReloaded(t *testing.T) {
 	_, err = cs.CoreV1().ConfigMaps("gpusched").Update(ctx, tenancyCM("tenants: [{name: a, weight: 3, namespaces: ["+testNS+"]}]"), metav1.UpdateOptions{})
 	require.NoError(t, err)
 	clk.t = 720
-	res, err = c.Round(ctx)
+	res, err = syncRound(ctx, c)
 	require.NoError(t, err)
 	assert.Len(t, res.Admitted, 1)
 	assert.Empty(t, res.Started, "the job kept running through the rebuild")
@@ -86,7 +86,7 @@ func TestJobBypassAndPriority(t *testing.T) {
 	c.adopt = false // not a clean start: nothing to adopt
 	for r := range 3 {
 		clk.t = float64(r) * 360
-		res, err := c.Round(ctx)
+		res, err := syncRound(ctx, c)
 		require.NoError(t, err)
 		if r == 0 {
 			assert.Equal(t, []string{"job/" + testNS + "/sneaky"}, res.Bypassed)
@@ -110,7 +110,7 @@ func TestForgedDecisionAnnotationsIgnored(t *testing.T) {
 	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), gpuNode("k1", "Tesla-K80", 4), gatedPod(testNS, "a", 4, rates("v100=1")))
 	clk := &testClock{}
 	c := newController(t, cs, clk, func(cfg *Config) { cfg.Grace = time.Hour })
-	res, err := c.Round(ctx)
+	res, err := syncRound(ctx, c)
 	require.NoError(t, err)
 	require.Equal(t, map[string]topology.GPUType{"pod/" + testNS + "/a": topology.V100}, res.Admitted)
 	p := getPod(t, cs, testNS, "a")
@@ -121,7 +121,7 @@ func TestForgedDecisionAnnotationsIgnored(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, c.Sweep(ctx))
 	clk.t = 360
-	res, err = c.Round(ctx)
+	res, err = syncRound(ctx, c)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]topology.GPUType{"pod/" + testNS + "/a": topology.V100}, res.Admitted)
 	assert.Equal(t, p.UID, getPod(t, cs, testNS, "a").UID, "not deleted")
@@ -141,7 +141,7 @@ func TestCleanStartAdoptsBoundPods(t *testing.T) {
 	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), gpuNode("k1", "Tesla-K80", 4), bound, loose)
 	clk := &testClock{}
 	c := newController(t, cs, clk, nil)
-	res, err := c.Round(ctx)
+	res, err := syncRound(ctx, c)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"pod/" + testNS + "/bound"}, res.Adopted)
 	assert.Equal(t, []string{"pod/" + testNS + "/loose"}, res.Bypassed)
@@ -159,7 +159,7 @@ func TestPodTooLargeToPreempt(t *testing.T) {
 	big := gatedPod(testNS, "big", 1, map[string]string{"notes": strings.Repeat("x", maxPodCopy)})
 	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), big, gatedPod(testNS, "small", 1, nil))
 	c := newController(t, cs, &testClock{}, nil)
-	res, err := c.Round(ctx)
+	res, err := syncRound(ctx, c)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"pod/" + testNS + "/big"}, res.Skipped)
 	assert.Contains(t, res.Admitted, "pod/"+testNS+"/small")

@@ -3,7 +3,6 @@ package admission
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -131,14 +130,13 @@ func workloadKey(p *corev1.Pod) (string, kind) {
 // collect turns the managed pods and Jobs of the managed namespaces into
 // workloads, sorted by key; recs are the controller's own records of
 // what it admitted, the only source of a workload's admitted type.
-func collect(pods []corev1.Pod, jobs []batchv1.Job, res corev1.ResourceName, managed func(string) bool, recs map[string]*record) []*workload {
+func collect(pods []*corev1.Pod, jobs []*batchv1.Job, res corev1.ResourceName, managed func(string) bool, recs map[string]*record) []*workload {
 	byKey := map[string]*workload{}
 	jobUIDs := map[types.UID]bool{}
-	for i := range jobs {
-		jobUIDs[jobs[i].UID] = true
+	for _, j := range jobs {
+		jobUIDs[j.UID] = true
 	}
-	for i := range pods {
-		p := &pods[i]
+	for _, p := range pods {
 		if !managed(p.Namespace) || !managedPod(p, jobUIDs, res) {
 			continue
 		}
@@ -154,8 +152,7 @@ func collect(pods []corev1.Pod, jobs []batchv1.Job, res corev1.ResourceName, man
 		w.pods = append(w.pods, p)
 		w.created = min(w.created, p.CreationTimestamp.Unix())
 	}
-	for i := range jobs {
-		j := &jobs[i]
+	for _, j := range jobs {
 		if !managed(j.Namespace) || !managedJob(j, res) {
 			continue
 		}
@@ -346,35 +343,11 @@ func (w *workload) spec(env *specEnv) (spec scheduler.JobSpec, notes []string, e
 			notes = append(notes, fmt.Sprintf("annotation %s ignored: weights and remaining work come from queue %s (the admin's)", a, q.Name))
 		}
 	}
-	// The claim: rates by annotation, else the model's rates for the job
-	// kind, else none (every type alike).
-	var claimed map[topology.GPUType]float64
-	if v, ok := ann[AnnotationThroughput]; ok {
-		if claimed, err = parseRates(v); err != nil {
-			return spec, nil, bad("annotation %s: %v", AnnotationThroughput, err)
-		}
-	} else if v, ok := ann[AnnotationJobKind]; ok {
-		key := perfmodel.JobKey{Model: strings.TrimSpace(v), ScaleFactor: w.gpus}
-		if b, ok := ann[AnnotationBatchSize]; ok {
-			n, err := strconv.Atoi(strings.TrimSpace(b))
-			if err != nil || n < 0 || n > 1<<20 {
-				return spec, nil, bad("annotation %s %q: want a batch size from 0 to %d", AnnotationBatchSize, cut(b), 1<<20)
-			}
-			key.BatchSize = n
-		}
-		claimed = map[topology.GPUType]float64{}
-		for _, t := range allowed {
-			if r, err := env.model.Throughput(key, t); err == nil && r > 0 && !math.IsInf(r, 0) {
-				claimed[t] = r
-			}
-		}
-		if len(claimed) == 0 {
-			claimed = nil
-			notes = append(notes, fmt.Sprintf("the performance model does not know %s on %d GPUs: the same rate on every type", cut(key.Name()), w.gpus))
-		}
-	} else {
-		notes = append(notes, fmt.Sprintf("no %s or %s annotation: the same rate on every type", AnnotationThroughput, AnnotationJobKind))
+	claimed, more, err := ClaimedRates(ann, w.gpus, env.model, allowed)
+	if err != nil {
+		return spec, nil, bad("%v", err)
 	}
+	notes = append(notes, more...)
 	rates, clamped := rules.Trusted(claimed, allowed)
 	if clamped {
 		notes = append(notes, fmt.Sprintf("rates more than %gx apart raised to 1/%g of the fastest type's (the admin's rates.maxRatio)", rules.Ratio(), rules.Ratio()))

@@ -62,12 +62,18 @@ func objects(t *testing.T, file string) []runtime.Object {
 // admissionDeployment is the Deployment of admission-deployment.yaml.
 func admissionDeployment(t *testing.T) *appsv1.Deployment {
 	t.Helper()
-	for _, o := range objects(t, "admission-deployment.yaml") {
+	return deploymentOf(t, "admission-deployment.yaml")
+}
+
+// deploymentOf is the Deployment of a manifest.
+func deploymentOf(t *testing.T, file string) *appsv1.Deployment {
+	t.Helper()
+	for _, o := range objects(t, file) {
 		if d, ok := o.(*appsv1.Deployment); ok {
 			return d
 		}
 	}
-	t.Fatal("no Deployment in admission-deployment.yaml")
+	t.Fatalf("no Deployment in %s", file)
 	return nil
 }
 
@@ -126,15 +132,19 @@ func TestAdmissionManifests(t *testing.T) {
 	ns := deploy.Namespace
 	sa := ns + "/" + deploy.Spec.Template.Spec.ServiceAccountName
 	rb := rules(objects(t, "admission-rbac.yaml"), sa)
+	// Its informers list and watch; its pod conditions are patches of
+	// pods/status; its event broadcaster creates and patches events.
 	cluster := []need{
-		{"", "nodes", "list"}, {"", "pods", "list"}, {"", "pods", "get"}, {"", "pods", "update"}, {"", "pods", "delete"}, {"", "pods", "create"},
-		{"batch", "jobs", "list"}, {"batch", "jobs", "get"}, {"batch", "jobs", "update"},
-		{"scheduling.k8s.io", "priorityclasses", "list"}, {"", "events", "create"},
+		{"", "nodes", "list"}, {"", "nodes", "watch"}, {"", "pods", "list"}, {"", "pods", "watch"}, {"", "pods", "get"},
+		{"", "pods", "update"}, {"", "pods", "delete"}, {"", "pods", "create"}, {"", "pods/status", "patch"},
+		{"batch", "jobs", "list"}, {"batch", "jobs", "watch"}, {"batch", "jobs", "get"}, {"batch", "jobs", "update"},
+		{"scheduling.k8s.io", "priorityclasses", "list"}, {"scheduling.k8s.io", "priorityclasses", "watch"},
+		{"", "events", "create"}, {"", "events", "patch"},
 	}
 	for _, n := range cluster {
 		assert.True(t, allows(rb[""], n), "cluster-wide %+v", n)
 	}
-	for _, n := range []need{{"", "configmaps", "get"}, {"", "configmaps", "list"}, {"", "configmaps", "create"}, {"", "configmaps", "update"},
+	for _, n := range []need{{"", "configmaps", "get"}, {"", "configmaps", "list"}, {"", "configmaps", "watch"}, {"", "configmaps", "create"}, {"", "configmaps", "update"},
 		{"", "configmaps", "delete"}, {"coordination.k8s.io", "leases", "get"}, {"coordination.k8s.io", "leases", "create"}, {"coordination.k8s.io", "leases", "update"}} {
 		assert.True(t, allows(rb[ns], n), "in %s: %+v", ns, n)
 		assert.False(t, allows(rb[""], n), "%+v must not be cluster-wide: the state is its namespace's only", n)

@@ -96,7 +96,7 @@ func TestE2EAdmissionDeploy(t *testing.T) {
 	// nodes; POD_NAMESPACE (the downward API) given as a flag.
 	args := deploy.Spec.Template.Spec.Containers[0].Command[1:]
 	args = append(args, "--kubeconfig", kc, "--round", "2s", "--grace", "0s", "--namespace", ns,
-		"--node-selector", admPoolLabel+"=deploy", "--state-namespace", sysNS)
+		"--node-selector", admPoolLabel+"=deploy", "--state-namespace", sysNS, "--metrics-bind-address", "127.0.0.1:0")
 	p, err := kubetest.StartProcess(dir, "gpusched-admission", bin, args...)
 	must(t, err, "start")
 	t.Cleanup(func() {

@@ -54,10 +54,11 @@ func TestE2EAdmissionJobs(t *testing.T) {
 	ctl, err := admission.New(ctx, admission.Config{Client: cs, Namespace: ns, NodeSelector: map[string]string{admPoolLabel: "jobs"},
 		Policy: &allocation.MaxMinFairness{}, Clock: func() float64 { return clock }, StateNamespace: ns})
 	must(t, err, "controller")
+	defer ctl.Close()
 	ran := map[string]int{}
 	for round := range 6 {
 		clock = float64(round) * admRound
-		res, err := ctl.Round(ctx)
+		res, err := syncedRound(ctx, ctl)
 		must(t, err, "round %d", round)
 		if len(res.Admitted) != 1 || len(res.Held) != 0 {
 			t.Fatalf("round %d: admitted %v, held %v (an update refused?)", round, res.Admitted, res.Held)

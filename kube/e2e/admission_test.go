@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 )
 
 // The admission scenario's cluster: three GPU types on labelled fake nodes
@@ -181,6 +182,7 @@ func runAdmission(ctx context.Context, t *testing.T, cs kubernetes.Interface, jo
 	}
 	ctl, err := admission.New(ctx, cfg)
 	must(t, err, "controller")
+	t.Cleanup(func() { ctl.Close() })
 	t.Cleanup(func() { admDeletePods(cs, o.ns) })
 	run := &admRun{finish: map[string]float64{}, ran: map[string]map[topology.GPUType]int{}}
 	remaining := map[string]float64{}
@@ -209,10 +211,11 @@ func runAdmission(ctx context.Context, t *testing.T, cs kubernetes.Interface, jo
 			created++
 		}
 		if round == o.restartAt {
-			ctl, err = admission.New(ctx, cfg) // the old one is dropped, as if its process died
+			ctl.Close() // as if its process died
+			ctl, err = admission.New(ctx, cfg)
 			must(t, err, "controller restarted from its state")
 		}
-		res, err := ctl.Round(ctx)
+		res, err := syncedRound(ctx, ctl)
 		must(t, err, "round %d", round)
 		assigned := map[string]topology.GPUType{}
 		for k, v := range res.Assigned {
@@ -293,10 +296,18 @@ func runAdmission(ctx context.Context, t *testing.T, cs kubernetes.Interface, jo
 			if left := remaining[name]; left <= rate*admRound {
 				run.finish[name] = clock + left/rate
 				remaining[name] = 0
-				p, err := cs.CoreV1().Pods(o.ns).Get(ctx, name, metav1.GetOptions{})
-				must(t, err, "get %s", name)
-				p.Status.Phase = corev1.PodSucceeded
-				_, err = cs.CoreV1().Pods(o.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+				// The controller writes the pod's condition gpusched.io/Admitted
+				// from a queue of its own, at any time: a stale copy is retried,
+				// as a kubelet would.
+				err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+					p, err := cs.CoreV1().Pods(o.ns).Get(ctx, name, metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					p.Status.Phase = corev1.PodSucceeded
+					_, err = cs.CoreV1().Pods(o.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+					return err
+				})
 				must(t, err, "complete %s", name)
 			} else {
 				remaining[name] = left - rate*admRound
@@ -338,14 +349,46 @@ func startStock(t *testing.T) {
 
 func malformedEvent(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, pod string) string {
 	t.Helper()
-	evs, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
-	must(t, err, "events")
-	for _, e := range evs.Items {
-		if e.InvolvedObject.Name == pod && e.Reason == admission.ReasonMalformed && e.Type == corev1.EventTypeWarning {
-			return e.Message
+	e, _ := findEvent(ctx, t, cs, ns, func(e *corev1.Event) bool {
+		return e.InvolvedObject.Name == pod && e.Reason == admission.ReasonMalformed && e.Type == corev1.EventTypeWarning
+	})
+	return e.Message
+}
+
+// findEvent waits (up to 20 s: the controller's event broadcaster writes
+// in the background) for an event of namespace ns that match accepts.
+func findEvent(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string, match func(*corev1.Event) bool) (corev1.Event, bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		evs, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		must(t, err, "events")
+		for i := range evs.Items {
+			if match(&evs.Items[i]) {
+				return evs.Items[i], true
+			}
+		}
+		if time.Now().After(deadline) {
+			return corev1.Event{}, false
+		}
+		select {
+		case <-ctx.Done():
+			return corev1.Event{}, false
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return ""
+}
+
+// syncedRound runs a round once the controller's caches hold what the API
+// server does: these tests change objects and run a round at once, where
+// a real controller's rounds are minutes apart.
+func syncedRound(ctx context.Context, ctl *admission.Controller) (*admission.RoundResult, error) {
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := ctl.SyncCaches(sctx); err != nil {
+		return nil, err
+	}
+	return ctl.Round(ctx)
 }
 
 // TestE2EAdmissionShares: 50 jobs present from the start on three GPU

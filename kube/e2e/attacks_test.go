@@ -131,6 +131,7 @@ func runE2EAttack(ctx context.Context, t *testing.T, c *kubetest.ControlPlane, t
 		StateNamespace: atkSystem, StateName: state, NoPreemption: a.noPreemption,
 	})
 	must(t, err, "controller")
+	defer ctl.Close()
 	n := a.rounds
 	if n == 0 {
 		n = 20
@@ -138,7 +139,7 @@ func runE2EAttack(ctx context.Context, t *testing.T, c *kubetest.ControlPlane, t
 	res.vic = make([]int, 3)
 	for r := range n {
 		clock = float64(r) * admRound
-		rr, err := ctl.Round(ctx)
+		rr, err := syncedRound(ctx, ctl)
 		if err != nil {
 			res.failed++
 			t.Logf("%s: round %d: %v", a.name, r, err)
@@ -278,13 +279,9 @@ func TestE2EAttacks(t *testing.T) {
 		}
 	}
 	// The hostile state gave a Warning event and a clean start.
-	evs, err := cs.CoreV1().Events(atkSystem).List(ctx, metav1.ListOptions{})
-	must(t, err, "events")
-	warned := false
-	for _, e := range evs.Items {
-		warned = warned || e.Reason == admission.ReasonBadState && e.Type == corev1.EventTypeWarning
-	}
-	if !warned {
+	if _, warned := findEvent(ctx, t, cs, atkSystem, func(e *corev1.Event) bool {
+		return e.Reason == admission.ReasonBadState && e.Type == corev1.EventTypeWarning
+	}); !warned {
 		t.Errorf("no %s event for the hostile state", admission.ReasonBadState)
 	}
 	table = append(table, forgedDevicesRow(ctx, t, c, bin), measuredServiceRow(ctx, t, c, bin))

@@ -25,6 +25,11 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	stopKueueEnv(code != 0)
+	kwokProc.Stop(10 * time.Second)
+	if cp != nil && scaleCount > 0 {
+		deleteScaleNodes(cp.Client)
+	}
 	if cp != nil {
 		cp.Stop()
 	}
@@ -59,6 +64,8 @@ func controlPlane(t *testing.T) (*kubetest.ControlPlane, string) {
 	}
 	return cp, schedBin
 }
+
+func mkdir(d string) error { return os.MkdirAll(d, 0o755) }
 
 // testDir returns a folder for the test's files (scheduler configs and
 // logs) beside the control plane's, kept when a test fails.

@@ -50,9 +50,9 @@ func stockConfig(c *kubetest.ControlPlane) map[string]any {
 	}
 }
 
-// startScheduler writes cfg and starts bin with it; the process is stopped
-// when the test ends (if the test has not stopped it).
-func startScheduler(t *testing.T, dir, name, bin string, cfg map[string]any) *kubetest.Process {
+// startScheduler writes cfg and starts bin with it (and extra flags); the
+// process is stopped when the test ends (if the test has not stopped it).
+func startScheduler(t *testing.T, dir, name, bin string, cfg map[string]any, extra ...string) *kubetest.Process {
 	t.Helper()
 	b, err := yaml.Marshal(cfg)
 	if err != nil {
@@ -62,7 +62,8 @@ func startScheduler(t *testing.T, dir, name, bin string, cfg map[string]any) *ku
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p, err := kubetest.StartProcess(dir, name, bin, "--config", path, "--secure-port", "0", "--v", "2")
+	args := append([]string{"--config", path, "--secure-port", "0", "--v", "2"}, extra...) // a flag given twice: the last wins
+	p, err := kubetest.StartProcess(dir, name, bin, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,29 @@ type throughputRun struct {
 	APIServerCPU float64 `json:"apiserver_cpu_s"`
 	// Plugin statistics (gpusched only).
 	Stats *gpusched.Stats `json:"stats,omitempty"`
+	// SchedulerPeakMiB is the scheduler's peak resident memory (VmHWM).
+	SchedulerPeakMiB float64 `json:"scheduler_peak_mib,omitempty"`
+	// Points gives the plugin's latency per extension point, p50 and p99
+	// in microseconds, from its /metrics (gpusched, when scraped);
+	// GroupWaitMs the p50 and p99 of pod groups' waits at Permit.
+	Points      map[string][2]float64 `json:"points_us,omitempty"`
+	GroupWaitMs [2]float64            `json:"group_wait_ms,omitzero"`
+}
+
+// runSpec says what one measured run schedules.
+type runSpec struct {
+	phase, sched string // "single" or "gangs"; "stock" or "gpusched"
+	round        int
+	// total pods of one GPU, gangPods of them in groups of groupSize.
+	total, gangPods, groupSize int
+	// tolerate: the pods tolerate the scale nodes' taint.
+	tolerate bool
+	// serve: the scheduler serves /metrics, scraped at the end.
+	serve bool
+	// workers create the pods.
+	workers int
+	// timeout bounds the wait for every pod to be bound.
+	timeout time.Duration
 }
 
 // TestE2EThroughput measures scheduling throughput, the stock kube-scheduler
@@ -114,39 +137,64 @@ func TestE2EThroughput(t *testing.T) {
 
 func measure(ctx context.Context, t *testing.T, c *kubetest.ControlPlane, cs kubernetes.Interface, dir, phase, sched string, round int, ours, stock string) throughputRun {
 	t.Helper()
-	ns := fmt.Sprintf("perf-%s-%s-%d", phase, sched, round)
+	return measureRun(ctx, t, c, cs, dir, runSpec{phase: phase, sched: sched, round: round, total: 1000, gangPods: 200, groupSize: 4}, ours, stock)
+}
+
+// measureRun creates the pods of r, starts the scheduler, waits until
+// every pod is bound and measures the throughput.
+func measureRun(ctx context.Context, t *testing.T, c *kubetest.ControlPlane, cs kubernetes.Interface, dir string, r runSpec, ours, stock string) throughputRun {
+	t.Helper()
+	ns := fmt.Sprintf("perf-%s-%s-%d", r.phase, r.sched, r.round)
+	if r.tolerate {
+		ns = "scale-" + ns
+	}
 	must(t, kubetest.EnsureNamespace(ctx, cs, ns), "namespace")
-	w, err := watch(ctx, cs, ns, 0, sched == "gpusched")
+	w, err := watch(ctx, cs, ns, 0, r.sched == "gpusched")
 	must(t, err, "watcher")
 	defer w.stop()
 	schedName := "default-scheduler"
-	if sched == "gpusched" {
+	if r.sched == "gpusched" {
 		schedName = "gpusched"
 	}
-	const total = 1000
+	total := r.total
 	pods := make([]*corev1.Pod, 0, total)
 	for i := range total {
 		var labels, ann map[string]string
-		if phase == "gangs" && i < 200 {
-			labels = map[string]string{model.LabelPodGroup: fmt.Sprint("g", i/4)}
-			ann = map[string]string{model.AnnotationMinMember: "4"}
+		if r.phase == "gangs" && i < r.gangPods {
+			labels = map[string]string{model.LabelPodGroup: fmt.Sprint("g", i/r.groupSize)}
+			ann = map[string]string{model.AnnotationMinMember: strconv.Itoa(r.groupSize)}
 		}
 		p := gpuPodSpec(ns, "p"+strconv.Itoa(i), 1, "", labels, ann)
 		p.Spec.SchedulerName = schedName
+		if r.tolerate {
+			p.Spec.Tolerations = []corev1.Toleration{scaleToleration}
+		}
 		pods = append(pods, p)
 	}
-	createAll(ctx, t, cs, pods)
+	createAllWith(ctx, t, cs, pods, max(r.workers, 8))
 
 	stats := filepath.Join(dir, ns+"-stats.json")
 	apiBefore, err := c.APIServerCPU()
 	must(t, err, "API server CPU")
 	var p *kubetest.Process
-	if sched == "gpusched" {
-		p = startScheduler(t, dir, ns, ours, schedulerConfig(t, c, map[string]any{"statsFile": stats}))
-	} else {
-		p = startScheduler(t, dir, ns, stock, stockConfig(c))
+	metricsURL := ""
+	cfg := stockConfig(c)
+	bin := stock
+	if r.sched == "gpusched" {
+		cfg, bin = schedulerConfig(t, c, map[string]any{"statsFile": stats}), ours
 	}
-	waitFor(ctx, t, ns+": every pod bound", p, func() (bool, string) {
+	if r.serve {
+		p, metricsURL = servingScheduler(t, c, dir, ns, bin, cfg)
+	} else {
+		p = startScheduler(t, dir, ns, bin, cfg)
+	}
+	wctx := ctx
+	if r.timeout > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, r.timeout)
+		defer cancel()
+	}
+	waitFor(wctx, t, ns+": every pod bound", p, func() (bool, string) {
 		all, _, _ := w.snapshot()
 		return len(all) >= total, fmt.Sprintf("%d of %d bound", len(all), total)
 	})
@@ -154,6 +202,24 @@ func measure(ctx context.Context, t *testing.T, c *kubetest.ControlPlane, cs kub
 	must(t, err, "scheduler CPU")
 	apiAfter, err := c.APIServerCPU()
 	must(t, err, "API server CPU")
+	_, peak, err := p.Memory()
+	must(t, err, "scheduler memory")
+	var points map[string][2]float64
+	var groupWait [2]float64
+	if metricsURL != "" && r.sched == "gpusched" {
+		m, err := scrape(ctx, metricsURL, c.Config.BearerToken)
+		must(t, err, "scrape %s", metricsURL)
+		points = map[string][2]float64{}
+		for _, pt := range []string{"PreFilter", "Filter", "PreScore", "Score", "Reserve", "Permit", "Bind"} {
+			l := map[string]string{"extension_point": pt}
+			p50, _ := m.Quantile("gpusched_plugin_extension_point_duration_seconds", l, 0.5)
+			p99, _ := m.Quantile("gpusched_plugin_extension_point_duration_seconds", l, 0.99)
+			points[pt] = [2]float64{p50 * 1e6, p99 * 1e6}
+		}
+		g50, _ := m.Quantile("gpusched_plugin_pod_group_wait_duration_seconds", nil, 0.5)
+		g99, _ := m.Quantile("gpusched_plugin_pod_group_wait_duration_seconds", nil, 0.99)
+		groupWait = [2]float64{g50 * 1e3, g99 * 1e3}
+	}
 	p.Stop(30 * time.Second)
 	all, _, violations := w.snapshot()
 	for _, v := range violations {
@@ -163,15 +229,16 @@ func measure(ctx context.Context, t *testing.T, c *kubetest.ControlPlane, cs kub
 	for _, b := range all {
 		first, last = minTime(first, b.at), maxTime(last, b.at)
 	}
-	r := throughputRun{Phase: phase, Round: round, Scheduler: sched, Pods: len(all), Seconds: last.Sub(first).Seconds()}
-	r.PodsPerS = float64(len(all)-1) / r.Seconds
-	r.SchedulerCPU, r.APIServerCPU = schedCPU.Seconds(), (apiAfter - apiBefore).Seconds()
-	if sched == "gpusched" {
+	res := throughputRun{Phase: r.phase, Round: r.round, Scheduler: r.sched, Pods: len(all), Seconds: last.Sub(first).Seconds(),
+		SchedulerPeakMiB: float64(peak) / (1 << 20), Points: points, GroupWaitMs: groupWait}
+	res.PodsPerS = float64(len(all)-1) / res.Seconds
+	res.SchedulerCPU, res.APIServerCPU = schedCPU.Seconds(), (apiAfter - apiBefore).Seconds()
+	if r.sched == "gpusched" {
 		var s gpusched.Stats
 		b, err := os.ReadFile(stats)
 		must(t, err, "stats")
 		must(t, json.Unmarshal(b, &s), "stats")
-		r.Stats = &s
+		res.Stats = &s
 	}
 	// Empty the cluster for the next run (bound pods go at once: nothing
 	// runs them).
@@ -184,11 +251,17 @@ func measure(ctx context.Context, t *testing.T, c *kubetest.ControlPlane, cs kub
 		}
 		return len(l.Items) == 0, fmt.Sprintf("%d pods left", len(l.Items))
 	})
-	return r
+	return res
 }
 
 // createAll creates the pods, 8 at a time.
 func createAll(ctx context.Context, t *testing.T, cs kubernetes.Interface, pods []*corev1.Pod) {
+	t.Helper()
+	createAllWith(ctx, t, cs, pods, 8)
+}
+
+// createAllWith creates the pods, workers at a time.
+func createAllWith(ctx context.Context, t *testing.T, cs kubernetes.Interface, pods []*corev1.Pod, workers int) {
 	t.Helper()
 	var (
 		wg   sync.WaitGroup
@@ -196,7 +269,7 @@ func createAll(ctx context.Context, t *testing.T, cs kubernetes.Interface, pods 
 		errs []error
 		next = make(chan *corev1.Pod)
 	)
-	for range 8 {
+	for range workers {
 		wg.Go(func() {
 			for p := range next {
 				if _, err := cs.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {

@@ -60,6 +60,11 @@
 // count stays right whatever the order; each is reported by a Warning
 // event.
 //
+// The plugin's metrics (gpusched_plugin_*: latency per extension point,
+// time per pod, the ledger's conflicts and GPUs, pod group permits and
+// waits) are registered in component-base's legacyregistry, so
+// kube-scheduler serves them on its own /metrics.
+//
 // The plugin never panics on input: bad labels, annotations and arguments
 // become framework statuses (and so FailedScheduling events on the pod) or
 // Warning events on the node.

@@ -684,3 +684,21 @@ func joinErrs(errs []error) string {
 func podRef(e *podEntry) *corev1.ObjectReference {
 	return &corev1.ObjectReference{Kind: "Pod", Namespace: e.ns, Name: e.name}
 }
+
+// GPUCounts are a type's GPUs in the ledger: all of them, the healthy
+// ones, and the healthy ones no pod holds. A plain value, safe for
+// concurrent use once made (nothing changes it).
+type GPUCounts struct {
+	Total, Healthy, Free int
+}
+
+// Counts returns the GPUs of each type.
+func (l *Ledger) Counts() map[topology.GPUType]GPUCounts {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := make(map[topology.GPUType]GPUCounts, len(l.st.Types()))
+	for _, t := range l.st.Types() {
+		out[t] = GPUCounts{Total: l.st.Total(t), Healthy: l.st.Capacity(t), Free: l.st.Free(t)}
+	}
+	return out
+}

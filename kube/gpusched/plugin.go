@@ -46,6 +46,12 @@ type Plugin struct {
 	synced   []cache.InformerSynced
 	isSynced atomic.Bool
 	attempt  atomic.Uint64
+	cycles   atomic.Uint64
+
+	// waitingSince is when each pod group's first member waited at
+	// Permit, for gpusched_plugin_pod_group_wait_duration_seconds.
+	waitingMu    sync.Mutex
+	waitingSince map[string]time.Time
 
 	backoffMu sync.Mutex
 	backoff   map[string]*time.Timer // groups whose members are activated when their backoff ends
@@ -79,8 +85,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, err
 	}
+	registerMetrics()
 	pl := &Plugin{h: h, args: args, order: order, res: args.resource(),
-		logger: klog.FromContext(ctx).WithName(Name), backoff: map[string]*time.Timer{}}
+		logger: klog.FromContext(ctx).WithName(Name), backoff: map[string]*time.Timer{}, waitingSince: map[string]time.Time{}}
 	pl.linkW, pl.packW, pl.gangW = args.weights()
 	pl.cosched = &gang.Coscheduler{Timeout: args.permitTimeout(), Backoff: args.backoff()}
 	pl.groups = newGroups(pl.cosched.Delete)
@@ -102,6 +109,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		pl.logger.Info("no recordKeySecret or recordKeyFile: device records are signed with a key of this process only, and bound pods are stand-ins after a restart")
 	}
 	pl.ledger.SetRecordKey(key)
+	ledgers.Store(pl.ledger, struct{}{})
 	ctx, pl.stop = context.WithCancel(ctx)
 	pl.stats = newStats(args.StatsFile)
 	if args.StatsFile != "" {
@@ -136,6 +144,7 @@ func (pl *Plugin) Name() string { return Name }
 // Close stops the plugin's goroutines and writes its statistics.
 func (pl *Plugin) Close() error {
 	pl.stop()
+	ledgers.Delete(pl.ledger)
 	pl.backoffMu.Lock()
 	for _, t := range pl.backoff {
 		t.Stop()
@@ -149,6 +158,7 @@ func (pl *Plugin) Ledger() *Ledger { return pl.ledger }
 
 func (pl *Plugin) warn(obj any, reason, msg string) {
 	pl.logger.Info("bad input", "reason", reason, "message", msg)
+	ledgerConflicts.WithLabelValues(reason).Inc()
 	ro, ok := obj.(runtime.Object)
 	if !ok || pl.h == nil || pl.h.EventRecorder() == nil {
 		return
@@ -221,6 +231,9 @@ type cycleData struct {
 	places []Place
 	// permitRejected: Permit rejected the pod (its group is backing off).
 	permitRejected bool
+	// sample: this cycle's Filter and Score calls are timed
+	// (metricsSampleEvery).
+	sample bool
 }
 
 // Clone implements fwk.StateData; the data is shared by design (the time
@@ -250,28 +263,33 @@ func (d *cycleData) since(t time.Time) {
 // signKey names the plugin's part of a pod's signature.
 const signKey = "gpusched.io/Request()"
 
-// signature is what the plugin's filtering and scoring of a single pod
-// depend on besides the nodes.
+// signature is what the plugin's filtering and scoring of a pod depend
+// on besides the nodes (and, for a pod group's member, where the others
+// are).
 type signature struct {
 	GPUs  int      `json:"gpus"`
 	Types []string `json:"types,omitempty"`
+	Group string   `json:"group,omitempty"`
 }
 
 // SignPod implements fwk.SignPlugin, so that the scheduler may reuse the
 // ranking of nodes between consecutive pods that ask for the same
 // (opportunistic batching, KEP-5598): a pod's Filter and Score depend on
-// its GPUs and allowed types, and on nothing else but the node. Members of
-// a pod group are not signed: their scores move with where the other
-// members go. Neither is bad input, which PreFilter reports.
+// its GPUs and allowed types, and on nothing else but the node. A pod
+// group's member also scores nodes by closeness to the members placed
+// before it, so its signature names its group: consecutive members of one
+// group share a ranking, in which the framework rescores the node the
+// last member went to (where closeness changed most: the member is
+// there) and keeps the others' scores; members of different groups never
+// share one. Unsigned, members were scheduled one full cycle each, which
+// made a workload with pod groups the slowest (#28). Bad input is not
+// signed: PreFilter reports it.
 func (pl *Plugin) SignPod(_ context.Context, p *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	req, err := model.ParseRequest(p, pl.res)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "gpusched: bad input")
 	}
-	if req.Group != "" {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "gpusched: a pod group member's scores depend on its group")
-	}
-	sig := signature{GPUs: req.GPUs}
+	sig := signature{GPUs: req.GPUs, Group: req.Group}
 	for _, t := range req.Types {
 		sig.Types = append(sig.Types, string(t))
 	}
@@ -282,8 +300,11 @@ func (pl *Plugin) SignPod(_ context.Context, p *corev1.Pod) ([]fwk.SignFragment,
 // PreFilter implements fwk.PreFilterPlugin.
 func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, p *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	start := time.Now()
-	d := &cycleData{}
-	defer d.since(start)
+	d := &cycleData{sample: pl.cycles.Add(1)%metricsSampleEvery == 0}
+	defer func() {
+		d.since(start)
+		observe(pointPreFilter, start)
+	}()
 	if st := pl.waitSynced(ctx); st != nil {
 		return nil, st
 	}
@@ -361,7 +382,12 @@ func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 func (pl *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
 	start := time.Now()
 	d := cycle(state)
-	defer d.since(start)
+	defer func() {
+		d.since(start)
+		if d != nil && d.sample {
+			observe(pointFilter, start)
+		}
+	}()
 	if d == nil || ni == nil || ni.Node() == nil {
 		return fwk.NewStatus(fwk.Error, "gpusched: no PreFilter state or no node")
 	}
@@ -382,7 +408,10 @@ func (pl *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod,
 func (pl *Plugin) PreScore(_ context.Context, state fwk.CycleState, p *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
 	start := time.Now()
 	d := cycle(state)
-	defer d.since(start)
+	defer func() {
+		d.since(start)
+		observe(pointPreScore, start)
+	}()
 	if d == nil || d.req.GPUs == 0 {
 		return fwk.NewStatus(fwk.Skip)
 	}
@@ -407,7 +436,12 @@ func (pl *Plugin) PreScore(_ context.Context, state fwk.CycleState, p *corev1.Po
 func (pl *Plugin) Score(_ context.Context, state fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
 	start := time.Now()
 	d := cycle(state)
-	defer d.since(start)
+	defer func() {
+		d.since(start)
+		if d != nil && d.sample {
+			observe(pointScore, start)
+		}
+	}()
 	if d == nil || ni == nil || ni.Node() == nil {
 		return 0, fwk.NewStatus(fwk.Error, "gpusched: no PreFilter state or no node")
 	}
@@ -464,11 +498,15 @@ func (pl *Plugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
 func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, p *corev1.Pod, node string) *fwk.Status {
 	start := time.Now()
 	d := cycle(state)
-	defer d.since(start)
+	defer func() {
+		d.since(start)
+		observe(pointReserve, start)
+	}()
 	if d == nil || d.req.GPUs == 0 {
 		return nil
 	}
 	if _, err := pl.ledger.Reserve(p, node, d.req.GPUs); err != nil {
+		ledgerConflicts.WithLabelValues("ReserveRace").Inc()
 		return fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
 	return nil
@@ -501,8 +539,11 @@ func (pl *Plugin) Permit(_ context.Context, state fwk.CycleState, p *corev1.Pod,
 	d := cycle(state)
 	defer func() {
 		d.since(start)
+		observe(pointPermit, start)
 		if d != nil && d.req.GPUs > 0 {
-			pl.stats.add(time.Duration(d.nanos.Load()))
+			spent := time.Duration(d.nanos.Load())
+			pl.stats.add(spent)
+			podDuration.Observe(spent.Seconds())
 		}
 	}()
 	if d == nil || d.req.Group == "" {
@@ -513,6 +554,8 @@ func (pl *Plugin) Permit(_ context.Context, state fwk.CycleState, p *corev1.Pod,
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "gpusched: "+err.Error()), 0
 	}
 	allow := func() (*fwk.Status, time.Duration) {
+		groupPermits.WithLabelValues("allow").Inc()
+		pl.groupWaited(grp, true)
 		pl.h.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
 			if model.PodGroup(wp.GetPod()) == grp {
 				wp.Allow(Name)
@@ -533,8 +576,14 @@ func (pl *Plugin) Permit(_ context.Context, state fwk.CycleState, p *corev1.Pod,
 	case gang.Allow:
 		return allow()
 	case gang.Wait:
+		groupPermits.WithLabelValues("wait").Inc()
+		pl.groupWaited(grp, false)
 		return fwk.NewStatus(fwk.Wait, "gpusched: waiting for the other members of pod group "+grp), wait
 	default:
+		groupPermits.WithLabelValues("reject").Inc()
+		pl.waitingMu.Lock()
+		delete(pl.waitingSince, grp)
+		pl.waitingMu.Unlock()
 		d.permitRejected = true
 		return fwk.NewStatus(fwk.Unschedulable,
 			fmt.Sprintf("gpusched: pod group %s was rejected (a member failed or it timed out) and backs off for %s", grp, wait.Round(time.Second))), 0
@@ -608,6 +657,7 @@ func (pl *Plugin) Bind(ctx context.Context, _ fwk.CycleState, p *corev1.Pod, nod
 	}
 	pl.ledger.MarkBound(p.UID)
 	pl.stats.addBind(time.Since(start))
+	observe(pointBind, start)
 	return nil
 }
 
@@ -623,4 +673,19 @@ func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.All}},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.All}},
 	}, nil
+}
+
+// groupWaited notes a member of grp waiting at Permit (the group's first
+// wait starts its clock) or the group's admission (which observes it).
+func (pl *Plugin) groupWaited(grp string, admitted bool) {
+	pl.waitingMu.Lock()
+	defer pl.waitingMu.Unlock()
+	since, ok := pl.waitingSince[grp]
+	switch {
+	case admitted && ok:
+		groupWait.Observe(time.Since(since).Seconds())
+		delete(pl.waitingSince, grp)
+	case !admitted && !ok && len(pl.waitingSince) < maxStatSamples:
+		pl.waitingSince[grp] = time.Now()
+	}
 }

@@ -81,6 +81,7 @@ func newEnv(t *testing.T, args runtime.Object, objs ...runtime.Object) *env {
 	)
 	require.NoError(t, err)
 	e.fw = fw
+	t.Cleanup(func() { _ = e.pl.Close() })
 	inf.Start(ctx.Done())
 	inf.WaitForCacheSync(ctx.Done())
 	require.Nil(t, e.pl.waitSynced(ctx))
@@ -228,20 +229,24 @@ func TestPluginFilter(t *testing.T) {
 	assert.Equal(t, "sick", host)
 }
 
-func TestPluginGangPermit(t *testing.T) {
-	var nodes []*corev1.Node
-	var objs []runtime.Object
+// gangOfThree is four 8-GPU V100 nodes in two racks and a pod group of
+// three 8-GPU members.
+func gangOfThree() (nodes []*corev1.Node, members []*corev1.Pod, objs []runtime.Object) {
 	for i := range 4 {
 		n := node(fmt.Sprint("n", i), kubeV100, 8, true, nil, map[string]string{model.LabelRack: fmt.Sprint("r", i/2)})
 		nodes = append(nodes, n)
 		objs = append(objs, n)
 	}
-	var members []*corev1.Pod
 	for i := range 3 {
 		p := gpuPod(fmt.Sprint("m", i), 8, inGroup("job", 3))
 		members = append(members, p)
 		objs = append(objs, p)
 	}
+	return nodes, members, objs
+}
+
+func TestPluginGangPermit(t *testing.T) {
+	nodes, members, objs := gangOfThree()
 	e := newEnv(t, &Args{PermitTimeoutSeconds: 30, BackoffSeconds: -1}, objs...)
 	var hosts []string
 	for i, p := range members {
@@ -325,8 +330,13 @@ func TestSignPod(t *testing.T) {
 	c, _ := sign(gpuPod("c", 1, ann(model.AnnotationGPUTypes, "v100,a100")))
 	assert.Equal(t, a, b, "same request, same signature")
 	assert.NotEqual(t, a, c)
-	_, st = sign(gpuPod("g", 1, inGroup("g", 2)))
-	assert.Equal(t, fwk.Unschedulable, st.Code(), "pod group members are not batched")
+	g1, st := sign(gpuPod("g1", 1, inGroup("g", 2)))
+	require.True(t, st.IsSuccess(), "pod group members are batched with their group's")
+	g2, _ := sign(gpuPod("g2", 1, inGroup("g", 2)))
+	h, _ := sign(gpuPod("h1", 1, inGroup("h", 2)))
+	assert.Equal(t, g1, g2, "members of one group share a ranking")
+	assert.NotEqual(t, g1, h, "members of two groups do not")
+	assert.NotEqual(t, g1, c, "nor a member and a single pod")
 	_, st = sign(gpuPod("bad", 1, ann(model.AnnotationGPUTypes, "!")))
 	assert.Equal(t, fwk.Unschedulable, st.Code())
 }

@@ -8,6 +8,10 @@
 // deploy/admission-rbac.yaml, admission-deployment.yaml, tenancy.yaml and
 // admission-policies.yaml run it in a cluster; outside one, give
 // --kubeconfig and --state-namespace.
+//
+// It serves its metrics (gpusched_admission_*, and client-go's
+// rest_client_*, Go's and the process's) on /metrics and a liveness check
+// on /healthz at --metrics-bind-address (docs/operations.md lists them).
 package main
 
 import (
@@ -18,6 +22,8 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"slices"
@@ -27,11 +33,15 @@ import (
 
 	"github.com/gpusched/gpusched/kube/admission"
 	"github.com/gpusched/gpusched/kube/tenancy"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go's rest_client_* metrics, in legacyregistry
 )
 
 func main() {
@@ -47,6 +57,9 @@ type options struct {
 	round, grace                                time.Duration
 	noPreemption, leaderElect, debug            bool
 	checkTenancy                                string
+	metricsAddr                                 string
+	apiQPS, eventQPS                            float64
+	apiBurst, eventBurst                        int
 }
 
 func parse(args []string) (options, error) {
@@ -65,6 +78,11 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.stateName, "state-name", admission.DefaultStateName, "name of the state ConfigMap and the leader lease")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "run only while holding the leader lease")
 	fs.BoolVar(&o.debug, "debug", false, "log at debug level")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the /metrics and /healthz endpoints (plain HTTP); 0 turns them off")
+	fs.Float64Var(&o.apiQPS, "kube-api-qps", 100, "queries per second to the API server (admissions, preemptions, the state's save)")
+	fs.IntVar(&o.apiBurst, "kube-api-burst", 200, "burst of queries to the API server")
+	fs.Float64Var(&o.eventQPS, "event-qps", admission.DefaultEventQPS, "events and pod condition writes per second (a token bucket shared by both; the rest wait, and events past a queue of 1,000 are dropped)")
+	fs.IntVar(&o.eventBurst, "event-burst", admission.DefaultEventBurst, "burst of events and pod condition writes")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -73,6 +91,10 @@ func parse(args []string) (options, error) {
 	}
 	if o.round <= 0 || o.grace < 0 {
 		return o, fmt.Errorf("--round %v must be positive and --grace %v not negative", o.round, o.grace)
+	}
+	if !(o.apiQPS > 0) || o.apiQPS > 1e5 || o.apiBurst < 1 || !(o.eventQPS > 0) || o.eventQPS > 1e5 || o.eventBurst < 1 {
+		return o, fmt.Errorf("--kube-api-qps %v, --kube-api-burst %d, --event-qps %v, --event-burst %d: want positive rates up to 1e5 and bursts of at least 1",
+			o.apiQPS, o.apiBurst, o.eventQPS, o.eventBurst)
 	}
 	if _, err := admission.PolicyByName(o.policy); err != nil {
 		return o, err
@@ -129,7 +151,17 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("client config: %w", err)
 	}
+	// Events and pod conditions go through a client of their own, so that
+	// their rate limit never delays an admission.
+	erc := rest.CopyConfig(rc)
+	rc.QPS, rc.Burst = float32(o.apiQPS), o.apiBurst
+	requests := admission.CountRequests(rc)
 	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	erc.QPS, erc.Burst = float32(o.eventQPS), o.eventBurst
+	ecs, err := kubernetes.NewForConfig(erc)
 	if err != nil {
 		return err
 	}
@@ -141,14 +173,27 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	m := admission.NewMetrics()
+	reg := metrics.NewKubeRegistry()
+	if err := m.Register(reg); err != nil {
+		return err
+	}
 	cfg := admission.Config{
 		Client: cs, Namespace: o.namespace, NodeSelector: sel, Policy: pol,
 		RoundSeconds: o.round.Seconds(), Interval: o.round, NoPreemption: o.noPreemption, Grace: o.grace,
 		TenancyConfigMap: o.tenancyConfigMap,
 		StateNamespace:   o.stateNamespace, StateName: o.stateName, Logger: log,
+		Metrics: m, Requests: requests, EventClient: ecs, EventQPS: float32(o.eventQPS), EventBurst: o.eventBurst,
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if o.metricsAddr != "0" && o.metricsAddr != "" {
+		srv, err := serveMetrics(ctx, o.metricsAddr, prometheus.Gatherers{reg, legacyregistry.DefaultGatherer})
+		if err != nil {
+			return err
+		}
+		log.Info("serving metrics", "address", srv)
+	}
 	start := func(ctx context.Context) error {
 		// The state is read when leading, so a new leader continues from
 		// the last one's.
@@ -156,6 +201,7 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
+		defer c.Close()
 		log.Info("admission controller running", "policy", o.policy, "round", o.round, "preemption", !o.noPreemption)
 		return c.Run(ctx)
 	}
@@ -236,4 +282,29 @@ func share(s *tenancy.TypeShare) string {
 		parts = append(parts, fmt.Sprintf("%g %s", s.GPUs[t], t))
 	}
 	return strings.Join(parts, " and ")
+}
+
+// serveMetrics serves /metrics (the gatherer's) and /healthz on addr
+// until ctx ends; it returns the address it listens on.
+func serveMetrics(ctx context.Context, addr string, g prometheus.Gatherer) (string, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics.HandlerFor(g, metrics.HandlerOpts{ErrorHandling: metrics.ContinueOnError}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("--metrics-bind-address %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintln(os.Stderr, "gpusched-admission: metrics server:", err)
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	return l.Addr().String(), nil
 }

@@ -91,23 +91,29 @@ func EnsureBinaries(ctx context.Context) (Binaries, error) {
 		if ensured, ensureErr = FindBinaries(); ensureErr == nil {
 			return
 		}
-		root, err := ModuleRoot()
-		if err != nil {
-			ensureErr = err
-			return
+		if ensureErr = buildBinaries(ctx); ensureErr == nil {
+			ensured, ensureErr = FindBinaries()
 		}
-		var out bytes.Buffer
-		cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "e2e-binaries.sh"))
-		cmd.Dir = root
-		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.WaitDelay = 10 * time.Second
-		if err := cmd.Run(); err != nil {
-			ensureErr = fmt.Errorf("kubetest: hack/e2e-binaries.sh: %w\n%s", err, tail(out.Bytes(), 2000))
-			return
-		}
-		ensured, ensureErr = FindBinaries()
 	})
 	return ensured, ensureErr
+}
+
+// buildBinaries runs hack/e2e-binaries.sh, which builds the binaries that
+// are missing, within ctx.
+func buildBinaries(ctx context.Context) error {
+	root, err := ModuleRoot()
+	if err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "e2e-binaries.sh"))
+	cmd.Dir = root
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("kubetest: hack/e2e-binaries.sh: %w\n%s", err, tail(out.Bytes(), 2000))
+	}
+	return nil
 }
 
 // RequireBinaries returns the binaries, building them when missing; if they

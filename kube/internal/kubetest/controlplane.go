@@ -105,7 +105,10 @@ func (cp *ControlPlane) start(ctx context.Context, b Binaries) error {
 		"--service-account-key-file", pub, "--service-account-signing-key-file", key,
 		"--token-auth-file", tokens, "--authorization-mode", "RBAC",
 		"--service-cluster-ip-range", "10.0.0.0/24",
-		"--max-requests-inflight", "1000", "--max-mutating-requests-inflight", "500")
+		"--max-requests-inflight", "1000", "--max-mutating-requests-inflight", "500",
+		// No node-lifecycle controller runs to take the not-ready taint
+		// off new nodes (scheduler_perf's test server disables it too).
+		"--disable-admission-plugins", "TaintNodesByCondition")
 	if err != nil {
 		return err
 	}

@@ -3,12 +3,9 @@ package kubetest
 import (
 	"context"
 	"fmt"
-	"maps"
-	"strconv"
+	"slices"
 
-	"github.com/gpusched/gpusched/kube/model"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -35,29 +32,16 @@ type GPUNode struct {
 	CPU, Memory string
 	// NotReady leaves the Ready condition False.
 	NotReady bool
+	// Taints are the node's taints.
+	Taints []corev1.Taint
 }
 
 // CreateNode creates the node, takes away the not-ready taint the API
 // server puts on new nodes, and sets its status: capacity, allocatable and
 // the Ready condition.
 func CreateNode(ctx context.Context, cs kubernetes.Interface, g GPUNode) error {
-	labels := map[string]string{"kubernetes.io/hostname": g.Name, "kubernetes.io/os": "linux"}
-	if g.Product != "" {
-		labels[model.LabelProduct] = g.Product
-	}
-	if g.GPUs > 0 {
-		labels[model.LabelCount] = strconv.Itoa(g.GPUs)
-	}
-	if g.MemoryMiB > 0 {
-		labels[model.LabelMemory] = strconv.Itoa(g.MemoryMiB)
-	}
-	maps.Copy(labels, g.Labels)
-	ann := map[string]string{}
-	if g.Links != "" {
-		ann[model.AnnotationLinks] = g.Links
-	}
-	maps.Copy(ann, g.Annotations)
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: g.Name, Labels: labels, Annotations: ann}}
+	want := nodeObject(g)
+	n := &corev1.Node{ObjectMeta: want.ObjectMeta}
 	var err error
 	if err = retry(ctx, func() error {
 		n, err = cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
@@ -65,29 +49,13 @@ func CreateNode(ctx context.Context, cs kubernetes.Interface, g GPUNode) error {
 	}); err != nil {
 		return fmt.Errorf("kubetest: create node %s: %w", g.Name, err)
 	}
-	if len(n.Spec.Taints) > 0 {
-		n.Spec.Taints = nil
+	if !slices.EqualFunc(n.Spec.Taints, g.Taints, func(a, b corev1.Taint) bool { return a.MatchTaint(&b) }) {
+		n.Spec.Taints = g.Taints
 		if n, err = cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("kubetest: untaint node %s: %w", g.Name, err)
 		}
 	}
-	cpu, mem := g.CPU, g.Memory
-	if cpu == "" {
-		cpu = "96"
-	}
-	if mem == "" {
-		mem = "1Ti"
-	}
-	list := corev1.ResourceList{
-		corev1.ResourceCPU:    resource.MustParse(cpu),
-		corev1.ResourceMemory: resource.MustParse(mem),
-		corev1.ResourcePods:   resource.MustParse("250"),
-	}
-	if g.GPUs > 0 {
-		list[model.ResourceGPU] = *resource.NewQuantity(int64(g.GPUs), resource.DecimalSI)
-	}
-	n.Status.Capacity, n.Status.Allocatable = list, list.DeepCopy()
-	n.Status.Conditions = []corev1.NodeCondition{readyCondition(!g.NotReady)}
+	n.Status.Capacity, n.Status.Allocatable, n.Status.Conditions = want.Status.Capacity, want.Status.Allocatable, want.Status.Conditions
 	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("kubetest: status of node %s: %w", g.Name, err)
 	}

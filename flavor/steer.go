@@ -1,0 +1,395 @@
+package flavor
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/topology"
+)
+
+// Workload is a Kueue workload as the Steerer sees it: a plain value,
+// safe for concurrent reads.
+type Workload struct {
+	// ID identifies it (unique among the running and pending workloads
+	// of one call).
+	ID int
+	// Queue is its ClusterQueue's index in the Quotas.
+	Queue int
+	// GPUs is what it asks for in all (its pods' GPUs), at least 1.
+	GPUs int
+	// Rates are its rates on each type, in steps per second (trusted:
+	// only their ratios matter to the heterogeneity-aware policies); 0
+	// where it cannot run (its node selector or the tenant's allowed
+	// types exclude the type).
+	Rates []float64
+	// Priority is its priority (Kueue's spec.priority): higher first.
+	Priority int
+	// Arrival is its creation time, in seconds.
+	Arrival float64
+	// Remaining is its remaining work in steps, for the policies that use
+	// it (finish-time fairness, makespan); 0 means unknown (an hour at
+	// its fastest rate).
+	Remaining float64
+	// Weight is its weight within its queue; 0 means 1.
+	Weight float64
+	// Flavor is, for a running (admitted) workload, the index of its
+	// flavor in its queue; -1 for a pending one.
+	Flavor int
+}
+
+// Why says why a pending workload got its decision. A plain value, safe
+// for concurrent use.
+type Why int
+
+const (
+	// Start: its type has quota left in its ClusterQueue, and the policy
+	// gives the workload a share of that type: Kueue admits it there now.
+	Start Why = iota
+	// Busy: the type the policy gives it most of has no quota left now;
+	// it waits there.
+	Busy
+	// NoShare: the policy gives it no share of any type with quota left
+	// now (others come first); it waits on the type that suits it best.
+	NoShare
+	// Outside: more pending workloads than Steerer.MaxJobs; it waits
+	// outside the policy's problem (older and higher-priority ones are in).
+	Outside
+	// NoFlavor: no flavor of its ClusterQueue can ever hold it (too many
+	// GPUs, or no type it can run on): Kueue would not admit it either.
+	NoFlavor
+)
+
+func (w Why) String() string {
+	switch w {
+	case Start:
+		return "start"
+	case Busy:
+		return "busy"
+	case NoShare:
+		return "no-share"
+	case Outside:
+		return "outside"
+	case NoFlavor:
+		return "no-flavor"
+	}
+	return fmt.Sprintf("Why(%d)", int(w))
+}
+
+// Decision is the Steerer's choice for one pending workload. A plain
+// value, safe for concurrent reads.
+type Decision struct {
+	// ID is the workload's.
+	ID int
+	// Flavor is the index, in the workload's queue, of the flavor it
+	// starts on (Why Start) or waits for (Busy, NoShare); -1 with
+	// Outside and NoFlavor. Type is that flavor's type (-1 without one).
+	Flavor, Type int
+	Why          Why
+	// Share is the policy's time share of the workload on Type (X), and
+	// Best its largest share on any type.
+	Share, Best float64
+}
+
+// DefaultMaxJobs is Steerer.MaxJobs when 0: the workloads, running and
+// pending, the policy's problem holds at most.
+const DefaultMaxJobs = 2048
+
+// shareEpsilon: shares below it count as none (LP solutions carry
+// round-off).
+const shareEpsilon = 1e-6
+
+// Steerer chooses the GPU type of pending Kueue workloads with an
+// allocation policy. Its fields are read only by Steer: a Steerer is safe
+// for concurrent use if its Policy is (every policy of package
+// allocation is).
+type Steerer struct {
+	// Types are the GPU types (flavors' Type indices refer to them).
+	Types []topology.GPUType
+	// Policy allocates GPU time; nil means Gavel's heterogeneity-aware
+	// max-min fairness (allocation.MaxMinFairness).
+	Policy allocation.Policy
+	// MaxJobs bounds the workloads in the policy's problem (running ones
+	// first, then pending ones by priority and age); 0 means
+	// DefaultMaxJobs.
+	MaxJobs int
+}
+
+// Result is what Steer decided: a plain value owned by the caller, safe
+// for concurrent reads, not for concurrent writes.
+type Result struct {
+	// Decisions, one per pending workload, in the order given.
+	Decisions []Decision
+	// Allocation is the policy's (nil when no workload was considered).
+	Allocation *allocation.Allocation
+	// Considered counts the workloads in the policy's problem.
+	Considered int
+}
+
+// Steer decides, for each pending workload, the flavor (and so the GPU
+// type) it starts on now or waits for. q says what the running workloads
+// already use (the caller charged them); it is not changed. The policy
+// sees running workloads on their own type only, pending ones on every
+// type their queue has a flavor for that could hold them; the capacity
+// of each type is the sum of the queues' nominal quotas of it; the queues
+// are the policy's entities, with their weights and, for
+// allocation.QuotaFairness, their nominal quotas as guarantees and what
+// they could ever get (Potential) as limits. Pending workloads then start,
+// in order of priority and of their share X of a type with room in their
+// queue (the largest first: Gavel's round mechanism, for jobs that never
+// ran), each on the first flavor of that type with room; the others wait
+// on the type of their largest share.
+func (s *Steerer) Steer(ctx context.Context, now float64, q *Quotas, running, pending []Workload) (*Result, error) {
+	nt := len(s.Types)
+	if q.types != nt {
+		return nil, fmt.Errorf("%w: quotas over %d types, steerer over %d", ErrInvalid, q.types, nt)
+	}
+	if err := s.check(q, running, pending); err != nil {
+		return nil, err
+	}
+	res := &Result{Decisions: make([]Decision, len(pending))}
+	for i, w := range pending {
+		res.Decisions[i] = Decision{ID: w.ID, Flavor: -1, Type: -1, Why: NoFlavor}
+	}
+	// Which types each pending workload could ever run on in its queue.
+	viable := make([][]bool, len(pending))
+	for i, w := range pending {
+		viable[i] = make([]bool, nt)
+		fl := q.queues[w.Queue].Flavors
+		for f := range fl {
+			if w.Rates[fl[f].Type] > 0 && q.Potential(w.Queue, f) >= w.GPUs {
+				viable[i][fl[f].Type] = true
+			}
+		}
+	}
+	order := make([]int, 0, len(pending))
+	for i := range pending {
+		if slices.Contains(viable[i], true) {
+			order = append(order, i)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		x, y := &pending[a], &pending[b]
+		return cmp.Or(cmp.Compare(y.Priority, x.Priority), cmp.Compare(x.Arrival, y.Arrival), cmp.Compare(x.ID, y.ID))
+	})
+	limit := s.MaxJobs
+	if limit <= 0 {
+		limit = DefaultMaxJobs
+	}
+	if room := max(0, limit-len(running)); len(order) > room {
+		for _, i := range order[room:] {
+			res.Decisions[i].Why = Outside
+		}
+		order = order[:room]
+	}
+	if len(order) == 0 {
+		return res, nil
+	}
+	p, err := s.problem(now, q, running, pending, order, viable)
+	if err != nil {
+		return nil, err
+	}
+	pol := s.Policy
+	if pol == nil {
+		pol = &allocation.MaxMinFairness{}
+	}
+	a, err := pol.Allocate(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("flavor: policy: %w", err)
+	}
+	if len(a.X) != len(p.Jobs) {
+		return nil, fmt.Errorf("flavor: the policy allocated %d jobs of %d", len(a.X), len(p.Jobs))
+	}
+	res.Allocation, res.Considered = a, len(p.Jobs)
+	x := a.X[len(running):] // the pending workloads', in order
+	s.assign(q.Clone(), pending, order, x, viable, res)
+	return res, nil
+}
+
+// check validates the workloads.
+func (s *Steerer) check(q *Quotas, running, pending []Workload) error {
+	ids := make(map[int]bool, len(running)+len(pending))
+	for li, list := range [2][]Workload{running, pending} {
+		for _, w := range list {
+			bad := func(format string, args ...any) error {
+				return fmt.Errorf("%w: workload %d: %s", ErrInvalid, w.ID, fmt.Sprintf(format, args...))
+			}
+			switch {
+			case ids[w.ID]:
+				return bad("given twice")
+			case w.Queue < 0 || w.Queue >= len(q.queues):
+				return bad("queue %d of %d", w.Queue, len(q.queues))
+			case w.GPUs < 1 || w.GPUs > MaxQuota:
+				return bad("%d GPUs (want 1 to %d)", w.GPUs, MaxQuota)
+			case len(w.Rates) != len(s.Types):
+				return bad("%d rates for %d types", len(w.Rates), len(s.Types))
+			case li == 0 && (w.Flavor < 0 || w.Flavor >= len(q.queues[w.Queue].Flavors)):
+				return bad("runs on flavor %d of ClusterQueue %q", w.Flavor, q.queues[w.Queue].Name)
+			case li == 1 && w.Flavor != -1:
+				return bad("pending with flavor %d (want -1)", w.Flavor)
+			case !finiteAtLeast0(w.Arrival) || !finiteAtLeast0(w.Remaining) || !(w.Weight >= 0 && w.Weight <= allocation.MaxWeight):
+				return bad("arrival %v, remaining %v, weight %v", w.Arrival, w.Remaining, w.Weight)
+			}
+			for k, r := range w.Rates {
+				if !finiteAtLeast0(r) {
+					return bad("rate %v on type %d", r, k)
+				}
+			}
+			ids[w.ID] = true
+		}
+	}
+	return nil
+}
+
+func finiteAtLeast0(v float64) bool { return v >= 0 && !math.IsInf(v, 0) }
+
+// problem builds the policy's problem: running workloads first (pinned to
+// their type), then the pending ones of order.
+func (s *Steerer) problem(now float64, q *Quotas, running, pending []Workload, order []int, viable [][]bool) (*allocation.Problem, error) {
+	nt := len(s.Types)
+	p := &allocation.Problem{Types: s.Types, Capacity: make([]int, nt), Now: now,
+		EntityWeights: map[string]float64{}, EntityQuotas: map[string]allocation.Quota{}}
+	for i := range q.queues {
+		qu := &q.queues[i]
+		p.EntityWeights[qu.Name] = qu.weight()
+		quota := allocation.Quota{GuaranteedGPUs: map[topology.GPUType]float64{}, MaxGPUs: map[topology.GPUType]float64{}}
+		for f, fl := range qu.Flavors {
+			p.Capacity[fl.Type] += fl.Nominal
+			t := s.Types[fl.Type]
+			quota.GuaranteedGPUs[t] += float64(fl.Nominal)
+			quota.MaxGPUs[t] += float64(q.Potential(i, f))
+		}
+		p.EntityQuotas[qu.Name] = quota
+	}
+	for k := range p.Capacity {
+		p.Capacity[k] = min(p.Capacity[k], allocation.MaxCapacity)
+	}
+	// Quotas over several queues can promise a type more than once in a
+	// cohort: the guarantee never exceeds the type's capacity, nor the
+	// limit the capacity.
+	for name, quota := range p.EntityQuotas {
+		for k, t := range s.Types {
+			c := float64(p.Capacity[k])
+			quota.GuaranteedGPUs[t] = min(quota.GuaranteedGPUs[t], c)
+			quota.MaxGPUs[t] = max(min(quota.MaxGPUs[t], c), quota.GuaranteedGPUs[t])
+		}
+		p.EntityQuotas[name] = quota
+	}
+	job := func(w *Workload, id int, rates []float64) allocation.Job {
+		best := slices.Max(rates)
+		rem := w.Remaining
+		if rem <= 0 {
+			rem = 3600 * max(best, allocation.MinRate)
+		}
+		return allocation.Job{ID: id, Weight: w.Weight, ScaleFactor: w.GPUs, RemainingSteps: min(rem, allocation.MaxSteps),
+			Throughput: rates, Arrival: w.Arrival, Entity: q.queues[w.Queue].Name}
+	}
+	for i := range running {
+		w := &running[i]
+		rates := make([]float64, nt)
+		k := q.queues[w.Queue].Flavors[w.Flavor].Type
+		// The policy sees it only where it runs: Kueue does not move an
+		// admitted workload.
+		rates[k] = clampRate(w.Rates[k])
+		p.Jobs = append(p.Jobs, job(w, len(p.Jobs), rates))
+	}
+	for _, i := range order {
+		w := &pending[i]
+		rates := make([]float64, nt)
+		for k := range rates {
+			if viable[i][k] {
+				rates[k] = clampRate(w.Rates[k])
+			}
+		}
+		p.Jobs = append(p.Jobs, job(w, len(p.Jobs), rates))
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("flavor: the policy's problem: %w", err)
+	}
+	return p, nil
+}
+
+// clampRate keeps a positive rate within the policies' range.
+func clampRate(r float64) float64 {
+	if r <= 0 {
+		return 0
+	}
+	return min(max(r, allocation.MinRate), allocation.MaxRate)
+}
+
+// assign starts pending workloads by their shares, and steers the others
+// to their best type. x holds the shares of the workloads of order, in
+// that order; q is a copy the starts are charged to.
+func (s *Steerer) assign(q *Quotas, pending []Workload, order []int, x [][]float64, viable [][]bool, res *Result) {
+	type pair struct {
+		n, k  int // index in order, type
+		share float64
+	}
+	var pairs []pair
+	for n, i := range order {
+		for k, v := range x[n] {
+			if v > shareEpsilon && viable[i][k] {
+				pairs = append(pairs, pair{n, k, v})
+			}
+		}
+	}
+	// Shares compare to three digits: LP solutions that tie up to
+	// round-off fall to the next keys (arrival, ID, rate), not to noise.
+	level := func(v float64) float64 { return math.Round(v * 1000) }
+	slices.SortStableFunc(pairs, func(a, b pair) int {
+		wa, wb := &pending[order[a.n]], &pending[order[b.n]]
+		return cmp.Or(cmp.Compare(wb.Priority, wa.Priority), cmp.Compare(level(b.share), level(a.share)),
+			cmp.Compare(wa.Arrival, wb.Arrival), cmp.Compare(wa.ID, wb.ID),
+			cmp.Compare(wb.Rates[b.k], wa.Rates[a.k]), cmp.Compare(a.k, b.k))
+	})
+	started := make([]bool, len(order))
+	for _, pr := range pairs {
+		if started[pr.n] {
+			continue
+		}
+		i := order[pr.n]
+		w := &pending[i]
+		k := pr.k
+		f := q.Walk(w.Queue, w.GPUs, func(t int) bool { return t == k })
+		if f < 0 {
+			continue
+		}
+		_ = q.Add(w.Queue, f, w.GPUs) // f is the queue's, GPUs checked
+		started[pr.n] = true
+		res.Decisions[i] = Decision{ID: w.ID, Flavor: f, Type: k, Why: Start, Share: pr.share, Best: slices.Max(x[pr.n])}
+	}
+	for n, i := range order {
+		if started[n] {
+			continue
+		}
+		w := &pending[i]
+		best, k := 0.0, -1
+		for t, v := range x[n] {
+			if !viable[i][t] {
+				continue
+			}
+			if k < 0 || v > best+shareEpsilon || math.Abs(v-best) <= shareEpsilon && w.Rates[t] > w.Rates[k] {
+				best, k = max(v, 0), t
+			}
+		}
+		why := Busy
+		if best <= shareEpsilon {
+			why = NoShare
+		}
+		res.Decisions[i] = Decision{ID: w.ID, Flavor: s.flavorOf(q, w, k), Type: k, Why: why, Share: best, Best: best}
+	}
+}
+
+// flavorOf is the first flavor of type k in the workload's queue that
+// could ever hold it.
+func (s *Steerer) flavorOf(q *Quotas, w *Workload, k int) int {
+	for f, fl := range q.queues[w.Queue].Flavors {
+		if fl.Type == k && q.Potential(w.Queue, f) >= w.GPUs {
+			return f
+		}
+	}
+	return -1
+}

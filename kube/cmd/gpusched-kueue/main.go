@@ -1,0 +1,196 @@
+// Command gpusched-kueue runs gpusched's Kueue controller (package
+// kube/kueue): it chooses the GPU type of Kueue's pending workloads with a
+// gpusched allocation policy and steers Kueue to it (the Workloads' node
+// selectors; with Kueue's AdmissionGatedBy feature gate, the
+// kueue.x-k8s.io/admission-gated-by annotation holds workloads until they
+// start). Kueue admits, accounts quota, preempts and places as usual.
+// deploy/kueue-rbac.yaml and kueue-deployment.yaml run it in a cluster;
+// outside one, give --kubeconfig. Its metrics are served on
+// --metrics-address (/metrics). See docs/kueue.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gpusched/gpusched/kube/admission"
+	"github.com/gpusched/gpusched/kube/kueue"
+	"github.com/gpusched/gpusched/kube/tenancy"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/component-base/metrics"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "gpusched-kueue:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	kubeconfig, namespace, policy, typeLabel, gate string
+	metricsAddr, leaseNamespace, leaseName         string
+	minInterval, interval                          time.Duration
+	maxRatio                                       float64
+	maxJobs                                        int
+	leaderElect, debug                             bool
+	qps                                            float64
+}
+
+func parse(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("gpusched-kueue", flag.ContinueOnError)
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config)")
+	fs.StringVar(&o.namespace, "namespace", "", "namespace of the Workloads (default: all)")
+	fs.StringVar(&o.policy, "policy", "max-min-fairness", "allocation policy: "+strings.Join(admission.Policies(), ", "))
+	fs.StringVar(&o.typeLabel, "type-label", "nvidia.com/gpu.product", "node label whose value, in a ResourceFlavor's nodeLabels, names its GPU")
+	fs.StringVar(&o.gate, "gate", kueue.DefaultGate, "the controller's name in kueue.x-k8s.io/admission-gated-by")
+	fs.DurationVar(&o.minInterval, "min-interval", time.Second, "least time between two rounds (a change triggers one)")
+	fs.DurationVar(&o.interval, "interval", 30*time.Second, "most time between two rounds")
+	fs.Float64Var(&o.maxRatio, "max-ratio", tenancy.DefaultMaxRatio, "most a job's claimed rate on one type may exceed its rate on another")
+	fs.IntVar(&o.maxJobs, "max-jobs", 0, "workloads in a round's problem at most (0: 2048)")
+	fs.StringVar(&o.metricsAddr, "metrics-address", ":8080", "address of /metrics and /healthz (empty: none)")
+	fs.BoolVar(&o.leaderElect, "leader-elect", true, "run only while holding the leader lease")
+	fs.StringVar(&o.leaseNamespace, "lease-namespace", "", "namespace of the leader lease (default: $POD_NAMESPACE)")
+	fs.StringVar(&o.leaseName, "lease-name", "gpusched-kueue", "name of the leader lease")
+	fs.Float64Var(&o.qps, "kube-api-qps", 50, "queries per second to the API server")
+	fs.BoolVar(&o.debug, "debug", false, "log at debug level")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	switch {
+	case o.minInterval <= 0 || o.interval < o.minInterval:
+		return o, fmt.Errorf("--min-interval %v must be positive and at most --interval %v", o.minInterval, o.interval)
+	case !(o.maxRatio >= 1 && o.maxRatio <= tenancy.MaxRatioLimit):
+		return o, fmt.Errorf("--max-ratio %v: want 1 to %g", o.maxRatio, float64(tenancy.MaxRatioLimit))
+	case o.maxJobs < 0 || o.maxJobs > tenancy.MaxJobsLimit:
+		return o, fmt.Errorf("--max-jobs %d: want 0 to %d", o.maxJobs, tenancy.MaxJobsLimit)
+	case !(o.qps > 0 && o.qps <= 1e5):
+		return o, fmt.Errorf("--kube-api-qps %v: want above 0, at most 1e5", o.qps)
+	}
+	if _, err := admission.PolicyByName(o.policy); err != nil {
+		return o, err
+	}
+	if o.leaderElect && o.leaseNamespace == "" {
+		o.leaseNamespace = os.Getenv("POD_NAMESPACE")
+		if o.leaseNamespace == "" {
+			return o, errors.New("no --lease-namespace and no $POD_NAMESPACE (or give --leader-elect=false)")
+		}
+	}
+	return o, nil
+}
+
+func run(args []string) error {
+	o, err := parse(args)
+	if err != nil {
+		return err
+	}
+	level := slog.LevelInfo
+	if o.debug {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	var rc *rest.Config
+	if o.kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return fmt.Errorf("client config: %w", err)
+	}
+	rc.QPS, rc.Burst = float32(o.qps), int(2*o.qps)
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	pol, err := admission.PolicyByName(o.policy)
+	if err != nil {
+		return err
+	}
+	m := kueue.NewMetrics()
+	reg := metrics.NewKubeRegistry()
+	if err := m.Register(reg); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if o.metricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", metrics.HandlerFor(reg, metrics.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+		ln, err := net.Listen("tcp", o.metricsAddr)
+		if err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer func() { _ = srv.Close() }()
+		log.Info("metrics", "address", ln.Addr().String())
+	}
+	cfg := kueue.Config{
+		Client: cs, Dynamic: dyn, Namespace: o.namespace, Policy: pol, PolicyName: o.policy,
+		Rates: tenancy.RateRules{MaxRatio: o.maxRatio}, TypeLabel: o.typeLabel, Gate: o.gate, MaxJobs: o.maxJobs,
+		MinInterval: o.minInterval, Interval: o.interval, Metrics: m, Logger: log,
+	}
+	start := func(ctx context.Context) error {
+		c, err := kueue.New(cfg)
+		if err != nil {
+			return err
+		}
+		log.Info("gpusched-kueue running", "policy", o.policy, "type-label", o.typeLabel, "gate", o.gate)
+		return c.Run(ctx)
+	}
+	if !o.leaderElect {
+		if err := start(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+		return nil
+	}
+	id, err := os.Hostname()
+	if err != nil {
+		return err
+	}
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.leaseNamespace, o.leaseName, cs.CoreV1(), cs.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: id})
+	if err != nil {
+		return err
+	}
+	var runErr error
+	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+		Lock: lock, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		ReleaseOnCancel: true, Name: o.leaseName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				if err := start(ctx); err != nil && !errors.Is(err, context.Canceled) {
+					runErr = err
+					stop()
+				}
+			},
+			OnStoppedLeading: func() { log.Info("leader lease lost", "identity", id) },
+		},
+	})
+	return runErr
+}

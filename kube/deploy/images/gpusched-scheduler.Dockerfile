@@ -1,0 +1,30 @@
+# syntax=docker/dockerfile:1
+# gpusched-scheduler: kube-scheduler v1.37.2 with gpusched's plugin
+# (kube/cmd/gpusched-scheduler). Build from the root of a clone (the kube
+# module builds against the root module beside it):
+#
+#   docker build -f kube/deploy/images/gpusched-scheduler.Dockerfile \
+#     -t gpusched-scheduler:dev .
+#
+# Two stages: the Go toolchain builds a static binary (no cgo), which runs
+# alone on distroless's static image as its nonroot user (65532), so the
+# Deployment's runAsNonRoot holds.
+ARG GO_IMAGE=golang:1.26-bookworm
+ARG RUN_IMAGE=gcr.io/distroless/static-debian12:nonroot
+
+FROM ${GO_IMAGE} AS build
+WORKDIR /src
+# The modules first: a change of code does not download them again.
+COPY go.mod go.sum ./
+COPY kube/go.mod kube/go.sum ./kube/
+RUN cd kube && go mod download
+COPY . .
+# The scheduler reports the Kubernetes version it is built from.
+RUN cd kube && CGO_ENABLED=0 GOOS=linux go build -trimpath \
+      -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=v1.37.2 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37" \
+      -o /out/gpusched-scheduler ./cmd/gpusched-scheduler
+
+FROM ${RUN_IMAGE}
+COPY --from=build /out/gpusched-scheduler /gpusched-scheduler
+USER 65532:65532
+ENTRYPOINT ["/gpusched-scheduler"]

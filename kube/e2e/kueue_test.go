@@ -1,0 +1,800 @@
+package e2e
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/flavor"
+	"github.com/gpusched/gpusched/kube/kueue"
+	"github.com/gpusched/gpusched/kube/model"
+	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
+	"github.com/gpusched/gpusched/sim"
+	"github.com/gpusched/gpusched/topology"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+)
+
+// The comparison's workload and cluster: 100 single-GPU jobs of Gavel's
+// job types (its measured rates, perfmodel/gavel), Poisson arrivals at 30
+// an hour, 15 minutes to 1.5 hours each on the job's fastest type, from two
+// tenants (ClusterQueues team-a and team-b, alternating), each with a
+// nominal quota of 4 GPUs of each of V100, P100 and K80 (the flavors in
+// that order), on 8 GPUs of each type; no cohort, so no borrowing.
+const (
+	kqJobs    = 100
+	kqPerHour = 30.0
+	kqQuota   = 4
+	kqSeed    = 1
+)
+
+var kqTypes = []topology.GPUType{"v100", "p100", "k80"}
+
+// kqJob is one job of the comparison.
+type kqJob struct {
+	id      int
+	key     perfmodel.JobKey
+	arrival float64 // simulated seconds
+	steps   float64
+}
+
+// kqTrace draws the comparison's jobs.
+func kqTrace() []kqJob {
+	tab := gavel.Simulation()
+	var keys []perfmodel.JobKey
+	for _, k := range tab.Jobs() {
+		if k.ScaleFactor == 1 {
+			keys = append(keys, k)
+		}
+	}
+	r := rand.New(rand.NewPCG(kqSeed, 30))
+	jobs := make([]kqJob, kqJobs)
+	at := 0.0
+	for i := range jobs {
+		k := keys[r.IntN(len(keys))]
+		best := 0.0
+		for _, t := range kqTypes {
+			v, _ := tab.Throughput(k, t)
+			best = max(best, v)
+		}
+		at += r.ExpFloat64() / kqPerHour * 3600
+		jobs[i] = kqJob{id: i, key: k, arrival: at, steps: (0.25 + 1.25*r.Float64()) * 3600 * best}
+	}
+	return jobs
+}
+
+// vclock is the test's clock: wall time since start, less the time it was
+// paused, scaled to simulated seconds.
+type vclock struct {
+	mu       sync.Mutex
+	start    time.Time
+	paused   time.Duration
+	pausedAt time.Time
+	perHour  float64 // wall seconds per simulated hour
+}
+
+func (c *vclock) now() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := time.Now()
+	if !c.pausedAt.IsZero() {
+		t = c.pausedAt
+	}
+	return t.Sub(c.start).Seconds() - c.paused.Seconds()
+}
+
+// sim converts the clock's wall seconds into simulated seconds.
+func (c *vclock) sim(wall float64) float64 { return wall / c.perHour * 3600 }
+
+func (c *vclock) pause() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pausedAt = time.Now()
+}
+
+func (c *vclock) resume() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.paused += time.Since(c.pausedAt)
+	c.pausedAt = time.Time{}
+}
+
+// kqRecord is what happened to one job, in clock (wall) seconds: its
+// submission, Kueue's quota reservation for it, its pod's binding (the
+// start of its work) and end, the release of its quota (its Workload
+// finished).
+type kqRecord struct {
+	submit, admit, start, finish, release float64
+	typ                                   topology.GPUType
+	queue                                 string
+}
+
+// kqRun is one run's outcome.
+type kqRun struct {
+	records                    []kqRecord
+	meanJCT, makespan          float64 // simulated hours
+	fair                       kqFair
+	maxUse                     map[string]int
+	restartWrites              int
+	restartSame, restartChecks int
+}
+
+// TestE2EKueueComparison runs the same 100 Jobs under Kueue alone and
+// under Kueue with gpusched's controller (max-min fairness, Workloads held
+// by the AdmissionGatedBy gate until the policy starts them), on the real
+// control plane, simulated hours passing in seconds (GPUSCHED_KUEUE_SECONDS_PER_HOUR,
+// default 8). A completer marks each pod Succeeded after the job's work at
+// Gavel's rate on the type of the node it was bound to. It checks that
+// every Job finishes, that no ClusterQueue ever runs more than its quota of
+// a flavor, that a controller restart mid-run changes no decision and
+// writes nothing, and that a Workload the controller cannot read gets a
+// Warning event and is left to Kueue; it prints both runs' mean JCT and
+// makespan beside the simulator's prediction (flavor.Kueue and
+// flavor.Steered on the same arrivals).
+func TestE2EKueueComparison(t *testing.T) {
+	e := kueueEnvironment(t)
+	perHour := 8.0
+	if v := os.Getenv("GPUSCHED_KUEUE_SECONDS_PER_HOUR"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 1 || f > 600 {
+			t.Fatalf("GPUSCHED_KUEUE_SECONDS_PER_HOUR=%q: want 1 to 600", v)
+		}
+		perHour = f
+	}
+	jobs := kqTrace()
+	alone := kqExecute(t, e, jobs, "alone", perHour, false)
+	steered := kqExecute(t, e, jobs, "gpusched", perHour, true)
+	predAlone := kqPredict(t, jobs, alone, func(func(int) []float64) sim.EventScheduler {
+		return &flavor.Kueue{Queues: kqQueues(), QueueOf: kqQueueOf}
+	}, perHour)
+	predSteered := kqPredict(t, jobs, steered, func(rates func(int) []float64) sim.EventScheduler {
+		return &flavor.Steered{Queues: kqQueues(), QueueOf: kqQueueOf, Types: kqTypes, Rates: rates}
+	}, perHour)
+	for _, p := range []struct {
+		name string
+		p    kqPrediction
+	}{{"kueue alone", predAlone}, {"kueue+gpusched", predSteered}} {
+		t.Logf("%s: control plane latency modelled: reservation %.3f h after submission, quota held %.3f h before and %.3f h after the work",
+			p.name, p.p.admitLag, p.p.startPad, p.p.finishPad)
+	}
+	t.Logf("%d jobs, 2 tenants, %d GPUs of each of %v per tenant, %g wall seconds per simulated hour", kqJobs, kqQuota, kqTypes, perHour)
+	t.Logf("kueue alone: mean JCT %.2f h, makespan %.2f h (simulator: %.2f h, %.2f h, %.2f-%.2f h)", alone.meanJCT, alone.makespan,
+		predAlone.meanJCT, predAlone.makespan, predAlone.minMakespan, predAlone.maxMakespan)
+	t.Logf("kueue+gpusched: mean JCT %.2f h, makespan %.2f h (simulator: %.2f h, %.2f h, %.2f-%.2f h)", steered.meanJCT, steered.makespan,
+		predSteered.meanJCT, predSteered.makespan, predSteered.minMakespan, predSteered.maxMakespan)
+	t.Logf("fairness: kueue alone %v (simulator: %v); kueue+gpusched %v (simulator: %v)", alone.fair, predAlone.fair, steered.fair, predSteered.fair)
+	t.Logf("gpusched/kueue alone: mean JCT %.3f, makespan %.3f (simulator: %.3f, %.3f)", steered.meanJCT/alone.meanJCT, steered.makespan/alone.makespan,
+		predSteered.meanJCT/predAlone.meanJCT, predSteered.makespan/predAlone.makespan)
+	for name, r := range map[string]kqRun{"alone": alone, "gpusched": steered} {
+		for q, n := range r.maxUse {
+			if n > kqQuota {
+				t.Errorf("%s: ClusterQueue/flavor %s ran %d GPUs at once, quota %d", name, q, n, kqQuota)
+			}
+		}
+	}
+	t.Logf("prediction error: kueue alone JCT %+.1f%%, makespan %+.1f%%; gpusched JCT %+.1f%%, makespan %+.1f%%",
+		100*(predAlone.meanJCT/alone.meanJCT-1), 100*(predAlone.makespan/alone.makespan-1),
+		100*(predSteered.meanJCT/steered.meanJCT-1), 100*(predSteered.makespan/steered.makespan-1))
+	if steered.restartChecks == 0 {
+		t.Error("the controller was not restarted mid-run")
+	}
+	if steered.restartWrites != 0 || steered.restartSame != steered.restartChecks {
+		t.Errorf("restart: %d of %d decisions unchanged, %d writes (want all, and none)", steered.restartSame, steered.restartChecks, steered.restartWrites)
+	}
+	if steered.meanJCT >= alone.meanJCT {
+		t.Errorf("gpusched's mean JCT %.2f h is not below Kueue's alone %.2f h", steered.meanJCT, alone.meanJCT)
+	}
+}
+
+// kqExecute runs the jobs in a namespace of their own, with the
+// controller when steer is set, and returns what happened.
+func kqExecute(t *testing.T, e *kueueEnv, jobs []kqJob, name string, perHour float64, steer bool) kqRun {
+	t.Helper()
+	tab := gavel.Simulation()
+	budget := 12 * time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	cs := e.cp.Client
+	ns := "kq-" + name
+	var labels map[string]string
+	if steer {
+		// kueue-policies.yaml gates the Jobs of this namespace.
+		labels = map[string]string{"gpusched.io/kueue": "true"}
+	}
+	e.namespace(ctx, t, ns, name, labels)
+	queues := []string{ns + "-a", ns + "-b"}
+	for _, q := range queues {
+		e.clusterQueue(ctx, t, q, ns, name, kqQuota)
+	}
+	if steer {
+		e.applyKueuePolicies(ctx, t, ns, queues[0])
+	}
+	// Node products to types.
+	nodeType := map[string]topology.GPUType{}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	must(t, err, "nodes")
+	for _, n := range nodes.Items {
+		if p, err := topology.ParseProduct(n.Labels[model.LabelProduct]); err == nil {
+			nodeType[n.Name] = p.Type
+		}
+	}
+
+	clock := &vclock{start: time.Now(), perHour: perHour}
+	var mu sync.Mutex
+	recs := make([]kqRecord, len(jobs))
+	for i := range recs {
+		recs[i] = kqRecord{submit: -1, admit: -1, start: -1, finish: -1, release: -1, queue: queues[i%2]}
+	}
+	type due struct {
+		at  float64
+		pod *corev1.Pod
+		id  int
+	}
+	var pendingDone []due
+	started := map[string]bool{}
+	// The completer: a pod bound to a node runs for the job's work at its
+	// rate on the node's type.
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
+	podInf := factory.Core().V1().Pods().Informer()
+	onPod := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok || p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			return
+		}
+		id, err := strconv.Atoi(p.Labels["e2e-id"])
+		if err != nil || id < 0 || id >= len(jobs) {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if started[p.Name] {
+			return
+		}
+		started[p.Name] = true
+		now := clock.now()
+		typ := nodeType[p.Spec.NodeName]
+		rate, err := tab.Throughput(jobs[id].key, typ)
+		if err != nil || rate <= 0 {
+			t.Errorf("job %d bound to %s (%s): no rate: %v", id, p.Spec.NodeName, typ, err)
+			return
+		}
+		recs[id].start, recs[id].typ = now, typ
+		wall := jobs[id].steps / rate / 3600 * perHour
+		pendingDone = append(pendingDone, due{at: now + wall, pod: p.DeepCopy(), id: id})
+	}
+	_, _ = podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onPod, UpdateFunc: func(_, o any) { onPod(o) }})
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	// When Kueue reserves a job's quota, and when it releases it.
+	wlFactory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(e.dyn, 0, ns, nil)
+	wlInf := wlFactory.ForResource(kueue.WorkloadsGVR).Informer()
+	onWorkload := func(obj any) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		var job string
+		for _, o := range u.GetOwnerReferences() {
+			if o.Kind == "Job" {
+				job = o.Name
+			}
+		}
+		id, err := strconv.Atoi(strings.TrimPrefix(job, "job-"))
+		if err != nil || id < 0 || id >= len(jobs) {
+			return
+		}
+		now := clock.now()
+		mu.Lock()
+		defer mu.Unlock()
+		if recs[id].admit < 0 && admittedFlavor(u) != "" {
+			recs[id].admit = now
+		}
+		if recs[id].release < 0 && workloadFinished(u) {
+			recs[id].release = now
+		}
+	}
+	_, _ = wlInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onWorkload, UpdateFunc: func(_, o any) { onWorkload(o) }})
+	wlFactory.Start(ctx.Done())
+	wlFactory.WaitForCacheSync(ctx.Done())
+
+	var ctl *kueue.Controller
+	var stopCtl context.CancelFunc
+	ctlDone := make(chan error, 1)
+	newController := func() *kueue.Controller {
+		c, err := kueue.New(kueue.Config{Client: cs, Dynamic: e.dyn, Namespace: ns, Policy: &allocation.MaxMinFairness{}, PolicyName: "max-min-fairness",
+			MinInterval: 100 * time.Millisecond, Interval: time.Second})
+		must(t, err, "controller")
+		return c
+	}
+	startCtl := func(c *kueue.Controller) {
+		cctx, stop := context.WithCancel(ctx)
+		stopCtl = stop
+		go func() { ctlDone <- c.Run(cctx) }()
+	}
+	if steer {
+		ctl = newController()
+		startCtl(ctl)
+	}
+	var run kqRun
+	restartAt := len(jobs) * 2 / 5
+	restarted := false
+	next := 0
+	for {
+		now := clock.now()
+		// Submit the jobs whose time has come.
+		for next < len(jobs) && clock.sim(now) >= jobs[next].arrival {
+			j := jobs[next]
+			ann := map[string]string{"gpusched.io/job-kind": j.key.Model}
+			if j.key.BatchSize > 0 {
+				ann["gpusched.io/batch-size"] = strconv.Itoa(j.key.BatchSize)
+			}
+			job := kueueJob(ns, fmt.Sprintf("job-%03d", j.id), queues[j.id%2], 1, ann, map[string]string{"e2e-id": strconv.Itoa(j.id)}, false)
+			created, err := cs.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+			must(t, err, "create job %d", j.id)
+			if gated := created.Annotations[kueue.AnnotationAdmissionGatedBy] == kueue.DefaultGate; gated != steer {
+				t.Fatalf("job %d: gated %v by kueue-policies.yaml, want %v", j.id, gated, steer)
+			}
+			mu.Lock()
+			recs[j.id].submit = now
+			mu.Unlock()
+			next++
+		}
+		// Finish the pods whose work is done.
+		mu.Lock()
+		var ready []due
+		pendingDone = slices.DeleteFunc(pendingDone, func(d due) bool {
+			if d.at <= now {
+				ready = append(ready, d)
+				return true
+			}
+			return false
+		})
+		mu.Unlock()
+		for _, d := range ready {
+			must(t, e.retry(ctx, func() error {
+				cur, err := cs.CoreV1().Pods(ns).Get(ctx, d.pod.Name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				return succeed(ctx, cs, cur)
+			}), "pod of job %d succeeded", d.id)
+			mu.Lock()
+			recs[d.id].finish = d.at
+			mu.Unlock()
+		}
+		// Restart the controller mid-run, the clock stopped.
+		if steer && !restarted && next >= restartAt {
+			restarted = true
+			clock.pause()
+			run.restartChecks, run.restartSame, run.restartWrites = kqRestart(ctx, t, e, ctl, &ctl, stopCtl, ctlDone, newController)
+			startCtl(ctl)
+			clock.resume()
+		}
+		mu.Lock()
+		finished := 0
+		for _, r := range recs {
+			if r.finish >= 0 {
+				finished++
+			}
+		}
+		mu.Unlock()
+		if finished == len(jobs) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s: %d of %d jobs finished in %v", name, finished, len(jobs), budget)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Every Job completes (the job controller's condition).
+	waitFor(ctx, t, name+": every Job complete", e.kueueProc, func() (bool, string) {
+		list, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		done := 0
+		for i := range list.Items {
+			if jobDone(&list.Items[i]) {
+				done++
+			}
+		}
+		return done == len(jobs), fmt.Sprintf("%d of %d complete", done, len(jobs))
+	})
+	waitFor(ctx, t, name+": every Workload finished", e.kueueProc, func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, r := range recs {
+			if r.release >= 0 {
+				n++
+			}
+		}
+		return n == len(recs), fmt.Sprintf("%d of %d released", n, len(recs))
+	})
+	if steer {
+		kqUnreadable(ctx, t, e, ns, queues[0])
+		stopCtl()
+		ctlStopped(t, <-ctlDone)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	run.records = recs
+	run.meanJCT, run.makespan = 0, 0
+	first, last := math.Inf(1), 0.0
+	for _, r := range recs {
+		run.meanJCT += r.finish - r.submit
+		first, last = min(first, r.submit), max(last, r.finish)
+	}
+	run.meanJCT = run.meanJCT / float64(len(recs)) / perHour
+	run.makespan = (last - first) / perHour
+	jct := make([]float64, len(recs))
+	for i, r := range recs {
+		jct[i] = (r.finish - r.submit) / perHour
+	}
+	run.fair = kqFairness(jobs, jct)
+	run.maxUse = maxUse(recs)
+	return run
+}
+
+// maxUse is the most GPUs each ClusterQueue ran of each type at once.
+func maxUse(recs []kqRecord) map[string]int {
+	type ev struct {
+		at    float64
+		delta int
+		key   string
+	}
+	var evs []ev
+	for _, r := range recs {
+		k := r.queue + "/" + string(r.typ)
+		evs = append(evs, ev{r.start, 1, k}, ev{r.finish, -1, k})
+	}
+	// Ends before starts at one instant: a pod ends before its successor
+	// is admitted.
+	slices.SortFunc(evs, func(a, b ev) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.delta, b.delta)) })
+	cur, most := map[string]int{}, map[string]int{}
+	for _, e := range evs {
+		cur[e.key] += e.delta
+		most[e.key] = max(most[e.key], cur[e.key])
+	}
+	return most
+}
+
+// kqRestart stops the controller with the clock stopped, once the
+// cluster is still (two rounds a second apart that write nothing, decide
+// alike and start nothing: every pending workload waits, so nothing
+// changes while the clock stands), starts a new one, and compares the new
+// one's first round with the old one's last: how many decisions it made,
+// how many are unchanged (shares to three digits, the steerer's
+// precision), how many writes it made. It leaves the new controller in
+// *ctl, not yet running.
+func kqRestart(ctx context.Context, t *testing.T, e *kueueEnv, old *kueue.Controller, ctl **kueue.Controller, stop context.CancelFunc,
+	done chan error, newController func() *kueue.Controller) (checks, same, writes int) {
+	t.Helper()
+	var last *kueue.RoundResult
+	waitFor(ctx, t, "the cluster still", e.kueueProc, func() (bool, string) {
+		r, err := old.Round(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		starting := 0
+		for _, d := range r.Decisions {
+			if d.Why == flavor.Start {
+				starting++
+			}
+		}
+		still := last != nil && r.Writes == 0 && starting == 0 && kqDecisions(r) == kqDecisions(last)
+		last = r
+		if !still {
+			time.Sleep(time.Second)
+		}
+		return still, fmt.Sprintf("%d writes, %d starting", r.Writes, starting)
+	})
+	stop()
+	ctlStopped(t, <-done)
+	c := newController()
+	must(t, c.Start(ctx), "restarted controller")
+	r, err := c.Round(ctx)
+	must(t, err, "first round after the restart")
+	for k, d := range last.Decisions {
+		checks++
+		if kqDecision(r.Decisions[k]) == kqDecision(d) {
+			same++
+		} else {
+			t.Logf("restart: %s was %+v, now %+v", k, d, r.Decisions[k])
+		}
+	}
+	if len(r.Decisions) != len(last.Decisions) {
+		t.Errorf("restart: %d decisions before, %d after", len(last.Decisions), len(r.Decisions))
+	}
+	t.Logf("restart mid-run: %d pending workloads, %d decisions unchanged, %d writes in the first round", checks, same, r.Writes)
+	*ctl = c
+	return checks, same, r.Writes
+}
+
+// kqDecision is a decision as text, its share to three digits.
+func kqDecision(d kueue.Decision) string {
+	return fmt.Sprintf("%s %s %s %v %.3f", d.ClusterQueue, d.Type, d.Flavor, d.Why, d.Share)
+}
+
+// kqDecisions is a round's decisions as text.
+func kqDecisions(r *kueue.RoundResult) string {
+	var b strings.Builder
+	for _, k := range r.Keys() {
+		fmt.Fprintf(&b, "%s: %s\n", k, kqDecision(r.Decisions[k]))
+	}
+	return b.String()
+}
+
+// kqUnreadable submits a Job whose rates the controller cannot read: it
+// gets a Warning event, its gate is removed and Kueue admits it by its own
+// flavor walk.
+func kqUnreadable(ctx context.Context, t *testing.T, e *kueueEnv, ns, queue string) {
+	t.Helper()
+	cs := e.cp.Client
+	job := kueueJob(ns, "unreadable", queue, 1, map[string]string{"gpusched.io/throughput": "v100=fast"}, nil, false)
+	_, err := cs.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+	must(t, err, "create the unreadable job")
+	pod := boundPod(ctx, t, e, ns, "unreadable")
+	w, err := e.workloadOf(ctx, ns, "unreadable")
+	must(t, err, "workload")
+	if f := admittedFlavor(w); f != "v100" {
+		t.Errorf("the unreadable job was admitted on %q; Kueue's own walk takes v100, the first flavor with room", f)
+	}
+	var msg string
+	waitFor(ctx, t, "the Warning event on the unreadable Workload", e.kueueProc, func() (bool, string) {
+		evs, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + w.GetName()})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, ev := range evs.Items {
+			if ev.Reason == kueue.ReasonUnreadable && ev.Type == corev1.EventTypeWarning {
+				msg = ev.Message
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d events", len(evs.Items))
+	})
+	must(t, succeed(ctx, cs, pod), "unreadable job's pod")
+	t.Logf("unreadable workload: Warning %s %q; admitted by Kueue on v100", kueue.ReasonUnreadable, msg)
+}
+
+// kqPrediction is the simulator's prediction of a run, in simulated
+// hours: the mean over jittered simulations of the mean JCT and of the
+// makespan, and the makespan's range.
+type kqPrediction struct {
+	meanJCT, makespan, minMakespan, maxMakespan float64
+	fair                                        kqFair // of the first jittered simulation
+	// admitLag, startPad and finishPad are the control plane's latencies
+	// the prediction models (hours).
+	admitLag, startPad, finishPad float64
+}
+
+// kqJitters is how many simulations a prediction averages.
+const kqJitters = 16
+
+// kqPredict simulates a run on the arrivals it had, with the scheduler mk
+// makes (Kueue's walk, flavor.Kueue, or gpusched's steering,
+// flavor.Steered), on the runs' quotas. The control plane takes time the
+// simulator's instant decisions do not: Kueue reserves a job's quota a
+// moment after its submission (the admission webhook, the Workload's
+// creation, a scheduling cycle), and holds it longer than the job's work:
+// from the reservation to the pod's binding (Kueue resumes the Job, the job
+// controller creates its pod, the scheduler binds it) and from the pod's
+// end to the release (the job controller batches pod events by a second,
+// then Kueue finishes the Workload). The prediction measures these in the
+// run (the reservation lag on the jobs the simulator starts at once):
+// each simulated job arrives that lag after its submission, runs the two
+// holding times longer than its work (on any type), and ends, as the run
+// measures it, when its pod ends; the policy sees Gavel's rates, as the
+// controller does. A single run's makespan hangs on which job the last
+// free GPU goes to, so the prediction averages kqJitters simulations whose
+// arrivals are jittered by half the lag either way, and gives the
+// makespan's range.
+func kqPredict(t *testing.T, jobs []kqJob, r kqRun, mk func(rates func(int) []float64) sim.EventScheduler, perHour float64) kqPrediction {
+	t.Helper()
+	n := float64(len(r.records))
+	var startPad, finishPad float64
+	for _, rec := range r.records {
+		startPad += (rec.start - rec.admit) / n
+		finishPad += (rec.release - rec.finish) / n
+	}
+	toSim := func(wall float64) float64 { return wall / perHour * 3600 }
+	tab := gavel.Simulation()
+	rates := func(id int) []float64 {
+		out := make([]float64, len(kqTypes))
+		for k, ty := range kqTypes {
+			out[k], _ = tab.Throughput(jobs[id].key, ty)
+		}
+		return out
+	}
+	model := paddedModel{jobs: jobs, tab: tab, pad: toSim(startPad + finishPad)}
+	simulate := func(lag float64, jitter *rand.Rand) *sim.Result {
+		trace := make([]sim.Job, len(jobs))
+		for i, j := range jobs {
+			at := r.records[i].submit + lag
+			if jitter != nil {
+				at += (jitter.Float64() - 0.5) * lag
+			}
+			trace[i] = sim.Job{ID: i, Arrival: toSim(max(at, 0)), Key: perfmodel.JobKey{Model: fmt.Sprintf("kq-%d", i), ScaleFactor: 1}, Steps: j.steps}
+		}
+		res, err := sim.RunEvents(context.Background(), sim.EventConfig{Types: kqTypes, Capacity: []int{2 * kqQuota, 2 * kqQuota, 2 * kqQuota},
+			Throughput: model, Scheduler: mk(rates)}, trace)
+		must(t, err, "simulation")
+		return res
+	}
+	// The reservation lag, on the jobs the simulator starts at once.
+	var lag float64
+	first := simulate(0, nil)
+	immediate := 0
+	for _, rec := range first.Records {
+		if rec.Start == rec.Arrival {
+			lag += r.records[rec.ID].admit - r.records[rec.ID].submit
+			immediate++
+		}
+	}
+	lag /= float64(max(immediate, 1))
+	p := kqPrediction{minMakespan: math.Inf(1), admitLag: lag / perHour, startPad: startPad / perHour, finishPad: finishPad / perHour}
+	jitter := rand.New(rand.NewPCG(kqSeed, 31))
+	for k := range kqJitters {
+		res := simulate(lag, jitter)
+		if k == 0 {
+			kqCompare(t, r, res, perHour)
+		}
+		var jct, firstSubmit, last float64 = 0, math.Inf(1), 0
+		jcts := make([]float64, len(jobs))
+		for _, rec := range res.Records {
+			end := rec.Finish/3600 - finishPad/perHour // the pod's end, simulated hours
+			submit := r.records[rec.ID].submit / perHour
+			jct += end - submit
+			jcts[rec.ID] = end - submit
+			firstSubmit, last = min(firstSubmit, submit), max(last, end)
+		}
+		if k == 0 {
+			p.fair = kqFairness(jobs, jcts)
+		}
+		mk := last - firstSubmit
+		p.meanJCT += jct / n / kqJitters
+		p.makespan += mk / kqJitters
+		p.minMakespan, p.maxMakespan = min(p.minMakespan, mk), max(p.maxMakespan, mk)
+	}
+	return p
+}
+
+// kqFair is how evenly a run treated the jobs and the tenants: a job's
+// slowdown is its JCT over its work's time alone on its fastest type
+// (Gavel's rates); max-min fairness raises the smallest normalized
+// throughput, the reciprocal of the largest slowdown.
+type kqFair struct {
+	// tenant is each ClusterQueue's mean slowdown (team-a, team-b).
+	tenant [2]float64
+	// worst is the largest slowdown, jain Jain's index over the jobs'
+	// slowdowns (1: all equal).
+	worst, jain float64
+}
+
+func (f kqFair) String() string {
+	return fmt.Sprintf("slowdown team-a %.2f, team-b %.2f, worst %.1f, Jain %.3f", f.tenant[0], f.tenant[1], f.worst, f.jain)
+}
+
+// kqFairness measures a run's fairness from its jobs' JCTs (hours).
+func kqFairness(jobs []kqJob, jct []float64) kqFair {
+	tab := gavel.Simulation()
+	var f kqFair
+	var n [2]float64
+	var sum, sq float64
+	for i, j := range jobs {
+		best := 0.0
+		for _, ty := range kqTypes {
+			v, _ := tab.Throughput(j.key, ty)
+			best = max(best, v)
+		}
+		sd := jct[i] / (j.steps / best / 3600)
+		q := kqQueueOf(j.id)
+		f.tenant[q] += sd
+		n[q]++
+		f.worst = max(f.worst, sd)
+		sum += sd
+		sq += sd * sd
+	}
+	for q := range f.tenant {
+		f.tenant[q] /= max(n[q], 1)
+	}
+	f.jain = sum * sum / (float64(len(jobs)) * max(sq, 1e-300))
+	return f
+}
+
+// kqQueues are the runs' ClusterQueues as the flavor model's queues.
+func kqQueues() []flavor.Queue {
+	var queues []flavor.Queue
+	for _, n := range []string{"team-a", "team-b"} {
+		q := flavor.Queue{Name: n}
+		for k, ty := range kqTypes {
+			q.Flavors = append(q.Flavors, flavor.Flavor{Name: string(ty), Type: k, Nominal: kqQuota, BorrowingLimit: flavor.NoLimit, LendingLimit: flavor.NoLimit})
+		}
+		queues = append(queues, q)
+	}
+	return queues
+}
+
+func kqQueueOf(id int) int { return id % 2 }
+
+// paddedModel runs each job of a prediction (model "kq-<index>") for its
+// work at Gavel's rate on the type, plus pad seconds.
+type paddedModel struct {
+	jobs []kqJob
+	tab  *perfmodel.Table
+	pad  float64
+}
+
+func (m paddedModel) Throughput(k perfmodel.JobKey, t topology.GPUType) (float64, error) {
+	id, err := strconv.Atoi(strings.TrimPrefix(k.Model, "kq-"))
+	if err != nil || id < 0 || id >= len(m.jobs) {
+		return 0, fmt.Errorf("%w: %s", perfmodel.ErrUnknownJob, k.Model)
+	}
+	j := m.jobs[id]
+	r, err := m.tab.Throughput(j.key, t)
+	if err != nil || r <= 0 {
+		return r, err
+	}
+	return j.steps / (j.steps/r + m.pad), nil
+}
+
+// kqCompare logs how a run differs from its simulation: the jobs on each
+// type, the mean wait before a job starts, the jobs whose finish differs
+// most.
+func kqCompare(t *testing.T, r kqRun, res *sim.Result, perHour float64) {
+	t.Helper()
+	types := map[topology.GPUType][2]int{}
+	var wait, simWait, latency, toAdmit, toStart float64
+	immediate := 0
+	type diff struct {
+		id         int
+		real, simu float64
+		rt, st     topology.GPUType
+	}
+	var diffs []diff
+	for _, rec := range res.Records {
+		real := r.records[rec.ID]
+		st := topology.GPUType("?")
+		for k, g := range rec.GPUSeconds {
+			if g > 0 {
+				st = res.Types[k]
+			}
+		}
+		c := types[real.typ]
+		c[0]++
+		types[real.typ] = c
+		c = types[st]
+		c[1]++
+		types[st] = c
+		wait += (real.start - real.submit) / perHour
+		if rec.Start == rec.Arrival {
+			latency += (real.start - real.submit) / perHour
+			toAdmit += real.admit - real.submit
+			toStart += real.start - real.admit
+			immediate++
+		}
+		simWait += (rec.Start - rec.Arrival) / 3600
+		diffs = append(diffs, diff{rec.ID, (real.finish - real.submit) / perHour, (rec.Finish - rec.Arrival) / 3600, real.typ, st})
+	}
+	n := float64(len(res.Records))
+	slices.SortFunc(diffs, func(a, b diff) int { return cmp.Compare(math.Abs(b.real-b.simu), math.Abs(a.real-a.simu)) })
+	m := float64(max(immediate, 1))
+	t.Logf("  jobs per type (run, simulation): %v; mean wait %.2f h (simulation %.2f h); %d jobs the simulation starts at once waited %.3f h on average (%.2f s to Kueue's reservation, %.2f s more to the pod's binding); largest JCT differences (h): %+v",
+		types, wait/n, simWait/n, immediate, latency/m, toAdmit/m, toStart/m, diffs[:min(5, len(diffs))])
+}

@@ -1,0 +1,710 @@
+package kueue
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/flavor"
+	"github.com/gpusched/gpusched/kube/model"
+	"github.com/gpusched/gpusched/kube/tenancy"
+	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
+	"github.com/gpusched/gpusched/topology"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+)
+
+// Names the controller reads and writes.
+const (
+	// DefaultGate is the controller's name in Kueue's admission gate
+	// annotation (AnnotationAdmissionGatedBy).
+	DefaultGate = "gpusched.io/kueue"
+	// AnnotationSteered, on a Workload, is the value of the type label the
+	// controller put in its pod sets' node selector: it tells the
+	// controller's selector from one the tenant wrote, and says where the
+	// workload was steered.
+	AnnotationSteered = "gpusched.io/steered"
+	// LabelGPUType, on a ResourceFlavor, names its GPU type when its node
+	// labels do not name the product (the admin's).
+	LabelGPUType = "gpusched.io/gpu-type"
+)
+
+// Event reasons.
+const (
+	// ReasonSteered: the workload's node selector now names the GPU type
+	// the policy chose (Kueue's flavor walk can only take flavors of it).
+	ReasonSteered = "GPUSchedSteered"
+	// ReasonReleased: the controller removed its admission gate: Kueue
+	// admits the workload on the chosen type.
+	ReasonReleased = "GPUSchedReleased"
+	// ReasonWaiting: why the workload waits.
+	ReasonWaiting = "GPUSchedWaiting"
+	// ReasonUnreadable: the controller cannot read the workload; Kueue's
+	// own flavor walk decides (its gate, if any, is removed).
+	ReasonUnreadable = "GPUSchedUnreadable"
+	// ReasonDefault: what the tenant claimed was not taken as written.
+	ReasonDefault = "GPUSchedDefaultThroughput"
+)
+
+// Errors of this package; test them with errors.Is.
+var (
+	// ErrConfig: a Config that cannot be used.
+	ErrConfig = errors.New("kueue: invalid configuration")
+	// ErrNoKueue: Kueue's API (kueue.x-k8s.io/v1beta2) is not served.
+	ErrNoKueue = errors.New("kueue: Kueue's API kueue.x-k8s.io/v1beta2 is not served (install Kueue v0.17 or later)")
+)
+
+// Config configures a Controller. Client, Dynamic and Policy are
+// required. New copies it; its Policy, Throughput, Recorder and Metrics
+// are shared with the controller. Safe for concurrent reads.
+type Config struct {
+	// Client writes events; Dynamic reads Kueue's objects and writes the
+	// Workloads' node selectors and the jobs' gates.
+	Client  kubernetes.Interface
+	Dynamic dynamic.Interface
+	// Namespace limits the Workloads to one namespace; "" watches all.
+	Namespace string
+	// Policy allocates GPU time (admission.PolicyByName gives the usual
+	// ones); PolicyName names it in events.
+	Policy     allocation.Policy
+	PolicyName string
+	// Throughput rates jobs by kind (annotation gpusched.io/job-kind on
+	// the pod template); nil means Gavel's table.
+	Throughput perfmodel.ThroughputModel
+	// Rates bound the tenants' claimed rates (kube/tenancy).
+	Rates tenancy.RateRules
+	// Resource is the extended resource of whole GPUs; "" means
+	// nvidia.com/gpu.
+	Resource corev1.ResourceName
+	// TypeLabel is the node label whose value, in a flavor's nodeLabels,
+	// names its GPU (and which the controller sets in a workload's node
+	// selector); "" means nvidia.com/gpu.product.
+	TypeLabel string
+	// Gate is the controller's name in kueue.x-k8s.io/admission-gated-by;
+	// "" means DefaultGate.
+	Gate string
+	// MaxJobs bounds the workloads in a round's problem (flavor.Steerer);
+	// 0 means flavor.DefaultMaxJobs.
+	MaxJobs int
+	// MinInterval is the least wall time between two rounds (a change
+	// the informers see triggers one); 0 means 1 s. Interval is the most;
+	// 0 means 30 s.
+	MinInterval, Interval time.Duration
+	// Recorder records events; nil records them through Client.
+	Recorder record.EventRecorder
+	// Metrics, if set, is updated every round (register it first).
+	Metrics *Metrics
+	// Logger receives what the controller does; nil logs nothing.
+	Logger *slog.Logger
+	// Now gives the time (arrival times are the Workloads' creation
+	// times); nil means time.Now.
+	Now func() time.Time
+}
+
+func (c *Config) model() perfmodel.ThroughputModel {
+	if c.Throughput != nil {
+		return c.Throughput
+	}
+	return gavel.Simulation()
+}
+
+// Controller steers Kueue's pending Workloads to the GPU types an
+// allocation policy chooses. It is safe for concurrent use: one mutex
+// serialises rounds.
+type Controller struct {
+	mu      sync.Mutex
+	cfg     Config
+	log     *slog.Logger
+	wl      cache.SharedIndexInformer
+	cq, lq  cache.SharedIndexInformer
+	rf      cache.SharedIndexInformer
+	trigger chan struct{}
+	rounds  int
+	// said is the last thing said about a workload, by UID and topic
+	// (its decision, the notes on its claims).
+	said    map[types.UID]map[string]string
+	started bool
+}
+
+// Workload states, for the informer's index.
+const (
+	indexState    = "state"
+	statePending  = "pending"
+	stateReserved = "reserved"
+	stateDone     = "done"
+)
+
+func workloadState(obj any) ([]string, error) {
+	w, ok := obj.(*Workload)
+	switch {
+	case !ok:
+		return nil, nil
+	case w.Finished():
+		return []string{stateDone}, nil
+	case w.HasQuotaReservation():
+		return []string{stateReserved}, nil
+	case w.Spec.Active != nil && !*w.Spec.Active:
+		return []string{stateDone}, nil
+	}
+	return []string{statePending}, nil
+}
+
+// New returns a controller for cfg; Run starts its informers.
+func New(cfg Config) (*Controller, error) {
+	switch {
+	case cfg.Client == nil || cfg.Dynamic == nil:
+		return nil, fmt.Errorf("%w: no client", ErrConfig)
+	case cfg.Policy == nil:
+		return nil, fmt.Errorf("%w: no policy", ErrConfig)
+	case cfg.MinInterval < 0 || cfg.Interval < 0:
+		return nil, fmt.Errorf("%w: intervals %v and %v (want >= 0)", ErrConfig, cfg.MinInterval, cfg.Interval)
+	case cfg.MaxJobs < 0:
+		return nil, fmt.Errorf("%w: maxJobs %d", ErrConfig, cfg.MaxJobs)
+	}
+	if cfg.Resource == "" {
+		cfg.Resource = model.ResourceGPU
+	}
+	if cfg.TypeLabel == "" {
+		cfg.TypeLabel = model.LabelProduct
+	}
+	if cfg.Gate == "" {
+		cfg.Gate = DefaultGate
+	}
+	if cfg.MinInterval == 0 {
+		cfg.MinInterval = time.Second
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = 30 * time.Second
+	}
+	if cfg.PolicyName == "" {
+		cfg.PolicyName = strings.TrimPrefix(fmt.Sprintf("%T", cfg.Policy), "*allocation.")
+	}
+	c := &Controller{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1), said: map[types.UID]map[string]string{}}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.cfg.Recorder == nil {
+		b := record.NewBroadcaster()
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cfg.Client.CoreV1().Events("")})
+		c.cfg.Recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "gpusched-kueue"})
+	}
+	namespaced := dynamicinformer.NewFilteredDynamicSharedInformerFactory(cfg.Dynamic, 0, cfg.Namespace, nil)
+	clusterScoped := dynamicinformer.NewDynamicSharedInformerFactory(cfg.Dynamic, 0)
+	inf := func(gvr schema.GroupVersionResource, tf cache.TransformFunc) cache.SharedIndexInformer {
+		factory := namespaced
+		if gvr != WorkloadsGVR && gvr != LocalQueuesGVR {
+			factory = clusterScoped
+		}
+		i := factory.ForResource(gvr).Informer()
+		_ = i.SetTransform(tf)
+		_, _ = i.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { c.poke() },
+			UpdateFunc: func(any, any) { c.poke() },
+			DeleteFunc: func(any) { c.poke() },
+		})
+		return i
+	}
+	c.wl = inf(WorkloadsGVR, transform[Workload])
+	if err := c.wl.AddIndexers(cache.Indexers{indexState: workloadState}); err != nil {
+		return nil, err
+	}
+	c.lq = inf(LocalQueuesGVR, transform[LocalQueue])
+	c.cq = inf(ClusterQueuesGVR, transform[ClusterQueue])
+	c.rf = inf(ResourceFlavorGVR, transform[ResourceFlavor])
+	return c, nil
+}
+
+// poke asks for a round (without blocking: one pending request is
+// enough).
+func (c *Controller) poke() {
+	select {
+	case c.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Start starts the informers and waits until they have synced (within
+// ctx). It fails with ErrNoKueue when Kueue's API is not served.
+func (c *Controller) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return nil
+	}
+	if _, err := c.cfg.Dynamic.Resource(WorkloadsGVR).Namespace(c.cfg.Namespace).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("%w: %w", ErrNoKueue, err)
+		}
+		return fmt.Errorf("kueue: listing Workloads: %w", err)
+	}
+	for _, i := range []cache.SharedIndexInformer{c.wl, c.lq, c.cq, c.rf} {
+		go i.Run(ctx.Done())
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), c.wl.HasSynced, c.lq.HasSynced, c.cq.HasSynced, c.rf.HasSynced) {
+		return fmt.Errorf("kueue: informers did not sync: %w", ctx.Err())
+	}
+	c.started = true
+	return nil
+}
+
+// Run starts the informers and runs a round whenever they report a
+// change (at most every MinInterval) and at least every Interval, until
+// ctx ends. A failed round is logged and retried at the next.
+func (c *Controller) Run(ctx context.Context) error {
+	if err := c.Start(ctx); err != nil {
+		return err
+	}
+	tick := time.NewTicker(c.cfg.Interval)
+	defer tick.Stop()
+	for {
+		if r, err := c.Round(ctx); err != nil {
+			c.log.Error("round failed", "err", err)
+		} else if len(r.Patched)+len(r.Released)+len(r.Unreadable) > 0 {
+			c.log.Info("round", "round", r.Round, "pending", r.Pending, "running", r.Running, "steered", len(r.Patched),
+				"released", len(r.Released), "unreadable", len(r.Unreadable), "took", r.Took)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.trigger:
+		case <-tick.C:
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(c.cfg.MinInterval):
+		}
+	}
+}
+
+// Decision is what a round decided for one pending workload: a plain
+// value, safe for concurrent reads.
+type Decision struct {
+	ClusterQueue string
+	// Type is the GPU type it starts on or waits for ("" with Outside and
+	// NoFlavor), Flavor the flavor of its ClusterQueue.
+	Type   topology.GPUType
+	Flavor string
+	Why    flavor.Why
+	// Share is the policy's time share of the workload on Type.
+	Share float64
+}
+
+// RoundResult says what a round decided and wrote. It belongs to the
+// caller: safe for concurrent reads, not for concurrent writes.
+type RoundResult struct {
+	Round int
+	// Types are the GPU types of the flavors.
+	Types []topology.GPUType
+	// Pending and Running count the GPU workloads of gpusched's queues.
+	Pending, Running int
+	// Decisions, by Workload key (namespace/name).
+	Decisions map[string]Decision
+	// Patched lists the Workloads whose node selector was written,
+	// Released those whose gate was removed, Unreadable those left to
+	// Kueue; all sorted.
+	Patched, Released, Unreadable []string
+	// Writes counts the API writes of steering (Workload patches and gate
+	// removals; events not counted); Failed those refused.
+	Writes, Failed int
+	// Took is the round's wall time.
+	Took time.Duration
+}
+
+// Round reads the stores, decides and steers.
+func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	start := time.Now()
+	c.rounds++
+	res := &RoundResult{Round: c.rounds, Decisions: map[string]Decision{}}
+	s, err := c.buildSnapshot()
+	if err != nil {
+		return nil, err
+	}
+	res.Types = s.types
+	running, err := c.charge(s)
+	if err != nil {
+		return nil, err
+	}
+	res.Running = len(running)
+	objs, err := c.wl.GetIndexer().ByIndex(indexState, statePending)
+	if err != nil {
+		return nil, err
+	}
+	ws := make([]*Workload, 0, len(objs))
+	for _, o := range objs {
+		if w, ok := o.(*Workload); ok {
+			ws = append(ws, w)
+		}
+	}
+	slices.SortFunc(ws, func(a, b *Workload) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	var reads []read
+	var pending []flavor.Workload
+	seen := make(map[types.UID]bool, len(ws))
+	for _, w := range ws {
+		r, ok := c.readWorkload(s, w)
+		if !ok {
+			continue
+		}
+		seen[w.UID] = true
+		if r.err != nil {
+			c.unreadable(ctx, &r, res)
+			continue
+		}
+		if len(r.notes) > 0 {
+			c.say(w, corev1.EventTypeNormal, ReasonDefault, strings.Join(r.notes, "; "), "notes")
+		}
+		reads = append(reads, r)
+		pending = append(pending, flavor.Workload{ID: len(running) + len(pending), Queue: r.queue, GPUs: r.gpus, Rates: r.rates,
+			Priority: int(ptrOr(w.Spec.Priority, 0)), Arrival: float64(w.CreationTimestamp.Unix()), Flavor: -1})
+	}
+	res.Pending = len(pending)
+	for uid := range c.said {
+		if !seen[uid] {
+			delete(c.said, uid)
+		}
+	}
+	st := flavor.Steerer{Types: s.types, Policy: c.cfg.Policy, MaxJobs: c.cfg.MaxJobs}
+	out, err := st.Steer(ctx, float64(c.now().Unix()), s.queues, running, pending)
+	if err != nil {
+		return nil, fmt.Errorf("kueue: steering: %w", err)
+	}
+	pendingBy := map[[2]string]float64{}
+	for i, d := range out.Decisions {
+		r := &reads[i]
+		dec := Decision{ClusterQueue: s.queues.Queue(r.queue).Name, Why: d.Why, Share: d.Share}
+		if d.Flavor >= 0 {
+			dec.Type, dec.Flavor = s.types[d.Type], s.queues.Queue(r.queue).Flavors[d.Flavor].Name
+		}
+		res.Decisions[r.key] = dec
+		typ := string(dec.Type)
+		if typ == "" {
+			typ = "none"
+		}
+		pendingBy[[2]string{dec.ClusterQueue, typ}]++
+		c.apply(ctx, s, r, d, dec, res)
+	}
+	for _, l := range [][]string{res.Patched, res.Released, res.Unreadable} {
+		slices.Sort(l)
+	}
+	res.Took = time.Since(start)
+	c.cfg.Metrics.observe(res, pendingBy)
+	return res, nil
+}
+
+// charge charges the reserved Workloads to their ClusterQueues' flavors
+// and returns them as running workloads for the policy (on the first GPU
+// flavor each holds).
+func (c *Controller) charge(s *snapshot) ([]flavor.Workload, error) {
+	objs, err := c.wl.GetIndexer().ByIndex(indexState, stateReserved)
+	if err != nil {
+		return nil, err
+	}
+	ws := make([]*Workload, 0, len(objs))
+	for _, o := range objs {
+		if w, ok := o.(*Workload); ok && w.decodeErr == nil {
+			ws = append(ws, w)
+		}
+	}
+	slices.SortFunc(ws, func(a, b *Workload) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	var running []flavor.Workload
+	for _, w := range ws {
+		qi, ok := s.byName[w.Status.Admission.ClusterQueue]
+		if !ok {
+			continue
+		}
+		q := s.queues.Queue(qi)
+		u := usage(w, c.cfg.Resource)
+		first, gpus := -1, 0
+		for _, name := range sortedFlavors(u) {
+			f := slices.IndexFunc(q.Flavors, func(f flavor.Flavor) bool { return f.Name == name })
+			if f < 0 || u[name] == 0 {
+				continue
+			}
+			if err := s.queues.Add(qi, f, u[name]); err != nil {
+				return nil, err
+			}
+			if first < 0 {
+				first = f
+			}
+			gpus += u[name]
+		}
+		if first < 0 {
+			continue
+		}
+		rates := make([]float64, len(s.types))
+		if r, ok := c.readWorkload(s, w); ok && r.err == nil && r.rates != nil {
+			rates = r.rates
+		}
+		k := q.Flavors[first].Type
+		if rates[k] <= 0 {
+			rates[k] = c.cfg.Rates.Ref()
+		}
+		running = append(running, flavor.Workload{ID: len(running), Queue: qi, GPUs: gpus, Rates: rates,
+			Priority: int(ptrOr(w.Spec.Priority, 0)), Arrival: float64(w.CreationTimestamp.Unix()), Flavor: first})
+	}
+	return running, nil
+}
+
+func ptrOr[T any](p *T, v T) T {
+	if p != nil {
+		return *p
+	}
+	return v
+}
+
+func (c *Controller) now() time.Time {
+	if c.cfg.Now != nil {
+		return c.cfg.Now()
+	}
+	return time.Now()
+}
+
+// apply carries out one decision: a workload of the controller's gate
+// that starts gets its node selector and loses the gate; one without the
+// gate gets the node selector of the type it starts on or waits for,
+// unless the tenant's own selector names a type; events say why.
+func (c *Controller) apply(ctx context.Context, s *snapshot, r *read, d flavor.Decision, dec Decision, res *RoundResult) {
+	w := r.w
+	q := s.queues.Queue(r.queue)
+	switch d.Why {
+	case flavor.Outside:
+		c.say(w, corev1.EventTypeNormal, ReasonWaiting, fmt.Sprintf("waits outside the %s policy's round: more than %d workloads are running or pending; older and higher-priority ones come first", c.cfg.PolicyName, c.maxJobs()), "outside")
+		return
+	case flavor.NoFlavor:
+		c.say(w, corev1.EventTypeWarning, ReasonWaiting, fmt.Sprintf("no GPU flavor of ClusterQueue %s can ever hold its %d GPUs on a type it may run on", q.Name, r.gpus), "noflavor")
+		return
+	}
+	value := s.flavors[dec.Flavor].value
+	steer := !r.pinned && value != "" && (d.Why == flavor.Start || !r.gated)
+	if steer && !c.hasSelector(w, r.podSets, value) {
+		if err := c.patchSelector(ctx, w, r.podSets, value); err != nil {
+			res.Failed++
+			c.cfg.Metrics.write("workload", err)
+			c.log.Warn("steer", "workload", r.key, "err", err)
+			return
+		}
+		c.cfg.Metrics.write("workload", nil)
+		c.cfg.Metrics.steered(q.Name, string(dec.Type))
+		res.Writes++
+		res.Patched = append(res.Patched, r.key)
+	}
+	used := s.queues.Used(r.queue, d.Flavor)
+	fl := q.Flavors[d.Flavor]
+	switch d.Why {
+	case flavor.Start:
+		msg := fmt.Sprintf("steered to %s (flavor %s of ClusterQueue %s): the %s policy gives it %.0f%% of its time there; %s", dec.Type, dec.Flavor, q.Name,
+			c.cfg.PolicyName, 100*d.Share, quotaText(used, fl))
+		if r.pinned {
+			msg = fmt.Sprintf("starts on %s, the type its own node selector names (flavor %s of ClusterQueue %s)", dec.Type, dec.Flavor, q.Name)
+		}
+		c.say(w, corev1.EventTypeNormal, ReasonSteered, msg, "start|"+string(dec.Type))
+		if r.gated {
+			c.releaseCounted(ctx, r, res)
+		}
+	case flavor.Busy:
+		c.say(w, corev1.EventTypeNormal, ReasonWaiting, fmt.Sprintf("waits for %s (flavor %s of ClusterQueue %s): the %s policy gives it %.0f%% of its time there, most on any type; %s",
+			dec.Type, dec.Flavor, q.Name, c.cfg.PolicyName, 100*d.Share, quotaText(used, fl)), "wait|"+string(dec.Type))
+	case flavor.NoShare:
+		c.say(w, corev1.EventTypeNormal, ReasonWaiting, fmt.Sprintf("waits for %s (flavor %s of ClusterQueue %s): the %s policy gives the GPUs free now to other workloads first",
+			dec.Type, dec.Flavor, q.Name, c.cfg.PolicyName), "wait|"+string(dec.Type))
+	}
+}
+
+func quotaText(used int, f flavor.Flavor) string {
+	return fmt.Sprintf("the ClusterQueue uses %d of its nominal %d GPUs of %s", used, f.Nominal, f.Name)
+}
+
+func (c *Controller) maxJobs() int {
+	if c.cfg.MaxJobs > 0 {
+		return c.cfg.MaxJobs
+	}
+	return flavor.DefaultMaxJobs
+}
+
+// unreadable reports a workload the controller cannot read and leaves it
+// to Kueue: its gate, if it has the controller's, is removed.
+func (c *Controller) unreadable(ctx context.Context, r *read, res *RoundResult) {
+	res.Unreadable = append(res.Unreadable, r.key)
+	msg := fmt.Sprintf("gpusched cannot read this workload (%v): Kueue's own flavor order decides its GPU type", r.err)
+	c.say(r.w, corev1.EventTypeWarning, ReasonUnreadable, msg, "unreadable")
+	if r.gated {
+		c.releaseCounted(ctx, r, res)
+	}
+}
+
+// releaseCounted removes the workload's gate and counts the write.
+func (c *Controller) releaseCounted(ctx context.Context, r *read, res *RoundResult) {
+	if err := c.release(ctx, r.w); err != nil {
+		res.Failed++
+		c.cfg.Metrics.write("gate", err)
+		c.log.Warn("release gate", "workload", r.key, "err", err)
+		return
+	}
+	c.cfg.Metrics.write("gate", nil)
+	res.Writes++
+	res.Released = append(res.Released, r.key)
+}
+
+// hasSelector reports whether the pod sets' node selectors already name
+// value, by the controller's hand.
+func (c *Controller) hasSelector(w *Workload, podSets []int, value string) bool {
+	if w.Annotations[AnnotationSteered] != value {
+		return false
+	}
+	for _, i := range podSets {
+		if w.Spec.PodSets[i].Template.Spec.NodeSelector[c.cfg.TypeLabel] != value {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonPointer escapes a map key for a JSON patch path.
+func jsonPointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+type patchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value,omitempty"`
+}
+
+// patchSelector sets the type label in the node selector of the pod sets
+// that ask for GPUs, and AnnotationSteered, in one JSON patch whose tests
+// pin the pod sets' names (a Workload rebuilt meanwhile is not patched).
+// Kueue's webhook refuses it once quota is reserved.
+func (c *Controller) patchSelector(ctx context.Context, w *Workload, podSets []int, value string) error {
+	var ops []patchOp
+	for _, i := range podSets {
+		base := fmt.Sprintf("/spec/podSets/%d", i)
+		ops = append(ops, patchOp{Op: "test", Path: base + "/name", Value: w.Spec.PodSets[i].Name})
+		if w.Spec.PodSets[i].Template.Spec.NodeSelector == nil {
+			ops = append(ops, patchOp{Op: "add", Path: base + "/template/spec/nodeSelector", Value: map[string]string{c.cfg.TypeLabel: value}})
+		} else {
+			ops = append(ops, patchOp{Op: "add", Path: base + "/template/spec/nodeSelector/" + jsonPointer(c.cfg.TypeLabel), Value: value})
+		}
+	}
+	if w.Annotations == nil {
+		ops = append(ops, patchOp{Op: "add", Path: "/metadata/annotations", Value: map[string]string{AnnotationSteered: value}})
+	} else {
+		ops = append(ops, patchOp{Op: "add", Path: "/metadata/annotations/" + jsonPointer(AnnotationSteered), Value: value})
+	}
+	b, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	_, err = c.cfg.Dynamic.Resource(WorkloadsGVR).Namespace(w.Namespace).Patch(ctx, w.Name, types.JSONPatchType, b, metav1.PatchOptions{FieldManager: "gpusched-kueue"})
+	return err
+}
+
+// ownerResource maps a Workload's owner to its resource: Kueue's job
+// integrations name their kinds in the singular (Job, JobSet, PyTorchJob,
+// RayJob, TrainJob, ...), whose resources are the plural in lower case.
+func ownerResource(ref metav1.OwnerReference) (schema.GroupVersionResource, error) {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || ref.Kind == "" {
+		return schema.GroupVersionResource{}, fmt.Errorf("owner %s %q: %w", ref.APIVersion, ref.Kind, err)
+	}
+	return gv.WithResource(strings.ToLower(ref.Kind) + "s"), nil
+}
+
+// release removes the controller's name from the admission gate of the
+// Workload's job (Kueue copies the job's gate to its Workload, and the
+// Workload's own is overwritten from the job's), or of the Workload itself
+// when no job owns it (a Workload created directly). The patch tests the
+// value the Workload shows, and is retried once with the job's own.
+func (c *Controller) release(ctx context.Context, w *Workload) error {
+	gvr, name, uid := WorkloadsGVR, w.Name, w.UID
+	if idx := slices.IndexFunc(w.OwnerReferences, func(o metav1.OwnerReference) bool { return o.Controller != nil && *o.Controller }); idx >= 0 {
+		ref := w.OwnerReferences[idx]
+		var err error
+		if gvr, err = ownerResource(ref); err != nil {
+			return err
+		}
+		name, uid = ref.Name, ref.UID
+	}
+	res := c.cfg.Dynamic.Resource(gvr).Namespace(w.Namespace)
+	patch := func(old string) error {
+		path := "/metadata/annotations/" + jsonPointer(AnnotationAdmissionGatedBy)
+		ops := []patchOp{{Op: "test", Path: "/metadata/uid", Value: string(uid)}, {Op: "test", Path: path, Value: old}}
+		if rest := withoutGate(old, c.cfg.Gate); rest == "" {
+			ops = append(ops, patchOp{Op: "remove", Path: path})
+		} else {
+			ops = append(ops, patchOp{Op: "replace", Path: path, Value: rest})
+		}
+		b, err := json.Marshal(ops)
+		if err != nil {
+			return err
+		}
+		_, err = res.Patch(ctx, name, types.JSONPatchType, b, metav1.PatchOptions{FieldManager: "gpusched-kueue"})
+		return err
+	}
+	err := patch(w.Annotations[AnnotationAdmissionGatedBy])
+	if err == nil || apierrors.IsNotFound(err) {
+		return err
+	}
+	cur, gerr := res.Get(ctx, name, metav1.GetOptions{})
+	if gerr != nil {
+		return errors.Join(err, gerr)
+	}
+	v, ok := cur.GetAnnotations()[AnnotationAdmissionGatedBy]
+	if !ok || !hasGate(v, c.cfg.Gate) {
+		return nil // released already
+	}
+	return patch(v)
+}
+
+// say records an event on the Workload unless the same was said last on
+// the topic (key names what was said: a decision and its type, or
+// "notes").
+func (c *Controller) say(w *Workload, typ, reason, msg, key string) {
+	topic := "decision"
+	if key == "notes" {
+		topic = key
+	}
+	said := c.said[w.UID]
+	if said == nil {
+		said = map[string]string{}
+		c.said[w.UID] = said
+	}
+	if said[topic] == key {
+		return
+	}
+	said[topic] = key
+	ref := &corev1.ObjectReference{Kind: "Workload", APIVersion: Group + "/" + Version, Namespace: w.Namespace, Name: w.Name, UID: w.UID, ResourceVersion: w.ResourceVersion}
+	c.cfg.Recorder.Event(ref, typ, reason, msg)
+	if typ == corev1.EventTypeWarning {
+		c.log.Warn(reason, "workload", w.Namespace+"/"+w.Name, "msg", msg)
+	}
+}
+
+// Keys returns the Workload keys of a result's decisions, sorted (for
+// logs and tests).
+func (r *RoundResult) Keys() []string { return slices.Sorted(maps.Keys(r.Decisions)) }
