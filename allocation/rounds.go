@@ -52,12 +52,13 @@ import (
 // (allocation's TestRoundsManyJobsOneTenantHierarchical; a budget of one
 // round of the entity's share instead, whatever it received, gave them 7:
 // the attacker's new jobs went first every round). A single user (one
-// entity, as on an untenanted trace) is owed what the cluster has not yet
-// given it, usually far more than its new jobs need, and keeps Gavel's
-// rule (TestRoundsNewJobStartsPromptly; ITP's trace); GPUs handed out
-// after the priority pass count as received, so where they ran its jobs
-// well ahead of their shares it is owed less and new jobs wait as by lag
-// (Gavel's multi-GPU jobs; docs/reproduction.md has the figures).
+// entity, as on an untenanted trace, or every job's entity the same)
+// takes from nobody and keeps Gavel's rule unbounded: its rounds are
+// those of the mechanism before the budget, unit for unit (the
+// simulator's golden records of untenanted traces did not change). With
+// several entities, GPUs handed out after the priority pass count as
+// received, so an entity whose jobs ran well ahead of their shares is
+// owed less and its new jobs wait as by lag.
 // Units beyond the budget, and units larger than all their entity is
 // owed, go by lag with a head start of X times a round, so that they go
 // before units exactly as far behind as they are; letting the unit that
@@ -800,7 +801,9 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 		}
 	}
 	r.scratch.owed = owed
-	if anyFresh {
+	// One entity alone takes from nobody: it keeps Gavel's rule whatever
+	// it is owed (see Rounds).
+	if anyFresh && len(ents) > 1 {
 		r.markFresh(h.s, owed, entity, headStart)
 	}
 	r.scratch.entries = h.s[:0]
