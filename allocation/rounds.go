@@ -22,28 +22,47 @@ import (
 // sorted and taken greedily while GPUs of the type remain; a job runs at
 // most once per round. By default each type has its own queue and the
 // types are visited fastest first (see TypeOrder); with GlobalQueue one
-// queue holds every entry. Entries are sorted by their unit's lag on the
-// type, the time it is behind its share: deficit + X[m][k] * (time since
-// the last reset, to the middle of the round) - time received on k since
-// the reset, plus X[m][k] times a round for a unit that never ran; then by
-// X.
+// queue holds every entry. Units that never ran come first, by X, within
+// their entity's budget (below); the others, and those beyond it, by
+// their lag on the type, the time they are behind their share: deficit +
+// X[m][k] * (time since the last reset, to the middle of the round) - time
+// received on k since the reset, plus X[m][k] times a round for a unit
+// that never ran; then by X.
 //
-// That last term is a new unit's head start, proportional to X on
-// purpose. Gavel's priority, X over the time received (OSDI 2020, section
-// 5), is unbounded for a unit that never ran (scheduler.py: X * 1e9 while
-// its counter is 0), and this mechanism used to run such units before all
-// others, by X: a head start of a whole round per job whatever its share,
-// so a submitter's head start grew with its number of jobs, which is the
-// submitter's to choose. With 256 jobs of 1 GPU sharing 2 GPUs against
-// three jobs of 4 GPUs of other tenants on 8 GPUs, the 256 took every GPU
-// until each had run once, and the three got 1 round of 20 each where
-// their share is 10 (kube/admission's
-// TestStateBoundedWhateverTenantsWrite). Credited X times a round instead,
-// a new unit still goes before units less far behind than that, and the
-// head starts of any number of one submitter's jobs add up to at most one
-// round of the submitter's share: there the three get 10 of 20. Lag alone,
-// or lag floored at X times a round, gave the same mean JCTs on Gavel's
-// workloads but longer waits for new jobs (docs/reproduction.md).
+// Gavel's priority, X over the time received (OSDI 2020, section 5), is
+// unbounded for a unit that never ran (scheduler.py: X * 1e9 while its
+// counter is 0): new jobs run at once. Unbounded, that is a lever, since
+// the number of jobs is the submitter's to choose: with 256 jobs of 1 GPU
+// sharing 2 GPUs against three jobs of 4 GPUs of other tenants on 8 GPUs,
+// the 256 took every GPU until each had run once, and the three got 1
+// round of 20 each where their share is 10 (kube/admission's
+// TestStateBoundedWhateverTenantsWrite). So the priority is bounded per
+// entity (Job.Entity, the tenant; the jobs with no entity form one
+// group): its units that never ran go first (in submission order, by
+// job IDs, for the budget) while the GPU-seconds they take this round
+// (GPUs times the round, once per unit whatever its types) stay within
+// what the entity is owed by the end of the round, the sum over its units
+// and types of GPUs * (deficit + X[m][k] * (time since the last reset, to
+// the end of the round) - time received on k). A pair goes first only
+// where both its jobs' entities have the budget for it, and counts for
+// both. What an entity takes by this priority is thus at most what it is
+// owed, and taking it leaves it owed less in the next rounds: over rounds,
+// however many jobs it submits, it gets by priority no more than its
+// share, and the three above get 10 of 20 each
+// (allocation's TestRoundsManyJobsOneTenantHierarchical; a budget of one
+// round of the entity's share instead, whatever it received, gave them 7:
+// the attacker's new jobs went first every round). A single user (one
+// entity, as on an untenanted trace, or every job's entity the same)
+// takes from nobody and keeps Gavel's rule unbounded: its rounds are
+// those of the mechanism before the budget, unit for unit (the
+// simulator's golden records of untenanted traces did not change). With
+// several entities, GPUs handed out after the priority pass count as
+// received, so an entity whose jobs ran well ahead of their shares is
+// owed less and its new jobs wait as by lag.
+// Units beyond the budget, and units larger than all their entity is
+// owed, go by lag with a head start of X times a round, so that they go
+// before units exactly as far behind as they are; letting the unit that
+// crosses the budget go first too gave the three above 10, 10 and 9.
 //
 // Gavel sorts by X / (time received / time of all units), its counters
 // seeded with half a round at every reset; that phantom half round weighs
@@ -114,8 +133,12 @@ type Rounds struct {
 		rest []chosenUnit
 		// pos is selectUnits' sort order of a queue, chosen its units
 		// per type.
-		pos    []int32
-		chosen [][]chosenUnit
+		pos []int32
+		// ents numbers the entities of selectUnits' round, owed and
+		// taken are markFresh's budgets per entity and type.
+		ents        map[string]int32
+		owed, taken []float64
+		chosen      [][]chosenUnit
 		// credits is Report's list of what to credit.
 		credits []unitCredit
 		// With ReuseRounds, the blocks of the last two rounds'
@@ -549,11 +572,13 @@ type chosenUnit struct {
 // entry is a (unit, type) entry of the priority queues; ma and mb are the
 // jobs' positions in the problem (mb = -1 for a single job); lag is how
 // far the unit is behind its share on the type, in seconds, its head start
-// included. (64 bytes: a cache line.)
+// included; fresh marks a unit that never ran and goes first within its
+// entities' budgets (see Rounds). (64 bytes: a cache line.)
 type entry struct {
 	u           unit
 	ma, mb      int
 	k, rank, sf int32
+	fresh       bool
 	lag, x      float64
 }
 
@@ -568,8 +593,9 @@ const (
 // quantize rounds v to a multiple of q.
 func quantize(v, q float64) float64 { return math.Round(v/q) * q }
 
-// entryBefore orders entries: per type (unless the queue is global), by
-// lag and share, decreasing, then by unit and type rank. Lags and shares
+// entryBefore orders entries: per type (unless the queue is global),
+// fresh entries first (by share), then by lag and share, decreasing, then
+// by unit and type rank. Lags and shares
 // are compared at the accuracy of the LP that gave the shares (entries
 // hold them quantized): entries that tie in exact arithmetic tie here
 // too, whatever the rounding of the solver, and fall to the unit order.
@@ -577,7 +603,10 @@ func entryBefore(a, b *entry, global bool) bool {
 	if !global && a.rank != b.rank {
 		return a.rank < b.rank
 	}
-	if a.lag != b.lag {
+	if a.fresh != b.fresh {
+		return a.fresh
+	}
+	if !a.fresh && a.lag != b.lag {
 		return a.lag > b.lag
 	}
 	if a.x != b.x {
@@ -606,7 +635,13 @@ func entryCompare(a, b *entry, global bool) int {
 	if !global && a.rank != b.rank {
 		return cmp.Compare(a.rank, b.rank)
 	}
-	if a.lag != b.lag {
+	if a.fresh != b.fresh {
+		if a.fresh {
+			return -1
+		}
+		return 1
+	}
+	if !a.fresh && a.lag != b.lag {
 		return descending(a.lag, b.lag)
 	}
 	if a.x != b.x {
@@ -700,6 +735,31 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 	if need := len(list) * len(order); cap(h.s) < need {
 		h.s = make([]entry, 0, need)
 	}
+	// Each entity's budget on each type, in GPU-seconds: what its units
+	// are owed by the end of the round (see Rounds).
+	ents := r.scratch.ents
+	if ents == nil {
+		ents = map[string]int32{}
+		r.scratch.ents = ents
+	}
+	clear(ents)
+	entity := func(m int) int32 {
+		e := p.Jobs[m].Entity
+		i, ok := ents[e]
+		if !ok {
+			i = int32(len(ents))
+			ents[e] = i
+		}
+		return i
+	}
+	owed := r.scratch.owed[:0]
+	addOwed := func(e int32, v float64) {
+		for len(owed) <= int(e) {
+			owed = append(owed, 0)
+		}
+		owed[e] += v
+	}
+	anyFresh := false
 	for i := range list {
 		ref := &list[i]
 		u, st := ref.u, ref.st
@@ -722,12 +782,29 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 			}
 			x := st.x[k]
 			lag := st.deficit[k] + x*elapsed - st.received[k]
+			// Owed by the end of the round, in GPU-seconds, to the
+			// entities of both jobs of a pair.
+			o := float64(ja.ScaleFactor) * (lag + x*headStart/2)
+			ea := entity(ma)
+			addOwed(ea, o)
+			if mb >= 0 {
+				if eb := entity(mb); eb != ea {
+					addOwed(eb, o)
+				}
+			}
 			if !st.ran {
 				lag += x * headStart
+				anyFresh = true
 			}
 			h.s = append(h.s, entry{u: u, k: int32(k), rank: int32(rank[k]), sf: int32(ja.ScaleFactor), ma: ma, mb: mb,
-				lag: quantize(lag, lagQuantum), x: quantize(x, shareQuantum)})
+				fresh: !st.ran, lag: quantize(lag, lagQuantum), x: quantize(x, shareQuantum)})
 		}
+	}
+	r.scratch.owed = owed
+	// One entity alone takes from nobody: it keeps Gavel's rule whatever
+	// it is owed (see Rounds).
+	if anyFresh && len(ents) > 1 {
+		r.markFresh(h.s, owed, entity, headStart)
 	}
 	r.scratch.entries = h.s[:0]
 	busy := slices.Grow(r.scratch.busy[:0], len(p.Jobs))[:len(p.Jobs)]
@@ -813,6 +890,47 @@ func (r *Rounds) selectUnits(p *Problem, order []int, now float64) [][]chosenUni
 		r.fillIdle(p, order, busy, free, chosen)
 	}
 	return chosen
+}
+
+// markFresh keeps the mark of the entries of units that never ran (built
+// with fresh set) on those which go first, and clears it on the others:
+// unit by unit in the order of the unit list (by job IDs: submission
+// order where IDs grow), a unit goes first if the GPU-seconds the
+// entity's marked units take this round (GPUs times the round, once per
+// unit whatever its types) stay within what it is owed by the end of the
+// round (owed, over all types; lagQuantum absorbs rounding). A pair goes
+// first only if both its jobs' entities have the budget, and counts for
+// both. The entries of a unit are adjacent in es.
+func (r *Rounds) markFresh(es []entry, owed []float64, entity func(int) int32, round float64) {
+	taken := slices.Grow(r.scratch.taken[:0], len(owed))[:len(owed)]
+	clear(taken)
+	r.scratch.taken = taken
+	var last unit
+	keep, seen := false, false
+	for i := range es {
+		e := &es[i]
+		if !e.fresh {
+			continue
+		}
+		if !seen || e.u != last {
+			seen, last = true, e.u
+			ia, ib := entity(e.ma), int32(-1)
+			if e.mb >= 0 {
+				if b := entity(e.mb); b != ia {
+					ib = b
+				}
+			}
+			g := float64(e.sf) * round
+			keep = taken[ia]+g <= owed[ia]+lagQuantum && (ib < 0 || taken[ib]+g <= owed[ib]+lagQuantum)
+			if keep {
+				taken[ia] += g
+				if ib >= 0 {
+					taken[ib] += g
+				}
+			}
+		}
+		e.fresh = keep
+	}
 }
 
 // groupByRank sorts entries by type rank in place (a counting sort) and
