@@ -63,7 +63,7 @@ func TestQueueLabelAttacks(t *testing.T) {
 	ran := map[string]int{}
 	for r := range 20 {
 		clk.t = float64(r) * 360
-		res, err := c.Round(ctx)
+		res, err := syncRound(ctx, c)
 		require.NoError(t, err)
 		checkInvariants(t, cs, res)
 		assert.Equal(t, []string{"job/att/stolen", "pod/att-dev/urgent"}, res.Skipped, "round %d", r)
