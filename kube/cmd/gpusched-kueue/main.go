@@ -24,14 +24,13 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/kube/admission"
+	"github.com/gpusched/gpusched/kube/internal/leader"
 	"github.com/gpusched/gpusched/kube/kueue"
 	"github.com/gpusched/gpusched/kube/tenancy"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/component-base/metrics"
 )
 
@@ -163,34 +162,5 @@ func run(args []string) error {
 		log.Info("gpusched-kueue running", "policy", o.policy, "type-label", o.typeLabel, "gate", o.gate)
 		return c.Run(ctx)
 	}
-	if !o.leaderElect {
-		if err := start(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			return err
-		}
-		return nil
-	}
-	id, err := os.Hostname()
-	if err != nil {
-		return err
-	}
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.leaseNamespace, o.leaseName, cs.CoreV1(), cs.CoordinationV1(),
-		resourcelock.ResourceLockConfig{Identity: id})
-	if err != nil {
-		return err
-	}
-	var runErr error
-	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
-		Lock: lock, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
-		ReleaseOnCancel: true, Name: o.leaseName,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				if err := start(ctx); err != nil && !errors.Is(err, context.Canceled) {
-					runErr = err
-					stop()
-				}
-			},
-			OnStoppedLeading: func() { log.Info("leader lease lost", "identity", id) },
-		},
-	})
-	return runErr
+	return leader.Run(ctx, stop, cs, log, o.leaderElect, o.leaseNamespace, o.leaseName, start)
 }
