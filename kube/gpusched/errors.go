@@ -11,4 +11,7 @@ var (
 	ErrNoRoom = errors.New("gpusched: not enough free GPUs on the node")
 	// ErrUnknownNode: the node is not a GPU node the ledger knows.
 	ErrUnknownNode = errors.New("gpusched: unknown GPU node")
+	// ErrNodeNotReady: the node's Ready condition is not True or it is
+	// cordoned (spec.unschedulable); it takes no new pod.
+	ErrNodeNotReady = errors.New("gpusched: node not ready or cordoned")
 )

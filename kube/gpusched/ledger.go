@@ -53,6 +53,9 @@ type Ledger struct {
 type nodeEntry struct {
 	node   model.Node
 	warned string // the warnings last reported, to report each once
+	// cordoned: spec.unschedulable (its GPUs still count; it takes no
+	// new pod).
+	cordoned bool
 	// gen counts the changes of the node's GPUs (bookings, health); it
 	// moves under the ledger's write lock.
 	gen uint64
@@ -145,6 +148,7 @@ func (l *Ledger) OnNode(n *corev1.Node) {
 	}
 	if old != nil && reflect.DeepEqual(old.node.Server, nd.Server) {
 		old.node.Ready, old.node.Unhealthy, old.node.Allocatable, old.warned = nd.Ready, nd.Unhealthy, nd.Allocatable, joinErrs(nd.Warnings)
+		old.cordoned = n.Spec.Unschedulable
 		l.applyHealthLocked(n.Name)
 		return
 	}
@@ -155,7 +159,7 @@ func (l *Ledger) OnNode(n *corev1.Node) {
 		l.warn(n, "InvalidGPUNode", fmt.Sprintf("gpusched does not use this node's GPUs: %v", err))
 		return
 	}
-	l.nodes[n.Name] = &nodeEntry{node: nd, warned: joinErrs(nd.Warnings)}
+	l.nodes[n.Name] = &nodeEntry{node: nd, warned: joinErrs(nd.Warnings), cordoned: n.Spec.Unschedulable}
 	uids := slices.Collect(maps.Keys(l.byNode[n.Name]))
 	slices.SortFunc(uids, func(a, b types.UID) int {
 		ta, tb := l.pods[a].trusted, l.pods[b].trusted
@@ -474,6 +478,21 @@ func (l *Ledger) Choose(node string, n int) (Choice, error) {
 	e.choices[n] = cachedChoice{gen: e.gen, c: c, err: err}
 	e.cacheMu.Unlock()
 	return c, err
+}
+
+// Usable reports whether node can take a new pod now: nil, or an error
+// wrapping ErrUnknownNode (deleted, or not a GPU node) or ErrNodeNotReady.
+func (l *Ledger) Usable(node string) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	e, _, err := l.nodeLocked(node)
+	if err != nil {
+		return err
+	}
+	if !e.node.Ready || e.cordoned {
+		return fmt.Errorf("%w: %s", ErrNodeNotReady, node)
+	}
+	return nil
 }
 
 // Room returns the free GPUs and the GPUs of a node, without choosing.

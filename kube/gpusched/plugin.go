@@ -169,6 +169,9 @@ func (pl *Plugin) warn(obj any, reason, msg string) {
 func (pl *Plugin) onNode(o any) {
 	if n, ok := o.(*corev1.Node); ok {
 		pl.ledger.OnNode(n)
+		if err := pl.ledger.Usable(n.Name); errors.Is(err, ErrNodeNotReady) {
+			pl.rejectWaitingOn(n.Name, "went NotReady or was cordoned")
+		}
 	}
 }
 
@@ -178,7 +181,25 @@ func (pl *Plugin) onNodeDelete(o any) {
 	}
 	if n, ok := o.(*corev1.Node); ok {
 		pl.ledger.OnNodeDelete(n.Name)
+		pl.rejectWaitingOn(n.Name, "was deleted")
 	}
+}
+
+// rejectWaitingOn rejects the pods that wait at Permit for the rest of
+// their pod group on a node that can no longer take them (deleted,
+// NotReady, cordoned): their group is unreserved and tried again, instead
+// of binding to that node once the group is complete. The stock
+// coscheduling plugin leaves them waiting until the group's timeout.
+func (pl *Plugin) rejectWaitingOn(node, why string) {
+	if pl.h == nil {
+		return
+	}
+	pl.h.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+		uid := wp.GetPod().UID
+		if on, _, ok := pl.ledger.Booking(uid); ok && on == node && !pl.ledger.Bound(uid) {
+			wp.Reject(Name, fmt.Sprintf("gpusched: node %s %s while the pod waited for its pod group", node, why))
+		}
+	})
 }
 
 func (pl *Plugin) onPod(o any) {
@@ -645,6 +666,11 @@ func (pl *Plugin) Bind(ctx context.Context, _ fwk.CycleState, p *corev1.Pod, nod
 	}
 	if booked != node {
 		return fwk.AsStatus(fmt.Errorf("gpusched: pod %s/%s is booked on node %s, not %s", p.Namespace, p.Name, booked, node))
+	}
+	// The node may have gone since Filter (a pod group's members wait at
+	// Permit): the API server would bind to a deleted node all the same.
+	if err := pl.ledger.Usable(node); err != nil {
+		return fwk.AsStatus(fmt.Errorf("gpusched: bind %s/%s: %w", p.Namespace, p.Name, err))
 	}
 	b := &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID,

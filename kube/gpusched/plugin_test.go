@@ -295,6 +295,63 @@ func TestPluginGangRejectReleases(t *testing.T) {
 	require.NoError(t, e.pl.Ledger().Fit("n1", 8, anyType))
 }
 
+// A pod group's members waiting at Permit on a node that goes away are
+// rejected at once (their group is unreserved and tried again), and Bind
+// refuses a node that went away after Permit: the API server would bind a
+// pod to a deleted node all the same (the e2e's fenced-node check caught a
+// member bound 7 s after its node was deleted).
+func TestPluginNodeLossRejectsWaiting(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lose func(context.Context, *env, *corev1.Node) error
+		want string
+	}{
+		{"deleted", func(ctx context.Context, e *env, n *corev1.Node) error {
+			return e.cs.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
+		}, "node n0 was deleted"},
+		{"NotReady", func(ctx context.Context, e *env, n *corev1.Node) error {
+			n = n.DeepCopy()
+			n.Status.Conditions[0].Status = corev1.ConditionFalse
+			_, err := e.cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+			return err
+		}, "node n0 went NotReady or was cordoned"},
+		{"cordoned", func(ctx context.Context, e *env, n *corev1.Node) error {
+			n = n.DeepCopy()
+			n.Spec.Unschedulable = true
+			_, err := e.cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+			return err
+		}, "node n0 went NotReady or was cordoned"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			n0 := node("n0", kubeV100, 8, true, nil, nil)
+			a, b := gpuPod("a", 2, inGroup("job", 3)), gpuPod("b", 2, inGroup("job", 3))
+			c, other := gpuPod("c", 2, inGroup("job", 3)), gpuPod("other", 1)
+			e := newEnv(t, &Args{PermitTimeoutSeconds: 30, BackoffSeconds: -1}, n0, a, b, c, other)
+			for _, p := range []*corev1.Pod{a, b} {
+				host, st, _ := e.schedule(t, p, n0)
+				require.True(t, st.IsWait(), st.Message())
+				require.Equal(t, "n0", host)
+			}
+			// A single pod past Permit, not yet bound.
+			_, st, state := e.schedule(t, other, n0)
+			require.True(t, st.IsSuccess(), st.Message())
+			require.NoError(t, tc.lose(ctx, e, n0))
+			for _, p := range []*corev1.Pod{a, b} {
+				st := e.fw.WaitOnPermit(ctx, p)
+				require.True(t, st.IsRejected(), "%s: %v", p.Name, st)
+				assert.Contains(t, st.Message(), tc.want)
+			}
+			st = e.pl.Bind(ctx, state, other, "n0")
+			require.False(t, st.IsSuccess())
+			assert.False(t, st.IsSkip())
+			e.mu.Lock()
+			assert.Empty(t, e.bindings, "nothing bound to the lost node")
+			e.mu.Unlock()
+		})
+	}
+}
+
 func TestPluginStatsFile(t *testing.T) {
 	path := t.TempDir() + "/stats.json"
 	n := node("n", kubeV100, 8, true, nil, nil)
