@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -89,6 +91,47 @@ func scrape(ctx context.Context, url, token string) (metricstest.Families, error
 		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return metricstest.Parse(resp.Body)
+}
+
+// EnvProfile names a folder for CPU profiles of the schedulers in the
+// throughput and scale runs: each run's scheduler serves its secure port
+// and the first 20 s of its work are profiled from /debug/pprof/profile
+// (kube-scheduler's --profiling, on by default) into NAMESPACE.pprof.
+const EnvProfile = "GPUSCHED_E2E_PPROF"
+
+// cpuProfile fetches a CPU profile of seconds from base's /debug/pprof,
+// retrying while the server starts, into out.
+func cpuProfile(ctx context.Context, base, token, out string, seconds int) error {
+	client := &http.Client{Timeout: time.Duration(seconds+30) * time.Second, Transport: &http.Transport{TLSClientConfig: insecureTLS()}}
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, seconds)
+	var last error
+	for range 100 {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := client.Do(req)
+		if err != nil {
+			last = err
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		b, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s: %.200s", url, resp.Status, b)
+		}
+		return os.WriteFile(out, b, 0o644)
+	}
+	return last
 }
 
 // servingScheduler starts a scheduler that serves its /metrics on a free

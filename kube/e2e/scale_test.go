@@ -49,7 +49,10 @@ const (
 	// EnvScaleRound sets the round of TestE2EScaleAdmission (10s up to
 	// 1,000 nodes, 30s above).
 	EnvScaleRound = "GPUSCHED_E2E_SCALE_ROUND"
-	scaleLabel    = "gpusched.io/scale-test"
+	// EnvScalePhases picks the phases of TestE2EScalePlugin: "single",
+	// "gangs" or both (the default), comma-separated.
+	EnvScalePhases = "GPUSCHED_E2E_SCALE_PHASES"
+	scaleLabel     = "gpusched.io/scale-test"
 )
 
 var scaleToleration = corev1.Toleration{Key: scaleLabel, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
@@ -179,7 +182,14 @@ func TestE2EScalePlugin(t *testing.T) {
 	}
 	results := map[string]any{"nodes": n, "pods": total}
 	var runs []throughputRun
-	for _, phase := range []string{"single", "gangs"} {
+	phases := []string{"single", "gangs"}
+	if v := os.Getenv(EnvScalePhases); v != "" {
+		phases = strings.Split(v, ",")
+	}
+	for _, phase := range phases {
+		if phase != "single" && phase != "gangs" {
+			t.Fatalf("%s=%q: want single, gangs or both", EnvScalePhases, os.Getenv(EnvScalePhases))
+		}
 		rate := map[string][]float64{}
 		for i := range 4 {
 			sched := []string{"stock", "gpusched", "gpusched", "stock"}[i]
@@ -194,6 +204,9 @@ func TestE2EScalePlugin(t *testing.T) {
 					parts = append(parts, fmt.Sprintf("%s %.0f/%.0f", pt, r.Points[pt][0], r.Points[pt][1]))
 				}
 				t.Logf("        plugin p50/p99 us: %s; pod group wait p50/p99 %.0f/%.0f ms", strings.Join(parts, ", "), r.GroupWaitMs[0], r.GroupWaitMs[1])
+			}
+			if r.Attempts != nil {
+				t.Logf("        Bind p50/p99 %.0f/%.0f ms; attempts %v; pod group permits %v", r.BindMs[0], r.BindMs[1], r.Attempts, r.GroupPermits)
 			}
 			runs = append(runs, r)
 			rate[sched] = append(rate[sched], r.PodsPerS)

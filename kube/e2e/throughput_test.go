@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,6 +49,16 @@ type throughputRun struct {
 	// GroupWaitMs the p50 and p99 of pod groups' waits at Permit.
 	Points      map[string][2]float64 `json:"points_us,omitempty"`
 	GroupWaitMs [2]float64            `json:"group_wait_ms,omitzero"`
+	// From the scheduler's own metrics (either scheduler, when it serves
+	// them): the Bind extension point's p50 and p99 in milliseconds
+	// (scheduler_framework_extension_point_duration_seconds, the Binding
+	// request included, for DefaultBinder as for GPUSched), and the
+	// scheduling attempts by result (scheduler_schedule_attempts_total).
+	BindMs   [2]float64         `json:"bind_ms,omitzero"`
+	Attempts map[string]float64 `json:"attempts,omitempty"`
+	// GroupPermits counts gpusched's Permit decisions on pod group
+	// members by result.
+	GroupPermits map[string]float64 `json:"group_permits,omitempty"`
 }
 
 // runSpec says what one measured run schedules.
@@ -183,10 +194,22 @@ func measureRun(ctx context.Context, t *testing.T, c *kubetest.ControlPlane, cs 
 	if r.sched == "gpusched" {
 		cfg, bin = schedulerConfig(t, c, map[string]any{"statsFile": stats}), ours
 	}
-	if r.serve {
+	profDir := os.Getenv(EnvProfile)
+	var profiled chan struct{}
+	if r.serve || profDir != "" {
 		p, metricsURL = servingScheduler(t, c, dir, ns, bin, cfg)
 	} else {
 		p = startScheduler(t, dir, ns, bin, cfg)
+	}
+	if profDir != "" {
+		profiled = make(chan struct{})
+		go func() {
+			defer close(profiled)
+			out := filepath.Join(profDir, ns+".pprof")
+			if err := cpuProfile(ctx, strings.TrimSuffix(metricsURL, "/metrics"), c.Config.BearerToken, out, 20); err != nil {
+				t.Logf("%s: CPU profile: %v", ns, err)
+			}
+		}()
 	}
 	wctx := ctx
 	if r.timeout > 0 {
@@ -205,7 +228,26 @@ func measureRun(ctx context.Context, t *testing.T, c *kubetest.ControlPlane, cs 
 	_, peak, err := p.Memory()
 	must(t, err, "scheduler memory")
 	var points map[string][2]float64
-	var groupWait [2]float64
+	var groupWait, bindMs [2]float64
+	var attempts, permits map[string]float64
+	if metricsURL != "" {
+		m, err := scrape(ctx, metricsURL, c.Config.BearerToken)
+		must(t, err, "scrape %s", metricsURL)
+		bl := map[string]string{"extension_point": "Bind", "status": "Success", "profile": schedName}
+		b50, _ := m.Quantile("scheduler_framework_extension_point_duration_seconds", bl, 0.5)
+		b99, _ := m.Quantile("scheduler_framework_extension_point_duration_seconds", bl, 0.99)
+		bindMs = [2]float64{b50 * 1e3, b99 * 1e3}
+		attempts = map[string]float64{}
+		for _, res := range []string{"scheduled", "unschedulable", "error"} {
+			attempts[res] = m.Sum("scheduler_schedule_attempts_total", map[string]string{"result": res})
+		}
+		if r.sched == "gpusched" {
+			permits = map[string]float64{}
+			for _, res := range []string{"allow", "wait", "reject"} {
+				permits[res] = m.Sum("gpusched_plugin_pod_group_permits_total", map[string]string{"result": res})
+			}
+		}
+	}
 	if metricsURL != "" && r.sched == "gpusched" {
 		m, err := scrape(ctx, metricsURL, c.Config.BearerToken)
 		must(t, err, "scrape %s", metricsURL)
@@ -220,6 +262,9 @@ func measureRun(ctx context.Context, t *testing.T, c *kubetest.ControlPlane, cs 
 		g99, _ := m.Quantile("gpusched_plugin_pod_group_wait_duration_seconds", nil, 0.99)
 		groupWait = [2]float64{g50 * 1e3, g99 * 1e3}
 	}
+	if profiled != nil {
+		<-profiled
+	}
 	p.Stop(30 * time.Second)
 	all, _, violations := w.snapshot()
 	for _, v := range violations {
@@ -230,7 +275,8 @@ func measureRun(ctx context.Context, t *testing.T, c *kubetest.ControlPlane, cs 
 		first, last = minTime(first, b.at), maxTime(last, b.at)
 	}
 	res := throughputRun{Phase: r.phase, Round: r.round, Scheduler: r.sched, Pods: len(all), Seconds: last.Sub(first).Seconds(),
-		SchedulerPeakMiB: float64(peak) / (1 << 20), Points: points, GroupWaitMs: groupWait}
+		SchedulerPeakMiB: float64(peak) / (1 << 20), Points: points, GroupWaitMs: groupWait,
+		BindMs: bindMs, Attempts: attempts, GroupPermits: permits}
 	res.PodsPerS = float64(len(all)-1) / res.Seconds
 	res.SchedulerCPU, res.APIServerCPU = schedCPU.Seconds(), (apiAfter - apiBefore).Seconds()
 	if r.sched == "gpusched" {

@@ -56,6 +56,9 @@ type nodeEntry struct {
 	// cordoned: spec.unschedulable (its GPUs still count; it takes no
 	// new pod).
 	cordoned bool
+	// server is the node's position in the ledger's cluster.State (kept
+	// up to date on removals), so that Filter and Score look up one map.
+	server int
 	// gen counts the changes of the node's GPUs (bookings, health); it
 	// moves under the ledger's write lock.
 	gen uint64
@@ -159,7 +162,8 @@ func (l *Ledger) OnNode(n *corev1.Node) {
 		l.warn(n, "InvalidGPUNode", fmt.Sprintf("gpusched does not use this node's GPUs: %v", err))
 		return
 	}
-	l.nodes[n.Name] = &nodeEntry{node: nd, warned: joinErrs(nd.Warnings), cordoned: n.Spec.Unschedulable}
+	srv, _ := l.st.ServerIndex(n.Name)
+	l.nodes[n.Name] = &nodeEntry{node: nd, warned: joinErrs(nd.Warnings), cordoned: n.Spec.Unschedulable, server: srv}
 	uids := slices.Collect(maps.Keys(l.byNode[n.Name]))
 	slices.SortFunc(uids, func(a, b types.UID) int {
 		ta, tb := l.pods[a].trusted, l.pods[b].trusted
@@ -190,6 +194,10 @@ func (l *Ledger) removeNodeLocked(name string) {
 	}
 	delete(l.nodes, name)
 	_, _ = l.st.RemoveServer(name) // the pods keep their entries, should the node return
+	// The servers after it moved down one position.
+	for id, e := range l.nodes {
+		e.server, _ = l.st.ServerIndex(id)
+	}
 }
 
 // applyHealthLocked marks failed the GPUs of a node that is not Ready and
@@ -437,11 +445,10 @@ var errTypeNotAllowed = errors.New("gpusched: GPU type not allowed")
 
 func (l *Ledger) nodeLocked(node string) (*nodeEntry, int, error) {
 	e := l.nodes[node]
-	s, ok := l.st.ServerIndex(node)
-	if e == nil || !ok {
+	if e == nil {
 		return nil, 0, fmt.Errorf("%w: %s", ErrUnknownNode, node)
 	}
-	return e, s, nil
+	return e, e.server, nil
 }
 
 // Choice is the best set of n free GPUs on a node: their NVML indices,

@@ -260,6 +260,49 @@ func TestLedgerNodeChanges(t *testing.T) {
 	require.NoError(t, l.Check())
 }
 
+// Nodes keep their own GPUs when another leaves, is rebuilt or comes
+// back (the ledger caches each node's position in its cluster.State, and
+// the servers after a removed one move down), and Usable tells deleted,
+// NotReady and cordoned nodes apart.
+func TestLedgerPositionsAndUsable(t *testing.T) {
+	l := newTestLedger(model.NodeOptions{}, nil)
+	sizes := map[string]int{"a": 8, "b": 4, "c": 2, "d": 1}
+	for _, name := range []string{"a", "b", "c", "d"} {
+		l.OnNode(node(name, kubeV100, sizes[name], true, nil, nil))
+	}
+	l.OnPod(gpuPod("p", 1, onNode("c", "")))
+	check := func(live ...string) {
+		t.Helper()
+		for _, name := range live {
+			_, total, err := l.Room(name)
+			require.NoError(t, err, name)
+			assert.Equal(t, sizes[name], total, name)
+			require.NoError(t, l.Fit(name, 1, anyType), name)
+			require.NoError(t, l.Usable(name), name)
+		}
+		free, _, err := l.Room("c")
+		require.NoError(t, err)
+		assert.Equal(t, 1, free, "c keeps its pod")
+		require.NoError(t, l.Check())
+	}
+	l.OnNodeDelete("a")
+	assert.ErrorIs(t, l.Usable("a"), ErrUnknownNode)
+	check("b", "c", "d")
+	l.OnNode(node("b", kubeV100, 4, true, map[string]string{model.AnnotationLinks: dgx1Links[:0] + "x"}, nil)) // rebuilt (warned)
+	l.OnNode(node("a", kubeV100, 8, true, nil, nil))
+	check("a", "b", "c", "d")
+	notReady := node("d", kubeV100, 1, false, nil, nil)
+	l.OnNode(notReady)
+	assert.ErrorIs(t, l.Usable("d"), ErrNodeNotReady)
+	cordoned := node("b", kubeV100, 4, true, nil, nil)
+	cordoned.Spec.Unschedulable = true
+	l.OnNode(cordoned)
+	assert.ErrorIs(t, l.Usable("b"), ErrNodeNotReady)
+	cordoned.Spec.Unschedulable = false
+	l.OnNode(cordoned)
+	require.NoError(t, l.Usable("b"))
+}
+
 func TestLedgerConcurrent(t *testing.T) {
 	l := newTestLedger(model.NodeOptions{}, nil)
 	for i := range 4 {

@@ -41,7 +41,7 @@ var (
 	}, []string{"extension_point"})
 	podDuration = metrics.NewHistogram(&metrics.HistogramOpts{
 		Namespace: "gpusched", Subsystem: MetricsSubsystem, Name: "pod_duration_seconds",
-		Help:           "The plugin's time for one pod with GPUs: the sum of its calls from PreFilter to Permit over the nodes they ran on, in the cycle that placed the pod.",
+		Help:           "The plugin's time for one pod with GPUs: the sum of its calls from PreFilter to Permit over the nodes they ran on, in the cycle that placed the pod; observed in one scheduling cycle of ten, those whose Filter and Score calls are timed.",
 		Buckets:        metrics.ExponentialBuckets(1e-5, 2, 20),
 		StabilityLevel: metrics.ALPHA,
 	})

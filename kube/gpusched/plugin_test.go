@@ -354,20 +354,22 @@ func TestPluginNodeLossRejectsWaiting(t *testing.T) {
 
 func TestPluginStatsFile(t *testing.T) {
 	path := t.TempDir() + "/stats.json"
-	n := node("n", kubeV100, 8, true, nil, nil)
-	e := newEnv(t, &Args{StatsFile: path}, n)
-	for i := range 5 {
-		_, st, _ := e.schedule(t, gpuPod(fmt.Sprint("p", i), 1), n)
+	nodes := []*corev1.Node{node("n0", kubeV100, 8, true, nil, nil), node("n1", kubeV100, 8, true, nil, nil), node("n2", kubeV100, 8, true, nil, nil)}
+	e := newEnv(t, &Args{StatsFile: path}, nodes[0], nodes[1], nodes[2])
+	for i := range 20 {
+		_, st, _ := e.schedule(t, gpuPod(fmt.Sprint("p", i), 1), nodes...)
 		require.True(t, st.IsSuccess())
 	}
 	require.NoError(t, e.pl.Close())
 	s := e.pl.stats.Snapshot()
-	assert.Equal(t, 5, s.Pods)
+	assert.Equal(t, 20, s.Pods)
+	assert.Equal(t, 20/metricsSampleEvery, s.Timed, "the pods of one cycle in ten are timed")
 	assert.Greater(t, s.PluginP50Micros, 0.0)
 	assert.LessOrEqual(t, s.PluginP50Micros, s.PluginP99Micros)
 	b, err := readFile(path)
 	require.NoError(t, err)
-	assert.True(t, strings.Contains(b, `"pods": 5`), b)
+	assert.True(t, strings.Contains(b, `"pods": 20`), b)
+	assert.True(t, strings.Contains(b, `"timed": 2`), b)
 }
 
 func TestEventsToRegister(t *testing.T) {

@@ -16,11 +16,13 @@ import (
 const maxStatSamples = 1 << 20
 
 // stats collects the plugin's time per scheduled pod (the sum over its
-// extension points and the nodes they ran on, up to Permit) and the time
-// of its Bind call.
+// extension points and the nodes they ran on, up to Permit; known in the
+// scheduling cycles whose Filter and Score calls are timed, one in
+// metricsSampleEvery) and the time of its Bind call.
 type stats struct {
 	path  string
 	mu    sync.Mutex
+	pods  int
 	plug  []time.Duration
 	bind  []time.Duration
 	dirty bool
@@ -30,8 +32,12 @@ type stats struct {
 type Stats struct {
 	// Pods is the number of pods scheduled (with GPUs) by this process.
 	Pods int `json:"pods"`
+	// Timed is the number of those whose plugin time was measured: the
+	// pods of one scheduling cycle in ten (Filter and Score run once per
+	// node, and are timed in those cycles only).
+	Timed int `json:"timed"`
 	// PluginP50Micros, PluginP99Micros and PluginMaxMicros are the
-	// percentiles of the plugin's time per pod, in microseconds.
+	// percentiles of the plugin's time per timed pod, in microseconds.
 	PluginP50Micros float64 `json:"plugin_p50_us"`
 	PluginP99Micros float64 `json:"plugin_p99_us"`
 	PluginMaxMicros float64 `json:"plugin_max_us"`
@@ -42,8 +48,17 @@ type Stats struct {
 
 func newStats(path string) *stats { return &stats{path: path} }
 
+// count counts a pod scheduled in a cycle that was not timed.
+func (s *stats) count() {
+	s.mu.Lock()
+	s.pods++
+	s.dirty = true
+	s.mu.Unlock()
+}
+
 func (s *stats) add(d time.Duration) {
 	s.mu.Lock()
+	s.pods++
 	if len(s.plug) < maxStatSamples {
 		s.plug = append(s.plug, d)
 	}
@@ -63,12 +78,13 @@ func (s *stats) addBind(d time.Duration) {
 // Snapshot returns the statistics so far.
 func (s *stats) Snapshot() Stats {
 	s.mu.Lock()
-	plug, bind := slices.Clone(s.plug), slices.Clone(s.bind)
+	plug, bind, pods := slices.Clone(s.plug), slices.Clone(s.bind), s.pods
 	s.mu.Unlock()
 	slices.Sort(plug)
 	slices.Sort(bind)
 	return Stats{
-		Pods:            len(plug),
+		Pods:            pods,
+		Timed:           len(plug),
 		PluginP50Micros: quantile(plug, 0.50),
 		PluginP99Micros: quantile(plug, 0.99),
 		PluginMaxMicros: quantile(plug, 1),
