@@ -30,9 +30,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// The scale tests run on kwok's nodes: EnvScaleNodes of them (300 by
-// default, as CI runs them; 1,000 for the figures of docs/operations.md,
-// 5,000 for the size), 8 GPUs each, of
+// The scale tests run on kwok's nodes: EnvScaleNodes of them (1,000 by
+// default, as CI runs them and as docs/operations.md measures them; 5,000
+// for the largest size), 8 GPUs each, of
 // five types in GPU feature discovery's labels (V100 DGX-1 with their
 // hybrid cube-mesh, A100 and H100 NVSwitch nodes in NVLink cliques of 8
 // nodes, T4 and L4 PCIe nodes), in racks of 32, with a taint that only
@@ -53,21 +53,22 @@ const (
 	// "gangs" or both (the default), comma-separated.
 	EnvScalePhases = "GPUSCHED_E2E_SCALE_PHASES"
 	scaleLabel     = "gpusched.io/scale-test"
+	// defaultScaleNodes is the scale tests' size without EnvScaleNodes.
+	defaultScaleNodes = 1000
 )
 
 var scaleToleration = corev1.Toleration{Key: scaleLabel, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
 
 var (
-	scaleOnce  sync.Once
-	scaleCount int
-	scaleErr   error
+	scaleMu    sync.Mutex
+	scaleCount int // the scale nodes that exist, 0 when none
 )
 
-// scaleNodes returns the number of scale nodes, creating them the first
-// time (TestMain deletes them).
+// scaleNodes returns the number of scale nodes, creating them when they
+// do not exist (dropScaleNodes, or TestMain at the end, deletes them).
 func scaleNodes(ctx context.Context, t *testing.T, c *kubetest.ControlPlane) int {
 	t.Helper()
-	n := 300
+	n := defaultScaleNodes
 	if v := os.Getenv(EnvScaleNodes); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil || n < 10 || n > 20000 {
@@ -75,16 +76,31 @@ func scaleNodes(ctx context.Context, t *testing.T, c *kubetest.ControlPlane) int
 		}
 	}
 	startKwok(t, c)
-	scaleOnce.Do(func() {
+	scaleMu.Lock()
+	defer scaleMu.Unlock()
+	if scaleCount == 0 {
 		start := time.Now()
-		scaleErr = kubetest.CreateKwokNodes(ctx, c.Client, scaleNodeList(n), 16)
+		if err := kubetest.CreateKwokNodes(ctx, c.Client, scaleNodeList(n), 16); err != nil {
+			deleteScaleNodes(c.Client)
+			t.Fatalf("scale nodes: %v", err)
+		}
 		scaleCount = n
 		t.Logf("%d kwok nodes created in %.1f s", n, time.Since(start).Seconds())
-	})
-	if scaleErr != nil {
-		t.Fatalf("scale nodes: %v", scaleErr)
 	}
 	return scaleCount
+}
+
+// dropScaleNodes deletes the scale nodes once the scale tests are done
+// (TestE2EScaleAdmission, the last of them in the file's order), so that
+// the tests after them run without the kwok nodes' heartbeats on the API
+// server.
+func dropScaleNodes(cs kubernetes.Interface) {
+	scaleMu.Lock()
+	defer scaleMu.Unlock()
+	if scaleCount > 0 {
+		deleteScaleNodes(cs)
+		scaleCount = 0
+	}
 }
 
 // scaleNodeList describes n nodes of 8 GPUs of five types.
@@ -347,6 +363,7 @@ func TestE2EScaleAdmission(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Minute)
 	defer cancel()
 	n := scaleNodes(ctx, t, c)
+	t.Cleanup(func() { dropScaleNodes(c.Client) })
 	dir := testDir(t)
 	cs := c.Client
 	sched := startScheduler(t, dir, "gpusched-scale-adm", schedBin, schedulerConfig(t, c, nil))
