@@ -13,6 +13,7 @@ import (
 	"github.com/gpusched/gpusched/kube/admission"
 	"github.com/gpusched/gpusched/kube/deploy"
 	"github.com/gpusched/gpusched/kube/gpusched"
+	"github.com/gpusched/gpusched/kube/kueue"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -175,7 +176,7 @@ func TestDashboard(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, exprs)
 	known := map[string]bool{}
-	for _, n := range append(admission.NewMetrics().Names(), gpusched.MetricNames()...) {
+	for _, n := range slices.Concat(admission.NewMetrics().Names(), gpusched.MetricNames(), kueue.NewMetrics().Names()) {
 		known[n] = true
 	}
 	used := map[string]bool{}

@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/kube/deploy"
 	"github.com/gpusched/gpusched/kube/internal/kubetest"
 	"github.com/gpusched/gpusched/kube/kueue"
 	"github.com/gpusched/gpusched/kube/model"
@@ -16,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-base/metrics"
 )
 
 // kueueJob is a batch/v1 Job of one pod asking for gpus GPUs, in Kueue's
@@ -136,8 +141,11 @@ func TestE2EKueueSmoke(t *testing.T) {
 		must(t, err, "create %s", name)
 		blockers[p.flavor] = boundPod(ctx, t, e, ns, name)
 	}
+	m := kueue.NewMetrics()
+	reg := metrics.NewKubeRegistry()
+	must(t, m.Register(reg), "metrics")
 	ctl, err := kueue.New(kueue.Config{Client: cs, Dynamic: e.dyn, Namespace: ns, Policy: &allocation.MaxMinFairness{}, PolicyName: "max-min-fairness",
-		MinInterval: 100 * time.Millisecond, Interval: time.Second})
+		MinInterval: 100 * time.Millisecond, Interval: time.Second, Metrics: m})
 	must(t, err, "controller")
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -194,4 +202,27 @@ func TestE2EKueueSmoke(t *testing.T) {
 		pod.Spec.NodeName, steeredTo["rec"], want, recPod.Spec.NodeName)
 	stop()
 	ctlStopped(t, <-done)
+
+	// The dashboard's Kueue panels query metrics the controller served
+	// in this run (TestE2EMetrics checks the other binaries' panels).
+	fams, err := reg.Gather()
+	must(t, err, "gather")
+	served := map[string]bool{}
+	for _, f := range fams {
+		served[f.GetName()] = true
+	}
+	exprs, err := deploy.DashboardQueries()
+	must(t, err, "dashboard")
+	kueuePanels := 0
+	for _, q := range exprs {
+		for _, n := range regexp.MustCompile(`\bgpusched_kueue_[a-z0-9_]+`).FindAllString(q, -1) {
+			kueuePanels++
+			if base := strings.TrimSuffix(n, "_bucket"); !served[base] && !served[n] {
+				t.Errorf("the dashboard queries %s, which the Kueue controller did not serve (it served %v)", n, slices.Sorted(maps.Keys(served)))
+			}
+		}
+	}
+	if kueuePanels == 0 {
+		t.Errorf("the dashboard has no query of the Kueue controller's metrics")
+	}
 }

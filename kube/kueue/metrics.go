@@ -49,6 +49,13 @@ func NewMetrics() *Metrics {
 	}
 }
 
+// Names returns the full names of the metrics (a histogram's series add
+// _bucket, _sum and _count).
+func (m *Metrics) Names() []string {
+	return []string{"gpusched_kueue_round_duration_seconds", "gpusched_kueue_workloads_pending",
+		"gpusched_kueue_workloads_steered_total", "gpusched_kueue_api_writes_total", "gpusched_kueue_workloads_unreadable"}
+}
+
 // Register registers the metrics with r.
 func (m *Metrics) Register(r metrics.KubeRegistry) error {
 	for _, c := range []metrics.Registerable{m.RoundDuration, m.Pending, m.Steered, m.Writes, m.Unreadable} {
