@@ -173,6 +173,10 @@ func TestE2EKueueSmoke(t *testing.T) {
 	if steeredTo["resnet"] != kubetest.ProductV100 || steeredTo["rec"] == kubetest.ProductV100 {
 		t.Fatalf("steered %v: want ResNet-50 on the V100, Recommendation elsewhere", steeredTo)
 	}
+	// The controller's metrics while both wait (a gauge of pending
+	// workloads has no series once none is pending).
+	fams, err := reg.Gather()
+	must(t, err, "gather")
 	// The V100 frees: Kueue alone would give it to rec, the older.
 	must(t, succeed(ctx, cs, blockers["v100"]), "v100 blocker done")
 	pod = boundPod(ctx, t, e, ns, "resnet")
@@ -204,9 +208,8 @@ func TestE2EKueueSmoke(t *testing.T) {
 	ctlStopped(t, <-done)
 
 	// The dashboard's Kueue panels query metrics the controller served
-	// in this run (TestE2EMetrics checks the other binaries' panels).
-	fams, err := reg.Gather()
-	must(t, err, "gather")
+	// in this run, while both workloads waited (TestE2EMetrics checks the
+	// other binaries' panels).
 	served := map[string]bool{}
 	for _, f := range fams {
 		served[f.GetName()] = true
