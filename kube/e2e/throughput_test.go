@@ -246,21 +246,17 @@ func measureRun(ctx context.Context, t *testing.T, c *kubetest.ControlPlane, cs 
 			for _, res := range []string{"allow", "wait", "reject"} {
 				permits[res] = m.Sum("gpusched_plugin_pod_group_permits_total", map[string]string{"result": res})
 			}
+			points = map[string][2]float64{}
+			for _, pt := range []string{"PreFilter", "Filter", "PreScore", "Score", "Reserve", "Permit", "Bind"} {
+				l := map[string]string{"extension_point": pt}
+				p50, _ := m.Quantile("gpusched_plugin_extension_point_duration_seconds", l, 0.5)
+				p99, _ := m.Quantile("gpusched_plugin_extension_point_duration_seconds", l, 0.99)
+				points[pt] = [2]float64{p50 * 1e6, p99 * 1e6}
+			}
+			g50, _ := m.Quantile("gpusched_plugin_pod_group_wait_duration_seconds", nil, 0.5)
+			g99, _ := m.Quantile("gpusched_plugin_pod_group_wait_duration_seconds", nil, 0.99)
+			groupWait = [2]float64{g50 * 1e3, g99 * 1e3}
 		}
-	}
-	if metricsURL != "" && r.sched == "gpusched" {
-		m, err := scrape(ctx, metricsURL, c.Config.BearerToken)
-		must(t, err, "scrape %s", metricsURL)
-		points = map[string][2]float64{}
-		for _, pt := range []string{"PreFilter", "Filter", "PreScore", "Score", "Reserve", "Permit", "Bind"} {
-			l := map[string]string{"extension_point": pt}
-			p50, _ := m.Quantile("gpusched_plugin_extension_point_duration_seconds", l, 0.5)
-			p99, _ := m.Quantile("gpusched_plugin_extension_point_duration_seconds", l, 0.99)
-			points[pt] = [2]float64{p50 * 1e6, p99 * 1e6}
-		}
-		g50, _ := m.Quantile("gpusched_plugin_pod_group_wait_duration_seconds", nil, 0.5)
-		g99, _ := m.Quantile("gpusched_plugin_pod_group_wait_duration_seconds", nil, 0.99)
-		groupWait = [2]float64{g50 * 1e3, g99 * 1e3}
 	}
 	if profiled != nil {
 		<-profiled
