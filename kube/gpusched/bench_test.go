@@ -18,12 +18,21 @@ import (
 // Filter and Score on every node, PreScore, Reserve and Permit (then
 // Unreserve, so every iteration sees the same state). It is the plugin
 // latency per pod of docs/kubernetes.md without the API server.
+//
+// The cases named nodes=5000 do the same over 5,000 nodes, the size of the
+// scale tests (docs/operations.md): a node's Filter and Score then miss
+// the CPU's caches, which 100 nodes do not.
 func BenchmarkSchedulingCycle(b *testing.B) {
-	for _, gpus := range []int{1, 2, 8} {
-		b.Run(fmt.Sprintf("gpus=%d", gpus), func(b *testing.B) {
+	for _, c := range []struct{ nodes, gpus int }{{100, 1}, {100, 2}, {100, 8}, {5000, 1}, {5000, 8}} {
+		name := fmt.Sprintf("gpus=%d", c.gpus)
+		if c.nodes != 100 {
+			name = fmt.Sprintf("nodes=%d,gpus=%d", c.nodes, c.gpus)
+		}
+		gpus := c.gpus
+		b.Run(name, func(b *testing.B) {
 			var objs []runtime.Object
 			var nodes []*corev1.Node
-			for i := range 100 {
+			for i := range c.nodes {
 				links := `{"interconnect":"nvswitch"}`
 				product := kubeV100
 				if i%2 == 1 {

@@ -59,6 +59,11 @@ type nodeEntry struct {
 	// server is the node's position in the ledger's cluster.State (kept
 	// up to date on removals), so that Filter and Score look up one map.
 	server int
+	// typ and total are the node's GPU type (a node has one) and its
+	// GPUs, fixed for the entry (a change of either builds a new one):
+	// Fit and Room read them here, not through the state's server.
+	typ   topology.GPUType
+	total int
 	// gen counts the changes of the node's GPUs (bookings, health); it
 	// moves under the ledger's write lock.
 	gen uint64
@@ -163,7 +168,8 @@ func (l *Ledger) OnNode(n *corev1.Node) {
 		return
 	}
 	srv, _ := l.st.ServerIndex(n.Name)
-	l.nodes[n.Name] = &nodeEntry{node: nd, warned: joinErrs(nd.Warnings), cordoned: n.Spec.Unschedulable, server: srv}
+	l.nodes[n.Name] = &nodeEntry{node: nd, warned: joinErrs(nd.Warnings), cordoned: n.Spec.Unschedulable, server: srv,
+		typ: nd.Server.GPUs[0].Type, total: len(nd.Server.GPUs)}
 	uids := slices.Collect(maps.Keys(l.byNode[n.Name]))
 	slices.SortFunc(uids, func(a, b types.UID) int {
 		ta, tb := l.pods[a].trusted, l.pods[b].trusted
@@ -420,20 +426,21 @@ func (l *Ledger) Fit(node string, n int, allows func(topology.GPUType) bool) err
 	if err != nil {
 		return err
 	}
-	t := l.st.Server(s).GPUs[0].Type
-	if !allows(t) {
-		return fmt.Errorf("%w: GPU type %s is not allowed", errTypeNotAllowed, t)
+	if !allows(e.typ) {
+		return fmt.Errorf("%w: GPU type %s is not allowed", errTypeNotAllowed, e.typ)
 	}
 	if !e.node.Ready {
 		return fmt.Errorf("%w: node is not Ready", ErrNoRoom)
 	}
-	if free := l.st.ServerFreeOf(s, t); free < n {
+	// The node's GPUs are all of e.typ: its free GPUs of any type are
+	// those of e.typ (one index, where ServerFreeOf looks the type up).
+	if free := l.st.ServerFree(s); free < n {
 		return fmt.Errorf("%w: %d free healthy GPUs, the pod needs %d", ErrNoRoom, free, n)
 	}
 	// Allocatable below the GPU count: GPUs the device plugin withholds.
 	// The pods' GPUs, bound or reserved, count against it, as in
 	// kube-scheduler's resource accounting.
-	if a := e.node.Allocatable; a >= 0 && a < len(l.st.Server(s).GPUs) {
+	if a := e.node.Allocatable; a >= 0 && a < e.total {
 		if used := l.used[node]; a-used < n {
 			return fmt.Errorf("%w: allocatable %s is %d with %d in use, the pod needs %d", ErrNoRoom, l.res, a, used, n)
 		}
@@ -506,11 +513,11 @@ func (l *Ledger) Usable(node string) error {
 func (l *Ledger) Room(node string) (free, total int, err error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	_, s, err := l.nodeLocked(node)
+	e, s, err := l.nodeLocked(node)
 	if err != nil {
 		return 0, 0, err
 	}
-	return l.st.ServerFree(s), len(l.st.Server(s).GPUs), nil
+	return l.st.ServerFree(s), e.total, nil
 }
 
 func (l *Ledger) chooseLocked(node string, n int) (Choice, error) {
@@ -668,6 +675,16 @@ func (l *Ledger) Check() error {
 	defer l.mu.RUnlock()
 	if err := l.st.Check(); err != nil {
 		return err
+	}
+	for name, e := range l.nodes {
+		s, ok := l.st.ServerIndex(name)
+		if !ok || s != e.server {
+			return fmt.Errorf("gpusched: node %s is at position %d of the state, cached %d (%v)", name, s, e.server, ok)
+		}
+		srv := l.st.Server(s)
+		if len(srv.GPUs) != e.total || srv.GPUs[0].Type != e.typ || l.st.ServerFree(s) != l.st.ServerFreeOf(s, e.typ) {
+			return fmt.Errorf("gpusched: node %s has %d GPUs of type %s, cached %d of %s", name, len(srv.GPUs), srv.GPUs[0].Type, e.total, e.typ)
+		}
 	}
 	for node, uids := range l.byNode {
 		n := 0

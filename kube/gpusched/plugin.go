@@ -117,8 +117,17 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	nodes := h.SharedInformerFactory().Core().V1().Nodes().Informer()
 	reg, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { pl.onNode(o) },
-		UpdateFunc: func(_, o any) { pl.onNode(o) },
+		AddFunc: func(o any) { pl.onNode(o) },
+		UpdateFunc: func(old, o any) {
+			// A status update that changes nothing gpusched reads (a
+			// kubelet's heartbeat) takes no ledger lock.
+			if a, ok := old.(*corev1.Node); ok {
+				if b, ok := o.(*corev1.Node); ok && model.SameNode(a, b, pl.ledger.opts) {
+					return
+				}
+			}
+			pl.onNode(o)
+		},
 		DeleteFunc: func(o any) { pl.onNodeDelete(o) },
 	})
 	if err != nil {

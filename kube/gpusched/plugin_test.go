@@ -457,3 +457,32 @@ func TestRecordKeySources(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, k4.Verify("u", "n", []int{1}, k1.Sign("u", "n", []int{1})))
 }
+
+// A node update that changes nothing gpusched reads (a kubelet's
+// heartbeat) leaves the ledger alone: the node's generation, which
+// invalidates its cached choices, moves only for the update that marks a
+// GPU unhealthy after it.
+func TestPluginNodeHeartbeatIgnored(t *testing.T) {
+	ctx := context.Background()
+	n0 := node("n0", kubeV100, 8, true, nil, nil)
+	e := newEnv(t, nil, n0)
+	gen := func() uint64 {
+		e.pl.ledger.mu.RLock()
+		defer e.pl.ledger.mu.RUnlock()
+		return e.pl.ledger.nodes["n0"].gen
+	}
+	before := gen()
+	hb := n0.DeepCopy()
+	hb.Status.Conditions[0].LastHeartbeatTime = metav1.Now()
+	hb.Status.Images = []corev1.ContainerImage{{Names: []string{"x"}}}
+	hb, err := e.cs.CoreV1().Nodes().Update(ctx, hb, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	sick := hb.DeepCopy()
+	sick.Annotations = map[string]string{model.AnnotationUnhealthy: "0"}
+	_, err = e.cs.CoreV1().Nodes().Update(ctx, sick, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return e.pl.Ledger().Fit("n0", 8, anyType) != nil }, 5*time.Second, 10*time.Millisecond)
+	require.NoError(t, e.pl.Ledger().Fit("n0", 7, anyType))
+	assert.Equal(t, before+1, gen(), "the heartbeat moved the node's generation")
+	require.NoError(t, e.pl.Ledger().Check())
+}

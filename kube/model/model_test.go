@@ -252,3 +252,61 @@ func TestParseNodeAllocatable(t *testing.T) {
 		})
 	}
 }
+
+// TestSameNode: every field ParseNode reads makes two nodes differ; a
+// heartbeat, images and other resources do not, and where SameNode says
+// same, ParseNode's answers are equal.
+func TestSameNode(t *testing.T) {
+	base := func() *corev1.Node {
+		n := gpuNode("n1", map[string]string{LabelProduct: "Tesla-V100-SXM2-16GB", LabelRack: "r1"},
+			map[string]string{AnnotationUnhealthy: "1", "other": "x"}, true)
+		n.Status.Allocatable = corev1.ResourceList{ResourceGPU: resource.MustParse("8"), corev1.ResourceCPU: resource.MustParse("64")}
+		return n
+	}
+	same := map[string]func(*corev1.Node){
+		"heartbeat":        func(n *corev1.Node) { n.Status.Conditions[0].LastHeartbeatTime = metav1.Now() },
+		"images":           func(n *corev1.Node) { n.Status.Images = []corev1.ContainerImage{{Names: []string{"x"}}} },
+		"cpu":              func(n *corev1.Node) { n.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("63") },
+		"other annotation": func(n *corev1.Node) { n.Annotations["other"] = "y" },
+		"resource version": func(n *corev1.Node) { n.ResourceVersion = "99" },
+		"alloc in milli":   func(n *corev1.Node) { n.Status.Allocatable[ResourceGPU] = resource.MustParse("8000m") },
+		"taint":            func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}} },
+	}
+	differ := map[string]func(*corev1.Node){
+		"name":        func(n *corev1.Node) { n.Name = "n2" },
+		"cordon":      func(n *corev1.Node) { n.Spec.Unschedulable = true },
+		"not ready":   func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionUnknown },
+		"no ready":    func(n *corev1.Node) { n.Status.Conditions = nil },
+		"rack label":  func(n *corev1.Node) { n.Labels[LabelRack] = "r2" },
+		"new label":   func(n *corev1.Node) { n.Labels[LabelCount] = "4" },
+		"links":       func(n *corev1.Node) { n.Annotations[AnnotationLinks] = "[]" },
+		"unhealthy":   func(n *corev1.Node) { n.Annotations[AnnotationUnhealthy] = "2" },
+		"healthy":     func(n *corev1.Node) { delete(n.Annotations, AnnotationUnhealthy) },
+		"capacity":    func(n *corev1.Node) { n.Status.Capacity[ResourceGPU] = resource.MustParse("4") },
+		"allocatable": func(n *corev1.Node) { n.Status.Allocatable[ResourceGPU] = resource.MustParse("7") },
+		"no alloc":    func(n *corev1.Node) { delete(n.Status.Allocatable, ResourceGPU) },
+	}
+	for name, f := range same {
+		b := base()
+		f(b)
+		assert.True(t, SameNode(base(), b, NodeOptions{}), name)
+		pa, erra := ParseNode(base(), NodeOptions{})
+		pb, errb := ParseNode(b, NodeOptions{})
+		require.NoError(t, erra)
+		require.NoError(t, errb)
+		assert.Equal(t, pa, pb, name)
+	}
+	for name, f := range differ {
+		b := base()
+		f(b)
+		assert.False(t, SameNode(base(), b, NodeOptions{}), name)
+	}
+	assert.False(t, SameNode(nil, base(), NodeOptions{}))
+	// Another resource: the GPU capacity no longer matters, its own does.
+	o := NodeOptions{Resource: "example.com/gpu"}
+	b := base()
+	b.Status.Capacity[ResourceGPU] = resource.MustParse("4")
+	assert.True(t, SameNode(base(), b, o))
+	b.Status.Capacity["example.com/gpu"] = resource.MustParse("4")
+	assert.False(t, SameNode(base(), b, o))
+}

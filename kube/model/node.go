@@ -2,6 +2,7 @@ package model
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -157,6 +158,39 @@ func ParseNode(n *corev1.Node, o NodeOptions) (Node, error) {
 		}
 	}
 	return nd, nil
+}
+
+// SameNode reports whether ParseNode reads the same from a and b: the
+// same name, labels, link and unhealthy annotations, GPU capacity and
+// allocatable, Ready condition and cordon. A node's status updates (a
+// kubelet's heartbeat times, its images, its other resources) then cost
+// a follower nothing. Either being nil gives false.
+func SameNode(a, b *corev1.Node, o NodeOptions) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	res := o.resource()
+	return a.Name == b.Name &&
+		a.Spec.Unschedulable == b.Spec.Unschedulable &&
+		nodeReady(a) == nodeReady(b) &&
+		maps.Equal(a.Labels, b.Labels) &&
+		sameValue(a.Annotations, b.Annotations, AnnotationLinks) &&
+		sameValue(a.Annotations, b.Annotations, AnnotationUnhealthy) &&
+		sameQuantity(a.Status.Capacity, b.Status.Capacity, res) &&
+		sameQuantity(a.Status.Allocatable, b.Status.Allocatable, res)
+}
+
+func sameValue(a, b map[string]string, k string) bool {
+	va, oka := a[k]
+	vb, okb := b[k]
+	return oka == okb && va == vb
+}
+
+func sameQuantity(a, b corev1.ResourceList, r corev1.ResourceName) bool {
+	qa, oka := a[r]
+	qb, okb := b[r]
+	// Cmp and the unit: ParseNode's warnings quote the quantity's text.
+	return oka == okb && qa.Cmp(qb) == 0 && qa.Format == qb.Format
 }
 
 // nodeGPUCount reads the GPU count label, else the GPU capacity.
