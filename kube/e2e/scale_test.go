@@ -204,7 +204,7 @@ func TestE2EScalePlugin(t *testing.T) {
 	}
 	for _, phase := range phases {
 		if phase != "single" && phase != "gangs" {
-			t.Fatalf("%s=%q: want single, gangs or both", EnvScalePhases, os.Getenv(EnvScalePhases))
+			t.Fatalf("%s=%q: want single, gangs or single,gangs (unset: both)", EnvScalePhases, os.Getenv(EnvScalePhases))
 		}
 		rate := map[string][]float64{}
 		for i := range 4 {
