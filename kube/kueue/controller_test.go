@@ -191,6 +191,22 @@ func TestMetrics(t *testing.T) {
 	assert.ElementsMatch(t, names, m.Names(), "Names names every metric a round serves")
 }
 
+// A round of minutes (the 15,000-Workload test's took 130 s) reads as
+// minutes in the round histogram's quantiles, not as its highest bucket.
+func TestMetricsLongRound(t *testing.T) {
+	m := kueue.NewMetrics()
+	reg := metrics.NewKubeRegistry()
+	require.NoError(t, m.Register(reg))
+	for range 10 {
+		m.RoundDuration.Observe(130)
+	}
+	vec, err := testutil.GetHistogramVecFromGatherer(reg, "gpusched_kueue_round_duration_seconds", nil)
+	require.NoError(t, err)
+	p99 := vec.Quantile(0.99)
+	assert.Greater(t, p99, 65.0, "p99 of 130 s rounds")
+	assert.LessOrEqual(t, p99, 262.2, "p99 of 130 s rounds")
+}
+
 // A claim of huge rates weighs what an honest claim of the same ratios
 // does: the policy sees rates normalized to the job's fastest type.
 func TestClaimsBounded(t *testing.T) {
