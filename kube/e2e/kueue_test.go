@@ -3,6 +3,7 @@ package e2e
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -159,37 +160,10 @@ func TestE2EKueueComparison(t *testing.T) {
 	jobs := kqTrace()
 	alone := kqExecute(t, e, jobs, "alone", perHour, false)
 	steered := kqExecute(t, e, jobs, "gpusched", perHour, true)
-	predAlone := kqPredict(t, jobs, alone, func(func(int) []float64) sim.EventScheduler {
-		return &flavor.Kueue{Queues: kqQueues(), QueueOf: kqQueueOf}
-	}, perHour)
-	predSteered := kqPredict(t, jobs, steered, func(rates func(int) []float64) sim.EventScheduler {
-		return &flavor.Steered{Queues: kqQueues(), QueueOf: kqQueueOf, Types: kqTypes, Rates: rates}
-	}, perHour)
-	for _, p := range []struct {
-		name string
-		p    kqPrediction
-	}{{"kueue alone", predAlone}, {"kueue+gpusched", predSteered}} {
-		t.Logf("%s: control plane latency modelled: reservation %.3f h after submission, quota held %.3f h before and %.3f h after the work",
-			p.name, p.p.admitLag, p.p.startPad, p.p.finishPad)
+	if path := os.Getenv("GPUSCHED_E2E_KUEUE_RECORDS"); path != "" {
+		kqSaveRecords(t, path, perHour, map[string]kqRun{"alone": alone, "gpusched": steered})
 	}
-	t.Logf("%d jobs, 2 tenants, %d GPUs of each of %v per tenant, %g wall seconds per simulated hour", kqJobs, kqQuota, kqTypes, perHour)
-	t.Logf("kueue alone: mean JCT %.2f h, makespan %.2f h (simulator: %.2f h, %.2f h, %.2f-%.2f h)", alone.meanJCT, alone.makespan,
-		predAlone.meanJCT, predAlone.makespan, predAlone.minMakespan, predAlone.maxMakespan)
-	t.Logf("kueue+gpusched: mean JCT %.2f h, makespan %.2f h (simulator: %.2f h, %.2f h, %.2f-%.2f h)", steered.meanJCT, steered.makespan,
-		predSteered.meanJCT, predSteered.makespan, predSteered.minMakespan, predSteered.maxMakespan)
-	t.Logf("fairness: kueue alone %v (simulator: %v); kueue+gpusched %v (simulator: %v)", alone.fair, predAlone.fair, steered.fair, predSteered.fair)
-	t.Logf("gpusched/kueue alone: mean JCT %.3f, makespan %.3f (simulator: %.3f, %.3f)", steered.meanJCT/alone.meanJCT, steered.makespan/alone.makespan,
-		predSteered.meanJCT/predAlone.meanJCT, predSteered.makespan/predAlone.makespan)
-	for name, r := range map[string]kqRun{"alone": alone, "gpusched": steered} {
-		for q, n := range r.maxUse {
-			if n > kqQuota {
-				t.Errorf("%s: ClusterQueue/flavor %s ran %d GPUs at once, quota %d", name, q, n, kqQuota)
-			}
-		}
-	}
-	t.Logf("prediction error: kueue alone JCT %+.1f%%, makespan %+.1f%%; gpusched JCT %+.1f%%, makespan %+.1f%%",
-		100*(predAlone.meanJCT/alone.meanJCT-1), 100*(predAlone.makespan/alone.makespan-1),
-		100*(predSteered.meanJCT/steered.meanJCT-1), 100*(predSteered.makespan/steered.makespan-1))
+	kqReport(t, jobs, alone, steered, perHour)
 	if steered.restartChecks == 0 {
 		t.Error("the controller was not restarted mid-run")
 	}
@@ -433,6 +407,12 @@ func kqExecute(t *testing.T, e *kueueEnv, jobs []kqJob, name string, perHour flo
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	run.summarize(jobs, recs, perHour)
+	return run
+}
+
+// summarize sets the run's records and the figures they give.
+func (run *kqRun) summarize(jobs []kqJob, recs []kqRecord, perHour float64) {
 	run.records = recs
 	run.meanJCT, run.makespan = 0, 0
 	first, last := math.Inf(1), 0.0
@@ -448,7 +428,6 @@ func kqExecute(t *testing.T, e *kueueEnv, jobs []kqJob, name string, perHour flo
 	}
 	run.fair = kqFairness(jobs, jct)
 	run.maxUse = maxUse(recs)
-	return run
 }
 
 // maxUse is the most GPUs each ClusterQueue ran of each type at once.
@@ -573,15 +552,143 @@ func kqUnreadable(ctx context.Context, t *testing.T, e *kueueEnv, ns, queue stri
 	t.Logf("unreadable workload: Warning %s %q; admitted by Kueue on v100", kueue.ReasonUnreadable, msg)
 }
 
+// kqReport simulates both runs on the arrivals and latencies they had,
+// logs them beside their simulations, and fails if a ClusterQueue ran more
+// than its quota of a flavor.
+func kqReport(t *testing.T, jobs []kqJob, alone, steered kqRun, perHour float64) {
+	t.Helper()
+	predAlone := kqPredict(t, jobs, alone, func(func(int) []float64) sim.EventScheduler {
+		return &flavor.Kueue{Queues: kqQueues(), QueueOf: kqQueueOf}
+	}, perHour)
+	predSteered := kqPredict(t, jobs, steered, func(rates func(int) []float64) sim.EventScheduler {
+		return &flavor.Steered{Queues: kqQueues(), QueueOf: kqQueueOf, Types: kqTypes, Rates: rates}
+	}, perHour)
+	for _, p := range []struct {
+		name string
+		p    kqPrediction
+	}{{"kueue alone", predAlone}, {"kueue+gpusched", predSteered}} {
+		t.Logf("%s: control plane latency modelled: reservation %.3f h after submission, quota held %.3f h before and %.3f h after the work",
+			p.name, p.p.admitLag, p.p.startPad, p.p.finishPad)
+	}
+	t.Logf("%d jobs, 2 tenants, %d GPUs of each of %v per tenant, %g wall seconds per simulated hour", kqJobs, kqQuota, kqTypes, perHour)
+	t.Logf("kueue alone: mean JCT %.2f h, makespan %.2f h (simulator: %.2f h; makespan mean %.2f h, median %.2f h, %.2f-%.2f h, the run's above %d of %d)",
+		alone.meanJCT, alone.makespan, predAlone.meanJCT, predAlone.makespan, predAlone.median(), predAlone.makespans[0], predAlone.makespans[kqJitters-1],
+		predAlone.below(alone.makespan), kqJitters)
+	t.Logf("kueue+gpusched: mean JCT %.2f h, makespan %.2f h (simulator: %.2f h; makespan mean %.2f h, median %.2f h, %.2f-%.2f h, the run's above %d of %d)",
+		steered.meanJCT, steered.makespan, predSteered.meanJCT, predSteered.makespan, predSteered.median(), predSteered.makespans[0], predSteered.makespans[kqJitters-1],
+		predSteered.below(steered.makespan), kqJitters)
+	t.Logf("fairness: kueue alone %v (simulator: %v); kueue+gpusched %v (simulator: %v)", alone.fair, predAlone.fair, steered.fair, predSteered.fair)
+	t.Logf("gpusched/kueue alone: mean JCT %.3f, makespan %.3f (simulator: %.3f, %.3f)", steered.meanJCT/alone.meanJCT, steered.makespan/alone.makespan,
+		predSteered.meanJCT/predAlone.meanJCT, predSteered.makespan/predAlone.makespan)
+	for name, r := range map[string]kqRun{"alone": alone, "gpusched": steered} {
+		for q, n := range r.maxUse {
+			if n > kqQuota {
+				t.Errorf("%s: ClusterQueue/flavor %s ran %d GPUs at once, quota %d", name, q, n, kqQuota)
+			}
+		}
+	}
+	t.Logf("prediction error: kueue alone JCT %+.1f%%, makespan %+.1f%%; gpusched JCT %+.1f%%, makespan %+.1f%%",
+		100*(predAlone.meanJCT/alone.meanJCT-1), 100*(predAlone.makespan/alone.makespan-1),
+		100*(predSteered.meanJCT/steered.meanJCT-1), 100*(predSteered.makespan/steered.makespan-1))
+}
+
+// kqRecordsFile is the JSON of both runs' records
+// (GPUSCHED_E2E_KUEUE_RECORDS writes it, GPUSCHED_E2E_KUEUE_REPLAY reads
+// it): per run, each job's times in wall seconds since the run's start
+// and the type it ran on.
+type kqRecordsFile struct {
+	PerHour float64
+	Runs    map[string][]kqRecordJSON
+}
+
+type kqRecordJSON struct {
+	Submit, Admit, Start, Finish, Release float64
+	Type                                  topology.GPUType
+	Queue                                 string
+}
+
+// kqSaveRecords writes the runs' records to path, for studying a
+// prediction without a control plane (TestE2EKueueReplay).
+func kqSaveRecords(t *testing.T, path string, perHour float64, runs map[string]kqRun) {
+	t.Helper()
+	out := kqRecordsFile{PerHour: perHour, Runs: map[string][]kqRecordJSON{}}
+	for name, r := range runs {
+		for _, rec := range r.records {
+			out.Runs[name] = append(out.Runs[name], kqRecordJSON{rec.submit, rec.admit, rec.start, rec.finish, rec.release, rec.typ, rec.queue})
+		}
+	}
+	b, err := json.MarshalIndent(out, "", " ")
+	must(t, err, "records")
+	must(t, os.WriteFile(path, b, 0o644), "records")
+	t.Logf("records of both runs written to %s", path)
+}
+
+// TestE2EKueueReplay predicts the runs of records TestE2EKueueComparison
+// saved (GPUSCHED_E2E_KUEUE_REPLAY=file.json, written with
+// GPUSCHED_E2E_KUEUE_RECORDS) and logs them as that test does, in seconds
+// and without a control plane. It fails on records that cannot be the
+// comparison's: another number of jobs, times out of order, a type or a
+// ClusterQueue the comparison does not have.
+func TestE2EKueueReplay(t *testing.T) {
+	path := os.Getenv("GPUSCHED_E2E_KUEUE_REPLAY")
+	if path == "" {
+		t.Skip("GPUSCHED_E2E_KUEUE_REPLAY names no records file")
+	}
+	b, err := os.ReadFile(path)
+	must(t, err, "records")
+	var in kqRecordsFile
+	must(t, json.Unmarshal(b, &in), "records %s", path)
+	if in.PerHour < 1 || in.PerHour > 600 {
+		t.Fatalf("%s: PerHour %g, want 1 to 600", path, in.PerHour)
+	}
+	jobs := kqTrace()
+	runs := map[string]kqRun{}
+	for _, name := range []string{"alone", "gpusched"} {
+		got := in.Runs[name]
+		if len(got) != len(jobs) {
+			t.Fatalf("%s: run %q has %d records, want %d", path, name, len(got), len(jobs))
+		}
+		recs := make([]kqRecord, len(got))
+		for i, x := range got {
+			if !(0 <= x.Submit && x.Submit <= x.Admit && x.Admit <= x.Start && x.Start <= x.Finish && x.Finish <= x.Release) {
+				t.Fatalf("%s: run %q job %d: times %+v out of order (submit <= admit <= start <= finish <= release)", path, name, i, x)
+			}
+			if !slices.Contains(kqTypes, x.Type) || (x.Queue != "kq-"+name+"-a" && x.Queue != "kq-"+name+"-b") {
+				t.Fatalf("%s: run %q job %d: type %q, ClusterQueue %q", path, name, i, x.Type, x.Queue)
+			}
+			recs[i] = kqRecord{x.Submit, x.Admit, x.Start, x.Finish, x.Release, x.Type, x.Queue}
+		}
+		var r kqRun
+		r.summarize(jobs, recs, in.PerHour)
+		runs[name] = r
+	}
+	kqReport(t, jobs, runs["alone"], runs["gpusched"], in.PerHour)
+}
+
 // kqPrediction is the simulator's prediction of a run, in simulated
 // hours: the mean over jittered simulations of the mean JCT and of the
-// makespan, and the makespan's range.
+// makespan, and every simulation's makespan.
 type kqPrediction struct {
-	meanJCT, makespan, minMakespan, maxMakespan float64
-	fair                                        kqFair // of the first jittered simulation
+	meanJCT, makespan float64
+	// makespans are the simulations' makespans, in increasing order.
+	makespans []float64
+	fair      kqFair // of the first jittered simulation
 	// admitLag, startPad and finishPad are the control plane's latencies
 	// the prediction models (hours).
 	admitLag, startPad, finishPad float64
+}
+
+// median is the simulations' median makespan.
+func (p kqPrediction) median() float64 {
+	n := len(p.makespans)
+	return (p.makespans[(n-1)/2] + p.makespans[n/2]) / 2
+}
+
+// below counts the simulations whose makespan is below m: where a run's
+// makespan falls among its simulations'.
+func (p kqPrediction) below(m float64) int {
+	k, _ := slices.BinarySearch(p.makespans, m)
+	return k
 }
 
 // kqJitters is how many simulations a prediction averages.
@@ -648,7 +755,7 @@ func kqPredict(t *testing.T, jobs []kqJob, r kqRun, mk func(rates func(int) []fl
 		}
 	}
 	lag /= float64(max(immediate, 1))
-	p := kqPrediction{minMakespan: math.Inf(1), admitLag: lag / perHour, startPad: startPad / perHour, finishPad: finishPad / perHour}
+	p := kqPrediction{admitLag: lag / perHour, startPad: startPad / perHour, finishPad: finishPad / perHour}
 	jitter := rand.New(rand.NewPCG(kqSeed, 31))
 	for k := range kqJitters {
 		res := simulate(lag, jitter)
@@ -670,8 +777,9 @@ func kqPredict(t *testing.T, jobs []kqJob, r kqRun, mk func(rates func(int) []fl
 		mk := last - firstSubmit
 		p.meanJCT += jct / n / kqJitters
 		p.makespan += mk / kqJitters
-		p.minMakespan, p.maxMakespan = min(p.minMakespan, mk), max(p.maxMakespan, mk)
+		p.makespans = append(p.makespans, mk)
 	}
+	slices.Sort(p.makespans)
 	return p
 }
 
