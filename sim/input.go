@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/gpusched/gpusched/internal/safeio"
 	"github.com/gpusched/gpusched/topology"
@@ -97,8 +98,16 @@ type row struct {
 	err   error
 }
 
-// get returns a column, trimmed.
-func (r *row) get(c string) string { return strings.TrimSpace(r.rec[r.index[c]]) }
+// get returns a column, trimmed of spaces and of byte order marks (a
+// spreadsheet's export, or files joined, leave them at a field's ends);
+// a byte order mark inside the field fails the row.
+func (r *row) get(c string) string {
+	v := strings.TrimFunc(r.rec[r.index[c]], func(x rune) bool { return unicode.IsSpace(x) || x == '\ufeff' })
+	if strings.ContainsRune(v, '\ufeff') {
+		r.fail("column %s holds a byte order mark (U+FEFF) inside its value", c)
+	}
+	return v
+}
 
 // fail records a problem with the row unless one is recorded already.
 func (r *row) fail(format string, args ...any) {

@@ -87,6 +87,7 @@ func TestLoaderErrors(t *testing.T) {
 		{"itp", itpSample + "x,NaN,1,1\n", "4", "submission_time"},
 		{"tiresias", tiresiasSample + "2,1,0,1,,5,1\n", "4", "empty model_name"},
 		{"pollux", polluxSample + "x,1,bert,1,0\n", "4", "batch_size"},
+		{"pollux", polluxSample + "x,1,be\ufeffrt,1,1\n", "4", "byte order mark"},
 		{"alibaba", alibabaSample + "p,1,1,1,1,,LS,Running,10,5,10\n", "5", "before the pod started"},
 	}
 	for _, tc := range tests {
