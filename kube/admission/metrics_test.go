@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/component-base/metrics"
-	"k8s.io/component-base/metrics/testutil"
 )
 
 // Weighted max-min fairness by water filling, on values worked by hand:
@@ -40,9 +39,10 @@ func TestRoundDurationBuckets(t *testing.T) {
 	for range 10 {
 		m.roundDuration.Observe(230)
 	}
-	vec, err := testutil.GetHistogramVecFromGatherer(reg, "gpusched_admission_round_duration_seconds", nil)
+	fams, err := metricstest.Gather(reg)
 	require.NoError(t, err)
-	p99 := vec.Quantile(0.99)
+	p99, ok := fams.Quantile("gpusched_admission_round_duration_seconds", nil, 0.99)
+	require.True(t, ok)
 	assert.Greater(t, p99, 164.0, "p99 of 230 s rounds")
 	assert.LessOrEqual(t, p99, 327.7, "p99 of 230 s rounds")
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/gpusched/gpusched/flavor"
+	"github.com/gpusched/gpusched/kube/internal/metricstest"
 	"github.com/gpusched/gpusched/kube/kueue"
 	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
@@ -200,9 +201,10 @@ func TestMetricsLongRound(t *testing.T) {
 	for range 10 {
 		m.RoundDuration.Observe(130)
 	}
-	vec, err := testutil.GetHistogramVecFromGatherer(reg, "gpusched_kueue_round_duration_seconds", nil)
+	fams, err := metricstest.Gather(reg)
 	require.NoError(t, err)
-	p99 := vec.Quantile(0.99)
+	p99, ok := fams.Quantile("gpusched_kueue_round_duration_seconds", nil, 0.99)
+	require.True(t, ok)
 	assert.Greater(t, p99, 65.0, "p99 of 130 s rounds")
 	assert.LessOrEqual(t, p99, 262.2, "p99 of 130 s rounds")
 }
