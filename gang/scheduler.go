@@ -34,6 +34,10 @@ type JobView struct {
 type Decision struct {
 	Start   []Start
 	Preempt []int
+	// Wake, if after now, asks to be called again at that time even if no
+	// job arrives or ends before it: for a scheduler that waits for a
+	// time, not an event (flavor.Steered's wait rule). 0 means no wake.
+	Wake float64
 }
 
 // Start runs job JobID on ScaleFactor GPUs of type Type. It is a plain

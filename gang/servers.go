@@ -213,6 +213,9 @@ func (o *OnServers) Decide(now float64, free []int, waiting, running []JobView) 
 			return Decision{}, err
 		}
 		d.Start = next.Start // further preemptions are not taken in this event
+		if next.Wake > now && (d.Wake <= now || next.Wake < d.Wake) {
+			d.Wake = next.Wake
+		}
 	}
 	d.Start = started
 	return d, nil

@@ -118,9 +118,9 @@ func RunEvents(ctx context.Context, cfg EventConfig, jobs []Job) (*Result, error
 			return nil, err
 		}
 		e.execute(nextT)
-		finished := e.completions()
+		finished, woke := e.completions()
 		arrived := e.arrivals()
-		changed := finished || arrived
+		changed := finished || arrived || woke
 		if !changed && cfg.Timer <= 0 {
 			continue
 		}
@@ -131,7 +131,7 @@ func RunEvents(ctx context.Context, cfg EventConfig, jobs []Job) (*Result, error
 		if err := e.decide(); err != nil {
 			return nil, err
 		}
-		if len(e.running) == 0 && len(e.waiting) > 0 && e.next == len(e.all) && cfg.Timer <= 0 {
+		if len(e.running) == 0 && len(e.waiting) > 0 && e.next == len(e.all) && cfg.Timer <= 0 && e.wakeAt <= e.t {
 			return nil, fmt.Errorf("%w at %.0f s: the scheduler starts none of %d waiting jobs", ErrStalled, e.t, len(e.waiting))
 		}
 		if cfg.Progress != nil {
@@ -162,6 +162,7 @@ type eventEngine struct {
 	t                float64
 	lastUtil         float64 // the time of the last utilisation sample
 	idleTimers       int     // timer events in a row with nothing run or changed
+	wakeAt           float64 // the latest wake asked for (Decision.Wake)
 	// The views handed to the scheduler, refilled at each event: building
 	// them afresh made an event's garbage as large as its queues, and
 	// the collector's work grew with the trace (a 3-million-job run).
@@ -304,13 +305,17 @@ func (e *eventEngine) execute(now float64) {
 }
 
 // completions records the jobs whose completion is due and frees their
-// GPUs; it reports whether any finished.
-func (e *eventEngine) completions() bool {
-	changed := false
+// GPUs; it reports whether any finished, and whether a wake the
+// scheduler asked for (Decision.Wake) is due.
+func (e *eventEngine) completions() (changed, woke bool) {
 	for e.h.Len() > 0 && e.h[0].t <= e.t {
 		ev := heap.Pop(&e.h).(event)
 		j := ev.job
-		if j == nil || ev.version != j.version {
+		if j == nil {
+			woke = true
+			continue
+		}
+		if ev.version != j.version {
 			continue
 		}
 		i := slices.Index(e.running, j)
@@ -323,7 +328,7 @@ func (e *eventEngine) completions() bool {
 		e.done++
 		changed = true
 	}
-	return changed
+	return changed, woke
 }
 
 // arrivals queues the jobs that have arrived by now and reports whether
@@ -387,6 +392,13 @@ func (e *eventEngine) decide() error {
 		if err := e.start(s); err != nil {
 			return err
 		}
+	}
+	// A wake the scheduler asks for: a timer event, unless an earlier one
+	// is due (the scheduler asks again then). MaxEvents bounds a
+	// scheduler that keeps asking.
+	if d.Wake > e.t && !math.IsInf(d.Wake, 1) && (e.wakeAt <= e.t || d.Wake < e.wakeAt) {
+		e.wakeAt = d.Wake
+		heap.Push(&e.h, event{t: d.Wake})
 	}
 	e.sample()
 	return nil

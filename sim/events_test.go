@@ -120,6 +120,37 @@ func TestEventErrors(t *testing.T) {
 	assert.ErrorIs(t, err, ErrStalled)
 }
 
+// waker starts nothing before from, and asks to be woken then (or every
+// second when from is infinite); from then on it is FIFO.
+type waker struct{ from float64 }
+
+func (w waker) Decide(now float64, free []int, waiting, running []JobView) (Decision, error) {
+	if math.IsInf(w.from, 1) {
+		return Decision{Wake: now + 1}, nil
+	}
+	if now < w.from {
+		return Decision{Wake: w.from}, nil
+	}
+	return EventFIFO{}.Decide(now, free, waiting, running)
+}
+
+// Decision.Wake: the engine calls the scheduler again at the time it asks
+// for, with no arrival or completion then; a scheduler that keeps asking
+// and never starts a job ends in ErrNoProgress, not a hang.
+func TestEventWake(t *testing.T) {
+	cfg := EventConfig{Types: []topology.GPUType{"a"}, Capacity: []int{1}, Throughput: unitRates{}, Scheduler: waker{from: 500}}
+	res, err := RunEvents(context.Background(), cfg, []Job{job(0, 0, 100), job(1, 10, 100)})
+	require.NoError(t, err)
+	assert.Equal(t, 500.0, res.Records[0].Start)
+	assert.Equal(t, 600.0, res.Records[0].Finish)
+	assert.Equal(t, 700.0, res.Records[1].Finish)
+	assert.Equal(t, 5, res.Rounds, "two arrivals, the wake, two completions")
+
+	cfg.Scheduler, cfg.MaxEvents = waker{from: math.Inf(1)}, 1000
+	_, err = RunEvents(context.Background(), cfg, []Job{job(0, 0, 100)})
+	assert.ErrorIs(t, err, ErrNoProgress)
+}
+
 // Every job finishes once, GPU time within capacity, with Gavel's jobs.
 func TestEventInvariants(t *testing.T) {
 	jobs, err := (&GavelWorkload{Rate: 40, MultiGPU: true, Seed: 2}).Generate(200)
