@@ -73,4 +73,16 @@
 // mechanism gives GPUs to jobs by X over the rounds they received, which
 // is X for a job that never ran), or steered to the type the policy gives
 // it most of, to wait there. See docs/kueue.md.
+//
+// # The wait rule for slow types
+//
+// Gavel's policies assume a job can move at the next round; a Kueue
+// workload runs on its flavor for its life. With [Steerer.Patience] set, a
+// pending workload starts on a type slower than its fastest only once it
+// has waited what running there would cost it (its remaining time on its
+// fastest type times the slowdown less one, times Patience); until then it
+// waits for a faster type ([Held]). Patience 1 is the break-even rule of
+// ski rental (Karlin et al., 1988): within twice the better of starting at
+// once and waiting. In the event engine [Steered] asks to be woken when a
+// wait ends (gang.Decision.Wake).
 package flavor

@@ -141,8 +141,15 @@ type Steered struct {
 	// MaxRatio bounds the ratio between a job's rates on two types; 0
 	// means 10 (kube/tenancy's default).
 	MaxRatio float64
-	// MaxJobs is Steerer.MaxJobs.
-	MaxJobs int
+	// MaxJobs, Patience and Duration are the Steerer's (Patience: the
+	// wait rule for slow types; Duration: the time on its fastest type a
+	// job of unknown remaining work is taken to need).
+	MaxJobs            int
+	Patience, Duration float64
+	// KnownRemaining lets the policy and the wait rule see each job's
+	// remaining work; false, the default, models kube/kueue, which does
+	// not know it (Duration stands in for it).
+	KnownRemaining bool
 	// Rates, if set, gives the rates the policy sees for a job, by ID,
 	// one per type (normalized as the engine's), instead of the engine's:
 	// what the controller believes (a tenant's claim, the admin's model)
@@ -178,8 +185,16 @@ func (s *Steered) Decide(now float64, free []int, waiting, running []gang.JobVie
 				return Workload{}, fmt.Errorf("%w: job %d: %d rates for %d types", ErrInvalid, j.ID, len(rates), len(j.Throughput))
 			}
 		}
+		// The rates are normalized (the fastest is 1): the remaining work
+		// in those units is the time left on the fastest type.
+		remaining := 0.0
+		if s.KnownRemaining && len(j.Throughput) > 0 {
+			if fast := slices.Max(j.Throughput); fast > 0 {
+				remaining = j.Remaining / fast
+			}
+		}
 		return Workload{ID: j.ID, Queue: i, GPUs: j.ScaleFactor, Rates: Normalize(rates, ratio), Arrival: j.Arrival,
-			Remaining: j.Remaining, Weight: j.Weight, Flavor: flavor}, nil
+			Remaining: remaining, Weight: j.Weight, Flavor: flavor}, nil
 	}
 	run := make([]Workload, 0, len(running))
 	for _, j := range running {
@@ -197,13 +212,16 @@ func (s *Steered) Decide(now float64, free []int, waiting, running []gang.JobVie
 		}
 		pend = append(pend, w)
 	}
-	st := Steerer{Types: s.Types, Policy: s.Policy, MaxJobs: s.MaxJobs}
+	st := Steerer{Types: s.Types, Policy: s.Policy, MaxJobs: s.MaxJobs, Patience: s.Patience, Duration: s.Duration}
 	res, err := st.Steer(context.Background(), now, q, run, pend)
 	if err != nil {
 		return gang.Decision{}, err
 	}
 	var d gang.Decision
 	for i, dec := range res.Decisions {
+		if dec.Why == Held && dec.Until > now && (d.Wake == 0 || dec.Until < d.Wake) {
+			d.Wake = dec.Until // decide again when its wait is over
+		}
 		if dec.Why != Start || free[dec.Type] < pend[i].GPUs {
 			continue
 		}

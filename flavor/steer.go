@@ -61,6 +61,13 @@ const (
 	// NoFlavor: no flavor of its ClusterQueue can ever hold it (too many
 	// GPUs, or no type it can run on): Kueue would not admit it either.
 	NoFlavor
+	// Held: the policy would start it now on a type where it runs slower
+	// than on a faster type it waits for, and it has not waited long
+	// enough to take the slower one (Steerer.Patience): Kueue does not
+	// move an admitted workload, so it would run there for its life. It
+	// waits for the faster type (Decision.Type) until Decision.Until, and
+	// then may start on the slower one (Decision.HeldFrom).
+	Held
 )
 
 func (w Why) String() string {
@@ -75,6 +82,8 @@ func (w Why) String() string {
 		return "outside"
 	case NoFlavor:
 		return "no-flavor"
+	case Held:
+		return "held"
 	}
 	return fmt.Sprintf("Why(%d)", int(w))
 }
@@ -92,6 +101,11 @@ type Decision struct {
 	// Share is the policy's time share of the workload on Type (X), and
 	// Best its largest share on any type.
 	Share, Best float64
+	// HeldFrom, with Why Held, is the slower type it could start on now,
+	// and Until the time (as Steer's now) from which it may start there;
+	// both 0 otherwise.
+	HeldFrom int
+	Until    float64
 }
 
 // DefaultMaxJobs is Steerer.MaxJobs when 0: the workloads, running and
@@ -116,7 +130,35 @@ type Steerer struct {
 	// first, then pending ones by priority and age); 0 means
 	// DefaultMaxJobs.
 	MaxJobs int
+	// Patience turns on the wait rule for slow types (0, the default,
+	// leaves it off: Gavel's policies assume a job can move at the next
+	// round, a Kueue workload cannot). A pending workload whose fastest
+	// type it may run on has rate r_b, and whose remaining time there is
+	// T (Workload.Remaining / r_b, or Duration when unknown), starts on a
+	// type of rate r_k < r_b only once it has waited (now - Arrival) at
+	// least Patience * T * (r_b/r_k - 1): the time it would lose by
+	// running there instead. Until then it waits for a faster type (Why
+	// Held) and the slower type's quota goes to others. Patience 1 is the
+	// break-even rule of ski rental (Karlin, Manasse, Rudolph and Sleator,
+	// "Competitive snoopy caching", Algorithmica 3, 1988, section 3): a
+	// workload the slower type could take on arrival finishes no later
+	// than twice the better of starting there at once and waiting for its
+	// fastest type, however long that type stays busy. At most
+	// MaxPatience.
+	Patience float64
+	// Duration is the time, in seconds, a workload of unknown remaining
+	// work (Remaining 0) is taken to need on its fastest type, for the
+	// policies that use remaining work and for Patience; 0 means an hour.
+	// At most allocation.MaxSteps.
+	Duration float64
 }
+
+// MaxPatience bounds Steerer.Patience.
+const MaxPatience = 100
+
+// maxSlowdown bounds the rate ratio the wait rule acts on, so that a wait
+// stays finite.
+const maxSlowdown = 1e6
 
 // Result is what Steer decided: a plain value owned by the caller, safe
 // for concurrent reads, not for concurrent writes.
@@ -134,7 +176,10 @@ type Result struct {
 // already use (the caller charged them); it is not changed. The policy
 // sees running workloads on their own type only, pending ones on every
 // type their queue has a flavor for that could hold them; the capacity
-// of each type is the sum of the queues' nominal quotas of it; the queues
+// of each type is what the queues' quotas of it could give their
+// workloads (each queue at most what its workloads could use of it, so
+// that an idle queue's quota is no capacity for the others), at most the
+// sum of the nominal quotas; the queues
 // are the policy's entities, with their weights and, for
 // allocation.QuotaFairness, their nominal quotas as guarantees and what
 // they could ever get (Potential) as limits. Pending workloads then start,
@@ -146,6 +191,9 @@ func (s *Steerer) Steer(ctx context.Context, now float64, q *Quotas, running, pe
 	nt := len(s.Types)
 	if q.types != nt {
 		return nil, fmt.Errorf("%w: quotas over %d types, steerer over %d", ErrInvalid, q.types, nt)
+	}
+	if !(s.Patience >= 0 && s.Patience <= MaxPatience) || !(s.Duration >= 0 && s.Duration <= allocation.MaxSteps) {
+		return nil, fmt.Errorf("%w: patience %v (want 0 to %d), duration %v s (want 0 to %g)", ErrInvalid, s.Patience, MaxPatience, s.Duration, allocation.MaxSteps)
 	}
 	if err := s.check(q, running, pending); err != nil {
 		return nil, err
@@ -205,7 +253,7 @@ func (s *Steerer) Steer(ctx context.Context, now float64, q *Quotas, running, pe
 	}
 	res.Allocation, res.Considered = a, len(p.Jobs)
 	x := a.X[len(running):] // the pending workloads', in order
-	s.assign(q.Clone(), pending, order, x, viable, res)
+	s.assign(now, q.Clone(), pending, order, x, viable, res)
 	return res, nil
 }
 
@@ -252,20 +300,49 @@ func (s *Steerer) problem(now float64, q *Quotas, running, pending []Workload, o
 	nt := len(s.Types)
 	p := &allocation.Problem{Types: s.Types, Capacity: make([]int, nt), Now: now,
 		EntityWeights: map[string]float64{}, EntityQuotas: map[string]allocation.Quota{}}
+	// What each queue's workloads could use of each type: the running
+	// ones where they run, the pending ones on every type they may run on.
+	demand := make([][]int, len(q.queues))
+	for i := range demand {
+		demand[i] = make([]int, nt)
+	}
+	for i := range running {
+		w := &running[i]
+		k := q.queues[w.Queue].Flavors[w.Flavor].Type
+		demand[w.Queue][k] = min(demand[w.Queue][k]+w.GPUs, MaxQuota)
+	}
+	for _, i := range order {
+		w := &pending[i]
+		for k := range nt {
+			if viable[i][k] {
+				demand[w.Queue][k] = min(demand[w.Queue][k]+w.GPUs, MaxQuota)
+			}
+		}
+	}
+	nominal := make([]int, nt)
 	for i := range q.queues {
 		qu := &q.queues[i]
 		p.EntityWeights[qu.Name] = qu.weight()
 		quota := allocation.Quota{GuaranteedGPUs: map[topology.GPUType]float64{}, MaxGPUs: map[topology.GPUType]float64{}}
+		potential := make([]int, nt)
 		for f, fl := range qu.Flavors {
-			p.Capacity[fl.Type] += fl.Nominal
+			nominal[fl.Type] += fl.Nominal
+			potential[fl.Type] = min(potential[fl.Type]+q.Potential(i, f), MaxQuota)
 			t := s.Types[fl.Type]
 			quota.GuaranteedGPUs[t] += float64(fl.Nominal)
 			quota.MaxGPUs[t] += float64(q.Potential(i, f))
 		}
+		// A queue adds to a type's capacity what its workloads could use
+		// of it: an idle ClusterQueue's quota is no capacity for the
+		// others (without a cohort they cannot have it; in one, Potential
+		// counts what they may borrow).
+		for k := range nt {
+			p.Capacity[k] += min(potential[k], demand[i][k])
+		}
 		p.EntityQuotas[qu.Name] = quota
 	}
 	for k := range p.Capacity {
-		p.Capacity[k] = min(p.Capacity[k], allocation.MaxCapacity)
+		p.Capacity[k] = min(p.Capacity[k], nominal[k], allocation.MaxCapacity)
 	}
 	// Quotas over several queues can promise a type more than once in a
 	// cohort: the guarantee never exceeds the type's capacity, nor the
@@ -282,7 +359,7 @@ func (s *Steerer) problem(now float64, q *Quotas, running, pending []Workload, o
 		best := slices.Max(rates)
 		rem := w.Remaining
 		if rem <= 0 {
-			rem = 3600 * max(best, allocation.MinRate)
+			rem = s.duration() * max(best, allocation.MinRate)
 		}
 		return allocation.Job{ID: id, Weight: w.Weight, ScaleFactor: w.GPUs, RemainingSteps: min(rem, allocation.MaxSteps),
 			Throughput: rates, Arrival: w.Arrival, Entity: q.queues[w.Queue].Name}
@@ -323,7 +400,7 @@ func clampRate(r float64) float64 {
 // assign starts pending workloads by their shares, and steers the others
 // to their best type. x holds the shares of the workloads of order, in
 // that order; q is a copy the starts are charged to.
-func (s *Steerer) assign(q *Quotas, pending []Workload, order []int, x [][]float64, viable [][]bool, res *Result) {
+func (s *Steerer) assign(now float64, q *Quotas, pending []Workload, order []int, x [][]float64, viable [][]bool, res *Result) {
 	type pair struct {
 		n, k  int // index in order, type
 		share float64
@@ -346,6 +423,13 @@ func (s *Steerer) assign(q *Quotas, pending []Workload, order []int, x [][]float
 			cmp.Compare(wb.Rates[b.k], wa.Rates[a.k]), cmp.Compare(a.k, b.k))
 	})
 	started := make([]bool, len(order))
+	// held[n] is the slower type workload order[n] was held from (-1:
+	// none), until when.
+	held := make([]int, len(order))
+	until := make([]float64, len(order))
+	for n := range held {
+		held[n] = -1
+	}
 	for _, pr := range pairs {
 		if started[pr.n] {
 			continue
@@ -357,6 +441,12 @@ func (s *Steerer) assign(q *Quotas, pending []Workload, order []int, x [][]float
 		if f < 0 {
 			continue
 		}
+		if from, ok := s.patient(now, w, viable[i], k); !ok {
+			if held[pr.n] < 0 {
+				held[pr.n], until[pr.n] = k, from
+			}
+			continue
+		}
 		_ = q.Add(w.Queue, f, w.GPUs) // f is the queue's, GPUs checked
 		started[pr.n] = true
 		res.Decisions[i] = Decision{ID: w.ID, Flavor: f, Type: k, Why: Start, Share: pr.share, Best: slices.Max(x[pr.n])}
@@ -366,21 +456,65 @@ func (s *Steerer) assign(q *Quotas, pending []Workload, order []int, x [][]float
 			continue
 		}
 		w := &pending[i]
+		// A held workload waits on a type faster than the one it was held
+		// from; the others on any they may run on.
+		floor := 0.0
+		if held[n] >= 0 {
+			floor = w.Rates[held[n]]
+		}
 		best, k := 0.0, -1
 		for t, v := range x[n] {
-			if !viable[i][t] {
+			if !viable[i][t] || w.Rates[t] <= floor {
 				continue
 			}
 			if k < 0 || v > best+shareEpsilon || math.Abs(v-best) <= shareEpsilon && w.Rates[t] > w.Rates[k] {
 				best, k = max(v, 0), t
 			}
 		}
-		why := Busy
-		if best <= shareEpsilon {
-			why = NoShare
+		d := Decision{ID: w.ID, Flavor: s.flavorOf(q, w, k), Type: k, Why: Busy, Share: best, Best: slices.Max(x[n])}
+		switch {
+		case held[n] >= 0:
+			d.Why, d.HeldFrom, d.Until = Held, held[n], until[n]
+		case best <= shareEpsilon:
+			d.Why, d.Best = NoShare, best
+		default:
+			d.Best = best
 		}
-		res.Decisions[i] = Decision{ID: w.ID, Flavor: s.flavorOf(q, w, k), Type: k, Why: why, Share: best, Best: best}
+		res.Decisions[i] = d
 	}
+}
+
+// duration is Duration, or an hour.
+func (s *Steerer) duration() float64 {
+	if s.Duration > 0 {
+		return s.Duration
+	}
+	return 3600
+}
+
+// patient applies the wait rule (Patience) to starting w on type k now: ok
+// if it may start there, else the time from which it may.
+func (s *Steerer) patient(now float64, w *Workload, viable []bool, k int) (from float64, ok bool) {
+	if s.Patience <= 0 {
+		return 0, true
+	}
+	fast := 0.0 // its fastest rate on a type it may run on
+	for t, r := range w.Rates {
+		if viable[t] {
+			fast = max(fast, r)
+		}
+	}
+	slow := w.Rates[k]
+	if slow >= fast {
+		return 0, true
+	}
+	rest := s.duration() // its remaining time on its fastest type
+	if w.Remaining > 0 {
+		rest = min(w.Remaining/fast, allocation.MaxSteps)
+	}
+	loss := rest * (min(fast/slow, maxSlowdown) - 1)
+	from = w.Arrival + s.Patience*loss
+	return from, now >= from
 }
 
 // flavorOf is the first flavor of type k in the workload's queue that

@@ -179,3 +179,80 @@ func TestSteerRefuses(t *testing.T) {
 	_, err := (&flavor.Steerer{Types: []topology.GPUType{"v100"}}).Steer(context.Background(), 0, q, nil, nil)
 	assert.ErrorIs(t, err, flavor.ErrInvalid, "quotas over other types")
 }
+
+// The wait rule: ResNet-50 runs 4.39/0.62 = 7.08 times faster on a V100
+// than on a K80. With the V100 taken, max-min fairness would start it on
+// the free K80 at once, for its life; with Patience 1 it waits for the
+// V100 as long as the K80 would cost it: T * (7.08 - 1), T its time left
+// on the V100 (an hour when unknown: 21,890 s). The K80 goes meanwhile to
+// a job that is fastest there.
+func TestSteerPatience(t *testing.T) {
+	loss := 3600 * (resnet50[0]/resnet50[1] - 1)
+	require.InDelta(t, 21890.3, loss, 0.1)
+	steer := func(s flavor.Steerer, now float64, pending ...flavor.Workload) []flavor.Decision {
+		t.Helper()
+		q := oneEach(t, "a")
+		require.NoError(t, q.Add(0, 0, 1)) // a job runs on the V100
+		running := []flavor.Workload{{ID: 0, Queue: 0, GPUs: 1, Rates: resnet50, Flavor: 0}}
+		res, err := s.Steer(context.Background(), now, q, running, pending)
+		require.NoError(t, err)
+		return res.Decisions
+	}
+	resnet := pendingJob(1, 0, resnet50, 100)
+	d := steer(flavor.Steerer{Types: twoTypes}, 200, resnet)
+	assert.Equal(t, flavor.Start, d[0].Why, "without the rule it takes the K80")
+	assert.Equal(t, 1, d[0].Type)
+
+	s := flavor.Steerer{Types: twoTypes, Patience: 1}
+	d = steer(s, 200, resnet)
+	assert.Equal(t, flavor.Held, d[0].Why)
+	assert.Equal(t, 0, d[0].Type, "it waits for the V100")
+	assert.Equal(t, 0, d[0].Flavor)
+	assert.Equal(t, 1, d[0].HeldFrom)
+	assert.InDelta(t, 100+loss, d[0].Until, 1e-6)
+	assert.Equal(t, "held", d[0].Why.String())
+	d = steer(s, 100+loss-1, resnet)
+	assert.Equal(t, flavor.Held, d[0].Why, "a second before its time")
+	d = steer(s, 100+loss, resnet)
+	assert.Equal(t, flavor.Start, d[0].Why, "its wait has cost what the K80 would")
+	assert.Equal(t, 1, d[0].Type)
+	assert.Zero(t, d[0].Until)
+
+	// Half the patience, half the wait; a known remaining work (10
+	// minutes on the V100) scales it too.
+	d = steer(flavor.Steerer{Types: twoTypes, Patience: 0.5}, 200, resnet)
+	assert.InDelta(t, 100+loss/2, d[0].Until, 1e-6)
+	short := resnet
+	short.Remaining = 600 * resnet50[0]
+	d = steer(s, 200, short)
+	assert.InDelta(t, 100+loss/6, d[0].Until, 1e-6)
+	d = steer(flavor.Steerer{Types: twoTypes, Patience: 1, Duration: 600}, 200, resnet)
+	assert.InDelta(t, 100+loss/6, d[0].Until, 1e-6, "Duration stands in for the unknown")
+
+	// A job on its fastest type is never held: the K80 goes to the
+	// Recommendation job, and ResNet-50 waits for the V100.
+	d = steer(s, 200, resnet, pendingJob(2, 0, recommendation, 150))
+	assert.Contains(t, []flavor.Why{flavor.Held, flavor.Busy}, d[0].Why)
+	assert.Equal(t, 0, d[0].Type)
+	assert.Equal(t, flavor.Decision{ID: 2, Flavor: 1, Type: 1, Why: flavor.Start, Share: d[1].Share, Best: d[1].Best}, d[1])
+}
+
+// An idle ClusterQueue's quota is no capacity for the others: without a
+// cohort queue a can use only its own V100, so the policy's shares of the
+// V100 add up to one GPU, not to the two the queues' quotas hold (with
+// two, max-min fairness gave both ResNet-50 jobs the V100 for all their
+// time, and the workload it could not start waited for a V100 that queue
+// a would never have).
+func TestSteerIdleQueueNoCapacity(t *testing.T) {
+	q := oneEach(t, "a", "b")
+	pending := []flavor.Workload{pendingJob(0, 0, resnet50, 0), pendingJob(1, 0, resnet50, 10)}
+	res, err := (&flavor.Steerer{Types: twoTypes}).Steer(context.Background(), 100, q, nil, pending)
+	require.NoError(t, err)
+	v100 := 0.0
+	for _, x := range res.Allocation.X {
+		v100 += x[0]
+	}
+	assert.InDelta(t, 1, v100, 1e-6, "queue a's one V100")
+	assert.Equal(t, flavor.Start, res.Decisions[0].Why)
+	assert.Equal(t, flavor.Start, res.Decisions[1].Why, "the other takes the K80: queue b's V100 is not a's")
+}

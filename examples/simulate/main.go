@@ -26,7 +26,8 @@
 // The event-driven policies run jobs to their end once started:
 // fifo-events (the fastest type with room), kueue (Kueue's flavor walk
 // over the types in the order -cluster names them, package flavor) and
-// kueue-gpusched (Kueue steered by gpusched's controller, kube/kueue):
+// kueue-gpusched (Kueue steered by gpusched's controller, kube/kueue, with
+// its default wait rule for slow types; kueue-gpusched-nowait without it):
 //
 //	go run ./examples/simulate -policies kueue,kueue-gpusched -cluster v100:8,p100:8,k80:8 -rate 2 -jobs 300 -window 50:250
 package main
@@ -189,8 +190,13 @@ var eventPolicies = map[string]func(c eventCluster) sim.EventScheduler{
 	// types, the first with room taken.
 	"kueue": func(c eventCluster) sim.EventScheduler { return &flavor.Kueue{Queues: []flavor.Queue{c.queue()}} },
 	// Kueue steered by gpusched's controller (kube/kueue) with Gavel's
-	// heterogeneity-aware max-min fairness.
+	// heterogeneity-aware max-min fairness and its default wait rule for
+	// slow types (gpusched-kueue --patience 1: jobs' durations unknown,
+	// an hour assumed); kueue-gpusched-nowait without the rule.
 	"kueue-gpusched": func(c eventCluster) sim.EventScheduler {
+		return &flavor.Steered{Queues: []flavor.Queue{c.queue()}, Types: c.types, Patience: 1}
+	},
+	"kueue-gpusched-nowait": func(c eventCluster) sim.EventScheduler {
 		return &flavor.Steered{Queues: []flavor.Queue{c.queue()}, Types: c.types}
 	},
 }
@@ -256,7 +262,7 @@ func setVertex(p allocation.Policy) {
 }
 
 func policyNames() []string {
-	return []string{"fifo", "fifo-perf", "fifo-random", "fifo-events", "kueue", "kueue-gpusched", "las", "gavel", "gavel-ss", "gandiva", "ftf", "makespan", "throughput"}
+	return []string{"fifo", "fifo-perf", "fifo-random", "fifo-events", "kueue", "kueue-gpusched", "kueue-gpusched-nowait", "las", "gavel", "gavel-ss", "gandiva", "ftf", "makespan", "throughput"}
 }
 
 type outcome struct {

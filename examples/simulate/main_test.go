@@ -148,9 +148,9 @@ func TestRunCompatGavel(t *testing.T) {
 // names the types, and Kueue steered by gpusched.
 func TestRunKueue(t *testing.T) {
 	var out, errOut bytes.Buffer
-	o := options{cluster: "v100:4,p100:4,k80:4", policies: "kueue,kueue-gpusched", rate: 20, jobs: 60, window: "10:50", quiet: true, parallel: 2}
+	o := options{cluster: "v100:4,p100:4,k80:4", policies: "kueue,kueue-gpusched,kueue-gpusched-nowait", rate: 20, jobs: 60, window: "10:50", quiet: true, parallel: 2}
 	require.NoError(t, run(context.Background(), &out, &errOut, o))
-	for _, p := range []string{"kueue", "kueue-gpusched"} {
+	for _, p := range []string{"kueue", "kueue-gpusched", "kueue-gpusched-nowait"} {
 		assert.Regexp(t, `\s`+p+`\s+40\s`, out.String())
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/gpusched/gpusched/flavor"
 	"github.com/gpusched/gpusched/kube/kueue"
 	"github.com/gpusched/gpusched/kube/model"
+	"github.com/gpusched/gpusched/kube/tenancy"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/sim"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -99,6 +101,16 @@ func (c *vclock) now() float64 {
 	return t.Sub(c.start).Seconds() - c.paused.Seconds()
 }
 
+// wall is the wall time, standing still while the clock is paused.
+func (c *vclock) wall() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.pausedAt.IsZero() {
+		return c.pausedAt
+	}
+	return time.Now()
+}
+
 // sim converts the clock's wall seconds into simulated seconds.
 func (c *vclock) sim(wall float64) float64 { return wall / c.perHour * 3600 }
 
@@ -158,26 +170,29 @@ func TestE2EKueueComparison(t *testing.T) {
 		perHour = f
 	}
 	jobs := kqTrace()
-	alone := kqExecute(t, e, jobs, "alone", perHour, false)
-	steered := kqExecute(t, e, jobs, "gpusched", perHour, true)
+	alone := kqExecute(t, e, jobs, "alone", perHour, false, 0)
+	steered := kqExecute(t, e, jobs, "gpusched", perHour, true, 0)
+	patient := kqExecute(t, e, jobs, "patience", perHour, true, 1)
 	if path := os.Getenv("GPUSCHED_E2E_KUEUE_RECORDS"); path != "" {
-		kqSaveRecords(t, path, perHour, map[string]kqRun{"alone": alone, "gpusched": steered})
+		kqSaveRecords(t, path, perHour, map[string]kqRun{"alone": alone, "gpusched": steered, "patience": patient})
 	}
-	kqReport(t, jobs, alone, steered, perHour)
-	if steered.restartChecks == 0 {
-		t.Error("the controller was not restarted mid-run")
-	}
-	if steered.restartWrites != 0 || steered.restartSame != steered.restartChecks {
-		t.Errorf("restart: %d of %d decisions unchanged, %d writes (want all, and none)", steered.restartSame, steered.restartChecks, steered.restartWrites)
-	}
-	if steered.meanJCT >= alone.meanJCT {
-		t.Errorf("gpusched's mean JCT %.2f h is not below Kueue's alone %.2f h", steered.meanJCT, alone.meanJCT)
+	kqReport(t, jobs, perHour, alone, steered, &patient)
+	for name, r := range map[string]kqRun{"gpusched": steered, "patience": patient} {
+		if r.restartChecks == 0 {
+			t.Errorf("%s: the controller was not restarted mid-run", name)
+		}
+		if r.restartWrites != 0 || r.restartSame != r.restartChecks {
+			t.Errorf("%s: restart: %d of %d decisions unchanged, %d writes (want all, and none)", name, r.restartSame, r.restartChecks, r.restartWrites)
+		}
+		if r.meanJCT >= alone.meanJCT {
+			t.Errorf("%s: mean JCT %.2f h is not below Kueue's alone %.2f h", name, r.meanJCT, alone.meanJCT)
+		}
 	}
 }
 
 // kqExecute runs the jobs in a namespace of their own, with the
 // controller when steer is set, and returns what happened.
-func kqExecute(t *testing.T, e *kueueEnv, jobs []kqJob, name string, perHour float64, steer bool) kqRun {
+func kqExecute(t *testing.T, e *kueueEnv, jobs []kqJob, name string, perHour float64, steer bool, patience float64) kqRun {
 	t.Helper()
 	tab := gavel.Simulation()
 	budget := 12 * time.Minute
@@ -290,8 +305,12 @@ func kqExecute(t *testing.T, e *kueueEnv, jobs []kqJob, name string, perHour flo
 	var stopCtl context.CancelFunc
 	ctlDone := make(chan error, 1)
 	newController := func() *kueue.Controller {
+		// The controller's clock stands still while the test's does (the
+		// restart), so that the wait rule's decisions do not move then; a
+		// simulated hour is a job's assumed duration.
 		c, err := kueue.New(kueue.Config{Client: cs, Dynamic: e.dyn, Namespace: ns, Policy: &allocation.MaxMinFairness{}, PolicyName: "max-min-fairness",
-			MinInterval: 100 * time.Millisecond, Interval: time.Second})
+			MinInterval: 100 * time.Millisecond, Interval: time.Second, Patience: patience,
+			JobDuration: time.Duration(perHour * float64(time.Second)), Now: clock.wall})
 		must(t, err, "controller")
 		return c
 	}
@@ -401,6 +420,9 @@ func kqExecute(t *testing.T, e *kueueEnv, jobs []kqJob, name string, perHour flo
 		return n == len(recs), fmt.Sprintf("%d of %d released", n, len(recs))
 	})
 	if steer {
+		if patience > 0 {
+			kqHeld(ctx, t, cs, ns)
+		}
 		kqUnreadable(ctx, t, e, ns, queues[0])
 		stopCtl()
 		ctlStopped(t, <-ctlDone)
@@ -519,6 +541,36 @@ func kqDecisions(r *kueue.RoundResult) string {
 	return b.String()
 }
 
+// kqHeld logs what the wait rule did in a run, from the controller's
+// events: how many Workloads it held for a faster type, and the events of
+// a few.
+func kqHeld(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	evs, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	must(t, err, "events")
+	byWorkload := map[string][]string{}
+	held := map[string]bool{}
+	for _, ev := range evs.Items {
+		if !strings.HasPrefix(ev.Reason, "GPUSched") || ev.InvolvedObject.Kind != "Workload" {
+			continue
+		}
+		name := ev.InvolvedObject.Name
+		byWorkload[name] = append(byWorkload[name], ev.FirstTimestamp.Format("15:04:05")+" "+ev.Message)
+		if strings.Contains(ev.Message, "Kueue never moves") {
+			held[name] = true
+		}
+	}
+	t.Logf("wait rule: %d of %d Workloads held for a faster type at some point", len(held), len(byWorkload))
+	n := 0
+	for name := range held {
+		if n++; n > 3 {
+			break
+		}
+		slices.Sort(byWorkload[name])
+		t.Logf("  %s: %q", name, byWorkload[name])
+	}
+}
+
 // kqUnreadable submits a Job whose rates the controller cannot read: it
 // gets a Warning event, its gate is removed and Kueue admits it by its own
 // flavor walk.
@@ -552,44 +604,64 @@ func kqUnreadable(ctx context.Context, t *testing.T, e *kueueEnv, ns, queue stri
 	t.Logf("unreadable workload: Warning %s %q; admitted by Kueue on v100", kueue.ReasonUnreadable, msg)
 }
 
-// kqReport simulates both runs on the arrivals and latencies they had,
+// kqReport simulates the runs on the arrivals and latencies they had,
 // logs them beside their simulations, and fails if a ClusterQueue ran more
-// than its quota of a flavor.
-func kqReport(t *testing.T, jobs []kqJob, alone, steered kqRun, perHour float64) {
+// than its quota of a flavor. patient, if set, is the run with the wait
+// rule (patience 1).
+func kqReport(t *testing.T, jobs []kqJob, perHour float64, alone, steered kqRun, patient *kqRun) {
 	t.Helper()
-	predAlone := kqPredict(t, jobs, alone, func(func(int) []float64) sim.EventScheduler {
-		return &flavor.Kueue{Queues: kqQueues(), QueueOf: kqQueueOf}
-	}, perHour)
-	predSteered := kqPredict(t, jobs, steered, func(rates func(int) []float64) sim.EventScheduler {
-		return &flavor.Steered{Queues: kqQueues(), QueueOf: kqQueueOf, Types: kqTypes, Rates: rates}
-	}, perHour)
-	for _, p := range []struct {
+	type named struct {
 		name string
-		p    kqPrediction
-	}{{"kueue alone", predAlone}, {"kueue+gpusched", predSteered}} {
+		run  kqRun
+		pred kqPrediction
+	}
+	runs := []named{
+		{"kueue alone", alone, kqPredict(t, jobs, alone, func(func(int) []float64) sim.EventScheduler {
+			return &flavor.Kueue{Queues: kqQueues(), QueueOf: kqQueueOf}
+		}, perHour)},
+		{"kueue+gpusched", steered, kqPredict(t, jobs, steered, func(rates func(int) []float64) sim.EventScheduler {
+			return &flavor.Steered{Queues: kqQueues(), QueueOf: kqQueueOf, Types: kqTypes, Rates: rates}
+		}, perHour)},
+	}
+	if patient != nil {
+		runs = append(runs, named{"kueue+gpusched patience 1", *patient, kqPredict(t, jobs, *patient, func(rates func(int) []float64) sim.EventScheduler {
+			return &flavor.Steered{Queues: kqQueues(), QueueOf: kqQueueOf, Types: kqTypes, Rates: rates, Patience: 1}
+		}, perHour)})
+	}
+	for _, r := range runs {
 		t.Logf("%s: control plane latency modelled: reservation %.3f h after submission, quota held %.3f h before and %.3f h after the work",
-			p.name, p.p.admitLag, p.p.startPad, p.p.finishPad)
+			r.name, r.pred.admitLag, r.pred.startPad, r.pred.finishPad)
 	}
 	t.Logf("%d jobs, 2 tenants, %d GPUs of each of %v per tenant, %g wall seconds per simulated hour", kqJobs, kqQuota, kqTypes, perHour)
-	t.Logf("kueue alone: mean JCT %.2f h, makespan %.2f h (simulator: %.2f h; makespan mean %.2f h, median %.2f h, %.2f-%.2f h, the run's above %d of %d)",
-		alone.meanJCT, alone.makespan, predAlone.meanJCT, predAlone.makespan, predAlone.median(), predAlone.makespans[0], predAlone.makespans[kqJitters-1],
-		predAlone.below(alone.makespan), kqJitters)
-	t.Logf("kueue+gpusched: mean JCT %.2f h, makespan %.2f h (simulator: %.2f h; makespan mean %.2f h, median %.2f h, %.2f-%.2f h, the run's above %d of %d)",
-		steered.meanJCT, steered.makespan, predSteered.meanJCT, predSteered.makespan, predSteered.median(), predSteered.makespans[0], predSteered.makespans[kqJitters-1],
-		predSteered.below(steered.makespan), kqJitters)
-	t.Logf("fairness: kueue alone %v (simulator: %v); kueue+gpusched %v (simulator: %v)", alone.fair, predAlone.fair, steered.fair, predSteered.fair)
-	t.Logf("gpusched/kueue alone: mean JCT %.3f, makespan %.3f (simulator: %.3f, %.3f)", steered.meanJCT/alone.meanJCT, steered.makespan/alone.makespan,
-		predSteered.meanJCT/predAlone.meanJCT, predSteered.makespan/predAlone.makespan)
-	for name, r := range map[string]kqRun{"alone": alone, "gpusched": steered} {
-		for q, n := range r.maxUse {
+	a := runs[0]
+	for _, r := range runs {
+		t.Logf("%s: mean JCT %.2f h, makespan %.2f h (simulator: %.2f h; makespan mean %.2f h, median %.2f h, %.2f-%.2f h, the run's above %d of %d)",
+			r.name, r.run.meanJCT, r.run.makespan, r.pred.meanJCT, r.pred.makespan, r.pred.median(), r.pred.makespans[0], r.pred.makespans[kqJitters-1],
+			r.pred.below(r.run.makespan), kqJitters)
+		t.Logf("%s fairness: %v (simulator: %v)", r.name, r.run.fair, r.pred.fair)
+		t.Logf("%s: types %v", r.name, r.run.types())
+		if r.name != a.name {
+			t.Logf("%s / kueue alone: mean JCT %.3f, makespan %.3f (simulator: %.3f, %.3f)", r.name, r.run.meanJCT/a.run.meanJCT, r.run.makespan/a.run.makespan,
+				r.pred.meanJCT/a.pred.meanJCT, r.pred.makespan/a.pred.makespan)
+		}
+		for q, n := range r.run.maxUse {
 			if n > kqQuota {
-				t.Errorf("%s: ClusterQueue/flavor %s ran %d GPUs at once, quota %d", name, q, n, kqQuota)
+				t.Errorf("%s: ClusterQueue/flavor %s ran %d GPUs at once, quota %d", r.name, q, n, kqQuota)
 			}
 		}
 	}
-	t.Logf("prediction error: kueue alone JCT %+.1f%%, makespan %+.1f%%; gpusched JCT %+.1f%%, makespan %+.1f%%",
-		100*(predAlone.meanJCT/alone.meanJCT-1), 100*(predAlone.makespan/alone.makespan-1),
-		100*(predSteered.meanJCT/steered.meanJCT-1), 100*(predSteered.makespan/steered.makespan-1))
+	for _, r := range runs {
+		t.Logf("prediction error: %s JCT %+.1f%%, makespan %+.1f%%", r.name, 100*(r.pred.meanJCT/r.run.meanJCT-1), 100*(r.pred.makespan/r.run.makespan-1))
+	}
+}
+
+// types counts the run's jobs by the type they ran on.
+func (run *kqRun) types() map[topology.GPUType]int {
+	out := map[topology.GPUType]int{}
+	for _, r := range run.records {
+		out[r.typ]++
+	}
+	return out
 }
 
 // kqRecordsFile is the JSON of both runs' records
@@ -626,9 +698,11 @@ func kqSaveRecords(t *testing.T, path string, perHour float64, runs map[string]k
 // TestE2EKueueReplay predicts the runs of records TestE2EKueueComparison
 // saved (GPUSCHED_E2E_KUEUE_REPLAY=file.json, written with
 // GPUSCHED_E2E_KUEUE_RECORDS) and logs them as that test does, in seconds
-// and without a control plane. It fails on records that cannot be the
-// comparison's: another number of jobs, times out of order, a type or a
-// ClusterQueue the comparison does not have.
+// and without a control plane; records of before the wait rule (no run
+// "patience") get its prediction on the steered run's arrivals. It fails
+// on records that cannot be the comparison's: another number of jobs,
+// times out of order, a type or a ClusterQueue the comparison does not
+// have.
 func TestE2EKueueReplay(t *testing.T) {
 	path := os.Getenv("GPUSCHED_E2E_KUEUE_REPLAY")
 	if path == "" {
@@ -643,8 +717,11 @@ func TestE2EKueueReplay(t *testing.T) {
 	}
 	jobs := kqTrace()
 	runs := map[string]kqRun{}
-	for _, name := range []string{"alone", "gpusched"} {
-		got := in.Runs[name]
+	for _, name := range []string{"alone", "gpusched", "patience"} {
+		got, ok := in.Runs[name]
+		if !ok && name == "patience" {
+			continue // records of before the wait rule
+		}
 		if len(got) != len(jobs) {
 			t.Fatalf("%s: run %q has %d records, want %d", path, name, len(got), len(jobs))
 		}
@@ -662,7 +739,20 @@ func TestE2EKueueReplay(t *testing.T) {
 		r.summarize(jobs, recs, in.PerHour)
 		runs[name] = r
 	}
-	kqReport(t, jobs, runs["alone"], runs["gpusched"], in.PerHour)
+	var patient *kqRun
+	if r, ok := runs["patience"]; ok {
+		patient = &r
+	}
+	kqReport(t, jobs, in.PerHour, runs["alone"], runs["gpusched"], patient)
+	if patient == nil {
+		// Records of before the wait rule: what it would have done on the
+		// steered run's arrivals and latencies.
+		p := kqPredict(t, jobs, runs["gpusched"], func(rates func(int) []float64) sim.EventScheduler {
+			return &flavor.Steered{Queues: kqQueues(), QueueOf: kqQueueOf, Types: kqTypes, Rates: rates, Patience: 1}
+		}, in.PerHour)
+		t.Logf("patience 1, simulated on the kueue+gpusched run's arrivals: mean JCT %.2f h, makespan mean %.2f h, median %.2f h (%.2f-%.2f h)",
+			p.meanJCT, p.makespan, p.median(), p.makespans[0], p.makespans[kqJitters-1])
+	}
 }
 
 // kqPrediction is the simulator's prediction of a run, in simulated
@@ -722,10 +812,18 @@ func kqPredict(t *testing.T, jobs []kqJob, r kqRun, mk func(rates func(int) []fl
 	}
 	toSim := func(wall float64) float64 { return wall / perHour * 3600 }
 	tab := gavel.Simulation()
+	// The policy sees what the controller does: the rates it trusts
+	// (tenancy.RateRules: over the fastest, at least 1/10 of it, four
+	// digits), not the table's.
 	rates := func(id int) []float64 {
+		claimed := map[topology.GPUType]float64{}
+		for _, ty := range kqTypes {
+			claimed[ty], _ = tab.Throughput(jobs[id].key, ty)
+		}
+		trusted, _ := tenancy.RateRules{}.Trusted(claimed, kqTypes)
 		out := make([]float64, len(kqTypes))
 		for k, ty := range kqTypes {
-			out[k], _ = tab.Throughput(jobs[id].key, ty)
+			out[k] = trusted[ty]
 		}
 		return out
 	}

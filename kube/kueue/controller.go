@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -109,6 +110,18 @@ type Config struct {
 	// MaxJobs bounds the workloads in a round's problem (flavor.Steerer);
 	// 0 means flavor.DefaultMaxJobs.
 	MaxJobs int
+	// Patience turns on the wait rule for slow types (flavor.Steerer):
+	// Kueue never moves an admitted workload, so one started on a type
+	// many times slower than its best runs there for its life; with
+	// Patience p a workload waits for a faster type up to p times the
+	// time the slower one would cost it (its remaining time on its best
+	// type, JobDuration, times the slowdown less 1). 0 leaves the rule
+	// off; gpusched-kueue's --patience defaults to 1, the break-even
+	// (docs/kueue.md has the measurements). At most flavor.MaxPatience.
+	Patience float64
+	// JobDuration is how long a workload is taken to run on its fastest
+	// type (Kueue's Workloads do not say); 0 means an hour.
+	JobDuration time.Duration
 	// MinInterval is the least wall time between two rounds (a change
 	// the informers see triggers one); 0 means 1 s. Interval is the most;
 	// 0 means 30 s.
@@ -183,6 +196,10 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("%w: intervals %v and %v (want >= 0)", ErrConfig, cfg.MinInterval, cfg.Interval)
 	case cfg.MaxJobs < 0:
 		return nil, fmt.Errorf("%w: maxJobs %d", ErrConfig, cfg.MaxJobs)
+	case !(cfg.Patience >= 0 && cfg.Patience <= flavor.MaxPatience):
+		return nil, fmt.Errorf("%w: patience %v (want 0 to %d)", ErrConfig, cfg.Patience, flavor.MaxPatience)
+	case cfg.JobDuration < 0 || cfg.JobDuration.Seconds() > allocation.MaxSteps:
+		return nil, fmt.Errorf("%w: job duration %v (want 0 to %g s)", ErrConfig, cfg.JobDuration, allocation.MaxSteps)
 	}
 	if cfg.Resource == "" {
 		cfg.Resource = model.ResourceGPU
@@ -311,6 +328,10 @@ type Decision struct {
 	Why    flavor.Why
 	// Share is the policy's time share of the workload on Type.
 	Share float64
+	// HeldFrom, with Why flavor.Held, is the slower type it could start
+	// on now, and Until when its wait for Type ends (Config.Patience).
+	HeldFrom topology.GPUType
+	Until    time.Time
 }
 
 // RoundResult says what a round decided and wrote. It belongs to the
@@ -390,7 +411,7 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 			delete(c.said, uid)
 		}
 	}
-	st := flavor.Steerer{Types: s.types, Policy: c.cfg.Policy, MaxJobs: c.cfg.MaxJobs}
+	st := flavor.Steerer{Types: s.types, Policy: c.cfg.Policy, MaxJobs: c.cfg.MaxJobs, Patience: c.cfg.Patience, Duration: c.cfg.JobDuration.Seconds()}
 	out, err := st.Steer(ctx, float64(c.now().Unix()), s.queues, running, pending)
 	if err != nil {
 		return nil, fmt.Errorf("kueue: steering: %w", err)
@@ -401,6 +422,9 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 		dec := Decision{ClusterQueue: s.queues.Queue(r.queue).Name, Why: d.Why, Share: d.Share}
 		if d.Flavor >= 0 {
 			dec.Type, dec.Flavor = s.types[d.Type], s.queues.Queue(r.queue).Flavors[d.Flavor].Name
+		}
+		if d.Why == flavor.Held {
+			dec.HeldFrom, dec.Until = s.types[d.HeldFrom], time.Unix(int64(math.Ceil(min(d.Until, 1<<40))), 0)
 		}
 		res.Decisions[r.key] = dec
 		typ := string(dec.Type)
@@ -536,6 +560,10 @@ func (c *Controller) apply(ctx context.Context, s *snapshot, r *read, d flavor.D
 	case flavor.NoShare:
 		c.say(w, corev1.EventTypeNormal, ReasonWaiting, fmt.Sprintf("waits for %s (flavor %s of ClusterQueue %s): the %s policy gives the GPUs free now to other workloads first",
 			dec.Type, dec.Flavor, q.Name, c.cfg.PolicyName), "wait|"+string(dec.Type))
+	case flavor.Held:
+		r1, r2 := r.rates[d.Type], r.rates[d.HeldFrom]
+		c.say(w, corev1.EventTypeNormal, ReasonWaiting, fmt.Sprintf("waits for %s (flavor %s of ClusterQueue %s), where it runs %.1fx faster than on %s, which has room now: Kueue never moves an admitted workload, so it waits for a faster type until %s (patience %g), then may start on %s",
+			dec.Type, dec.Flavor, q.Name, r1/r2, dec.HeldFrom, dec.Until.UTC().Format(time.RFC3339), c.cfg.Patience, dec.HeldFrom), "held|"+string(dec.Type)+"|"+string(dec.HeldFrom))
 	}
 }
 

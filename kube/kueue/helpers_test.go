@@ -141,6 +141,8 @@ type cluster struct {
 	ctrl *kueue.Controller
 	// metrics, if set, are given to the controllers made after.
 	metrics *kueue.Metrics
+	// tune, if set, changes the Config of the controllers made after.
+	tune func(*kueue.Config)
 }
 
 func newCluster(t testing.TB, pol allocation.Policy, objs ...*unstructured.Unstructured) *cluster {
@@ -164,8 +166,12 @@ func (c *cluster) controller(pol allocation.Policy) *kueue.Controller {
 	if pol == nil {
 		pol = &allocation.MaxMinFairness{}
 	}
-	ctrl, err := kueue.New(kueue.Config{Client: fake.NewClientset(), Dynamic: c.dyn, Policy: pol, PolicyName: "max-min-fairness",
-		Recorder: c.rec, Metrics: c.metrics, MinInterval: time.Millisecond, Interval: time.Second})
+	cfg := kueue.Config{Client: fake.NewClientset(), Dynamic: c.dyn, Policy: pol, PolicyName: "max-min-fairness",
+		Recorder: c.rec, Metrics: c.metrics, MinInterval: time.Millisecond, Interval: time.Second}
+	if c.tune != nil {
+		c.tune(&cfg)
+	}
+	ctrl, err := kueue.New(cfg)
 	require.NoError(c.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	c.t.Cleanup(cancel)

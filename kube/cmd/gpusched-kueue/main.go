@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpusched/gpusched/flavor"
 	"github.com/gpusched/gpusched/kube/admission"
 	"github.com/gpusched/gpusched/kube/internal/leader"
 	"github.com/gpusched/gpusched/kube/kueue"
@@ -47,6 +48,8 @@ type options struct {
 	minInterval, interval                          time.Duration
 	maxRatio                                       float64
 	maxJobs                                        int
+	patience                                       float64
+	jobDuration                                    time.Duration
 	leaderElect, debug                             bool
 	qps                                            float64
 }
@@ -63,6 +66,8 @@ func parse(args []string) (options, error) {
 	fs.DurationVar(&o.interval, "interval", 30*time.Second, "most time between two rounds")
 	fs.Float64Var(&o.maxRatio, "max-ratio", tenancy.DefaultMaxRatio, "most a job's claimed rate on one type may exceed its rate on another")
 	fs.IntVar(&o.maxJobs, "max-jobs", 0, "workloads in a round's problem at most (0: 2048)")
+	fs.Float64Var(&o.patience, "patience", 1, "how long a workload waits for a faster GPU type before it starts on a slower one, in multiples of what the slower one would cost it (1: the break-even; 0: never waits)")
+	fs.DurationVar(&o.jobDuration, "job-duration", time.Hour, "how long a workload is taken to run on its fastest GPU type, for --patience")
 	fs.StringVar(&o.metricsAddr, "metrics-address", ":8080", "address of /metrics and /healthz (empty: none)")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "run only while holding the leader lease")
 	fs.StringVar(&o.leaseNamespace, "lease-namespace", "", "namespace of the leader lease (default: $POD_NAMESPACE)")
@@ -82,11 +87,15 @@ func parse(args []string) (options, error) {
 		return o, fmt.Errorf("--max-ratio %v: want 1 to %g", o.maxRatio, float64(tenancy.MaxRatioLimit))
 	case o.maxJobs < 0 || o.maxJobs > tenancy.MaxJobsLimit:
 		return o, fmt.Errorf("--max-jobs %d: want 0 to %d", o.maxJobs, tenancy.MaxJobsLimit)
+	case !(o.patience >= 0 && o.patience <= flavor.MaxPatience):
+		return o, fmt.Errorf("--patience %v: want 0 to %d", o.patience, flavor.MaxPatience)
+	case o.jobDuration <= 0 || o.jobDuration > 365*24*time.Hour:
+		return o, fmt.Errorf("--job-duration %v: want above 0, at most a year", o.jobDuration)
 	case !(o.qps > 0 && o.qps <= 1e5):
 		return o, fmt.Errorf("--kube-api-qps %v: want above 0, at most 1e5", o.qps)
 	}
 	if _, err := admission.PolicyByName(o.policy); err != nil {
-		return o, err
+		return o, fmt.Errorf("--policy: %w", err)
 	}
 	if o.leaderElect && o.leaseNamespace == "" {
 		o.leaseNamespace = os.Getenv("POD_NAMESPACE")
@@ -151,7 +160,7 @@ func run(args []string) error {
 	}
 	cfg := kueue.Config{
 		Client: cs, Dynamic: dyn, Namespace: o.namespace, Policy: pol, PolicyName: o.policy,
-		Rates: tenancy.RateRules{MaxRatio: o.maxRatio}, TypeLabel: o.typeLabel, Gate: o.gate, MaxJobs: o.maxJobs,
+		Rates: tenancy.RateRules{MaxRatio: o.maxRatio}, TypeLabel: o.typeLabel, Gate: o.gate, MaxJobs: o.maxJobs, Patience: o.patience, JobDuration: o.jobDuration,
 		MinInterval: o.minInterval, Interval: o.interval, Metrics: m, Logger: log,
 	}
 	start := func(ctx context.Context) error {
