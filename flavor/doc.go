@@ -83,6 +83,6 @@
 // fastest type times the slowdown less one, times Patience); until then it
 // waits for a faster type ([Held]). Patience 1 is the break-even rule of
 // ski rental (Karlin et al., 1988): within twice the better of starting at
-// once and waiting. In the event engine [Steered] asks to be woken when a
+// once and waiting, when the remaining time is known. In the event engine [Steered] asks to be woken when a
 // wait ends (gang.Decision.Wake).
 package flavor

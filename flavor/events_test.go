@@ -130,7 +130,7 @@ func TestConcurrentUse(t *testing.T) {
 // The rule's guarantee (ski rental's break-even): a job that the slow
 // type could take on arrival finishes within twice the better of starting
 // there and waiting for its fastest type. One V100 and one K80; a 3-hour
-// job holds the V100 from 0; ResNet-50 arrives at 0 with an hour of work
+// job holds the V100 from 0; ResNet-50 arrives at 1 s with an hour of work
 // on a V100 (7.08 hours on the K80). Waiting is better (it finishes at 4
 // h); with Patience 1 it waits the 3 hours for the V100 (a wait shorter
 // than the 6.08 h break-even), without the rule it ends at 7.08 h. A

@@ -31,8 +31,9 @@ type Workload struct {
 	// Arrival is its creation time, in seconds.
 	Arrival float64
 	// Remaining is its remaining work in steps, for the policies that use
-	// it (finish-time fairness, makespan); 0 means unknown (an hour at
-	// its fastest rate).
+	// it (finish-time fairness, makespan) and the wait rule; 0 means
+	// unknown (Steerer.Duration, an hour by default, at its fastest
+	// rate).
 	Remaining float64
 	// Weight is its weight within its queue; 0 means 1.
 	Weight float64
@@ -94,16 +95,16 @@ type Decision struct {
 	// ID is the workload's.
 	ID int
 	// Flavor is the index, in the workload's queue, of the flavor it
-	// starts on (Why Start) or waits for (Busy, NoShare); -1 with
+	// starts on (Why Start) or waits for (Busy, NoShare, Held); -1 with
 	// Outside and NoFlavor. Type is that flavor's type (-1 without one).
 	Flavor, Type int
 	Why          Why
 	// Share is the policy's time share of the workload on Type (X), and
 	// Best its largest share on any type.
 	Share, Best float64
-	// HeldFrom, with Why Held, is the slower type it could start on now,
-	// and Until the time (as Steer's now) from which it may start there;
-	// both 0 otherwise.
+	// HeldFrom, with Why Held, is the slower type with room it could
+	// start on soonest, and Until the time (as Steer's now) from which it
+	// may start there; both 0 otherwise (check Why before reading them).
 	HeldFrom int
 	Until    float64
 }
@@ -143,13 +144,17 @@ type Steerer struct {
 	// "Competitive snoopy caching", Algorithmica 3, 1988, section 3): a
 	// workload the slower type could take on arrival finishes no later
 	// than twice the better of starting there at once and waiting for its
-	// fastest type, however long that type stays busy. At most
-	// MaxPatience.
+	// fastest type, however long that type stays busy, provided T is its
+	// true remaining time, the slower type still has room when the wait
+	// ends, and the fastest type goes to it when it frees (with T
+	// assumed, a job far shorter than T waits longer than it should). At
+	// most MaxPatience.
 	Patience float64
 	// Duration is the time, in seconds, a workload of unknown remaining
-	// work (Remaining 0) is taken to need on its fastest type, for the
-	// policies that use remaining work and for Patience; 0 means an hour.
-	// At most allocation.MaxSteps.
+	// work (Remaining 0) is taken to need on its fastest type: the
+	// remaining work the policy's problem gives it (for the policies that
+	// use it: finish-time fairness, makespan) and T of Patience; 0 means
+	// an hour. At most allocation.MaxSteps.
 	Duration float64
 }
 
@@ -423,8 +428,8 @@ func (s *Steerer) assign(now float64, q *Quotas, pending []Workload, order []int
 			cmp.Compare(wb.Rates[b.k], wa.Rates[a.k]), cmp.Compare(a.k, b.k))
 	})
 	started := make([]bool, len(order))
-	// held[n] is the slower type workload order[n] was held from (-1:
-	// none), until when.
+	// held[n] is the slower type with room workload order[n] was held
+	// from (-1: none), until when.
 	held := make([]int, len(order))
 	until := make([]float64, len(order))
 	for n := range held {
@@ -442,7 +447,9 @@ func (s *Steerer) assign(now float64, q *Quotas, pending []Workload, order []int
 			continue
 		}
 		if from, ok := s.patient(now, w, viable[i], k); !ok {
-			if held[pr.n] < 0 {
+			// Held from the slower type whose wait ends first (the
+			// fastest of them): it waits for types faster than that.
+			if held[pr.n] < 0 || from < until[pr.n] {
 				held[pr.n], until[pr.n] = k, from
 			}
 			continue

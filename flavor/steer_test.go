@@ -256,3 +256,44 @@ func TestSteerIdleQueueNoCapacity(t *testing.T) {
 	assert.Equal(t, flavor.Start, res.Decisions[0].Why)
 	assert.Equal(t, flavor.Start, res.Decisions[1].Why, "the other takes the K80: queue b's V100 is not a's")
 }
+
+// fixedPolicy allocates the shares it is given, in the problem's job
+// order (running workloads first).
+type fixedPolicy [][]float64
+
+func (f fixedPolicy) Allocate(_ context.Context, p *allocation.Problem) (*allocation.Allocation, error) {
+	ids := make([]int, len(p.Jobs))
+	for i, j := range p.Jobs {
+		ids[i] = j.ID
+	}
+	return &allocation.Allocation{Types: p.Types, JobIDs: ids, X: f}, nil
+}
+
+// With three types a held workload is held from the slower type whose
+// wait ends first, and waits for the types faster than that one: rates
+// 1, 0.5 and 0.14 on V100, P100 and K80, the V100 taken, a larger share
+// of the K80 than of the P100. Its P100 wait (an hour times 1) ends
+// before its K80 wait (an hour times 6.14): held from the P100 until
+// 3,600 s, waiting for the V100; at 3,600 s it starts on the P100.
+func TestSteerHeldFromSoonest(t *testing.T) {
+	types := []topology.GPUType{"v100", "p100", "k80"}
+	q, err := flavor.NewQuotas([]flavor.Queue{{Name: "a", Flavors: []flavor.Flavor{
+		fl("v100", 0, 1, none, none), fl("p100", 1, 1, none, none), fl("k80", 2, 1, none, none)}}}, 3)
+	require.NoError(t, err)
+	require.NoError(t, q.Add(0, 0, 1))
+	rates := []float64{1, 0.5, 0.14}
+	running := []flavor.Workload{{ID: 0, Queue: 0, GPUs: 1, Rates: rates, Flavor: 0}}
+	pending := []flavor.Workload{pendingJob(1, 0, rates, 0)}
+	s := flavor.Steerer{Types: types, Patience: 1, Policy: fixedPolicy{{1, 0, 0}, {0, 0.3, 0.7}}}
+	res, err := s.Steer(context.Background(), 100, q, running, pending)
+	require.NoError(t, err)
+	d := res.Decisions[0]
+	assert.Equal(t, flavor.Held, d.Why)
+	assert.Equal(t, 1, d.HeldFrom, "the P100's wait ends first")
+	assert.InDelta(t, 3600, d.Until, 1e-6)
+	assert.Equal(t, 0, d.Type, "it waits for the V100, the only type faster than the P100")
+	res, err = s.Steer(context.Background(), 3600, q, running, pending)
+	require.NoError(t, err)
+	assert.Equal(t, flavor.Start, res.Decisions[0].Why)
+	assert.Equal(t, 1, res.Decisions[0].Type)
+}

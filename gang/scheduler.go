@@ -36,7 +36,10 @@ type Decision struct {
 	Preempt []int
 	// Wake, if after now, asks to be called again at that time even if no
 	// job arrives or ends before it: for a scheduler that waits for a
-	// time, not an event (flavor.Steered's wait rule). 0 means no wake.
+	// time, not an event (flavor.Steered's wait rule). 0, a time not
+	// after now, NaN and +Inf mean no wake; the event engine
+	// (sim.RunEvents) keeps the earliest wake asked for, and the
+	// scheduler asks again when it is called.
 	Wake float64
 }
 

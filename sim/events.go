@@ -100,7 +100,10 @@ func (h *eventHeap) Pop() any {
 //
 // Each event takes these steps in turn: the next event's time, execution
 // up to it, completions, arrivals, and the scheduler's decision (with a
-// utilisation sample).
+// utilisation sample). Events are arrivals, completions, timer ticks and
+// the wakes a scheduler asks for (Decision.Wake); a run in which jobs
+// wait, none runs and none will arrive stops with ErrStalled unless a
+// wake is pending.
 func RunEvents(ctx context.Context, cfg EventConfig, jobs []Job) (*Result, error) {
 	e, err := newEventEngine(cfg, jobs)
 	if err != nil {
@@ -162,7 +165,7 @@ type eventEngine struct {
 	t                float64
 	lastUtil         float64 // the time of the last utilisation sample
 	idleTimers       int     // timer events in a row with nothing run or changed
-	wakeAt           float64 // the latest wake asked for (Decision.Wake)
+	wakeAt           float64 // the earliest pending wake (Decision.Wake)
 	// The views handed to the scheduler, refilled at each event: building
 	// them afresh made an event's garbage as large as its queues, and
 	// the collector's work grew with the trace (a 3-million-job run).
@@ -312,7 +315,8 @@ func (e *eventEngine) completions() (changed, woke bool) {
 		ev := heap.Pop(&e.h).(event)
 		j := ev.job
 		if j == nil {
-			woke = true
+			// A wake; one superseded by an earlier wake is stale.
+			woke = woke || ev.t == e.wakeAt
 			continue
 		}
 		if ev.version != j.version {
@@ -394,8 +398,8 @@ func (e *eventEngine) decide() error {
 		}
 	}
 	// A wake the scheduler asks for: a timer event, unless an earlier one
-	// is due (the scheduler asks again then). MaxEvents bounds a
-	// scheduler that keeps asking.
+	// is pending (the scheduler asks again when it is called). MaxEvents
+	// bounds a scheduler that keeps asking.
 	if d.Wake > e.t && !math.IsInf(d.Wake, 1) && (e.wakeAt <= e.t || d.Wake < e.wakeAt) {
 		e.wakeAt = d.Wake
 		heap.Push(&e.h, event{t: d.Wake})

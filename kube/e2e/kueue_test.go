@@ -306,8 +306,10 @@ func kqExecute(t *testing.T, e *kueueEnv, jobs []kqJob, name string, perHour flo
 	ctlDone := make(chan error, 1)
 	newController := func() *kueue.Controller {
 		// The controller's clock stands still while the test's does (the
-		// restart), so that the wait rule's decisions do not move then; a
-		// simulated hour is a job's assumed duration.
+		// restart), so that the wait rule's decisions do not move then
+		// (afterwards it runs on with the wall clock, so the pause, a
+		// second or two, counts as waiting); a simulated hour is a job's
+		// assumed duration.
 		c, err := kueue.New(kueue.Config{Client: cs, Dynamic: e.dyn, Namespace: ns, Policy: &allocation.MaxMinFairness{}, PolicyName: "max-min-fairness",
 			MinInterval: 100 * time.Millisecond, Interval: time.Second, Patience: patience,
 			JobDuration: time.Duration(perHour * float64(time.Second)), Now: clock.wall})

@@ -70,6 +70,9 @@ const (
 	ReasonDefault = "GPUSchedDefaultThroughput"
 )
 
+// MaxJobDuration bounds Config.JobDuration.
+const MaxJobDuration = 365 * 24 * time.Hour
+
 // Errors of this package; test them with errors.Is.
 var (
 	// ErrConfig: a Config that cannot be used.
@@ -120,7 +123,10 @@ type Config struct {
 	// (docs/kueue.md has the measurements). At most flavor.MaxPatience.
 	Patience float64
 	// JobDuration is how long a workload is taken to run on its fastest
-	// type (Kueue's Workloads do not say); 0 means an hour.
+	// type (Kueue's Workloads do not say): T of the wait rule, and the
+	// remaining work the policy sees (for the policies that use it,
+	// finish-time fairness and makespan); 0 means an hour. At most
+	// MaxJobDuration.
 	JobDuration time.Duration
 	// MinInterval is the least wall time between two rounds (a change
 	// the informers see triggers one); 0 means 1 s. Interval is the most;
@@ -198,8 +204,8 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("%w: maxJobs %d", ErrConfig, cfg.MaxJobs)
 	case !(cfg.Patience >= 0 && cfg.Patience <= flavor.MaxPatience):
 		return nil, fmt.Errorf("%w: patience %v (want 0 to %d)", ErrConfig, cfg.Patience, flavor.MaxPatience)
-	case cfg.JobDuration < 0 || cfg.JobDuration.Seconds() > allocation.MaxSteps:
-		return nil, fmt.Errorf("%w: job duration %v (want 0 to %g s)", ErrConfig, cfg.JobDuration, allocation.MaxSteps)
+	case cfg.JobDuration < 0 || cfg.JobDuration > MaxJobDuration:
+		return nil, fmt.Errorf("%w: job duration %v (want 0 to %v)", ErrConfig, cfg.JobDuration, MaxJobDuration)
 	}
 	if cfg.Resource == "" {
 		cfg.Resource = model.ResourceGPU

@@ -67,7 +67,7 @@ func parse(args []string) (options, error) {
 	fs.Float64Var(&o.maxRatio, "max-ratio", tenancy.DefaultMaxRatio, "most a job's claimed rate on one type may exceed its rate on another")
 	fs.IntVar(&o.maxJobs, "max-jobs", 0, "workloads in a round's problem at most (0: 2048)")
 	fs.Float64Var(&o.patience, "patience", 1, "how long a workload waits for a faster GPU type before it starts on a slower one, in multiples of what the slower one would cost it (1: the break-even; 0: never waits)")
-	fs.DurationVar(&o.jobDuration, "job-duration", time.Hour, "how long a workload is taken to run on its fastest GPU type, for --patience")
+	fs.DurationVar(&o.jobDuration, "job-duration", time.Hour, "how long a workload is taken to run on its fastest GPU type (Kueue does not say): for --patience, and the remaining work of the policies that use it")
 	fs.StringVar(&o.metricsAddr, "metrics-address", ":8080", "address of /metrics and /healthz (empty: none)")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "run only while holding the leader lease")
 	fs.StringVar(&o.leaseNamespace, "lease-namespace", "", "namespace of the leader lease (default: $POD_NAMESPACE)")
@@ -89,7 +89,7 @@ func parse(args []string) (options, error) {
 		return o, fmt.Errorf("--max-jobs %d: want 0 to %d", o.maxJobs, tenancy.MaxJobsLimit)
 	case !(o.patience >= 0 && o.patience <= flavor.MaxPatience):
 		return o, fmt.Errorf("--patience %v: want 0 to %d", o.patience, flavor.MaxPatience)
-	case o.jobDuration <= 0 || o.jobDuration > 365*24*time.Hour:
+	case o.jobDuration <= 0 || o.jobDuration > kueue.MaxJobDuration:
 		return o, fmt.Errorf("--job-duration %v: want above 0, at most a year", o.jobDuration)
 	case !(o.qps > 0 && o.qps <= 1e5):
 		return o, fmt.Errorf("--kube-api-qps %v: want above 0, at most 1e5", o.qps)
