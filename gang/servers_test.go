@@ -141,3 +141,21 @@ func TestOnServersSharedState(t *testing.T) {
 	_, err = bad.Decide(0, []int{0}, []JobView{waitingJob(1, 1)}, nil)
 	require.ErrorIs(t, err, ErrInvalid)
 }
+
+// waking starts the waiting jobs (FIFO) and asks to be woken at wake.
+type waking struct{ wake float64 }
+
+func (w waking) Decide(now float64, free []int, waiting, running []JobView) (Decision, error) {
+	d, err := FIFO{}.Decide(now, free, waiting, running)
+	d.Wake = w.wake
+	return d, err
+}
+
+// OnServers passes its inner scheduler's wake on (Decision.Wake).
+func TestOnServersWake(t *testing.T) {
+	o := &OnServers{Inner: waking{wake: 500}, Cluster: twoServers(t)}
+	d, err := o.Decide(10, []int{8}, []JobView{waitingJob(1, 2)}, nil)
+	require.NoError(t, err)
+	assert.Len(t, d.Start, 1)
+	assert.Equal(t, 500.0, d.Wake)
+}
