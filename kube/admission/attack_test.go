@@ -11,8 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // attackTenancy: four tenants of one namespace each, and an idle one of
@@ -253,12 +255,26 @@ func mustPolicy(t *testing.T, name string) allocation.Policy {
 // A state too large for one ConfigMap is split over chunks, written
 // before the head that names them, and read back whole: a controller
 // restarted from it decides as one that ran on. Chunks of an older save
-// are deleted.
+// are deleted, and those an earlier process left: the first save lists
+// them, later saves delete by name (no List each round).
 func TestChunkedStateRestores(t *testing.T) {
 	defer func(i, c int) { inlineMax, chunkMax = i, c }(inlineMax, chunkMax)
 	inlineMax, chunkMax = 512, 700
 	ctx := context.Background()
-	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), gpuNode("k1", "Tesla-K80", 4))
+	stale := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "gpusched", Name: chunkName(DefaultStateName, 1, 40),
+		Labels: map[string]string{labelStateOf: DefaultStateName, labelStateGen: "7"}}}
+	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), gpuNode("k1", "Tesla-K80", 4), stale)
+	lists := func() int {
+		n := 0
+		for _, a := range cs.Actions() {
+			if a.GetVerb() == "list" && a.GetResource().Resource == "configmaps" {
+				if l, ok := a.(k8stesting.ListAction); ok && l.GetListRestrictions().Labels.String() != "" {
+					n++
+				}
+			}
+		}
+		return n
+	}
 	for i := range 12 {
 		_, err := cs.CoreV1().Pods(testNS).Create(ctx, gatedPod(testNS, fmt.Sprintf("job-%02d", i), 1+i%3, rates(fmt.Sprintf("v100=%d,k80=1", 2+i%4))), metav1.CreateOptions{})
 		require.NoError(t, err)
@@ -270,6 +286,7 @@ func TestChunkedStateRestores(t *testing.T) {
 		_, err := syncRound(ctx, c)
 		require.NoError(t, err)
 	}
+	assert.Equal(t, 1, lists(), "only the first save lists the chunks")
 	st := savedState(t, cs)
 	assert.Equal(t, 3, st.Rounds)
 	cms, err := cs.CoreV1().ConfigMaps("gpusched").List(ctx, metav1.ListOptions{LabelSelector: labelStateOf + "=" + DefaultStateName})
@@ -280,6 +297,8 @@ func TestChunkedStateRestores(t *testing.T) {
 		gens[cm.Labels[labelStateGen]] = true
 	}
 	assert.Len(t, gens, 1, "older chunks are deleted")
+	_, err = cs.CoreV1().ConfigMaps("gpusched").Get(ctx, stale.Name, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "a chunk an earlier process left is deleted: %v", err)
 	d := newController(t, cs, clk, nil)
 	clk.t = 3 * 360
 	want, err := syncRound(ctx, c)
@@ -290,6 +309,14 @@ func TestChunkedStateRestores(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, want.Assigned, got.Assigned)
 	assert.Equal(t, want.Round, got.Round)
+	assert.Equal(t, 3, lists(), "a restored controller lists the chunks at its first save")
+	cms, err = cs.CoreV1().ConfigMaps("gpusched").List(ctx, metav1.ListOptions{LabelSelector: labelStateOf + "=" + DefaultStateName})
+	require.NoError(t, err)
+	gens = map[string]bool{}
+	for _, cm := range cms.Items {
+		gens[cm.Labels[labelStateGen]] = true
+	}
+	assert.Len(t, gens, 1, "one save's chunks remain")
 }
 
 // The queue's expected run time is the job's remaining work, counted down

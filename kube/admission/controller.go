@@ -51,11 +51,17 @@ type Controller struct {
 	priorities      map[string]int32
 	defaultPriority int32
 
-	state   ctrlState
-	gen     int64 // generation of the state last saved or loaded
-	chunks  int   // chunks it took
-	adopt   bool  // a clean start: adopt what runs at the next round
-	created map[string][]*corev1.Pod
+	state  ctrlState
+	gen    int64 // generation of the state last saved or loaded
+	chunks int   // chunks it took
+	// slotChunks counts the chunks this process wrote in each slot and
+	// has not deleted; chunksKnown says a save has listed and deleted
+	// every other chunk, so that later saves delete by name (no List of
+	// megabytes of chunks each round).
+	slotChunks  [2]int
+	chunksKnown bool
+	adopt       bool // a clean start: adopt what runs at the next round
+	created     map[string][]*corev1.Pod
 
 	caches  *caches
 	events  *eventer

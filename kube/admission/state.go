@@ -150,6 +150,7 @@ func (c *Controller) load(ctx context.Context) (fresh bool, err error) {
 		return false, fmt.Errorf("%w: %s/%s: %w", ErrState, ns, name, err)
 	}
 	c.state, c.gen, c.chunks = st, h.Gen, h.Chunks
+	c.slotChunks, c.chunksKnown = [2]int{}, false // the next save lists them
 	c.log.Info("state restored", "configmap", ns+"/"+name, "rounds", st.Rounds, "jobs", len(c.sched.Jobs()), "bytes", h.Bytes)
 	return false, nil
 }
@@ -347,6 +348,7 @@ func (c *Controller) save(ctx context.Context) error {
 				return err
 			}
 			h.Chunks++
+			c.slotChunks[h.Gen%2] = max(c.slotChunks[h.Gen%2], h.Chunks)
 		}
 	}
 	hj, err := json.Marshal(h)
@@ -357,11 +359,42 @@ func (c *Controller) save(ctx context.Context) error {
 	if err := c.put(ctx, head); err != nil {
 		return err
 	}
-	if c.chunks > 0 || h.Chunks > 0 {
-		c.dropChunks(ctx, name, h)
+	switch {
+	case c.chunksKnown:
+		c.dropKnownChunks(ctx, name, h)
+	case c.chunks > 0 || h.Chunks > 0:
+		c.chunksKnown = c.dropChunks(ctx, name, h)
+	}
+	slot := h.Gen % 2
+	c.slotChunks[slot], c.slotChunks[1-slot] = h.Chunks, 0
+	if !c.chunksKnown {
+		c.slotChunks = [2]int{}
 	}
 	c.gen, c.chunks = h.Gen, h.Chunks
 	return nil
+}
+
+// dropKnownChunks deletes, by name, the chunks this process knows exist
+// that the head h does not name: the other slot's (the save before) and
+// those of h's slot past h's count. It sends no List: after the first
+// save's dropChunks, only this process writes chunks. A failed delete
+// makes the next save list them again.
+func (c *Controller) dropKnownChunks(ctx context.Context, name string, h stateHead) {
+	ns, _ := c.cfg.stateLocation()
+	cms := c.cfg.Client.CoreV1().ConfigMaps(ns)
+	slot := h.Gen % 2
+	drop := func(slot int64, from int) {
+		for i := from; i < c.slotChunks[slot]; i++ {
+			n := chunkName(name, slot, i)
+			delete(c.written, n)
+			if err := cms.Delete(ctx, n, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				c.log.Warn("deleting a state chunk", "configmap", n, "err", err)
+				c.chunksKnown = false
+			}
+		}
+	}
+	drop(slot, h.Chunks)
+	drop(1-slot, 0)
 }
 
 // put creates or replaces a ConfigMap of the state. It updates the copy
@@ -413,15 +446,18 @@ func stripData(cm *corev1.ConfigMap) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: cm.ObjectMeta}
 }
 
-// dropChunks deletes the chunks the head h does not name.
-func (c *Controller) dropChunks(ctx context.Context, name string, h stateHead) {
+// dropChunks deletes the chunks the head h does not name, listing them
+// (those an earlier process left too: the first save after a start
+// calls it). It reports whether every chunk but h's is gone.
+func (c *Controller) dropChunks(ctx context.Context, name string, h stateHead) bool {
 	ns, _ := c.cfg.stateLocation()
 	cms := c.cfg.Client.CoreV1().ConfigMaps(ns)
 	list, err := cms.List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{labelStateOf: name}).String()})
 	if err != nil {
 		c.log.Warn("listing state chunks", "err", err)
-		return
+		return false
 	}
+	ok := true
 	for _, cm := range list.Items {
 		keep := false
 		for i := range h.Chunks {
@@ -431,9 +467,11 @@ func (c *Controller) dropChunks(ctx context.Context, name string, h stateHead) {
 			delete(c.written, cm.Name)
 			if err := cms.Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				c.log.Warn("deleting a state chunk", "configmap", cm.Name, "err", err)
+				ok = false
 			}
 		}
 	}
+	return ok
 }
 
 func chunkName(name string, slot int64, i int) string {

@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/gpusched/gpusched/kube/admission"
 	"github.com/gpusched/gpusched/kube/internal/kubetest"
+	"github.com/gpusched/gpusched/kube/internal/metricstest"
 	"github.com/gpusched/gpusched/kube/model"
 	"github.com/gpusched/gpusched/kube/tenancy"
 	corev1 "k8s.io/api/core/v1"
@@ -239,12 +242,18 @@ func TestE2EScalePlugin(t *testing.T) {
 // countingProxy forwards to the API server, as the holder of token (a
 // client sends no token over plain HTTP), and counts the requests and
 // the bytes of the answers, by verb (LIST and WATCH told from GET by
-// their path and query).
+// their path and query). Of the LIST and WATCH requests it also counts,
+// by resource, what a re-list is made of (streams): "LIST pods 200",
+// "WATCHLIST pods 200" (a watch with sendInitialEvents, client-go's
+// streaming list), "WATCH pods 200", with the answer's status, and the
+// ERROR events in watch streams ("ERROR pods 410": a watch the server
+// ended, with its code), so that a run tells why its informers listed.
 type countingProxy struct {
 	srv      *http.Server
 	url      string
 	mu       sync.Mutex
 	requests map[string]int
+	streams  map[string]int
 	bytes    atomic.Int64
 }
 
@@ -260,9 +269,17 @@ func startCountingProxy(t *testing.T, target, token string) *countingProxy {
 	rp.Transport = &http.Transport{TLSClientConfig: insecureTLS(), MaxIdleConnsPerHost: 64, ForceAttemptHTTP2: true}
 	rp.ErrorLog = log.New(io.Discard, "", 0) // watches cut when the controller stops
 	rp.FlushInterval = -1                    // watches stream
-	cp := &countingProxy{requests: map[string]int{}}
+	cp := &countingProxy{requests: map[string]int{}, streams: map[string]int{}}
 	rp.ModifyResponse = func(r *http.Response) error {
-		r.Body = &countingBody{ReadCloser: r.Body, n: &cp.bytes}
+		body := &countingBody{ReadCloser: r.Body, n: &cp.bytes}
+		if kind := streamKind(r.Request); kind != "" {
+			res := resourceOf(r.Request.URL.Path)
+			cp.count(fmt.Sprintf("%s %s %d", kind, res, r.StatusCode))
+			if kind != "LIST" {
+				body.errors = func(code string) { cp.count("ERROR " + res + " " + code) }
+			}
+		}
+		r.Body = body
 		return nil
 	}
 	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
@@ -305,6 +322,35 @@ func isList(path string) bool {
 	return len(rest) == 1
 }
 
+// streamKind names a LIST or WATCH request as streams counts it, and
+// returns "" for any other.
+func streamKind(r *http.Request) string {
+	q := r.URL.Query()
+	switch {
+	case r.Method != http.MethodGet:
+		return ""
+	case q.Get("watch") == "true" && q.Get("sendInitialEvents") == "true":
+		return "WATCHLIST"
+	case q.Get("watch") == "true":
+		return "WATCH"
+	case isList(r.URL.Path):
+		return "LIST"
+	}
+	return ""
+}
+
+// resourceOf returns the resource of a collection's path (…/pods → pods).
+func resourceOf(path string) string {
+	path = strings.TrimRight(path, "/")
+	return path[strings.LastIndex(path, "/")+1:]
+}
+
+func (cp *countingProxy) count(key string) {
+	cp.mu.Lock()
+	cp.streams[key]++
+	cp.mu.Unlock()
+}
+
 func (cp *countingProxy) snapshot() (map[string]int, int64) {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
@@ -315,14 +361,52 @@ func (cp *countingProxy) snapshot() (map[string]int, int64) {
 	return out, cp.bytes.Load()
 }
 
+// streamSnapshot copies streams.
+func (cp *countingProxy) streamSnapshot() map[string]int {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return maps.Clone(cp.streams)
+}
+
+// countingBody counts the bytes read; with errors set, it also reports
+// each ERROR event of a JSON watch stream with its status code (an
+// event split across two reads is missed: the count is a lower bound).
 type countingBody struct {
 	io.ReadCloser
-	n *atomic.Int64
+	n      *atomic.Int64
+	errors func(code string)
 }
+
+var watchError = []byte(`{"type":"ERROR"`)
 
 func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.n.Add(int64(n))
+	if b.errors != nil {
+		for rest := p[:n]; ; {
+			i := bytes.Index(rest, watchError)
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len(watchError):]
+			code := "?"
+			event := rest
+			if e := bytes.IndexByte(rest, '\n'); e >= 0 {
+				event = rest[:e]
+			}
+			if j := bytes.Index(event, []byte(`"code":`)); j >= 0 {
+				c := event[j+len(`"code":`):]
+				k := 0
+				for k < len(c) && k < 3 && c[k] >= '0' && c[k] <= '9' {
+					k++
+				}
+				if k > 0 {
+					code = string(c[:k])
+				}
+			}
+			b.errors(code)
+		}
+	}
 	return n, err
 }
 
@@ -341,6 +425,17 @@ type admissionRun struct {
 	// BytesPerRound the bytes of the answers.
 	RequestsPerRound map[string]float64 `json:"requests_per_round"`
 	BytesPerRound    float64            `json:"bytes_per_round"`
+	// Streams counts the controller's LIST and WATCH requests and the
+	// ERROR events of its watches over the same rounds (countingProxy's
+	// streams; not per round). Terminated and CacheInits are what the
+	// API server counted meanwhile, by resource, for every client:
+	// watchers it closed for falling behind
+	// (apiserver_terminated_watchers_total) and reloads of its watch
+	// cache (apiserver_watch_cache_initializations_total), the two
+	// causes of a re-list on the server's side.
+	Streams    map[string]int     `json:"streams"`
+	Terminated map[string]float64 `json:"apiserver_terminated_watchers"`
+	CacheInits map[string]float64 `json:"apiserver_watch_cache_initializations"`
 	// PeakMiB is the controller's peak resident memory (VmHWM).
 	PeakMiB float64 `json:"peak_mib"`
 	// Admitted and Completed count the workloads at the end.
@@ -383,11 +478,13 @@ func TestE2EScaleAdmission(t *testing.T) {
 		results["static-"+name] = r
 		t.Logf("%s, %d workloads on %d nodes, all present: first round %.1f s, then p50 %.2f s, max %.2f s; per round %v requests, %.1f MB; peak %.0f MiB; load %.1f",
 			name, r.Workloads, n, r.FirstRound, r.RoundP50, r.RoundMax, r.RequestsPerRound, r.BytesPerRound/1e6, r.PeakMiB, r.Load)
+		logStreams(t, name, r)
 	}
 	r := runScaleAdmission(ctx, t, c, cs, dir, bins["watches"], "trace", n, 2*n, true, sched)
 	results["trace"] = r
 	t.Logf("trace, %d workloads on %d nodes arriving over 8 rounds: rounds p50 %.2f s, max %.2f s; per round %v requests, %.1f MB; peak %.0f MiB; %d completed; load %.1f",
 		r.Workloads, n, r.RoundP50, r.RoundMax, r.RequestsPerRound, r.BytesPerRound/1e6, r.PeakMiB, r.Completed, r.Load)
+	logStreams(t, "trace", r)
 	if r.Completed == 0 {
 		t.Errorf("no workload completed in the trace")
 	}
@@ -501,8 +598,9 @@ func runScaleAdmission(ctx context.Context, t *testing.T, c *kubetest.ControlPla
 	}
 	res := admissionRun{Binary: name, Workloads: workloads, Nodes: nodes, Rounds: rounds, Load: load()}
 	var walls []float64
-	var reqs0 map[string]int
-	var bytes0 int64
+	var reqs0, streams0 map[string]int
+	var nbytes0 int64
+	var api0 metricstest.Families
 	created := 1
 	lastSeen := 0
 	waitFor(ctx, t, fmt.Sprintf("%s: %d rounds", name, rounds), p, func() (bool, string) {
@@ -513,7 +611,9 @@ func runScaleAdmission(ctx context.Context, t *testing.T, c *kubetest.ControlPla
 		if got > lastSeen {
 			lastSeen = got
 			if got == 1 {
-				reqs0, bytes0 = proxy.snapshot()
+				reqs0, nbytes0 = proxy.snapshot()
+				streams0 = proxy.streamSnapshot()
+				api0, _ = scrape(ctx, c.Config.Host+"/metrics", c.Config.BearerToken)
 			}
 			if trace && created < arrivals && got >= created {
 				create(created)
@@ -522,7 +622,17 @@ func runScaleAdmission(ctx context.Context, t *testing.T, c *kubetest.ControlPla
 		}
 		return got >= rounds, fmt.Sprintf("%d rounds", got)
 	})
-	reqs, bytes := proxy.snapshot()
+	reqs, nbytes := proxy.snapshot()
+	res.Streams = map[string]int{}
+	for k, v := range proxy.streamSnapshot() {
+		if d := v - streams0[k]; d > 0 {
+			res.Streams[k] = d
+		}
+	}
+	if api1, err := scrape(ctx, c.Config.Host+"/metrics", c.Config.BearerToken); err == nil && api0 != nil {
+		res.Terminated = byResourceDelta(api0, api1, "apiserver_terminated_watchers_total")
+		res.CacheInits = byResourceDelta(api0, api1, "apiserver_watch_cache_initializations_total")
+	}
 	_, peak, err := p.Memory()
 	must(t, err, "memory")
 	res.PeakMiB = float64(peak) / (1 << 20)
@@ -530,7 +640,7 @@ func runScaleAdmission(ctx context.Context, t *testing.T, c *kubetest.ControlPla
 	for k, v := range reqs {
 		res.RequestsPerRound[k] = float64(v-reqs0[k]) / float64(rounds-1)
 	}
-	res.BytesPerRound = float64(bytes-bytes0) / float64(rounds-1)
+	res.BytesPerRound = float64(nbytes-nbytes0) / float64(rounds-1)
 	walls = roundWalls(p.LogTail(1 << 24))
 	if name != "baseline" {
 		if m, err := scrape(ctx, murl, ""); err == nil {
@@ -556,6 +666,36 @@ func runScaleAdmission(ctx context.Context, t *testing.T, c *kubetest.ControlPla
 		}
 	}
 	return res
+}
+
+// logStreams logs what a run's re-lists were made of (admissionRun's
+// Streams, Terminated and CacheInits).
+func logStreams(t *testing.T, name string, r admissionRun) {
+	t.Helper()
+	t.Logf("%s, over rounds 2 to %d: the controller's lists and watches %v; the API server's terminated watchers %v, watch cache initializations %v",
+		name, r.Rounds, r.Streams, r.Terminated, r.CacheInits)
+}
+
+// byResourceDelta returns, by its resource label, how much a counter of
+// the API server grew from before to after (only those that grew).
+func byResourceDelta(before, after metricstest.Families, name string) map[string]float64 {
+	out := map[string]float64{}
+	fam, ok := after[name]
+	if !ok {
+		return out
+	}
+	for _, m := range fam.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		a, _ := after.Value(name, labels)
+		b, _ := before.Value(name, labels)
+		if a > b {
+			out[labels["resource"]] += a - b
+		}
+	}
+	return out
 }
 
 func maps0(m map[string]string) map[string]string {
@@ -587,4 +727,42 @@ func roundWalls(log string) []float64 {
 		}
 	}
 	return out
+}
+
+// TestCountingProxyStreams checks how the proxy names LIST and WATCH
+// requests and finds the ERROR events of a watch stream, also when a
+// read holds several (no control plane needed).
+func TestCountingProxyStreams(t *testing.T) {
+	for _, tc := range []struct{ method, url, want string }{
+		{"GET", "/api/v1/namespaces/a/pods?limit=500", "LIST"},
+		{"GET", "/api/v1/pods?watch=true&resourceVersion=7", "WATCH"},
+		{"GET", "/apis/batch/v1/jobs?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan", "WATCHLIST"},
+		{"GET", "/api/v1/namespaces/a/pods/p", ""},
+		{"POST", "/api/v1/namespaces/a/pods", ""},
+	} {
+		r, err := http.NewRequest(tc.method, "http://x"+tc.url, nil)
+		must(t, err, "request")
+		if got := streamKind(r); got != tc.want {
+			t.Errorf("%s %s: %q, want %q", tc.method, tc.url, got, tc.want)
+		}
+	}
+	if got := resourceOf("/apis/batch/v1/namespaces/a/jobs"); got != "jobs" {
+		t.Errorf("resourceOf: %q, want jobs", got)
+	}
+	stream := `{"type":"ADDED","object":{}}` + "\n" +
+		`{"type":"ERROR","object":{"kind":"Status","status":"Failure","reason":"Expired","code":410}}` + "\n" +
+		`{"type":"ERROR","object":{"kind":"Status","code":500}}` + "\n" +
+		`{"type":"ERROR","object":{"kind":"Status"}}` + "\n" + `{"type":"MODIFIED","object":{"code":200}}` + "\n"
+	var codes []string
+	var n atomic.Int64
+	b := &countingBody{ReadCloser: io.NopCloser(strings.NewReader(stream)), n: &n, errors: func(c string) { codes = append(codes, c) }}
+	if _, err := io.ReadAll(b); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"410", "500", "?"}; !slices.Equal(codes, want) {
+		t.Errorf("ERROR codes %v, want %v", codes, want)
+	}
+	if n.Load() != int64(len(stream)) {
+		t.Errorf("counted %d bytes, want %d", n.Load(), len(stream))
+	}
 }

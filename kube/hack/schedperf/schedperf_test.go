@@ -13,8 +13,10 @@
 //	PATH=$GPUSCHED_KUBE_BIN:$PATH go test -run '^$' -bench . -benchtime 1x -timeout 4h
 //
 // SCHEDPERF_WORKLOADS picks workloads by name (comma-separated; default
-// 5000Nodes_10000Pods for misc and 5000Nodes_1000Groups_3000Pods for
-// podgroup); -data-items-dir keeps the JSON of each run.
+// 5000Nodes_10000Pods for misc, 5000Nodes_1000Groups_3000Pods for
+// podgroup and 5000Nodes_1000Gangs_3000Pods for its gangs; upstream's
+// small workloads need -perf-scheduling-label-filter integration-test);
+// -data-items-dir keeps the JSON of each run.
 package schedperf
 
 import (
@@ -58,6 +60,10 @@ func upstream(b *testing.B) string {
 type variant struct {
 	profile string // "stock" or "gpusched"
 	gpus    bool   // GPU node and pod templates
+	// podTemplate, if not empty, is the file in templates/ that replaces
+	// the pod template of every createPods step (with gpus; the default
+	// pod-gpu.yaml replaces only the test case's default template).
+	podTemplate string
 }
 
 // config writes upstream's config of topic (its file rel) with only the
@@ -102,8 +108,12 @@ func config(b *testing.B, rel, testCase string, workloads []string, v variant) s
 		if v.gpus {
 			tc["defaultPodTemplatePath"] = filepath.Join(here, "templates", "pod-gpu.yaml")
 			for _, op := range tc["workloadTemplate"].([]any) {
-				if m := op.(map[string]any); m["opcode"] == "createNodes" {
+				m := op.(map[string]any)
+				switch {
+				case m["opcode"] == "createNodes":
 					m["nodeTemplatePath"] = filepath.Join(here, "templates", "node-gpu.yaml")
+				case m["opcode"] == "createPods" && v.podTemplate != "":
+					m["podTemplatePath"] = filepath.Join(here, "templates", v.podTemplate)
 				}
 			}
 		}
@@ -150,9 +160,16 @@ func workloads(def string) []string {
 
 // run runs one test case under both profiles, stock first.
 func run(b *testing.B, rel, testCase, topic, def string, gpus bool) {
+	runWith(b, rel, testCase, topic, def, variant{gpus: gpus})
+}
+
+// runWith runs one test case under both profiles, stock first, changed
+// as v says (its profile is set for each run).
+func runWith(b *testing.B, rel, testCase, topic, def string, v variant) {
 	for _, profile := range []string{"stock", "gpusched"} {
 		b.Run(profile, func(b *testing.B) {
-			cfg := config(b, rel, testCase, workloads(def), variant{profile: profile, gpus: gpus})
+			v.profile = profile
+			cfg := config(b, rel, testCase, workloads(def), v)
 			perf.RunBenchmarkPerfScheduling(b, cfg, topic, registry)
 		})
 	}
@@ -180,4 +197,14 @@ func BenchmarkPodGroup(b *testing.B) {
 // BenchmarkGangScheduling: podgroup's GangScheduling likewise.
 func BenchmarkGangScheduling(b *testing.B) {
 	run(b, "podgroup/gangscheduling/performance-config.yaml", "GangScheduling", "podgroup-gang", "5000Nodes_1000Gangs_3000Pods", false)
+}
+
+// BenchmarkGangSchedulingGPU: GangScheduling on nodes of 8 GPUs with pods
+// of one GPU in upstream's gangs (PodGroup objects, minCount 3): upstream's
+// gang plugins hold each gang together, while GPUSched (which does not
+// read PodGroup objects: its own groups are labelled pods) filters,
+// scores, books and binds every pod as a single one.
+func BenchmarkGangSchedulingGPU(b *testing.B) {
+	runWith(b, "podgroup/gangscheduling/performance-config.yaml", "GangScheduling", "podgroup-gang-gpu", "5000Nodes_1000Gangs_3000Pods",
+		variant{gpus: true, podTemplate: "gang-pod-gpu.yaml"})
 }
