@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,7 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -301,15 +304,17 @@ func TestChunkedStateRestores(t *testing.T) {
 	assert.True(t, apierrors.IsNotFound(err), "a chunk an earlier process left is deleted: %v", err)
 	d := newController(t, cs, clk, nil)
 	clk.t = 3 * 360
+	n := lists()
 	want, err := syncRound(ctx, c)
 	require.NoError(t, err)
+	assert.Equal(t, n, lists(), "a later save lists nothing")
 	// d restored the state of round 3; c moved on: d must decide round 4
 	// as c did.
 	got, err := syncRound(ctx, d)
 	require.NoError(t, err)
 	assert.Equal(t, want.Assigned, got.Assigned)
 	assert.Equal(t, want.Round, got.Round)
-	assert.Equal(t, 3, lists(), "a restored controller lists the chunks at its first save")
+	assert.Equal(t, n+1, lists(), "a restored controller lists the chunks at its first save")
 	cms, err = cs.CoreV1().ConfigMaps("gpusched").List(ctx, metav1.ListOptions{LabelSelector: labelStateOf + "=" + DefaultStateName})
 	require.NoError(t, err)
 	gens = map[string]bool{}
@@ -317,6 +322,85 @@ func TestChunkedStateRestores(t *testing.T) {
 		gens[cm.Labels[labelStateGen]] = true
 	}
 	assert.Len(t, gens, 1, "one save's chunks remain")
+}
+
+// A save whose delete of an older chunk fails, or whose head write
+// fails after its chunks were written, leaves chunks the head does not
+// name; the next save lists them and deletes them. Without failures a
+// save lists only every listChunksEvery saves.
+func TestChunkCleanupAfterFailures(t *testing.T) {
+	defer func(i, c int) { inlineMax, chunkMax = i, c }(inlineMax, chunkMax)
+	inlineMax, chunkMax = 512, 700
+	ctx := context.Background()
+	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), gpuNode("k1", "Tesla-K80", 4))
+	for i := range 12 {
+		_, err := cs.CoreV1().Pods(testNS).Create(ctx, gatedPod(testNS, fmt.Sprintf("job-%02d", i), 1+i%3, rates(fmt.Sprintf("v100=%d,k80=1", 2+i%4))), metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	lists := 0
+	cs.PrependReactor("list", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if l, ok := a.(k8stesting.ListAction); ok && l.GetListRestrictions().Labels.String() != "" {
+			lists++
+		}
+		return false, nil, nil
+	})
+	failDelete, failHead := false, false
+	cs.PrependReactor("delete", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if d, ok := a.(k8stesting.DeleteAction); ok && failDelete && strings.HasPrefix(d.GetName(), DefaultStateName+"-") && !strings.Contains(d.GetName(), "-rq-") {
+			failDelete = false
+			return true, nil, errors.New("injected: delete failed")
+		}
+		return false, nil, nil
+	})
+	cs.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if u, ok := a.(k8stesting.UpdateAction); ok && failHead {
+			if m, err := meta.Accessor(u.GetObject()); err == nil && m.GetName() == DefaultStateName {
+				failHead = false
+				return true, nil, errors.New("injected: head write failed")
+			}
+		}
+		return false, nil, nil
+	})
+	chunkGens := func() map[string]bool {
+		cms, err := cs.CoreV1().ConfigMaps("gpusched").List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		gens := map[string]bool{}
+		for _, cm := range cms.Items {
+			if cm.Labels[labelStateOf] == DefaultStateName {
+				gens[cm.Labels[labelStateGen]] = true
+			}
+		}
+		return gens
+	}
+	clk := &testClock{}
+	c := newController(t, cs, clk, nil)
+	round := func(r int) error {
+		clk.t = float64(r) * 360
+		_, err := syncRound(ctx, c)
+		return err
+	}
+	require.NoError(t, round(0))
+	require.NoError(t, round(1))
+	require.Equal(t, 1, lists, "the first save lists")
+	failDelete = true
+	require.NoError(t, round(2))
+	assert.Len(t, chunkGens(), 2, "a chunk of the save before is left")
+	assert.Equal(t, 1, lists)
+	require.NoError(t, round(3))
+	assert.Equal(t, 2, lists, "after a failed delete the next save lists")
+	assert.Len(t, chunkGens(), 1, "and deletes what was left")
+	failHead = true
+	require.Error(t, round(4), "the head's write fails")
+	assert.Len(t, chunkGens(), 2, "the failed save's chunks are left")
+	require.NoError(t, round(5))
+	assert.Equal(t, 3, lists, "after a failed write the next save lists")
+	assert.Len(t, chunkGens(), 1)
+	for r := 6; r < 6+listChunksEvery; r++ {
+		require.NoError(t, round(r))
+	}
+	assert.Equal(t, 4, lists, "without failures, a list every %d saves", listChunksEvery)
+	assert.Len(t, chunkGens(), 1)
+	assert.Equal(t, 6+listChunksEvery, savedState(t, cs).Rounds, "the round whose save failed counts")
 }
 
 // The queue's expected run time is the job's remaining work, counted down

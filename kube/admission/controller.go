@@ -54,12 +54,14 @@ type Controller struct {
 	state  ctrlState
 	gen    int64 // generation of the state last saved or loaded
 	chunks int   // chunks it took
-	// slotChunks counts the chunks this process wrote in each slot and
-	// has not deleted; chunksKnown says a save has listed and deleted
-	// every other chunk, so that later saves delete by name (no List of
-	// megabytes of chunks each round).
+	// slotChunks counts the chunks this process wrote (or tried to) in
+	// each slot and has not deleted; chunksKnown says they are the only
+	// chunks (a save listed and deleted the others, and no write or
+	// delete failed since), so that a save deletes by name: no List of
+	// megabytes of chunks each round. saves counts the saves.
 	slotChunks  [2]int
 	chunksKnown bool
+	saves       int
 	adopt       bool // a clean start: adopt what runs at the next round
 	created     map[string][]*corev1.Pod
 

@@ -344,11 +344,13 @@ func (c *Controller) save(ctx context.Context) error {
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: chunkName(name, h.Gen%2, i), Namespace: ns,
 				Labels: map[string]string{labelStateOf: name, labelStateGen: strconv.FormatInt(h.Gen, 10)}},
 				BinaryData: map[string][]byte{chunkKey: part}}
+			// Counted before the write: one that fails may have landed.
+			c.slotChunks[h.Gen%2] = max(c.slotChunks[h.Gen%2], i+1)
 			if err := c.put(ctx, cm); err != nil {
+				c.chunksKnown = false
 				return err
 			}
 			h.Chunks++
-			c.slotChunks[h.Gen%2] = max(c.slotChunks[h.Gen%2], h.Chunks)
 		}
 	}
 	hj, err := json.Marshal(h)
@@ -357,44 +359,58 @@ func (c *Controller) save(ctx context.Context) error {
 	}
 	head.Data = map[string]string{stateKeyHead: string(hj)}
 	if err := c.put(ctx, head); err != nil {
+		c.chunksKnown = false
 		return err
 	}
-	switch {
-	case c.chunksKnown:
-		c.dropKnownChunks(ctx, name, h)
-	case c.chunks > 0 || h.Chunks > 0:
-		c.chunksKnown = c.dropChunks(ctx, name, h)
+	c.saves++
+	if c.saves%listChunksEvery == 0 {
+		c.chunksKnown = false // another writer's (a leader handing over) too
 	}
-	slot := h.Gen % 2
-	c.slotChunks[slot], c.slotChunks[1-slot] = h.Chunks, 0
-	if !c.chunksKnown {
-		c.slotChunks = [2]int{}
+	var clean bool
+	if c.chunksKnown {
+		clean = c.dropKnownChunks(ctx, name, h)
+	} else {
+		clean = c.dropChunks(ctx, name, h)
 	}
+	if clean {
+		slot := h.Gen % 2
+		c.slotChunks[slot], c.slotChunks[1-slot] = h.Chunks, 0
+	}
+	c.chunksKnown = clean
 	c.gen, c.chunks = h.Gen, h.Chunks
 	return nil
 }
 
+// listChunksEvery is how often (in saves) a save lists the state's
+// chunks, where it otherwise deletes those it knows by name: chunks a
+// former leader wrote while handing over are deleted within as many
+// rounds.
+const listChunksEvery = 16
+
 // dropKnownChunks deletes, by name, the chunks this process knows exist
 // that the head h does not name: the other slot's (the save before) and
-// those of h's slot past h's count. It sends no List: after the first
-// save's dropChunks, only this process writes chunks. A failed delete
-// makes the next save list them again.
-func (c *Controller) dropKnownChunks(ctx context.Context, name string, h stateHead) {
+// those of h's slot past h's count. It sends no List (after a save's
+// dropChunks, only this process writes chunks, but for a leader handing
+// over: see listChunksEvery). It reports whether every delete succeeded;
+// if not, the next save lists them.
+func (c *Controller) dropKnownChunks(ctx context.Context, name string, h stateHead) bool {
 	ns, _ := c.cfg.stateLocation()
 	cms := c.cfg.Client.CoreV1().ConfigMaps(ns)
 	slot := h.Gen % 2
+	ok := true
 	drop := func(slot int64, from int) {
 		for i := from; i < c.slotChunks[slot]; i++ {
 			n := chunkName(name, slot, i)
 			delete(c.written, n)
 			if err := cms.Delete(ctx, n, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				c.log.Warn("deleting a state chunk", "configmap", n, "err", err)
-				c.chunksKnown = false
+				ok = false
 			}
 		}
 	}
 	drop(slot, h.Chunks)
 	drop(1-slot, 0)
+	return ok
 }
 
 // put creates or replaces a ConfigMap of the state. It updates the copy
@@ -447,8 +463,9 @@ func stripData(cm *corev1.ConfigMap) *corev1.ConfigMap {
 }
 
 // dropChunks deletes the chunks the head h does not name, listing them
-// (those an earlier process left too: the first save after a start
-// calls it). It reports whether every chunk but h's is gone.
+// (those an earlier process left too: the first save after a start or a
+// load, after a failed write or delete, and every listChunksEvery saves
+// call it). It reports whether every chunk but h's is gone.
 func (c *Controller) dropChunks(ctx context.Context, name string, h stateHead) bool {
 	ns, _ := c.cfg.stateLocation()
 	cms := c.cfg.Client.CoreV1().ConfigMaps(ns)

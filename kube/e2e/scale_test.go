@@ -369,8 +369,9 @@ func (cp *countingProxy) streamSnapshot() map[string]int {
 }
 
 // countingBody counts the bytes read; with errors set, it also reports
-// each ERROR event of a JSON watch stream with its status code (an
-// event split across two reads is missed: the count is a lower bound).
+// each ERROR event of a JSON watch stream with its status code (an event
+// split across two reads is missed, or counted with code "?" when the
+// split falls after its type: the count is a lower bound).
 type countingBody struct {
 	io.ReadCloser
 	n      *atomic.Int64
