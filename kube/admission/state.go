@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // The saved state. The head ConfigMap (Config.StateName in
@@ -400,17 +401,23 @@ func (c *Controller) dropKnownChunks(ctx context.Context, name string, h stateHe
 	ok := true
 	drop := func(slot int64, from int) {
 		for i := from; i < c.slotChunks[slot]; i++ {
-			n := chunkName(name, slot, i)
-			delete(c.written, n)
-			if err := cms.Delete(ctx, n, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				c.log.Warn("deleting a state chunk", "configmap", n, "err", err)
-				ok = false
-			}
+			ok = c.dropChunk(ctx, cms, chunkName(name, slot, i)) && ok
 		}
 	}
 	drop(slot, h.Chunks)
 	drop(1-slot, 0)
 	return ok
+}
+
+// dropChunk deletes one chunk (gone already is fine) and forgets its
+// written copy; it reports whether the chunk is gone.
+func (c *Controller) dropChunk(ctx context.Context, cms typedcorev1.ConfigMapInterface, name string) bool {
+	delete(c.written, name)
+	if err := cms.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		c.log.Warn("deleting a state chunk", "configmap", name, "err", err)
+		return false
+	}
+	return true
 }
 
 // put creates or replaces a ConfigMap of the state. It updates the copy
@@ -481,11 +488,7 @@ func (c *Controller) dropChunks(ctx context.Context, name string, h stateHead) b
 			keep = keep || cm.Name == chunkName(name, h.Gen%2, i)
 		}
 		if !keep {
-			delete(c.written, cm.Name)
-			if err := cms.Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				c.log.Warn("deleting a state chunk", "configmap", cm.Name, "err", err)
-				ok = false
-			}
+			ok = c.dropChunk(ctx, cms, cm.Name) && ok
 		}
 	}
 	return ok
