@@ -332,11 +332,7 @@ func TestChunkCleanupAfterFailures(t *testing.T) {
 	defer func(i, c int) { inlineMax, chunkMax = i, c }(inlineMax, chunkMax)
 	inlineMax, chunkMax = 512, 700
 	ctx := context.Background()
-	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), gpuNode("k1", "Tesla-K80", 4))
-	for i := range 12 {
-		_, err := cs.CoreV1().Pods(testNS).Create(ctx, gatedPod(testNS, fmt.Sprintf("job-%02d", i), 1+i%3, rates(fmt.Sprintf("v100=%d,k80=1", 2+i%4))), metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
+	cs := chunkedCluster(t)
 	lists := 0
 	cs.PrependReactor("list", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if l, ok := a.(k8stesting.ListAction); ok && l.GetListRestrictions().Labels.String() != "" {
@@ -372,13 +368,7 @@ func TestChunkCleanupAfterFailures(t *testing.T) {
 		}
 		return gens
 	}
-	clk := &testClock{}
-	c := newController(t, cs, clk, nil)
-	round := func(r int) error {
-		clk.t = float64(r) * 360
-		_, err := syncRound(ctx, c)
-		return err
-	}
+	round := roundsOf(t, cs)
 	require.NoError(t, round(0))
 	require.NoError(t, round(1))
 	require.Equal(t, 1, lists, "the first save lists")
@@ -401,6 +391,121 @@ func TestChunkCleanupAfterFailures(t *testing.T) {
 	assert.Equal(t, 4, lists, "without failures, a list every %d saves", listChunksEvery)
 	assert.Len(t, chunkGens(), 1)
 	assert.Equal(t, 6+listChunksEvery, savedState(t, cs).Rounds, "the round whose save failed counts")
+}
+
+// A head write that reports a failure but landed (the API server wrote
+// it; the answer was lost): the next save must not write its chunks into
+// the slot that head names, or a crash in its middle leaves a head whose
+// chunks do not match and the next start discards the state. Without
+// readGen the next save reused the landed head's generation and slot.
+func TestHeadWriteThatLanded(t *testing.T) {
+	defer func(i, c int) { inlineMax, chunkMax = i, c }(inlineMax, chunkMax)
+	inlineMax, chunkMax = 512, 700
+	ctx := context.Background()
+	cs := chunkedCluster(t)
+	landThenFail, failGet := false, false
+	var chunkWrites []string
+	cmGVR := corev1.SchemeGroupVersion.WithResource("configmaps")
+	cs.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		u := a.(k8stesting.UpdateAction)
+		m, err := meta.Accessor(u.GetObject())
+		if err != nil {
+			return false, nil, nil
+		}
+		if m.GetLabels()[labelStateOf] == DefaultStateName {
+			chunkWrites = append(chunkWrites, m.GetName())
+		}
+		if landThenFail && m.GetName() == DefaultStateName {
+			landThenFail = false
+			if err := cs.Tracker().Update(cmGVR, u.GetObject(), u.GetNamespace()); err != nil {
+				return true, nil, err
+			}
+			return true, nil, errors.New("injected: the head was written, the answer lost")
+		}
+		return false, nil, nil
+	})
+	cs.PrependReactor("create", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if m, err := meta.Accessor(a.(k8stesting.CreateAction).GetObject()); err == nil && m.GetLabels()[labelStateOf] == DefaultStateName {
+			chunkWrites = append(chunkWrites, m.GetName())
+		}
+		return false, nil, nil
+	})
+	cs.PrependReactor("get", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if failGet && a.(k8stesting.GetAction).GetName() == DefaultStateName {
+			return true, nil, errors.New("injected: get failed")
+		}
+		return false, nil, nil
+	})
+	headGen := func() int64 {
+		cm, err := cs.CoreV1().ConfigMaps("gpusched").Get(ctx, DefaultStateName, metav1.GetOptions{})
+		require.NoError(t, err)
+		var h stateHead
+		require.NoError(t, strictJSON([]byte(cm.Data[stateKeyHead]), &h))
+		require.Positive(t, h.Chunks, "the test's state is chunked")
+		return h.Gen
+	}
+	round := roundsOf(t, cs)
+	require.NoError(t, round(0))
+	require.NoError(t, round(1))
+	g := headGen()
+	landThenFail = true
+	require.Error(t, round(2), "the head's write reports a failure")
+	require.Equal(t, g+1, headGen(), "but it landed")
+	// The next save cannot read the head: it writes nothing.
+	failGet, chunkWrites = true, nil
+	require.Error(t, round(3))
+	assert.Empty(t, chunkWrites, "no chunk written without knowing the head's generation")
+	failGet = false
+	assert.Equal(t, g+1, headGen())
+	require.NoError(t, round(4))
+	live := chunkName(DefaultStateName, (g+1)%2, 0)
+	for _, name := range chunkWrites {
+		assert.NotEqual(t, (g+1)%2, chunkSlot(t, name), "chunk %s written into the slot of the head in the API (%s)", name, live)
+	}
+	assert.Equal(t, g+2, headGen(), "the save after the landed one is its next generation")
+	assert.Equal(t, 5, savedState(t, cs).Rounds)
+}
+
+// chunkedCluster is two 4-GPU nodes and twelve gated jobs: with the
+// tests' inlineMax and chunkMax, a state of several chunks.
+func chunkedCluster(t *testing.T) *fake.Clientset {
+	t.Helper()
+	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), gpuNode("k1", "Tesla-K80", 4))
+	for i := range 12 {
+		_, err := cs.CoreV1().Pods(testNS).Create(context.Background(), gatedPod(testNS, fmt.Sprintf("job-%02d", i), 1+i%3, rates(fmt.Sprintf("v100=%d,k80=1", 2+i%4))), metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	return cs
+}
+
+// roundsOf starts a controller on cs and returns a function that runs
+// its round r at the r-th 6-minute mark.
+func roundsOf(t *testing.T, cs *fake.Clientset) func(r int) error {
+	t.Helper()
+	clk := &testClock{}
+	c := newController(t, cs, clk, nil)
+	return func(r int) error {
+		clk.t = float64(r) * 360
+		_, err := syncRound(context.Background(), c)
+		return err
+	}
+}
+
+// chunkSlot reads the slot from a chunk's name (chunkName).
+func chunkSlot(t *testing.T, name string) int64 {
+	t.Helper()
+	rest, ok := strings.CutPrefix(name, DefaultStateName+"-")
+	require.True(t, ok, name)
+	slot, _, ok := strings.Cut(rest, "-")
+	require.True(t, ok, name)
+	switch slot {
+	case "0":
+		return 0
+	case "1":
+		return 1
+	}
+	t.Fatalf("chunk %s: slot %q", name, slot)
+	return -1
 }
 
 // The queue's expected run time is the job's remaining work, counted down

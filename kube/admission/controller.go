@@ -62,8 +62,13 @@ type Controller struct {
 	slotChunks  [2]int
 	chunksKnown bool
 	saves       int
-	adopt       bool // a clean start: adopt what runs at the next round
-	created     map[string][]*corev1.Pod
+	// genUnsure: a head write failed, and may have landed (the API
+	// server wrote it, the answer was lost): the next save reads the
+	// head's generation first, so that it never writes its chunks into
+	// the slot that the head in the API names.
+	genUnsure bool
+	adopt     bool // a clean start: adopt what runs at the next round
+	created   map[string][]*corev1.Pod
 
 	caches  *caches
 	events  *eventer

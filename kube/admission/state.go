@@ -333,6 +333,11 @@ func (c *Controller) save(ctx context.Context) error {
 		return fmt.Errorf("%w: %d bytes of compressed state exceed %d chunks", ErrState, len(gz), maxChunks)
 	}
 	ns, name := c.cfg.stateLocation()
+	if c.genUnsure {
+		if err := c.readGen(ctx); err != nil {
+			return err
+		}
+	}
 	sum := sha256.Sum256(gz)
 	h := stateHead{Version: stateVersion, Gen: c.gen + 1, Bytes: len(gz), SHA256: hex.EncodeToString(sum[:])}
 	head := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
@@ -360,7 +365,7 @@ func (c *Controller) save(ctx context.Context) error {
 	}
 	head.Data = map[string]string{stateKeyHead: string(hj)}
 	if err := c.put(ctx, head); err != nil {
-		c.chunksKnown = false
+		c.chunksKnown, c.genUnsure = false, true
 		return err
 	}
 	c.saves++
@@ -379,6 +384,29 @@ func (c *Controller) save(ctx context.Context) error {
 	}
 	c.chunksKnown = clean
 	c.gen, c.chunks = h.Gen, h.Chunks
+	return nil
+}
+
+// readGen reads the generation of the head in the API after a head write
+// that failed: if the write landed after all, the head names the slot of
+// generation c.gen+1, which the next save must not write (a crash in the
+// middle of that save would leave a head whose chunks do not match it,
+// and the next start would discard the state). A head that is missing or
+// unreadable leaves c.gen as it is (the next save replaces it).
+func (c *Controller) readGen(ctx context.Context) error {
+	ns, name := c.cfg.stateLocation()
+	cm, err := c.cfg.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("admission: reading the generation of state %s/%s: %w", ns, name, err)
+	default:
+		var h stateHead
+		if raw, ok := cm.Data[stateKeyHead]; ok && strictJSON([]byte(raw), &h) == nil && h.Gen > c.gen {
+			c.gen, c.chunks = h.Gen, h.Chunks
+		}
+	}
+	c.genUnsure = false
 	return nil
 }
 

@@ -225,7 +225,7 @@ func TestE2EScalePlugin(t *testing.T) {
 				t.Logf("        plugin p50/p99 us: %s; pod group wait p50/p99 %.0f/%.0f ms", strings.Join(parts, ", "), r.GroupWaitMs[0], r.GroupWaitMs[1])
 			}
 			if r.Attempts != nil {
-				t.Logf("        Bind p50/p99 %.0f/%.0f ms; attempts %v; pod group permits %v", r.BindMs[0], r.BindMs[1], r.Attempts, r.GroupPermits)
+				t.Logf("        Bind p50/p99 %.0f/%.0f ms; attempts %v; batching %v; pod group permits %v", r.BindMs[0], r.BindMs[1], r.Attempts, r.Batch, r.GroupPermits)
 			}
 			runs = append(runs, r)
 			rate[sched] = append(rate[sched], r.PodsPerS)

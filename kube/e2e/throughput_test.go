@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpusched/gpusched/kube/gpusched"
 	"github.com/gpusched/gpusched/kube/internal/kubetest"
+	"github.com/gpusched/gpusched/kube/internal/metricstest"
 	"github.com/gpusched/gpusched/kube/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,6 +57,12 @@ type throughputRun struct {
 	// scheduling attempts by result (scheduler_schedule_attempts_total).
 	BindMs   [2]float64         `json:"bind_ms,omitzero"`
 	Attempts map[string]float64 `json:"attempts,omitempty"`
+	// Batch counts the cycles of opportunistic batching (KEP-5598) by
+	// result (scheduler_batch_attempts_total: hint_used, hint_not_used,
+	// no_hint) and the batch state's flushes by reason
+	// (scheduler_batch_cache_flushed_total, as "flush <reason>"): a
+	// cycle whose hint was used filtered one node and scored none.
+	Batch map[string]float64 `json:"batch,omitempty"`
 	// GroupPermits counts gpusched's Permit decisions on pod group
 	// members by result.
 	GroupPermits map[string]float64 `json:"group_permits,omitempty"`
@@ -229,7 +236,7 @@ func measureRun(ctx context.Context, t *testing.T, c *kubetest.ControlPlane, cs 
 	must(t, err, "scheduler memory")
 	var points map[string][2]float64
 	var groupWait, bindMs [2]float64
-	var attempts, permits map[string]float64
+	var attempts, permits, batch map[string]float64
 	if metricsURL != "" {
 		m, err := scrape(ctx, metricsURL, c.Config.BearerToken)
 		must(t, err, "scrape %s", metricsURL)
@@ -241,6 +248,7 @@ func measureRun(ctx context.Context, t *testing.T, c *kubetest.ControlPlane, cs 
 		for _, res := range []string{"scheduled", "unschedulable", "error"} {
 			attempts[res] = m.Sum("scheduler_schedule_attempts_total", map[string]string{"result": res})
 		}
+		batch = batchCounts(m)
 		if r.sched == "gpusched" {
 			permits = map[string]float64{}
 			for _, res := range []string{"allow", "wait", "reject"} {
@@ -272,7 +280,7 @@ func measureRun(ctx context.Context, t *testing.T, c *kubetest.ControlPlane, cs 
 	}
 	res := throughputRun{Phase: r.phase, Round: r.round, Scheduler: r.sched, Pods: len(all), Seconds: last.Sub(first).Seconds(),
 		SchedulerPeakMiB: float64(peak) / (1 << 20), Points: points, GroupWaitMs: groupWait,
-		BindMs: bindMs, Attempts: attempts, GroupPermits: permits}
+		BindMs: bindMs, Attempts: attempts, Batch: batch, GroupPermits: permits}
 	res.PodsPerS = float64(len(all)-1) / res.Seconds
 	res.SchedulerCPU, res.APIServerCPU = schedCPU.Seconds(), (apiAfter - apiBefore).Seconds()
 	if r.sched == "gpusched" {
@@ -350,4 +358,28 @@ func median(v []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// batchCounts reads a scheduler's opportunistic batching counters: the
+// cycles by result, and the flushes of its batch state by reason (as
+// "flush <reason>").
+func batchCounts(m metricstest.Families) map[string]float64 {
+	out := map[string]float64{}
+	for _, name := range []string{"scheduler_batch_attempts_total", "scheduler_batch_cache_flushed_total"} {
+		fam, ok := m[name]
+		if !ok {
+			continue
+		}
+		for _, s := range fam.GetMetric() {
+			for _, l := range s.GetLabel() {
+				switch l.GetName() {
+				case "result":
+					out[l.GetValue()] += s.GetCounter().GetValue()
+				case "reason":
+					out["flush "+l.GetValue()] += s.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
 }
