@@ -2,6 +2,8 @@ package admission
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -403,7 +405,7 @@ func TestHeadWriteThatLanded(t *testing.T) {
 	inlineMax, chunkMax = 512, 700
 	ctx := context.Background()
 	cs := chunkedCluster(t)
-	landThenFail, failGet := false, false
+	landThenFail, failGet, failHead := false, false, false
 	var chunkWrites []string
 	cmGVR := corev1.SchemeGroupVersion.WithResource("configmaps")
 	cs.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -414,6 +416,10 @@ func TestHeadWriteThatLanded(t *testing.T) {
 		}
 		if m.GetLabels()[labelStateOf] == DefaultStateName {
 			chunkWrites = append(chunkWrites, m.GetName())
+		}
+		if failHead && m.GetName() == DefaultStateName {
+			failHead = false
+			return true, nil, errors.New("injected: head write failed")
 		}
 		if landThenFail && m.GetName() == DefaultStateName {
 			landThenFail = false
@@ -457,13 +463,55 @@ func TestHeadWriteThatLanded(t *testing.T) {
 	assert.Empty(t, chunkWrites, "no chunk written without knowing the head's generation")
 	failGet = false
 	assert.Equal(t, g+1, headGen())
-	require.NoError(t, round(4))
+	// The next save writes its chunks, and its head write fails (as a
+	// crash after the chunks would leave it): the landed head still
+	// reads, chunks and hash, at the round it saved.
+	failHead = true
+	require.Error(t, round(4))
 	live := chunkName(DefaultStateName, (g+1)%2, 0)
+	require.NotEmpty(t, chunkWrites)
 	for _, name := range chunkWrites {
 		assert.NotEqual(t, (g+1)%2, chunkSlot(t, name), "chunk %s written into the slot of the head in the API (%s)", name, live)
 	}
+	assert.Equal(t, g+1, headGen())
+	assert.Equal(t, 3, savedState(t, cs).Rounds, "the landed head's state, rounds 0 to 2")
+	require.NoError(t, round(5))
 	assert.Equal(t, g+2, headGen(), "the save after the landed one is its next generation")
-	assert.Equal(t, 5, savedState(t, cs).Rounds)
+	assert.Equal(t, 6, savedState(t, cs).Rounds)
+}
+
+// The generation after a failed head write: past this process's last
+// and the head's in the API, and never in the slot the head names (a
+// former leader's head may be behind this process's).
+func TestNextGenAfter(t *testing.T) {
+	for _, c := range []struct{ own, live, want int64 }{
+		{5, 5, 6},  // the failed write did not land
+		{5, 6, 7},  // it landed
+		{5, 4, 7},  // a former leader's head, behind: 6 is its slot
+		{5, 3, 6},  // behind, in the other slot
+		{5, 9, 10}, // ahead
+		{0, 0, 1},
+	} {
+		got := nextGenAfter(c.own, c.live)
+		assert.Equal(t, c.want, got, "own %d, live %d", c.own, c.live)
+		assert.NotEqual(t, c.live%2, got%2, "own %d, live %d", c.own, c.live)
+		assert.Greater(t, got, max(c.own, c.live))
+	}
+}
+
+// A generation past maxGen is a bad state: counting on from it would
+// overflow into a negative slot.
+func TestStateGenerationBound(t *testing.T) {
+	gz := gzipped(t, []byte(`{"controller":{"version":2},"scheduler":{"version":1}}`))
+	sum := sha256.Sum256(gz)
+	head := func(gen int64) map[string]string {
+		return map[string]string{stateKeyHead: fmt.Sprintf(`{"version":2,"gen":%d,"chunks":0,"bytes":%d,"sha256":%q}`, gen, len(gz), hex.EncodeToString(sum[:]))}
+	}
+	_, _, h, err := decodeState(head(maxGen), map[string][]byte{stateKeyBlob: gz}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, int64(maxGen), h.Gen)
+	_, _, _, err = decodeState(head(maxGen+1), map[string][]byte{stateKeyBlob: gz}, nil)
+	require.ErrorContains(t, err, "generation")
 }
 
 // chunkedCluster is two 4-GPU nodes and twelve gated jobs: with the

@@ -51,9 +51,8 @@ type Controller struct {
 	priorities      map[string]int32
 	defaultPriority int32
 
-	state  ctrlState
-	gen    int64 // generation of the state last saved or loaded
-	chunks int   // chunks it took
+	state ctrlState
+	gen   int64 // generation of the state last saved or loaded
 	// slotChunks counts the chunks this process wrote (or tried to) in
 	// each slot and has not deleted; chunksKnown says they are the only
 	// chunks (a save listed and deleted the others, and no write or

@@ -61,6 +61,7 @@ func FuzzDecodeState(f *testing.F) {
 		head := fmt.Sprintf(`{"version":2,"gen":1,"chunks":0,"bytes":%d,"sha256":%q}`, len(gz), hex.EncodeToString(sum[:]))
 		f.Add(head, gz, uint8(0))
 		f.Add(strings.Replace(head, `"chunks":0`, `"chunks":2`, 1), gz, uint8(len(gz)/2))
+		f.Add(strings.Replace(head, `"gen":1`, `"gen":9223372036854775807`, 1), gz, uint8(0))
 	}
 	f.Fuzz(func(t *testing.T, head string, blob []byte, split uint8) {
 		chunk := func(_ int64, i int) ([]byte, error) {
@@ -77,7 +78,7 @@ func FuzzDecodeState(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if st.Version != stateVersion || st.Rounds < 0 || h.Chunks > maxChunks || st.Admitted == nil || st.Requeue == nil {
+		if st.Version != stateVersion || st.Rounds < 0 || h.Chunks > maxChunks || h.Gen < 0 || h.Gen > maxGen || st.Admitted == nil || st.Requeue == nil {
 			t.Fatalf("accepted a state out of bounds: %+v %+v", st, h)
 		}
 		for k, r := range st.Admitted {
@@ -101,7 +102,7 @@ func mustJSON(f *testing.F, v any) string {
 	return string(b)
 }
 
-func gzipped(f *testing.F, b []byte) []byte {
+func gzipped(f testing.TB, b []byte) []byte {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	if _, err := zw.Write(b); err != nil {

@@ -150,7 +150,7 @@ func (c *Controller) load(ctx context.Context) (fresh bool, err error) {
 	if err := c.restore(snap); err != nil {
 		return false, fmt.Errorf("%w: %s/%s: %w", ErrState, ns, name, err)
 	}
-	c.state, c.gen, c.chunks = st, h.Gen, h.Chunks
+	c.state, c.gen = st, h.Gen
 	c.slotChunks, c.chunksKnown = [2]int{}, false // the next save lists them
 	c.log.Info("state restored", "configmap", ns+"/"+name, "rounds", st.Rounds, "jobs", len(c.sched.Jobs()), "bytes", h.Bytes)
 	return false, nil
@@ -197,8 +197,8 @@ func decodeState(data map[string]string, bin map[string][]byte, chunk func(slot 
 		return ctrlState{}, nil, h, fmt.Errorf("%d chunks (at most %d)", h.Chunks, maxChunks)
 	case h.Bytes < 0 || h.Bytes > maxChunks*chunkMax:
 		return ctrlState{}, nil, h, fmt.Errorf("%d bytes", h.Bytes)
-	case h.Gen < 0:
-		return ctrlState{}, nil, h, fmt.Errorf("generation %d", h.Gen)
+	case h.Gen < 0 || h.Gen > maxGen:
+		return ctrlState{}, nil, h, fmt.Errorf("generation %d (from 0 to %d)", h.Gen, int64(maxGen))
 	}
 	var gz []byte
 	if h.Chunks == 0 {
@@ -383,7 +383,7 @@ func (c *Controller) save(ctx context.Context) error {
 		c.slotChunks[slot], c.slotChunks[1-slot] = h.Chunks, 0
 	}
 	c.chunksKnown = clean
-	c.gen, c.chunks = h.Gen, h.Chunks
+	c.gen = h.Gen
 	return nil
 }
 
@@ -391,8 +391,12 @@ func (c *Controller) save(ctx context.Context) error {
 // that failed: if the write landed after all, the head names the slot of
 // generation c.gen+1, which the next save must not write (a crash in the
 // middle of that save would leave a head whose chunks do not match it,
-// and the next start would discard the state). A head that is missing or
-// unreadable leaves c.gen as it is (the next save replaces it).
+// and the next start would discard the state). Whatever generation the
+// head has (this process's, a landed write's, a former leader's), the
+// next save's goes past it into the other slot. A head that is missing or
+// unreadable leaves c.gen as it is (the next save replaces it). A failed
+// write still in flight that lands after this read is not covered: the
+// client's timeout must outlast the server's.
 func (c *Controller) readGen(ctx context.Context) error {
 	ns, name := c.cfg.stateLocation()
 	cm, err := c.cfg.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
@@ -402,13 +406,28 @@ func (c *Controller) readGen(ctx context.Context) error {
 		return fmt.Errorf("admission: reading the generation of state %s/%s: %w", ns, name, err)
 	default:
 		var h stateHead
-		if raw, ok := cm.Data[stateKeyHead]; ok && strictJSON([]byte(raw), &h) == nil && h.Gen > c.gen {
-			c.gen, c.chunks = h.Gen, h.Chunks
+		if raw, ok := cm.Data[stateKeyHead]; ok && strictJSON([]byte(raw), &h) == nil && h.Gen >= 0 && h.Gen <= maxGen {
+			c.gen = nextGenAfter(c.gen, h.Gen) - 1
 		}
 	}
 	c.genUnsure = false
 	return nil
 }
+
+// nextGenAfter returns the generation of the next save after this
+// process's last (own) when the head in the API is at live: past both,
+// and in the slot live does not name.
+func nextGenAfter(own, live int64) int64 {
+	next := max(own, live) + 1
+	if next%2 == live%2 {
+		next++
+	}
+	return next
+}
+
+// maxGen bounds a state's generation, so that counting on from one read
+// cannot overflow.
+const maxGen = 1 << 62
 
 // listChunksEvery is how often (in saves) a save lists the state's
 // chunks, where it otherwise deletes those it knows by name: chunks a

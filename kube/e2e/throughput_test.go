@@ -61,7 +61,8 @@ type throughputRun struct {
 	// result (scheduler_batch_attempts_total: hint_used, hint_not_used,
 	// no_hint) and the batch state's flushes by reason
 	// (scheduler_batch_cache_flushed_total, as "flush <reason>"): a
-	// cycle whose hint was used filtered one node and scored none.
+	// cycle whose hint was used filtered and scored the last pod's node
+	// and the hinted one, not every node.
 	Batch map[string]float64 `json:"batch,omitempty"`
 	// GroupPermits counts gpusched's Permit decisions on pod group
 	// members by result.

@@ -5,30 +5,36 @@
 # SchedulingThroughput average and, per workload, the median of each
 # profile and their ratio.
 #
-# Why processes of their own: `go test -bench .` runs a benchmark's two
-# profiles one after the other in one process, each with its own etcd and
-# API server, but the second inherits the first's heap and the garbage
-# collector's work on it. On 2 cores that made the second profile (the
-# GPUSched one) up to a fifth slower than the same run alone (docs/operations.md).
+# Why: `go test -bench .` runs one run of each profile, one after the
+# other in one process, and on a 2-core machine one run differs from the
+# next by up to a tenth; an ABBA set in fresh processes gives medians that
+# the order of the runs does not favour (docs/operations.md).
 #
 # Environment (all optional):
 #   SCHEDPERF_BENCHES  benchmarks to run (default: BenchmarkMiscGPU BenchmarkGangSchedulingGPU)
 #   SCHEDPERF_SETS     ABBA sets per benchmark (default 1: two runs of each profile)
-#   SCHEDPERF_OUT      folder for the logs, the JSON data items and abba.txt (default /tmp/schedperf-abba)
+#   SCHEDPERF_OUT      folder for the logs, the JSON data items and abba.txt
+#                      (default /tmp/schedperf-abba; each run's folder is emptied first)
 #   SCHEDPERF_WORKLOADS, GPUSCHED_KUBE_BIN: as for `go test` (see schedperf_test.go)
 #   SCHEDPERF_ARGS     extra flags for the test binary, e.g.
 #                      "-perf-scheduling-label-filter integration-test" for upstream's small workloads
 set -euo pipefail
-cd "$(dirname "$0")"
 benches=${SCHEDPERF_BENCHES:-BenchmarkMiscGPU BenchmarkGangSchedulingGPU}
 sets=${SCHEDPERF_SETS:-1}
 out=${SCHEDPERF_OUT:-/tmp/schedperf-abba}
-case $sets in '' | *[!0-9]* | 0)
+case $sets in '' | *[!0-9]*)
 	echo "abba.sh: SCHEDPERF_SETS=$sets: want a whole number of ABBA sets, at least 1" >&2
 	exit 2
 	;;
 esac
+sets=$((10#$sets))
+if [ "$sets" -lt 1 ]; then
+	echo "abba.sh: SCHEDPERF_SETS=$sets: want at least 1 ABBA set" >&2
+	exit 2
+fi
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
+cd "$(dirname "$0")"
 if [ -n "${GPUSCHED_KUBE_BIN:-}" ]; then
 	PATH=$GPUSCHED_KUBE_BIN:$PATH
 fi
@@ -41,17 +47,23 @@ for b in $benches; do
 		for prof in stock gpusched gpusched stock; do
 			run=$out/$b-$s-$k-$prof
 			k=$((k + 1))
+			rm -rf "$run"
 			mkdir -p "$run"
 			rc=0
 			# shellcheck disable=SC2086 # SCHEDPERF_ARGS is a list of flags
 			"$bin" -test.run '^$' -test.bench "^$b\$/^$prof\$" -test.benchtime 1x -test.timeout 2h \
 				-data-items-dir "$run" ${SCHEDPERF_ARGS:-} >"$run.log" 2>&1 || rc=$?
-			# The run's SchedulingThroughput average, from its data items (a
-			# run below a threshold prints no benchmark line but writes them).
-			tp=$(cat "$run"/*.json 2>/dev/null | awk '
+			# Each workload's SchedulingThroughput average, from the run's data
+			# items (a run below a threshold prints no benchmark line but
+			# writes them): "test case/workload average", one line each.
+			tps=$(cat "$run"/*.json 2>/dev/null | awk '
 				/"Average":/ { v = $2; sub(/,$/, "", v) }
-				/"Metric": "SchedulingThroughput"/ { printf "%.1f\n", v; exit }' || true)
-			if [ -z "$tp" ]; then
+				/"Metric": "SchedulingThroughput"/ { want = 1 }
+				want && /"Name":/ {
+					name = $2; gsub(/[",]/, "", name); n = split(name, part, "/")
+					printf "%s/%s %.1f\n", part[3], part[4], v; want = 0
+				}' || true)
+			if [ -z "$tps" ]; then
 				echo "abba.sh: $b ($prof) measured no SchedulingThroughput (exit $rc; no workload ran?); see $run.log" >&2
 				exit 1
 			fi
@@ -65,8 +77,10 @@ for b in $benches; do
 				fi
 				note=" (below upstream's threshold)"
 			fi
-			echo "$b $prof $tp" >>"$out/abba.txt"
-			echo "$b $prof $tp$note"
+			while read -r w tp; do
+				echo "$b/$w $prof $tp" >>"$out/abba.txt"
+				echo "$b/$w $prof $tp$note"
+			done <<<"$tps"
 		done
 	done
 done
@@ -79,10 +93,10 @@ function median(list, n,    a, i, j, t) {
 }
 { runs[$1, $2] = runs[$1, $2] " " $3; if (!($1 in seen)) { seen[$1] = 1; order[++nb] = $1 } }
 END {
-	printf "%-28s %-34s %-34s %s\n", "benchmark", "stock pods/s (median)", "gpusched pods/s (median)", "gpusched / stock"
+	printf "%-60s %-34s %-34s %s\n", "benchmark/test case/workload", "stock pods/s (median)", "gpusched pods/s (median)", "gpusched / stock"
 	for (i = 1; i <= nb; i++) {
 		b = order[i]; rs = substr(runs[b, "stock"], 2); rg = substr(runs[b, "gpusched"], 2)
 		s = median(rs); g = median(rg)
-		printf "%-28s %-34s %-34s %.2f\n", b, rs " (" s ")", rg " (" g ")", g / s
+		printf "%-60s %-34s %-34s %.2f\n", b, rs " (" s ")", rg " (" g ")", g / s
 	}
 }' "$out/abba.txt" | tee -a "$out/abba.txt"
