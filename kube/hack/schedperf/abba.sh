@@ -64,7 +64,7 @@ for b in $benches; do
 					printf "%s/%s %.1f\n", part[3], part[4], v; want = 0
 				}' || true)
 			if [ -z "$tps" ]; then
-				echo "abba.sh: $b ($prof) measured no SchedulingThroughput (exit $rc; no workload ran?); see $run.log" >&2
+				echo "abba.sh: $b ($prof) measured no SchedulingThroughput (exit $rc: no workload ran, or it ran too briefly to measure); see $run.log" >&2
 				exit 1
 			fi
 			note=
