@@ -680,20 +680,11 @@ func logStreams(t *testing.T, name string, r admissionRun) {
 // byResourceDelta returns, by its resource label, how much a counter of
 // the API server grew from before to after (only those that grew).
 func byResourceDelta(before, after metricstest.Families, name string) map[string]float64 {
+	b := before.SumBy(name, "resource")
 	out := map[string]float64{}
-	fam, ok := after[name]
-	if !ok {
-		return out
-	}
-	for _, m := range fam.GetMetric() {
-		labels := map[string]string{}
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
-		a, _ := after.Value(name, labels)
-		b, _ := before.Value(name, labels)
-		if a > b {
-			out[labels["resource"]] += a - b
+	for res, a := range after.SumBy(name, "resource") {
+		if d := a - b[res]; d > 0 {
+			out[res] = d
 		}
 	}
 	return out

@@ -365,22 +365,9 @@ func median(v []float64) float64 {
 // cycles by result, and the flushes of its batch state by reason (as
 // "flush <reason>").
 func batchCounts(m metricstest.Families) map[string]float64 {
-	out := map[string]float64{}
-	for _, name := range []string{"scheduler_batch_attempts_total", "scheduler_batch_cache_flushed_total"} {
-		fam, ok := m[name]
-		if !ok {
-			continue
-		}
-		for _, s := range fam.GetMetric() {
-			for _, l := range s.GetLabel() {
-				switch l.GetName() {
-				case "result":
-					out[l.GetValue()] += s.GetCounter().GetValue()
-				case "reason":
-					out["flush "+l.GetValue()] += s.GetCounter().GetValue()
-				}
-			}
-		}
+	out := m.SumBy("scheduler_batch_attempts_total", "result")
+	for reason, v := range m.SumBy("scheduler_batch_cache_flushed_total", "reason") {
+		out["flush "+reason] = v
 	}
 	return out
 }

@@ -86,6 +86,26 @@ next:
 	return sum
 }
 
+// SumBy returns the metric's samples summed by the value of one label
+// (samples without it under ""); empty if there is no such metric.
+func (f Families) SumBy(name, label string) map[string]float64 {
+	out := map[string]float64{}
+	fam, ok := f[name]
+	if !ok {
+		return out
+	}
+	for _, m := range fam.GetMetric() {
+		key := ""
+		for _, l := range m.GetLabel() {
+			if l.GetName() == label {
+				key = l.GetValue()
+			}
+		}
+		out[key] += value(m)
+	}
+	return out
+}
+
 func value(m *dto.Metric) float64 {
 	switch {
 	case m.Gauge != nil:
