@@ -499,6 +499,28 @@ func TestNextGenAfter(t *testing.T) {
 	}
 }
 
+// readGen on a head it cannot believe (not JSON, a generation past
+// maxGen, a negative one) keeps this process's generation, and a missing
+// head too; it errs only when it cannot read the API.
+func TestReadGenBadHead(t *testing.T) {
+	ctx := context.Background()
+	cs := chunkedCluster(t)
+	c := newController(t, cs, &testClock{}, nil)
+	cms := cs.CoreV1().ConfigMaps("gpusched")
+	for _, head := range []string{`{"version":`, `{"version":2,"gen":9223372036854775807}`, `{"version":2,"gen":-3}`, ""} {
+		_ = cms.Delete(ctx, DefaultStateName, metav1.DeleteOptions{})
+		if head != "" {
+			_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: DefaultStateName, Namespace: "gpusched"},
+				Data: map[string]string{stateKeyHead: head}}, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		c.gen, c.genUnsure = 5, true
+		require.NoError(t, c.readGen(ctx), head)
+		assert.Equal(t, int64(5), c.gen, head)
+		assert.False(t, c.genUnsure, head)
+	}
+}
+
 // A generation past maxGen is a bad state: counting on from it would
 // overflow into a negative slot.
 func TestStateGenerationBound(t *testing.T) {
