@@ -62,7 +62,7 @@ func (a *Allocation) fit(p *Problem) *Allocation {
 	for k := range p.Types {
 		used := 0.0
 		for m := range a.X {
-			used += float64(p.Jobs[m].ScaleFactor) * a.X[m][k]
+			used += float64(p.Jobs[m].ScaleFactor) * p.Jobs[m].count() * a.X[m][k]
 		}
 		for _, pr := range a.Pairs {
 			used += float64(p.Jobs[pr.A].ScaleFactor) * pr.X[k]

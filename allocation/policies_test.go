@@ -38,9 +38,14 @@ func allocate(t *testing.T, pol Policy, p *Problem) *Allocation {
 
 func assertX(t *testing.T, want, got [][]float64) {
 	t.Helper()
+	assertXWithin(t, want, got, 1e-6)
+}
+
+func assertXWithin(t *testing.T, want, got [][]float64, tol float64) {
+	t.Helper()
 	for m := range want {
 		for k := range want[m] {
-			assert.InDelta(t, want[m][k], got[m][k], 1e-6, "X[%d][%d]", m, k)
+			assert.InDelta(t, want[m][k], got[m][k], tol, "X[%d][%d]", m, k)
 		}
 	}
 }

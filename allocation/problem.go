@@ -30,6 +30,10 @@ type Job struct {
 	Arrival float64
 	// Entity names the job's owner for hierarchical policies.
 	Entity string
+
+	// members is how many identical jobs this one stands for in a
+	// reduced problem (reduce); 0 or 1 outside one.
+	members int
 }
 
 func (j *Job) weight() float64 {

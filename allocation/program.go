@@ -74,7 +74,7 @@ func newProgramOn(p *Problem, sense lp.Sense, real [][]float64, jobs []int, caps
 			}
 			if v := row[k]; v >= 0 {
 				g.idx = append(g.idx, v)
-				g.val = append(g.val, float64(p.Jobs[m].ScaleFactor))
+				g.val = append(g.val, float64(p.Jobs[m].ScaleFactor)*p.Jobs[m].count())
 			}
 		}
 		if len(g.idx) > 0 {

@@ -215,6 +215,9 @@ type QuotaFairness struct {
 	// Job.Weight. Guarantees always share the slice by Job.Weight.
 	Hierarchical bool
 	Within       map[string]Reweighting
+	// PerEntity, with WaterFilling and Hierarchical, water-fills the
+	// entities' levels rather than the jobs' (WaterFilling.PerEntity).
+	PerEntity bool
 	// BottleneckTolerance is WaterFilling's (0 means 1e-6).
 	BottleneckTolerance float64
 	// Solver solves the LPs; nil means lp.InteriorPoint. With
@@ -239,13 +242,25 @@ func (pol *QuotaFairness) Allocate(ctx context.Context, p *Problem) (a *Allocati
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if r := reduceFor(p, pol.Within); r != nil {
+		a, err := pol.allocate(ctx, r.p)
+		if err != nil {
+			return nil, err
+		}
+		return r.expand(p, a), nil
+	}
+	return pol.allocate(ctx, p)
+}
+
+// allocate solves a valid problem (reduced or not).
+func (pol *QuotaFairness) allocate(ctx context.Context, p *Problem) (a *Allocation, err error) {
 	pl := newQuotaPlan(p)
 	s := lpSolver(pol.Solver, false)
 	if err := pl.guarantee(ctx, s); err != nil {
 		return nil, err
 	}
 	if pol.WaterFilling {
-		wf := &WaterFilling{Hierarchical: pol.Hierarchical, Within: pol.Within, BottleneckTolerance: pol.BottleneckTolerance, Solver: s}
+		wf := &WaterFilling{Hierarchical: pol.Hierarchical, Within: pol.Within, PerEntity: pol.PerEntity, BottleneckTolerance: pol.BottleneckTolerance, Solver: s}
 		if a, err = wf.fill(ctx, p, pl.addRows); err == nil {
 			a, err = pl.fillIdle(ctx, s, a)
 		}
@@ -426,7 +441,7 @@ func newQuotaPlan(p *Problem) *quotaPlan {
 			demand := 0.0
 			for _, m := range qe.jobs {
 				if p.runnable(m, k, pl.tput[m]) {
-					demand += float64(p.Jobs[m].ScaleFactor)
+					demand += float64(p.Jobs[m].ScaleFactor) * p.Jobs[m].count()
 				}
 			}
 			v := max(q.GuaranteedGPUs[t], q.GuaranteedShare*float64(p.Capacity[k]))
@@ -537,7 +552,7 @@ func (pl *quotaPlan) totalObjective(g *program) {
 	for m, row := range g.x {
 		for k, v := range row {
 			if v >= 0 {
-				g.m.SetObjective(v, pl.norm[m]*pl.tput[m][k])
+				g.m.SetObjective(v, pl.norm[m]*pl.p.Jobs[m].count()*pl.tput[m][k])
 			}
 		}
 	}
@@ -547,7 +562,7 @@ func (pl *quotaPlan) totalObjective(g *program) {
 func (pl *quotaPlan) normRow(g *program, jobs []int, lo, up float64) {
 	g.idx, g.val = g.idx[:0], g.val[:0]
 	for _, m := range jobs {
-		g.rate(m, pl.tput[m], pl.norm[m])
+		g.rate(m, pl.tput[m], pl.norm[m]*pl.p.Jobs[m].count())
 	}
 	if len(g.idx) > 0 {
 		g.m.AddRow(lo, up, g.idx, g.val)
@@ -578,7 +593,7 @@ func (pl *quotaPlan) addRows(g *program) {
 			for _, m := range qe.jobs {
 				if v := g.x[m][k]; v >= 0 {
 					g.idx = append(g.idx, v)
-					g.val = append(g.val, float64(p.Jobs[m].ScaleFactor))
+					g.val = append(g.val, float64(p.Jobs[m].ScaleFactor)*p.Jobs[m].count())
 				}
 			}
 			if len(g.idx) > 0 {
@@ -613,7 +628,7 @@ func (pl *quotaPlan) enforceLimits(a *Allocation) {
 		for k, c := range qe.maxGPUs {
 			used := 0.0
 			for _, m := range qe.jobs {
-				used += float64(p.Jobs[m].ScaleFactor) * a.X[m][k]
+				used += float64(p.Jobs[m].ScaleFactor) * p.Jobs[m].count() * a.X[m][k]
 			}
 			if used > c {
 				// A hair under c/used, so that rounding cannot leave the
@@ -630,7 +645,7 @@ func (pl *quotaPlan) enforceLimits(a *Allocation) {
 		r := 0.0
 		for _, m := range qe.jobs {
 			for k, x := range a.X[m] {
-				r += pl.norm[m] * pl.tput[m][k] * x
+				r += pl.norm[m] * p.Jobs[m].count() * pl.tput[m][k] * x
 			}
 		}
 		if r > qe.maxNorm {

@@ -70,3 +70,39 @@ func BenchmarkQuotaFairness(b *testing.B) {
 		}
 	}
 }
+
+// The per-tenant policies the Kubernetes controllers default to
+// (WaterFilling.PerEntity, under QuotaFairness or alone) at the sizes of a
+// large cluster's admission round, beside plain max-min fairness (per job)
+// and Gavel's job water filling at the size it can still do.
+func BenchmarkTenantFairness(b *testing.B) {
+	for _, size := range []struct{ jobs, tenants int }{{1000, 8}, {10000, 8}, {10000, 32}} {
+		p := randomEntities(1, size.jobs, size.tenants, 26)
+		pols := []struct {
+			name string
+			pol  Policy
+		}{
+			{"maxmin", &MaxMinFairness{}},
+			{"per-entity", &WaterFilling{Hierarchical: true, PerEntity: true}},
+			{"quota-per-entity", &QuotaFairness{WaterFilling: true, Hierarchical: true, PerEntity: true}},
+		}
+		if size.jobs <= 1000 {
+			pols = append(pols, struct {
+				name string
+				pol  Policy
+			}{"per-job", &WaterFilling{Hierarchical: true}})
+		}
+		for _, pol := range pols {
+			b.Run(fmt.Sprintf("jobs=%d/tenants=%d/%s", size.jobs, size.tenants, pol.name), func(b *testing.B) {
+				var a *Allocation
+				for b.Loop() {
+					var err error
+					if a, err = pol.pol.Allocate(context.Background(), p); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(a.LP.Solves), "LPs")
+			})
+		}
+	}
+}

@@ -50,6 +50,17 @@ type WaterFilling struct {
 	Agnostic     bool
 	Hierarchical bool
 	Within       map[string]Reweighting
+	// PerEntity, with Hierarchical, water-fills the entities' levels
+	// (each entity's total normalised rate over its weight) instead of
+	// the jobs', then shares each entity's total among its jobs by one
+	// max-min level over their shares of its weight and fills what is left
+	// by total normalised rate. It solves as many programs as the entities
+	// have distinct levels, plus two, where job water filling solves one
+	// per distinct job level (hundreds for thousands of heterogeneous
+	// jobs); the entities' totals are the same whenever each entity's jobs
+	// freeze together. Splitting an entity's work into more jobs gains it
+	// nothing under either.
+	PerEntity bool
 	// BottleneckTolerance is the relative slack below which a job counts
 	// as stuck at the level; 0 means 1e-6.
 	BottleneckTolerance float64
@@ -70,12 +81,22 @@ func (pol *WaterFilling) Allocate(ctx context.Context, p *Problem) (a *Allocatio
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if r := reduceFor(p, pol.Within); r != nil {
+		a, err := pol.fill(ctx, r.p, nil)
+		if err != nil {
+			return nil, err
+		}
+		return r.expand(p, a), nil
+	}
 	return pol.fill(ctx, p, nil)
 }
 
 // fill is water filling on a valid problem; extra, when set, adds its rows
 // to every stage's program (QuotaFairness's guarantees and limits).
 func (pol *WaterFilling) fill(ctx context.Context, p *Problem, extra func(g *program)) (*Allocation, error) {
+	if pol.Hierarchical && pol.PerEntity {
+		return pol.entityFill(ctx, p, extra)
+	}
 	tput := p.matrix()
 	if pol.Agnostic {
 		tput = p.ones()
@@ -229,7 +250,7 @@ func (pol *WaterFilling) shares(p *Problem, frozen []bool) []float64 {
 		}
 		total := 0.0
 		for _, m := range jobs {
-			total += p.Jobs[m].weight()
+			total += p.Jobs[m].weight() * p.Jobs[m].count()
 		}
 		for _, m := range jobs {
 			w[m] = ew * p.Jobs[m].weight() / total

@@ -231,6 +231,11 @@ func (c *Config) stateLocation() (ns, name string) {
 	return ns, name
 }
 
+// DefaultPolicy is the policy both controllers' binaries run unless told
+// otherwise: per-tenant (per-ClusterQueue) water filling by weights,
+// honouring quotas where they are set, heterogeneity-aware within.
+const DefaultPolicy = "quota-water-filling"
+
 // Policies lists the names PolicyByName knows.
 func Policies() []string {
 	names := make([]string, 0, len(policies))
@@ -250,17 +255,25 @@ func Policies() []string {
 // attained time what the core measured, priority tiers the PriorityClass
 // capped by the queue, arrival the object's creation time.
 var policies = map[string]func() allocation.Policy{
-	// Gavel's heterogeneity-aware max-min fairness (section 4.1). Reads:
-	// rates (invariant to their scale), GPUs.
+	// Gavel's heterogeneity-aware max-min fairness (section 4.1), fair per
+	// job: a tenant with more jobs gets more (not for shared clusters).
+	// Reads: rates (invariant to their scale), GPUs.
 	"max-min-fairness": func() allocation.Policy { return &allocation.MaxMinFairness{} },
 	// Its heterogeneity-agnostic version (LAS). Reads: GPUs.
 	"las": func() allocation.Policy { return &allocation.MaxMinFairness{Agnostic: true} },
 	// Weighted water-filling (section 4.1, hierarchical policies). Reads:
 	// rates, GPUs, the queue's jobWeight.
 	"water-filling": func() allocation.Policy { return &allocation.WaterFilling{} },
-	// Hierarchical water-filling over tenants. Reads: rates, GPUs, the
-	// tenant's weight, the queue's jobWeight within it.
-	"hierarchical": func() allocation.Policy { return &allocation.WaterFilling{Hierarchical: true} },
+	// Hierarchical water-filling over tenants: the tenants' totals are
+	// water-filled by their weights, then each tenant's is shared among
+	// its jobs by their queues' jobWeight (allocation.WaterFilling with
+	// PerEntity, which solves one LP per distinct tenant level, not per
+	// job level). A tenant gains nothing by splitting its work into more
+	// jobs. Reads: rates, GPUs, the tenant's weight, the queue's jobWeight
+	// within it.
+	"hierarchical": func() allocation.Policy {
+		return &allocation.WaterFilling{Hierarchical: true, PerEntity: true}
+	},
 	// Finish-time fairness (Themis; section 4.1). Reads: rates (invariant
 	// to their scale), GPUs, remaining work (the queue's model), arrival.
 	"finish-time-fairness": func() allocation.Policy { return &allocation.FinishTimeFairness{} },
@@ -271,10 +284,13 @@ var policies = map[string]func() allocation.Policy{
 	// at the next round. Reads: rates, GPUs, the tenants' quotas.
 	"quota-fairness": func() allocation.Policy { return &allocation.QuotaFairness{} },
 	// The same, water filling over tenants by the tenancy's weights
-	// (hierarchical) instead of one max-min level. Reads: rates, GPUs,
+	// (hierarchical, PerEntity) instead of one max-min level: the default
+	// of both controllers, fair per tenant (splitting work into more jobs
+	// wins a tenant nothing), heterogeneity-aware within, and without
+	// quotas in the tenancy the same as "hierarchical". Reads: rates, GPUs,
 	// quotas, the tenants' weights and the queues' jobWeight.
 	"quota-water-filling": func() allocation.Policy {
-		return &allocation.QuotaFairness{WaterFilling: true, Hierarchical: true}
+		return &allocation.QuotaFairness{WaterFilling: true, Hierarchical: true, PerEntity: true}
 	},
 	// Minimal makespan (section 4.2). Reads: rates, GPUs, remaining work.
 	"makespan": func() allocation.Policy { return &allocation.MinMakespan{} },
