@@ -605,8 +605,8 @@ func (c *Controller) explain(r *read, q *flavor.Queue, d flavor.Decision, dec De
 	case flavor.Preempt:
 		what := preemptText(d.Victims, dec.Flavor, q.Name)
 		if r.gated {
-			c.say(w, corev1.EventTypeNormal, ReasonReleased, fmt.Sprintf("released for Kueue's preemption: %s (flavor %s, %s, of ClusterQueue %s): no flavor has room, and Kueue admits it by preemption",
-				what, dec.Flavor, dec.Type, q.Name), "preempt|"+string(dec.Type))
+			c.say(w, corev1.EventTypeNormal, ReasonReleased, fmt.Sprintf("released for Kueue's preemption: %s (on %s, flavor %s of ClusterQueue %s; no flavor has room now)",
+				what, dec.Type, dec.Flavor, q.Name), "preempt|"+string(dec.Type))
 			return
 		}
 		c.say(w, corev1.EventTypeNormal, ReasonSteered, fmt.Sprintf("steered to %s (flavor %s of ClusterQueue %s), where Kueue admits it by preemption: %s",

@@ -155,7 +155,7 @@ func TestReleasedForReclaim(t *testing.T) {
 	assert.False(t, gated)
 	ev := grep(c.events(), kueue.ReasonReleased)
 	require.Len(t, ev, 1)
-	assert.Contains(t, ev[0], "released for Kueue's preemption: reclaims 4 GPUs of v100 its ClusterQueue lent (flavor v100, v100, of ClusterQueue team-a)")
+	assert.Contains(t, ev[0], "released for Kueue's preemption: reclaims 4 GPUs of v100 its ClusterQueue lent (on v100, flavor v100 of ClusterQueue team-a; no flavor has room now)")
 }
 
 // Priority: team-a (withinClusterQueue LowerPriority) runs four priority-0
