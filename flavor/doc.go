@@ -35,10 +35,15 @@
 //     the walk takes the first that fits without borrowing, else the best
 //     remembered (isPreferred: less borrowing first).
 //
-// This package models fits without preemption: a workload that fits
-// nowhere waits (Kueue's preemption, within the ClusterQueue by priority or
-// reclaiming lent quota, is not modelled; the simulator's jobs run to
-// completion once admitted, as they do under Kueue without preemption).
+// The simulator ([Kueue], [Steered]) models fits without preemption: a
+// workload that fits nowhere waits, and its jobs run to completion once
+// admitted, as they do under Kueue without preemption. The [Steerer]
+// models Kueue's classical preemption too (a ClusterQueue's
+// spec.preemption, [Preemption]: reclaiming nominal quota lent to the
+// cohort, by priority within the ClusterQueue, and while borrowing): a
+// pending workload that fits nowhere but that Kueue would admit by
+// preempting running ones gets [Preempt], so that the controller hands it
+// to Kueue's preemption instead of holding it.
 //
 // Quota ([Quotas]) follows Kueue's accounting over a ClusterQueue and its
 // cohort (available and potentialAvailable of Kueue's resource nodes,

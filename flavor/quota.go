@@ -72,6 +72,13 @@ type Queue struct {
 	WhenCanBorrow Fungibility
 	// Strict is spec.queueingStrategy StrictFIFO (else BestEffortFIFO).
 	Strict bool
+	// Preemption is spec.preemption (the zero value, Kueue's default,
+	// never preempts), and PreemptStops spec.flavorFungibility's
+	// whenCanPreempt MayStopSearch (false: TryNextFlavor, Kueue's
+	// default). Only Steerer.Steer reads them (Why Preempt); the
+	// simulator's Kueue does not preempt.
+	Preemption   Preemption
+	PreemptStops bool
 }
 
 // weight is the queue's fair-sharing weight.
@@ -118,6 +125,9 @@ func NewQuotas(queues []Queue, types int) (*Quotas, error) {
 		}
 		if !(qu.Weight >= 0) || qu.Weight > 1e9 {
 			return nil, fmt.Errorf("%w: ClusterQueue %q: weight %v (want 0 to 1e9)", ErrInvalid, qu.Name, qu.Weight)
+		}
+		if err := qu.Preemption.check(); err != nil {
+			return nil, fmt.Errorf("%w: ClusterQueue %q: preemption: %w", ErrInvalid, qu.Name, err)
 		}
 		names := map[string]bool{}
 		for _, f := range qu.Flavors {

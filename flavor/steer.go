@@ -2,6 +2,7 @@ package flavor
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"fmt"
 	"math"
@@ -56,8 +57,10 @@ const (
 	// NoShare: the policy gives it no share of any type with quota left
 	// now (others come first); it waits on the type that suits it best.
 	NoShare
-	// Outside: more pending workloads than Steerer.MaxJobs; it waits
-	// outside the policy's problem (older and higher-priority ones are in).
+	// Outside: its ClusterQueue has more pending workloads than its
+	// places in the policy's problem (Steerer.MaxJobs, shared among the
+	// queues by fair-sharing weight); it waits outside the problem, behind
+	// Decision.Rank - 1 workloads of its own queue (Result.Places).
 	Outside
 	// NoFlavor: no flavor of its ClusterQueue can ever hold it (too many
 	// GPUs, or no type it can run on): Kueue would not admit it either.
@@ -69,6 +72,13 @@ const (
 	// waits for the faster type (Decision.Type) until Decision.Until, and
 	// then may start on the slower one (Decision.HeldFrom).
 	Held
+	// Preempt: no flavor has room for it now, and Kueue would admit it by
+	// preemption (its ClusterQueue's Queue.Preemption): reclaiming
+	// nominal quota the queue lent to its cohort, or preempting
+	// lower-priority workloads; Decision.Victims says which. Kueue decides
+	// that preemption itself (the controller releases the workload to
+	// it), on Decision.Flavor.
+	Preempt
 )
 
 func (w Why) String() string {
@@ -85,6 +95,8 @@ func (w Why) String() string {
 		return "no-flavor"
 	case Held:
 		return "held"
+	case Preempt:
+		return "preempt"
 	}
 	return fmt.Sprintf("Why(%d)", int(w))
 }
@@ -95,8 +107,9 @@ type Decision struct {
 	// ID is the workload's.
 	ID int
 	// Flavor is the index, in the workload's queue, of the flavor it
-	// starts on (Why Start) or waits for (Busy, NoShare, Held); -1 with
-	// Outside and NoFlavor. Type is that flavor's type (-1 without one).
+	// starts on (Why Start), is admitted on by preemption (Preempt) or
+	// waits for (Busy, NoShare, Held); -1 with Outside and NoFlavor. Type
+	// is that flavor's type (-1 without one).
 	Flavor, Type int
 	Why          Why
 	// Share is the policy's time share of the workload on Type (X), and
@@ -107,10 +120,17 @@ type Decision struct {
 	// may start there; both 0 otherwise (check Why before reading them).
 	HeldFrom int
 	Until    float64
+	// Rank, with Why Outside, is its place in its ClusterQueue's order of
+	// pending workloads (priority, then age; 1 first); 0 otherwise.
+	Rank int
+	// Victims, with Why Preempt, is what Kueue would preempt for it; the
+	// zero value otherwise.
+	Victims Victims
 }
 
 // DefaultMaxJobs is Steerer.MaxJobs when 0: the workloads, running and
-// pending, the policy's problem holds at most.
+// pending, the policy's problem holds (running ones beyond half of it
+// aggregated).
 const DefaultMaxJobs = 2048
 
 // shareEpsilon: shares below it count as none (LP solutions carry
@@ -127,9 +147,13 @@ type Steerer struct {
 	// Policy allocates GPU time; nil means Gavel's heterogeneity-aware
 	// max-min fairness (allocation.MaxMinFairness).
 	Policy allocation.Policy
-	// MaxJobs bounds the workloads in the policy's problem (running ones
-	// first, then pending ones by priority and age); 0 means
-	// DefaultMaxJobs.
+	// MaxJobs bounds the workloads in the policy's problem; 0 means
+	// DefaultMaxJobs. Running workloads beyond half of it are aggregated,
+	// one problem job per ClusterQueue and type, and at least half of it
+	// goes to pending workloads, shared among their ClusterQueues by
+	// fair-sharing weight, water filled, within a queue by priority,
+	// then age: no queue's backlog, and no number of running workloads,
+	// keeps another queue's workloads out.
 	MaxJobs int
 	// Patience turns on the wait rule for slow types (0, the default,
 	// leaves it off: Gavel's policies assume a job can move at the next
@@ -172,8 +196,13 @@ type Result struct {
 	Decisions []Decision
 	// Allocation is the policy's (nil when no workload was considered).
 	Allocation *allocation.Allocation
-	// Considered counts the workloads in the policy's problem.
+	// Considered counts the jobs in the policy's problem (aggregated
+	// running workloads count once).
 	Considered int
+	// Places and Queued, by queue index: the places its pending
+	// workloads got in the policy's problem, and its pending workloads
+	// some flavor can hold.
+	Places, Queued []int
 }
 
 // Steer decides, for each pending workload, the flavor (and so the GPU
@@ -190,8 +219,12 @@ type Result struct {
 // they could ever get (Potential) as limits. Pending workloads then start,
 // in order of priority and of their share X of a type with room in their
 // queue (the largest first: Gavel's round mechanism, for jobs that never
-// ran), each on the first flavor of that type with room; the others wait
-// on the type of their largest share.
+// ran), each queue as far as the policy gave it GPUs, then on what is
+// left by the queue due the most, each on the first flavor of that type
+// with room; the others wait on the type of their
+// largest share, unless Kueue would admit them now by preemption
+// (Preempt). With more workloads than MaxJobs the problem holds
+// each queue's share of them; the others wait Outside.
 func (s *Steerer) Steer(ctx context.Context, now float64, q *Quotas, running, pending []Workload) (*Result, error) {
 	nt := len(s.Types)
 	if q.types != nt {
@@ -224,42 +257,62 @@ func (s *Steerer) Steer(ctx context.Context, now float64, q *Quotas, running, pe
 			order = append(order, i)
 		}
 	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		x, y := &pending[a], &pending[b]
-		return cmp.Or(cmp.Compare(y.Priority, x.Priority), cmp.Compare(x.Arrival, y.Arrival), cmp.Compare(x.ID, y.ID))
-	})
-	limit := s.MaxJobs
-	if limit <= 0 {
-		limit = DefaultMaxJobs
-	}
-	if room := max(0, limit-len(running)); len(order) > room {
-		for _, i := range order[room:] {
-			res.Decisions[i].Why = Outside
+	slices.SortStableFunc(order, func(a, b int) int { return queueOrder(&pending[a], &pending[b]) })
+	limit := s.limit()
+	run := aggregate(q, running, len(order), limit)
+	c := choose(q, pending, order, max(limit-len(run), (limit+1)/2))
+	res.Places, res.Queued = c.places, c.queued
+	for _, i := range order {
+		if c.rank[i] > c.places[pending[i].Queue] {
+			res.Decisions[i].Why, res.Decisions[i].Rank = Outside, c.rank[i]
 		}
-		order = order[:room]
 	}
-	if len(order) == 0 {
-		return res, nil
+	order = c.in
+	qc := q.Clone() // the starts and preemptions are charged to it
+	if len(order) > 0 {
+		p, err := s.problem(now, q, run, pending, order, viable)
+		if err != nil {
+			return nil, err
+		}
+		pol := s.Policy
+		if pol == nil {
+			pol = &allocation.MaxMinFairness{}
+		}
+		a, err := pol.Allocate(ctx, p)
+		if err != nil {
+			return nil, fmt.Errorf("flavor: policy: %w", err)
+		}
+		if len(a.X) != len(p.Jobs) {
+			return nil, fmt.Errorf("flavor: the policy allocated %d jobs of %d", len(a.X), len(p.Jobs))
+		}
+		res.Allocation, res.Considered = a, len(p.Jobs)
+		x := a.X[len(run):] // the pending workloads', in order
+		due := s.due(q, run, pending, order, a.X)
+		s.assign(now, qc, pending, order, x, viable, due, res)
 	}
-	p, err := s.problem(now, q, running, pending, order, viable)
-	if err != nil {
-		return nil, err
-	}
-	pol := s.Policy
-	if pol == nil {
-		pol = &allocation.MaxMinFairness{}
-	}
-	a, err := pol.Allocate(ctx, p)
-	if err != nil {
-		return nil, fmt.Errorf("flavor: policy: %w", err)
-	}
-	if len(a.X) != len(p.Jobs) {
-		return nil, fmt.Errorf("flavor: the policy allocated %d jobs of %d", len(a.X), len(p.Jobs))
-	}
-	res.Allocation, res.Considered = a, len(p.Jobs)
-	x := a.X[len(running):] // the pending workloads', in order
-	s.assign(now, q.Clone(), pending, order, x, viable, res)
+	s.preempt(qc, running, pending, viable, res)
 	return res, nil
+}
+
+// due is, by queue, the GPUs the policy gives the queue's pending
+// workloads, less what its running workloads hold beyond their own
+// shares: how many GPUs the queue is due now. x holds the problem's
+// shares: run's, then those of order's workloads. GPUs of every type
+// count alike here; the policy's shares choose the types.
+func (s *Steerer) due(q *Quotas, run, pending []Workload, order []int, x [][]float64) []float64 {
+	due := make([]float64, len(q.queues))
+	for j := range run {
+		w := &run[j]
+		k := q.queues[w.Queue].Flavors[w.Flavor].Type
+		due[w.Queue] += float64(w.GPUs) * (x[j][k] - 1)
+	}
+	for n, i := range order {
+		w := &pending[i]
+		for _, v := range x[len(run)+n] {
+			due[w.Queue] += float64(w.GPUs) * v
+		}
+	}
+	return due
 }
 
 // check validates the workloads.
@@ -404,12 +457,52 @@ func clampRate(r float64) float64 {
 
 // assign starts pending workloads by their shares, and steers the others
 // to their best type. x holds the shares of the workloads of order, in
-// that order; q is a copy the starts are charged to.
-func (s *Steerer) assign(now float64, q *Quotas, pending []Workload, order []int, x [][]float64, viable [][]bool, res *Result) {
-	type pair struct {
-		n, k  int // index in order, type
-		share float64
+// that order; q is a copy the starts are charged to; due is what each
+// queue is due (Steerer.due), charged as they start.
+//
+// The starts go in two passes over the pairs (workload, type) the policy
+// gives a share, in order of priority and share (the largest first:
+// Gavel's round mechanism, for jobs that never ran), then age. The first
+// starts a workload only while its queue is due at least its GPUs: each
+// queue gets what the policy gave it, whatever the number of its
+// workloads (per-queue policies give a queue of many small workloads
+// small shares each, which would otherwise all rank last, or, with
+// per-job policies, first). The second fills what is left (the policy's
+// rounding, quota the shares did not use), always next for the queue that
+// is due the most (the largest remainder), so that the remainders too
+// follow the policy's split. Within a queue both go in pair order, so one
+// queue's starts are those of the pair order alone.
+func (s *Steerer) assign(now float64, q *Quotas, pending []Workload, order []int, x [][]float64, viable [][]bool, due []float64, res *Result) {
+	pairs := s.pairs(pending, order, x, viable)
+	st := &starts{s: s, now: now, q: q, pending: pending, order: order, viable: viable, x: x, res: res,
+		started: make([]bool, len(order)), held: make([]int, len(order)), until: make([]float64, len(order))}
+	for n := range st.held {
+		st.held[n] = -1
 	}
+	for _, pr := range pairs {
+		w := &pending[order[pr.n]]
+		if !st.started[pr.n] && due[w.Queue] >= float64(w.GPUs)-dueSlack && st.try(pr) {
+			due[w.Queue] -= float64(w.GPUs)
+		}
+	}
+	st.fill(pairs, due)
+	st.wait()
+}
+
+// dueSlack: what a queue may lack of a workload's GPUs and still be due
+// them (LP solutions carry round-off).
+const dueSlack = 1e-3
+
+// pair is a workload (its index in order) and a type it has a share of.
+type pair struct {
+	n, k  int
+	share float64
+}
+
+// pairs lists the (workload, type) pairs with a share, in order of
+// priority, share (to three digits: LP solutions that tie up to
+// round-off fall to the next keys, not to noise), age, ID, rate and type.
+func (s *Steerer) pairs(pending []Workload, order []int, x [][]float64, viable [][]bool) []pair {
 	var pairs []pair
 	for n, i := range order {
 		for k, v := range x[n] {
@@ -418,76 +511,161 @@ func (s *Steerer) assign(now float64, q *Quotas, pending []Workload, order []int
 			}
 		}
 	}
-	// Shares compare to three digits: LP solutions that tie up to
-	// round-off fall to the next keys (arrival, ID, rate), not to noise.
-	level := func(v float64) float64 { return math.Round(v * 1000) }
 	slices.SortStableFunc(pairs, func(a, b pair) int {
 		wa, wb := &pending[order[a.n]], &pending[order[b.n]]
 		return cmp.Or(cmp.Compare(wb.Priority, wa.Priority), cmp.Compare(level(b.share), level(a.share)),
 			cmp.Compare(wa.Arrival, wb.Arrival), cmp.Compare(wa.ID, wb.ID),
 			cmp.Compare(wb.Rates[b.k], wa.Rates[a.k]), cmp.Compare(a.k, b.k))
 	})
-	started := make([]bool, len(order))
+	return pairs
+}
+
+// level rounds a share or a GPU count to three digits, for comparisons
+// that LP round-off must not decide.
+func level(v float64) float64 { return math.Round(v * 1000) }
+
+// starts is assign's state.
+type starts struct {
+	s       *Steerer
+	now     float64
+	q       *Quotas
+	pending []Workload
+	order   []int
+	viable  [][]bool
+	x       [][]float64
+	res     *Result
+	started []bool
 	// held[n] is the slower type with room workload order[n] was held
 	// from (-1: none), until when.
-	held := make([]int, len(order))
-	until := make([]float64, len(order))
-	for n := range held {
-		held[n] = -1
+	held  []int
+	until []float64
+}
+
+// try starts a pair's workload on its type if a flavor of it has room
+// in its queue and the wait rule allows; it reports whether it did.
+func (st *starts) try(pr pair) bool {
+	i := st.order[pr.n]
+	w := &st.pending[i]
+	k := pr.k
+	f := st.q.Walk(w.Queue, w.GPUs, func(t int) bool { return t == k })
+	if f < 0 {
+		return false
 	}
-	for _, pr := range pairs {
-		if started[pr.n] {
+	if from, ok := st.s.patient(st.now, w, st.viable[i], k); !ok {
+		// Held from the slower type whose wait ends first (the fastest
+		// of them): it waits for types faster than that.
+		if st.held[pr.n] < 0 || from < st.until[pr.n] {
+			st.held[pr.n], st.until[pr.n] = k, from
+		}
+		return false
+	}
+	_ = st.q.Add(w.Queue, f, w.GPUs) // f is the queue's, GPUs checked
+	st.started[pr.n] = true
+	st.res.Decisions[i] = Decision{ID: w.ID, Flavor: f, Type: k, Why: Start, Share: pr.share, Best: slices.Max(st.x[pr.n])}
+	return true
+}
+
+// fill is assign's second pass: the pairs not started, grouped by queue,
+// each next start for the queue due the most (then the one whose first
+// pair comes first).
+func (st *starts) fill(pairs []pair, due []float64) {
+	at := map[int]int{}
+	h := &groupHeap{due: due}
+	for p, pr := range pairs {
+		if st.started[pr.n] {
 			continue
 		}
-		i := order[pr.n]
-		w := &pending[i]
-		k := pr.k
-		f := q.Walk(w.Queue, w.GPUs, func(t int) bool { return t == k })
-		if f < 0 {
-			continue
+		e := st.pending[st.order[pr.n]].Queue
+		g, ok := at[e]
+		if !ok {
+			g = len(h.groups)
+			at[e] = g
+			h.groups = append(h.groups, group{queue: e, first: p})
 		}
-		if from, ok := s.patient(now, w, viable[i], k); !ok {
-			// Held from the slower type whose wait ends first (the
-			// fastest of them): it waits for types faster than that.
-			if held[pr.n] < 0 || from < until[pr.n] {
-				held[pr.n], until[pr.n] = k, from
+		h.groups[g].pairs = append(h.groups[g].pairs, p)
+	}
+	heap.Init(h)
+	for h.Len() > 0 {
+		g := &h.groups[0]
+		started := false
+		for len(g.pairs) > 0 && !started {
+			pr := pairs[g.pairs[0]]
+			g.pairs = g.pairs[1:]
+			if !st.started[pr.n] && st.try(pr) {
+				started = true
+				due[g.queue] -= float64(st.pending[st.order[pr.n]].GPUs)
 			}
+		}
+		if len(g.pairs) == 0 {
+			heap.Pop(h)
 			continue
 		}
-		_ = q.Add(w.Queue, f, w.GPUs) // f is the queue's, GPUs checked
-		started[pr.n] = true
-		res.Decisions[i] = Decision{ID: w.ID, Flavor: f, Type: k, Why: Start, Share: pr.share, Best: slices.Max(x[pr.n])}
+		g.first = g.pairs[0]
+		heap.Fix(h, 0)
 	}
-	for n, i := range order {
-		if started[n] {
+}
+
+// group is the pairs of one queue, in pair order.
+type group struct {
+	queue, first int
+	pairs        []int
+}
+
+// groupHeap orders groups by what their queue is due (the most first),
+// then by their first pair.
+type groupHeap struct {
+	due    []float64
+	groups []group
+}
+
+func (h *groupHeap) Len() int { return len(h.groups) }
+func (h *groupHeap) Less(a, b int) bool {
+	x, y := &h.groups[a], &h.groups[b]
+	return cmp.Or(cmp.Compare(level(h.due[y.queue]), level(h.due[x.queue])), cmp.Compare(x.first, y.first)) < 0
+}
+func (h *groupHeap) Swap(a, b int) { h.groups[a], h.groups[b] = h.groups[b], h.groups[a] }
+func (h *groupHeap) Push(x any)    { h.groups = append(h.groups, x.(group)) }
+func (h *groupHeap) Pop() any {
+	g := h.groups[len(h.groups)-1]
+	h.groups = h.groups[:len(h.groups)-1]
+	return g
+}
+
+// wait steers the workloads that did not start to the type of their
+// largest share (a held one to a type faster than the one it was held
+// from).
+func (st *starts) wait() {
+	for n, i := range st.order {
+		if st.started[n] {
 			continue
 		}
-		w := &pending[i]
+		w := &st.pending[i]
+		x := st.x[n]
 		// A held workload waits on a type faster than the one it was held
 		// from; the others on any they may run on.
 		floor := 0.0
-		if held[n] >= 0 {
-			floor = w.Rates[held[n]]
+		if st.held[n] >= 0 {
+			floor = w.Rates[st.held[n]]
 		}
 		best, k := 0.0, -1
-		for t, v := range x[n] {
-			if !viable[i][t] || w.Rates[t] <= floor {
+		for t, v := range x {
+			if !st.viable[i][t] || w.Rates[t] <= floor {
 				continue
 			}
 			if k < 0 || v > best+shareEpsilon || math.Abs(v-best) <= shareEpsilon && w.Rates[t] > w.Rates[k] {
 				best, k = max(v, 0), t
 			}
 		}
-		d := Decision{ID: w.ID, Flavor: s.flavorOf(q, w, k), Type: k, Why: Busy, Share: best, Best: slices.Max(x[n])}
+		d := Decision{ID: w.ID, Flavor: st.s.flavorOf(st.q, w, k), Type: k, Why: Busy, Share: best, Best: slices.Max(x)}
 		switch {
-		case held[n] >= 0:
-			d.Why, d.HeldFrom, d.Until = Held, held[n], until[n]
+		case st.held[n] >= 0:
+			d.Why, d.HeldFrom, d.Until = Held, st.held[n], st.until[n]
 		case best <= shareEpsilon:
 			d.Why, d.Best = NoShare, best
 		default:
 			d.Best = best
 		}
-		res.Decisions[i] = d
+		st.res.Decisions[i] = d
 	}
 }
 

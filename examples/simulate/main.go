@@ -190,7 +190,9 @@ var eventPolicies = map[string]func(c eventCluster) sim.EventScheduler{
 	// types, the first with room taken.
 	"kueue": func(c eventCluster) sim.EventScheduler { return &flavor.Kueue{Queues: []flavor.Queue{c.queue()}} },
 	// Kueue steered by gpusched's controller (kube/kueue) with Gavel's
-	// heterogeneity-aware max-min fairness and its default wait rule for
+	// heterogeneity-aware max-min fairness (gpusched-kueue --policy
+	// max-min-fairness; with one ClusterQueue, the default's fairness
+	// between ClusterQueues has nothing to share) and its default wait rule for
 	// slow types (gpusched-kueue --patience 1: jobs' durations unknown,
 	// an hour assumed); kueue-gpusched-nowait without the rule.
 	"kueue-gpusched": func(c eventCluster) sim.EventScheduler {

@@ -154,9 +154,9 @@ type kqRun struct {
 // default 8). A completer marks each pod Succeeded after the job's work at
 // Gavel's rate on the type of the node it was bound to. It checks that
 // every Job finishes, that no ClusterQueue ever runs more than its quota of
-// a flavor, that a controller restart mid-run changes no decision and
-// writes nothing, and that a Workload the controller cannot read gets a
-// Warning event and is left to Kueue; it prints both runs' mean JCT and
+// a flavor, and that a controller restart mid-run changes no decision and
+// writes nothing (TestE2EKueueUnreadableGated checks an unreadable
+// Workload); it prints both runs' mean JCT and
 // makespan beside the simulator's prediction (flavor.Kueue and
 // flavor.Steered on the same arrivals).
 func TestE2EKueueComparison(t *testing.T) {
@@ -425,7 +425,6 @@ func kqExecute(t *testing.T, e *kueueEnv, jobs []kqJob, name string, perHour flo
 		if patience > 0 {
 			kqHeld(ctx, t, cs, ns)
 		}
-		kqUnreadable(ctx, t, e, ns, queues[0])
 		stopCtl()
 		ctlStopped(t, <-ctlDone)
 	}
@@ -571,39 +570,6 @@ func kqHeld(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns strin
 		slices.Sort(byWorkload[name])
 		t.Logf("  %s: %q", name, byWorkload[name])
 	}
-}
-
-// kqUnreadable submits a Job whose rates the controller cannot read: it
-// gets a Warning event, its gate is removed and Kueue admits it by its own
-// flavor walk.
-func kqUnreadable(ctx context.Context, t *testing.T, e *kueueEnv, ns, queue string) {
-	t.Helper()
-	cs := e.cp.Client
-	job := kueueJob(ns, "unreadable", queue, 1, map[string]string{"gpusched.io/throughput": "v100=fast"}, nil, false)
-	_, err := cs.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
-	must(t, err, "create the unreadable job")
-	pod := boundPod(ctx, t, e, ns, "unreadable")
-	w, err := e.workloadOf(ctx, ns, "unreadable")
-	must(t, err, "workload")
-	if f := admittedFlavor(w); f != "v100" {
-		t.Errorf("the unreadable job was admitted on %q; Kueue's own walk takes v100, the first flavor with room", f)
-	}
-	var msg string
-	waitFor(ctx, t, "the Warning event on the unreadable Workload", e.kueueProc, func() (bool, string) {
-		evs, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + w.GetName()})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, ev := range evs.Items {
-			if ev.Reason == kueue.ReasonUnreadable && ev.Type == corev1.EventTypeWarning {
-				msg = ev.Message
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("%d events", len(evs.Items))
-	})
-	must(t, succeed(ctx, cs, pod), "unreadable job's pod")
-	t.Logf("unreadable workload: Warning %s %q; admitted by Kueue on v100", kueue.ReasonUnreadable, msg)
 }
 
 // kqReport simulates the runs on the arrivals and latencies they had,

@@ -59,12 +59,17 @@ const (
 	// the policy chose (Kueue's flavor walk can only take flavors of it).
 	ReasonSteered = "GPUSchedSteered"
 	// ReasonReleased: the controller removed its admission gate: Kueue
-	// admits the workload on the chosen type.
+	// admits the workload on the chosen type, or, when no flavor has room
+	// and Kueue would admit it by preemption (reclaiming quota its
+	// ClusterQueue lent, by priority, or while borrowing), preempts for
+	// it there.
 	ReasonReleased = "GPUSchedReleased"
 	// ReasonWaiting: why the workload waits.
 	ReasonWaiting = "GPUSchedWaiting"
-	// ReasonUnreadable: the controller cannot read the workload; Kueue's
-	// own flavor walk decides (its gate, if any, is removed).
+	// ReasonUnreadable (Warning): the controller cannot read the
+	// workload; the event names the field at fault. A gated workload
+	// stays gated until the field is fixed or an admin removes the gate;
+	// an ungated one is left to Kueue's own flavor walk.
 	ReasonUnreadable = "GPUSchedUnreadable"
 	// ReasonDefault: what the tenant claimed was not taken as written.
 	ReasonDefault = "GPUSchedDefaultThroughput"
@@ -72,6 +77,9 @@ const (
 
 // MaxJobDuration bounds Config.JobDuration.
 const MaxJobDuration = 365 * 24 * time.Hour
+
+// MaxResources bounds Config.Resources.
+const MaxResources = 16
 
 // Errors of this package; test them with errors.Is.
 var (
@@ -100,9 +108,16 @@ type Config struct {
 	Throughput perfmodel.ThroughputModel
 	// Rates bound the tenants' claimed rates (kube/tenancy).
 	Rates tenancy.RateRules
-	// Resource is the extended resource of whole GPUs; "" means
-	// nvidia.com/gpu.
-	Resource corev1.ResourceName
+	// Resources are the extended resources of GPUs, each counted in its
+	// own units (whole GPUs, or MIG slices where the admin lists a MIG
+	// resource): a ClusterQueue's flavor is a GPU flavor for the first of
+	// them its resource group covers, and a workload may ask for one of
+	// them. A request for another resource that looks like a GPU
+	// (nvidia.com/mig-*, names under nvidia.com/ with "gpu", names ending
+	// in /gpu) makes the workload unreadable: it cannot be steered, and a
+	// gated one stays gated. Empty means nvidia.com/gpu; at most
+	// MaxResources.
+	Resources []corev1.ResourceName
 	// TypeLabel is the node label whose value, in a flavor's nodeLabels,
 	// names its GPU (and which the controller sets in a workload's node
 	// selector); "" means nvidia.com/gpu.product.
@@ -206,10 +221,13 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("%w: patience %v (want 0 to %d)", ErrConfig, cfg.Patience, flavor.MaxPatience)
 	case cfg.JobDuration < 0 || cfg.JobDuration > MaxJobDuration:
 		return nil, fmt.Errorf("%w: job duration %v (want 0 to %v)", ErrConfig, cfg.JobDuration, MaxJobDuration)
+	case len(cfg.Resources) > MaxResources || slices.Contains(cfg.Resources, ""):
+		return nil, fmt.Errorf("%w: GPU resources %q (want 1 to %d names)", ErrConfig, cfg.Resources, MaxResources)
 	}
-	if cfg.Resource == "" {
-		cfg.Resource = model.ResourceGPU
+	if len(cfg.Resources) == 0 {
+		cfg.Resources = []corev1.ResourceName{model.ResourceGPU}
 	}
+	cfg.Resources = slices.Clone(cfg.Resources)
 	if cfg.TypeLabel == "" {
 		cfg.TypeLabel = model.LabelProduct
 	}
@@ -338,6 +356,13 @@ type Decision struct {
 	// on now, and Until when its wait for Type ends (Config.Patience).
 	HeldFrom topology.GPUType
 	Until    time.Time
+	// Rank, with Why flavor.Outside, is its place in its ClusterQueue's
+	// order (priority, then age; 1 first).
+	Rank int
+	// Victims, with Why flavor.Preempt, are the admitted Workloads
+	// (namespace/name) Kueue would preempt for it, as the controller
+	// models Kueue's choice (Kueue makes it).
+	Victims []string
 }
 
 // RoundResult says what a round decided and wrote. It belongs to the
@@ -373,7 +398,7 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 		return nil, err
 	}
 	res.Types = s.types
-	running, err := c.charge(s)
+	running, runKeys, err := c.charge(s)
 	if err != nil {
 		return nil, err
 	}
@@ -401,7 +426,7 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 		}
 		seen[w.UID] = true
 		if r.err != nil {
-			c.unreadable(ctx, &r, res)
+			c.unreadable(&r, res)
 			continue
 		}
 		if len(r.notes) > 0 {
@@ -425,7 +450,10 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 	pendingBy := map[[2]string]float64{}
 	for i, d := range out.Decisions {
 		r := &reads[i]
-		dec := Decision{ClusterQueue: s.queues.Queue(r.queue).Name, Why: d.Why, Share: d.Share}
+		dec := Decision{ClusterQueue: s.queues.Queue(r.queue).Name, Why: d.Why, Share: d.Share, Rank: d.Rank}
+		for _, id := range d.Victims.IDs {
+			dec.Victims = append(dec.Victims, runKeys[id])
+		}
 		if d.Flavor >= 0 {
 			dec.Type, dec.Flavor = s.types[d.Type], s.queues.Queue(r.queue).Flavors[d.Flavor].Name
 		}
@@ -438,6 +466,10 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 			typ = "none"
 		}
 		pendingBy[[2]string{dec.ClusterQueue, typ}]++
+		if d.Why == flavor.Outside {
+			c.outside(r, s.queues.Queue(r.queue).Name, d.Rank, out.Places[r.queue], out.Queued[r.queue])
+			continue
+		}
 		c.apply(ctx, s, r, d, dec, res)
 	}
 	for _, l := range [][]string{res.Patched, res.Released, res.Unreadable} {
@@ -451,10 +483,10 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 // charge charges the reserved Workloads to their ClusterQueues' flavors
 // and returns them as running workloads for the policy (on the first GPU
 // flavor each holds).
-func (c *Controller) charge(s *snapshot) ([]flavor.Workload, error) {
+func (c *Controller) charge(s *snapshot) ([]flavor.Workload, []string, error) {
 	objs, err := c.wl.GetIndexer().ByIndex(indexState, stateReserved)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ws := make([]*Workload, 0, len(objs))
 	for _, o := range objs {
@@ -466,13 +498,14 @@ func (c *Controller) charge(s *snapshot) ([]flavor.Workload, error) {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	var running []flavor.Workload
+	var keys []string
 	for _, w := range ws {
 		qi, ok := s.byName[w.Status.Admission.ClusterQueue]
 		if !ok {
 			continue
 		}
 		q := s.queues.Queue(qi)
-		u := usage(w, c.cfg.Resource)
+		u := usage(w, c.cfg.Resources)
 		first, gpus := -1, 0
 		for _, name := range sortedFlavors(u) {
 			f := slices.IndexFunc(q.Flavors, func(f flavor.Flavor) bool { return f.Name == name })
@@ -480,7 +513,7 @@ func (c *Controller) charge(s *snapshot) ([]flavor.Workload, error) {
 				continue
 			}
 			if err := s.queues.Add(qi, f, u[name]); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if first < 0 {
 				first = f
@@ -500,8 +533,9 @@ func (c *Controller) charge(s *snapshot) ([]flavor.Workload, error) {
 		}
 		running = append(running, flavor.Workload{ID: len(running), Queue: qi, GPUs: gpus, Rates: rates,
 			Priority: int(ptrOr(w.Spec.Priority, 0)), Arrival: float64(w.CreationTimestamp.Unix()), Flavor: first})
+		keys = append(keys, w.Namespace+"/"+w.Name)
 	}
-	return running, nil
+	return running, keys, nil
 }
 
 func ptrOr[T any](p *T, v T) T {
@@ -519,22 +553,21 @@ func (c *Controller) now() time.Time {
 }
 
 // apply carries out one decision: a workload of the controller's gate
-// that starts gets its node selector and loses the gate; one without the
-// gate gets the node selector of the type it starts on or waits for,
-// unless the tenant's own selector names a type; events say why.
+// that starts, or that Kueue would admit by preemption, gets its node
+// selector and loses the gate; one without the gate gets the node
+// selector of the type it starts on, is admitted on by preemption, or
+// waits for, unless the tenant's own selector names a type; events say
+// why.
 func (c *Controller) apply(ctx context.Context, s *snapshot, r *read, d flavor.Decision, dec Decision, res *RoundResult) {
 	w := r.w
 	q := s.queues.Queue(r.queue)
-	switch d.Why {
-	case flavor.Outside:
-		c.say(w, corev1.EventTypeNormal, ReasonWaiting, fmt.Sprintf("waits outside the %s policy's round: more than %d workloads are running or pending; older and higher-priority ones come first", c.cfg.PolicyName, c.maxJobs()), "outside")
-		return
-	case flavor.NoFlavor:
+	if d.Why == flavor.NoFlavor {
 		c.say(w, corev1.EventTypeWarning, ReasonWaiting, fmt.Sprintf("no GPU flavor of ClusterQueue %s can ever hold its %d GPUs on a type it may run on", q.Name, r.gpus), "noflavor")
 		return
 	}
 	value := s.flavors[dec.Flavor].value
-	steer := !r.pinned && value != "" && (d.Why == flavor.Start || !r.gated)
+	admits := d.Why == flavor.Start || d.Why == flavor.Preempt
+	steer := !r.pinned && value != "" && (admits || !r.gated)
 	if steer && !c.hasSelector(w, r.podSets, value) {
 		if err := c.patchSelector(ctx, w, r.podSets, value); err != nil {
 			res.Failed++
@@ -547,22 +580,40 @@ func (c *Controller) apply(ctx context.Context, s *snapshot, r *read, d flavor.D
 		res.Writes++
 		res.Patched = append(res.Patched, r.key)
 	}
-	used := s.queues.Used(r.queue, d.Flavor)
-	fl := q.Flavors[d.Flavor]
+	used := ""
+	if d.Flavor >= 0 {
+		used = quotaText(s.queues.Used(r.queue, d.Flavor), q.Flavors[d.Flavor])
+	}
+	c.explain(r, q, d, dec, used)
+	if admits && r.gated {
+		c.releaseCounted(ctx, r, res)
+	}
+}
+
+// explain says why a workload starts, is released for preemption, or
+// waits.
+func (c *Controller) explain(r *read, q *flavor.Queue, d flavor.Decision, dec Decision, used string) {
+	w := r.w
 	switch d.Why {
 	case flavor.Start:
 		msg := fmt.Sprintf("steered to %s (flavor %s of ClusterQueue %s): the %s policy gives it %.0f%% of its time there; %s", dec.Type, dec.Flavor, q.Name,
-			c.cfg.PolicyName, 100*d.Share, quotaText(used, fl))
+			c.cfg.PolicyName, 100*d.Share, used)
 		if r.pinned {
 			msg = fmt.Sprintf("starts on %s, the type its own node selector names (flavor %s of ClusterQueue %s)", dec.Type, dec.Flavor, q.Name)
 		}
 		c.say(w, corev1.EventTypeNormal, ReasonSteered, msg, "start|"+string(dec.Type))
+	case flavor.Preempt:
+		what := preemptText(d.Victims, dec.Flavor, q.Name)
 		if r.gated {
-			c.releaseCounted(ctx, r, res)
+			c.say(w, corev1.EventTypeNormal, ReasonReleased, fmt.Sprintf("released for Kueue's preemption: %s (on %s, flavor %s of ClusterQueue %s; no flavor has room now)",
+				what, dec.Type, dec.Flavor, q.Name), "preempt|"+string(dec.Type))
+			return
 		}
+		c.say(w, corev1.EventTypeNormal, ReasonSteered, fmt.Sprintf("steered to %s (flavor %s of ClusterQueue %s), where Kueue admits it by preemption: %s",
+			dec.Type, dec.Flavor, q.Name, what), "preempt|"+string(dec.Type))
 	case flavor.Busy:
 		c.say(w, corev1.EventTypeNormal, ReasonWaiting, fmt.Sprintf("waits for %s (flavor %s of ClusterQueue %s): the %s policy gives it %.0f%% of its time there, most on any type; %s",
-			dec.Type, dec.Flavor, q.Name, c.cfg.PolicyName, 100*d.Share, quotaText(used, fl)), "wait|"+string(dec.Type))
+			dec.Type, dec.Flavor, q.Name, c.cfg.PolicyName, 100*d.Share, used), "wait|"+string(dec.Type))
 	case flavor.NoShare:
 		c.say(w, corev1.EventTypeNormal, ReasonWaiting, fmt.Sprintf("waits for %s (flavor %s of ClusterQueue %s): the %s policy gives the GPUs free now to other workloads first",
 			dec.Type, dec.Flavor, q.Name, c.cfg.PolicyName), "wait|"+string(dec.Type))
@@ -571,6 +622,36 @@ func (c *Controller) apply(ctx context.Context, s *snapshot, r *read, d flavor.D
 		c.say(w, corev1.EventTypeNormal, ReasonWaiting, fmt.Sprintf("waits for %s (flavor %s of ClusterQueue %s), where it runs %.1fx faster than on %s, which has room now: Kueue never moves an admitted workload, so it waits for a faster type until %s (patience %g), then may start on %s",
 			dec.Type, dec.Flavor, q.Name, r1/r2, dec.HeldFrom, dec.Until.UTC().Format(time.RFC3339), c.cfg.Patience, dec.HeldFrom), "held|"+string(dec.Type)+"|"+string(dec.HeldFrom))
 	}
+}
+
+// outside says that a workload waits outside the round's problem, and
+// where in its own queue.
+func (c *Controller) outside(r *read, cq string, rank, places, queued int) {
+	c.say(r.w, corev1.EventTypeNormal, ReasonWaiting, fmt.Sprintf("waits outside the %s policy's round: ClusterQueue %s has %d pending workloads and %d of the round's %d places "+
+		"(shared among the ClusterQueues by fair-sharing weight); this one is number %d in its queue's order (priority, then age) and moves up as those before it start",
+		c.cfg.PolicyName, cq, queued, places, c.maxJobs(), rank), "outside")
+}
+
+// preemptText says what Kueue would preempt for a workload.
+func preemptText(v flavor.Victims, fl, cq string) string {
+	var parts []string
+	if v.Reclaimed > 0 {
+		parts = append(parts, fmt.Sprintf("reclaims %s of %s its ClusterQueue lent", gpusText(v.Reclaimed), fl))
+	}
+	if v.WhileBorrowing > 0 {
+		parts = append(parts, fmt.Sprintf("preempts %s of %s of lower-priority workloads of other ClusterQueues of its cohort while it borrows (borrowWithinCohort)", gpusText(v.WhileBorrowing), fl))
+	}
+	if v.InQueue > 0 {
+		parts = append(parts, fmt.Sprintf("preempts %s of %s of lower-priority workloads of ClusterQueue %s", gpusText(v.InQueue), fl, cq))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func gpusText(n int) string {
+	if n == 1 {
+		return "1 GPU"
+	}
+	return fmt.Sprintf("%d GPUs", n)
 }
 
 func quotaText(used int, f flavor.Flavor) string {
@@ -584,15 +665,19 @@ func (c *Controller) maxJobs() int {
 	return flavor.DefaultMaxJobs
 }
 
-// unreadable reports a workload the controller cannot read and leaves it
-// to Kueue: its gate, if it has the controller's, is removed.
-func (c *Controller) unreadable(ctx context.Context, r *read, res *RoundResult) {
+// unreadable reports a workload the controller cannot read, with the
+// field at fault. A gated one stays gated: a tenant must not shed the
+// gate by writing what the controller cannot read (it fixes the field, or
+// an admin removes the gate); an ungated one is left to Kueue's own
+// flavor walk.
+func (c *Controller) unreadable(r *read, res *RoundResult) {
 	res.Unreadable = append(res.Unreadable, r.key)
-	msg := fmt.Sprintf("gpusched cannot read this workload (%v): Kueue's own flavor order decides its GPU type", r.err)
-	c.say(r.w, corev1.EventTypeWarning, ReasonUnreadable, msg, "unreadable")
+	msg := fmt.Sprintf("gpusched cannot read this workload: %v; Kueue's own flavor order decides its GPU type", r.err)
 	if r.gated {
-		c.releaseCounted(ctx, r, res)
+		msg = fmt.Sprintf("gpusched cannot read this workload: %v; it stays gated until that is fixed (re-create its job), or an admin removes %s from %s of its job",
+			r.err, c.cfg.Gate, AnnotationAdmissionGatedBy)
 	}
+	c.say(r.w, corev1.EventTypeWarning, ReasonUnreadable, msg, "unreadable|"+r.err.Error())
 }
 
 // releaseCounted removes the workload's gate and counts the write.

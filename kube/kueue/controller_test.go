@@ -123,9 +123,12 @@ func TestSteerGated(t *testing.T) {
 	assert.Len(t, grep(ev, "waits for k80"), 1, "%q", ev)
 }
 
-// A workload the controller cannot read gets a Warning event and is left
-// to Kueue: no node selector, and its gate removed.
-func TestUnreadableLeftToKueue(t *testing.T) {
+// A workload the controller cannot read gets a Warning event that names
+// the field at fault. A gated one stays gated (the attack: a tenant shed
+// the gate by writing one malformed annotation, and Kueue admitted it by
+// its own walk, outside the policy's order); an ungated one is left to
+// Kueue's own walk.
+func TestUnreadableStaysGated(t *testing.T) {
 	c := newCluster(t, nil, base(objects(
 		wl{ns: "a", name: "bad", queue: "q", gpus: 1, ann: map[string]string{"gpusched.io/throughput": "v100=fast"}, gate: kueue.DefaultGate},
 		wl{ns: "a", name: "bad-ungated", queue: "q", gpus: 1, ann: map[string]string{"gpusched.io/job-kind": "ResNet-50", "gpusched.io/batch-size": "lots"}},
@@ -133,16 +136,25 @@ func TestUnreadableLeftToKueue(t *testing.T) {
 	)...)...)
 	r := c.round()
 	assert.Equal(t, []string{"a/bad", "a/bad-ungated"}, r.Unreadable)
-	assert.Equal(t, []string{"a/bad"}, r.Released)
+	assert.Empty(t, r.Released, "the unreadable gated workload keeps its gate")
 	assert.Equal(t, []string{"a/good"}, r.Patched, "the others go on")
 	assert.Empty(t, c.selector("a", "bad"))
 	assert.Empty(t, c.selector("a", "bad-ungated"))
-	_, gated := c.get(jobsGVR, "a", "job-bad").GetAnnotations()[kueue.AnnotationAdmissionGatedBy]
-	assert.False(t, gated, "the gate is gone: Kueue decides")
+	assert.Equal(t, kueue.DefaultGate, c.get(jobsGVR, "a", "job-bad").GetAnnotations()[kueue.AnnotationAdmissionGatedBy], "still gated")
+	assert.Empty(t, c.patches("jobs"))
 	ev := grep(c.events(), kueue.ReasonUnreadable)
 	require.Len(t, ev, 2)
-	assert.Contains(t, ev[0], "Warning")
-	assert.Contains(t, ev[0], "Kueue's own flavor order decides")
+	gated, ungated := grep(ev, "stays gated"), grep(ev, "Kueue's own flavor order decides")
+	require.Len(t, gated, 1, "%q", ev)
+	require.Len(t, ungated, 1, "%q", ev)
+	assert.Contains(t, gated[0], "Warning")
+	assert.Contains(t, gated[0], "spec.podSets[main].template.metadata.annotations[gpusched.io/throughput]: annotation gpusched.io/throughput")
+	assert.Contains(t, gated[0], "an admin removes gpusched.io/kueue from kueue.x-k8s.io/admission-gated-by of its job")
+	assert.Contains(t, ungated[0], "spec.podSets[main].template.metadata.annotations[gpusched.io/batch-size]")
+
+	// Said once.
+	c.round()
+	assert.Empty(t, c.events())
 }
 
 // A tenant's own node selector on the type label is kept: the workload

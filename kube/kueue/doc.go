@@ -14,12 +14,15 @@
 //  1. the GPU types are those of the flavors (a flavor's node label
 //     nvidia.com/gpu.product, Config.TypeLabel, names its GPU; else its
 //     label gpusched.io/gpu-type); each ClusterQueue that covers
-//     nvidia.com/gpu is a tenant, with its fair-sharing weight, its
+//     nvidia.com/gpu (Config.Resources) is a tenant, with its fair-sharing
+//     weight, its
 //     flavors in order with their nominal quotas and borrowing and lending
-//     limits, its cohort (flavor.Quotas: Kueue's quota accounting);
+//     limits, its cohort, its preemption policies (flavor.Quotas: Kueue's
+//     quota accounting);
 //  2. the Workloads with quota reserved are charged to their flavors; the
 //     pending ones of gpusched's queues are read: GPUs (pod sets x GPUs per
-//     pod), the types they may run on (their own node selector on the
+//     pod, init containers and sidecars counted as Kubernetes does), the
+//     types they may run on (their own node selector on the
 //     type label, the gpusched.io/gpu-types annotation of the pod
 //     template), trusted rates (the pod template's gpusched.io/throughput
 //     or gpusched.io/job-kind annotations through the admin's performance
@@ -44,12 +47,21 @@
 // The controller never touches a Workload Kueue has reserved quota for:
 // admitted workloads run where Kueue put them, and Kueue's own preemption
 // (by priority, or reclaiming lent quota) is the only one; a preempted
-// workload is pending again and steered anew. A Workload the controller
-// cannot read (a malformed annotation, a node affinity on the type label)
-// gets a Warning event and is left to Kueue's own flavor walk (its gate,
-// if any, removed). The controller keeps no state: every decision is
-// derived from the objects (arrival times are creation times, IDs follow
-// names), so a restarted controller decides as the one before it.
+// workload is pending again and steered anew. A gated workload never
+// reaches Kueue's scheduler, so the controller reads each ClusterQueue's
+// spec.preemption and releases a pending workload that fits nowhere but
+// that Kueue would admit by preemption (flavor.Preempt: reclaiming quota
+// its ClusterQueue lent, by priority within it, or while borrowing) to
+// Kueue, on the flavor where that preemption applies, with a
+// GPUSchedReleased event that says what Kueue would preempt. A Workload
+// the controller cannot read (a malformed annotation, a node affinity on
+// the type label, a GPU resource it does not steer) gets a Warning event
+// that names the field at fault; a gated one stays gated (a tenant cannot
+// shed the gate by writing garbage: it fixes the field, or an admin
+// removes the gate), an ungated one is left to Kueue's own flavor walk.
+// The controller keeps no state: every decision is derived from the
+// objects (arrival times are creation times, IDs follow names), so a
+// restarted controller decides as the one before it.
 //
 // Only kueue.x-k8s.io/v1beta2 is read, through the dynamic client, into
 // small structs of this package such as [Workload] (importing Kueue's own

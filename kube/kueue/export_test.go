@@ -3,6 +3,7 @@ package kueue
 import (
 	"encoding/json"
 
+	"github.com/gpusched/gpusched/flavor"
 	"github.com/gpusched/gpusched/topology"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -43,9 +44,12 @@ func (c *Controller) Synced(want map[string]string) bool {
 // ClusterQueue: whether it is gpusched's and the rates it gets, or why it
 // cannot be read.
 func ReadOne(ann map[string]string, selector string, gpus int64) (ours bool, rates []float64, err error) {
-	c := &Controller{cfg: Config{Resource: "nvidia.com/gpu", TypeLabel: "nvidia.com/gpu.product", Gate: DefaultGate}}
-	s := &snapshot{types: []topology.GPUType{"k80", "v100"}, typeIdx: map[topology.GPUType]int{"k80": 0, "v100": 1},
-		byName: map[string]int{"cq": 0}, lq: map[string]string{"ns/q": "cq"},
+	c := &Controller{cfg: Config{Resources: []corev1.ResourceName{"nvidia.com/gpu"}, TypeLabel: "nvidia.com/gpu.product", Gate: DefaultGate}}
+	q, _ := flavor.NewQuotas([]flavor.Queue{{Name: "cq", Flavors: []flavor.Flavor{{Name: "k80", Type: 0, BorrowingLimit: -1, LendingLimit: -1},
+		{Name: "v100", Type: 1, BorrowingLimit: -1, LendingLimit: -1}}}}, 2)
+	s := &snapshot{types: []topology.GPUType{"k80", "v100"}, typeIdx: map[topology.GPUType]int{"k80": 0, "v100": 1}, queues: q,
+		resources: [][]corev1.ResourceName{{"nvidia.com/gpu", "nvidia.com/gpu"}},
+		byName:    map[string]int{"cq": 0}, lq: map[string]string{"ns/q": "cq"},
 		values: map[string][]int{"Tesla-K80": {0}, "Tesla-V100-SXM2-16GB": {1}}}
 	w := &Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w"}, Spec: WorkloadSpec{QueueName: "q", PodSets: []PodSet{{Name: "main", Count: 1,
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: ann}, Spec: corev1.PodSpec{

@@ -79,6 +79,12 @@ func cqObj(name, cohort string, weight string, qs ...quota) *unstructured.Unstru
 	return obj("kueue.x-k8s.io/v1beta2", "ClusterQueue", "", name, map[string]any{"spec": spec})
 }
 
+// withPreemption sets a ClusterQueue's spec.preemption.
+func withPreemption(cq *unstructured.Unstructured, p map[string]any) *unstructured.Unstructured {
+	cq.Object["spec"].(map[string]any)["preemption"] = p
+	return cq
+}
+
 func lqObj(ns, name, cq string) *unstructured.Unstructured {
 	return obj("kueue.x-k8s.io/v1beta2", "LocalQueue", ns, name, map[string]any{"spec": map[string]any{"clusterQueue": cq}})
 }
@@ -94,6 +100,11 @@ type wl struct {
 	cq              string
 	priority        int
 	created         int64 // seconds after the base time
+	// res is the GPU resource ("": nvidia.com/gpu); initGPUs and
+	// sidecarGPUs, if set, add a plain init container and a sidecar (an
+	// init container with restartPolicy Always) asking for that many.
+	res                   string
+	initGPUs, sidecarGPUs int
 }
 
 func (w wl) objects() []*unstructured.Unstructured {
@@ -101,8 +112,22 @@ func (w wl) objects() []*unstructured.Unstructured {
 	for k, v := range w.ann {
 		ann[k] = v
 	}
-	podSpec := map[string]any{"containers": []any{map[string]any{"name": "main", "image": "x",
-		"resources": map[string]any{"limits": map[string]any{"nvidia.com/gpu": fmt.Sprint(w.gpus)}}}}}
+	res := w.res
+	if res == "" {
+		res = "nvidia.com/gpu"
+	}
+	limits := func(n int) map[string]any { return map[string]any{"limits": map[string]any{res: fmt.Sprint(n)}} }
+	podSpec := map[string]any{"containers": []any{map[string]any{"name": "main", "image": "x", "resources": limits(w.gpus)}}}
+	var inits []any
+	if w.initGPUs > 0 {
+		inits = append(inits, map[string]any{"name": "init", "image": "x", "resources": limits(w.initGPUs)})
+	}
+	if w.sidecarGPUs > 0 {
+		inits = append(inits, map[string]any{"name": "sidecar", "image": "x", "restartPolicy": "Always", "resources": limits(w.sidecarGPUs)})
+	}
+	if inits != nil {
+		podSpec["initContainers"] = inits
+	}
 	if w.selector != nil {
 		sel := map[string]any{}
 		for k, v := range w.selector {
@@ -127,7 +152,7 @@ func (w wl) objects() []*unstructured.Unstructured {
 			"conditions": []any{map[string]any{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "", "lastTransitionTime": "2023-11-14T22:13:20Z"},
 				map[string]any{"type": "Admitted", "status": "True", "reason": "Admitted", "message": "", "lastTransitionTime": "2023-11-14T22:13:20Z"}},
 			"admission": map[string]any{"clusterQueue": w.cq, "podSetAssignments": []any{map[string]any{"name": "main",
-				"flavors": map[string]any{"nvidia.com/gpu": w.admittedOn}, "resourceUsage": map[string]any{"nvidia.com/gpu": fmt.Sprint(w.gpus * count)}, "count": int64(count)}}},
+				"flavors": map[string]any{res: w.admittedOn}, "resourceUsage": map[string]any{res: fmt.Sprint(w.gpus * count)}, "count": int64(count)}}},
 		}
 	}
 	return []*unstructured.Unstructured{u, job}

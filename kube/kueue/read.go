@@ -78,8 +78,10 @@ type snapshot struct {
 	queues  *flavor.Quotas
 	// byName maps a ClusterQueue to its index in queues.
 	byName map[string]int
-	// flavorNames of each queue, in order (flavor.Flavor.Name too).
-	lq map[string]string // "ns/name" -> ClusterQueue
+	// resources, by queue index and flavor index, is the GPU resource
+	// (of Config.Resources) whose quota the flavor holds.
+	resources [][]corev1.ResourceName
+	lq        map[string]string // "ns/name" -> ClusterQueue
 	// values maps a type label value to the types of the flavors that
 	// carry it.
 	values map[string][]int
@@ -116,6 +118,14 @@ func quantity(q *resource.Quantity) int {
 	return int(min(max(v, 0), flavor.MaxQuota))
 }
 
+// groupFlavor is a GPU flavor of a ClusterQueue: its name, the GPU
+// resource it holds quota of, and that quota.
+type groupFlavor struct {
+	name  string
+	res   corev1.ResourceName
+	quota ResourceQuota
+}
+
 // buildSnapshot reads the flavors, ClusterQueues and LocalQueues from the
 // stores. ClusterQueues without a GPU resource group, and stopped ones,
 // are left out; so are flavors without a GPU type (their workloads are
@@ -138,69 +148,26 @@ func (c *Controller) buildSnapshot() (*snapshot, error) {
 		}
 	}
 	slices.SortFunc(cqs, func(a, b *ClusterQueue) int { return cmp.Compare(a.Name, b.Name) })
-	type groupFlavor struct {
-		name  string
-		quota ResourceQuota
-	}
 	groups := make([][]groupFlavor, len(cqs))
 	for i, cq := range cqs {
-		if cq.Spec.StopPolicy != nil && *cq.Spec.StopPolicy != "" && *cq.Spec.StopPolicy != "None" {
-			continue
-		}
-		for _, rg := range cq.Spec.ResourceGroups {
-			if !slices.Contains(rg.CoveredResources, c.cfg.Resource) {
-				continue
-			}
-			for _, fq := range rg.Flavors {
-				fi, ok := s.flavors[fq.Name]
-				if !ok {
-					continue
-				}
-				for _, r := range fq.Resources {
-					if r.Name == c.cfg.Resource {
-						groups[i] = append(groups[i], groupFlavor{fq.Name, r})
-						if _, seen := s.typeIdx[fi.typ]; !seen {
-							s.typeIdx[fi.typ] = -1
-						}
-					}
-				}
-			}
-		}
+		groups[i] = c.gpuFlavors(s, cq)
 	}
-	for t := range s.typeIdx {
-		s.types = append(s.types, t)
-	}
-	slices.Sort(s.types)
-	for k, t := range s.types {
-		s.typeIdx[t] = k
-	}
-	for name, fi := range s.flavors {
-		if k, ok := s.typeIdx[fi.typ]; ok && fi.value != "" && !slices.Contains(s.values[fi.value], k) {
-			s.values[fi.value] = append(s.values[fi.value], k)
-		}
-		_ = name
-	}
+	s.indexTypes()
 	var queues []flavor.Queue
 	for i, cq := range cqs {
 		if len(groups[i]) == 0 {
 			continue
 		}
-		q := flavor.Queue{Name: cq.Name, Cohort: cq.Spec.CohortName, Strict: cq.Spec.QueueingStrategy == StrictFIFO}
-		if cq.Spec.FairSharing != nil && cq.Spec.FairSharing.Weight != nil {
-			q.Weight = min(max(cq.Spec.FairSharing.Weight.AsApproximateFloat64(), 0), 1e9)
-			if q.Weight == 0 {
-				q.Weight = 1e-9 // Kueue: a weight of 0 borrows last
-			}
-		}
-		if cq.Spec.FlavorFungibility != nil && cq.Spec.FlavorFungibility.WhenCanBorrow == TryNextFlavor {
-			q.WhenCanBorrow = flavor.TryNextFlavor
-		}
+		q := queueOf(cq)
+		var res []corev1.ResourceName
 		for _, g := range groups[i] {
 			q.Flavors = append(q.Flavors, flavor.Flavor{Name: g.name, Type: s.typeIdx[s.flavors[g.name].typ],
 				Nominal: max(quantity(&g.quota.NominalQuota), 0), BorrowingLimit: quantity(g.quota.BorrowingLimit), LendingLimit: quantity(g.quota.LendingLimit)})
+			res = append(res, g.res)
 		}
 		s.byName[cq.Name] = len(queues)
 		queues = append(queues, q)
+		s.resources = append(s.resources, res)
 	}
 	var err error
 	if s.queues, err = flavor.NewQuotas(queues, len(s.types)); err != nil {
@@ -212,6 +179,99 @@ func (c *Controller) buildSnapshot() (*snapshot, error) {
 		}
 	}
 	return s, nil
+}
+
+// gpuFlavors lists a ClusterQueue's GPU flavors (typed flavors with a
+// quota of one of Config.Resources, the first listed where a flavor has
+// several; each flavor once), in its resource groups' order, and notes
+// their types in s.typeIdx (indexTypes numbers them). A stopped
+// ClusterQueue has none.
+func (c *Controller) gpuFlavors(s *snapshot, cq *ClusterQueue) []groupFlavor {
+	if cq.Spec.StopPolicy != nil && *cq.Spec.StopPolicy != "" && *cq.Spec.StopPolicy != "None" {
+		return nil
+	}
+	var out []groupFlavor
+	seen := map[string]bool{}
+	for _, rg := range cq.Spec.ResourceGroups {
+		for _, fq := range rg.Flavors {
+			fi, ok := s.flavors[fq.Name]
+			if !ok || seen[fq.Name] {
+				continue
+			}
+			for _, res := range c.cfg.Resources {
+				i := slices.IndexFunc(fq.Resources, func(r ResourceQuota) bool { return r.Name == res })
+				if i < 0 || !slices.Contains(rg.CoveredResources, res) {
+					continue
+				}
+				out = append(out, groupFlavor{fq.Name, res, fq.Resources[i]})
+				seen[fq.Name] = true
+				if _, ok := s.typeIdx[fi.typ]; !ok {
+					s.typeIdx[fi.typ] = -1
+				}
+				break
+			}
+		}
+	}
+	return out
+}
+
+// indexTypes numbers the types noted in s.typeIdx, in order, and maps
+// the type label's values to them.
+func (s *snapshot) indexTypes() {
+	for t := range s.typeIdx {
+		s.types = append(s.types, t)
+	}
+	slices.Sort(s.types)
+	for k, t := range s.types {
+		s.typeIdx[t] = k
+	}
+	for _, fi := range s.flavors {
+		if k, ok := s.typeIdx[fi.typ]; ok && fi.value != "" && !slices.Contains(s.values[fi.value], k) {
+			s.values[fi.value] = append(s.values[fi.value], k)
+		}
+	}
+}
+
+// queueOf is a ClusterQueue as the flavor model's queue, without its
+// flavors: cohort, fair-sharing weight, queueing strategy, flavor
+// fungibility and preemption.
+func queueOf(cq *ClusterQueue) flavor.Queue {
+	q := flavor.Queue{Name: cq.Name, Cohort: cq.Spec.CohortName, Strict: cq.Spec.QueueingStrategy == StrictFIFO,
+		Preemption: preemptionOf(cq.Spec.Preemption)}
+	if cq.Spec.FairSharing != nil && cq.Spec.FairSharing.Weight != nil {
+		q.Weight = min(max(cq.Spec.FairSharing.Weight.AsApproximateFloat64(), 0), 1e9)
+		if q.Weight == 0 {
+			q.Weight = 1e-9 // Kueue: a weight of 0 borrows last
+		}
+	}
+	if ff := cq.Spec.FlavorFungibility; ff != nil {
+		if ff.WhenCanBorrow == TryNextFlavor {
+			q.WhenCanBorrow = flavor.TryNextFlavor
+		}
+		q.PreemptStops = ff.WhenCanPreempt == MayStopSearch
+	}
+	return q
+}
+
+// preemptionOf reads a ClusterQueue's spec.preemption. Absent fields, and
+// values Kueue does not define (its API refuses them), are Kueue's
+// default, Never; borrowWithinCohort counts only with
+// reclaimWithinCohort (Kueue refuses it without).
+func preemptionOf(p *Preemption) flavor.Preemption {
+	var out flavor.Preemption
+	if p == nil {
+		return out
+	}
+	out.ReclaimWithinCohort = map[string]flavor.PreemptionPolicy{"LowerPriority": flavor.PreemptLowerPriority, "Any": flavor.PreemptAny}[p.ReclaimWithinCohort]
+	out.WithinClusterQueue = map[string]flavor.PreemptionPolicy{"LowerPriority": flavor.PreemptLowerPriority,
+		"LowerOrNewerEqualPriority": flavor.PreemptLowerOrNewerEqualPriority}[p.WithinClusterQueue]
+	if b := p.BorrowWithinCohort; b != nil && b.Policy == "LowerPriority" && out.ReclaimWithinCohort != flavor.PreemptNever {
+		out.BorrowWithinCohort = flavor.PreemptLowerPriority
+		if b.MaxPriorityThreshold != nil {
+			out.HasThreshold, out.MaxPriorityThreshold = true, int(*b.MaxPriorityThreshold)
+		}
+	}
+	return out
 }
 
 // read is a Workload as a round sees it.
@@ -230,90 +290,184 @@ type read struct {
 	// gated: it carries the controller's admission gate.
 	gated bool
 	notes []string
-	err   error
+	// err says why it cannot be read (a *ReadError).
+	err error
+}
+
+// ReadError is why the controller cannot read a Workload: the field at
+// fault, as a path in the Workload, and what is wrong with it. A plain
+// value, safe for concurrent reads.
+type ReadError struct {
+	Field string
+	Err   error
+}
+
+func (e *ReadError) Error() string { return e.Field + ": " + e.Err.Error() }
+func (e *ReadError) Unwrap() error { return e.Err }
+
+// podSetField is the path of a pod set's field.
+func podSetField(ps *PodSet, field string) string {
+	return fmt.Sprintf("spec.podSets[%s].%s", ps.Name, field)
 }
 
 // readWorkload reads a pending Workload: its ClusterQueue, GPUs, the types
 // it may run on and its trusted rates. ok is false for a Workload that is
 // none of gpusched's business (asks for no GPUs, or its queue is not a GPU
-// queue); err says why one cannot be read.
+// queue, and does not carry the controller's gate with a GPU resource the
+// controller does not steer); err says why one cannot be read.
 func (c *Controller) readWorkload(s *snapshot, w *Workload) (r read, ok bool) {
 	r = read{w: w, key: w.Namespace + "/" + w.Name, queue: -1}
 	r.gated = hasGate(w.Annotations[AnnotationAdmissionGatedBy], c.cfg.Gate)
-	fail := func(format string, args ...any) (read, bool) {
-		r.err = fmt.Errorf(format, args...)
+	fail := func(field string, err error) (read, bool) {
+		r.err = &ReadError{Field: field, Err: err}
 		return r, true
 	}
 	if w.decodeErr != nil {
-		return fail("the Workload does not decode: %v", w.decodeErr)
+		return fail("spec", fmt.Errorf("the Workload does not decode: %w", w.decodeErr))
 	}
 	cq, found := s.lq[w.Namespace+"/"+w.Spec.QueueName]
 	qi, isGPU := s.byName[cq]
+	if field, name := c.unsteered(w); field != "" && (isGPU || r.gated) {
+		return fail(field, fmt.Errorf("asks for %s, a GPU resource gpusched does not steer (gpusched-kueue --gpu-resources lists %s)", name, joinNames(c.cfg.Resources)))
+	}
 	if !found || !isGPU {
 		return r, false
 	}
 	r.queue = qi
 	if len(w.Spec.PodSets) > maxPodSets {
-		return fail("%d pod sets (at most %d)", len(w.Spec.PodSets), maxPodSets)
+		return fail("spec.podSets", fmt.Errorf("%d pod sets (at most %d)", len(w.Spec.PodSets), maxPodSets))
 	}
-	ann := map[string]string{}
-	var tenantValue string
-	for i := range w.Spec.PodSets {
-		ps := &w.Spec.PodSets[i]
-		per, err := model.PodGPUs(&corev1.Pod{Spec: ps.Template.Spec}, c.cfg.Resource)
-		if err != nil {
-			return fail("pod set %s: %v", ps.Name, err)
-		}
-		if per == 0 {
-			continue
-		}
-		if ps.Count < 0 || ps.Count > model.MaxGroupMembers {
-			return fail("pod set %s: %d pods (at most %d)", ps.Name, ps.Count, model.MaxGroupMembers)
-		}
-		r.gpus += per * int(ps.Count)
-		r.podSets = append(r.podSets, i)
-		for k, v := range ps.Template.Annotations {
-			if _, dup := ann[k]; !dup {
-				ann[k] = v
-			}
-		}
-		if a := ps.Template.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-			for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-				for _, e := range t.MatchExpressions {
-					if e.Key == c.cfg.TypeLabel {
-						return fail("pod set %s chooses GPUs by a required node affinity on %s: gpusched steers by node selector only", ps.Name, c.cfg.TypeLabel)
-					}
-				}
-			}
-		}
-		if v, ok := ps.Template.Spec.NodeSelector[c.cfg.TypeLabel]; ok && v != w.Annotations[AnnotationSteered] {
-			if tenantValue != "" && tenantValue != v {
-				return fail("pod sets ask for %s=%s and %s", c.cfg.TypeLabel, tenantValue, v)
-			}
-			tenantValue = v
-		}
+	ps, rerr := c.readPodSets(w, &r)
+	if rerr != nil {
+		r.err = rerr
+		return r, true
 	}
 	if r.gpus == 0 {
 		return r, false
 	}
 	if r.gpus > flavor.MaxQuota {
-		return fail("%d GPUs (at most %d)", r.gpus, flavor.MaxQuota)
+		return fail("spec.podSets", fmt.Errorf("%d GPUs (at most %d)", r.gpus, flavor.MaxQuota))
 	}
-	allowed := slices.Clone(s.types)
-	if v, ok := ann[model.AnnotationGPUTypes]; ok {
+	if rerr := c.readRates(s, &r, ps); rerr != nil {
+		r.err = rerr
+		return r, true
+	}
+	return r, true
+}
+
+// podSets is what readPodSets gathers from the pod sets that ask for
+// GPUs: the pod templates' annotations (the first pod set's value of
+// each, and where it came from), the GPU resource, and the tenant's own
+// node selector value on the type label.
+type podSets struct {
+	ann, from map[string]string
+	res       corev1.ResourceName
+	selector  string
+}
+
+// readPodSets counts the GPUs of the pod sets that ask for some (into r)
+// and gathers their annotations and node selectors.
+func (c *Controller) readPodSets(w *Workload, r *read) (*podSets, error) {
+	p := &podSets{ann: map[string]string{}, from: map[string]string{}}
+	for i := range w.Spec.PodSets {
+		ps := &w.Spec.PodSets[i]
+		per, res, err := c.podGPUs(ps)
+		if err != nil {
+			return nil, err
+		}
+		if per == 0 {
+			continue
+		}
+		if p.res != "" && p.res != res {
+			return nil, &ReadError{podSetField(ps, "template.spec"), fmt.Errorf("asks for %s, another pod set for %s: one GPU resource per workload", res, p.res)}
+		}
+		p.res = res
+		if ps.Count < 0 || ps.Count > model.MaxGroupMembers {
+			return nil, &ReadError{podSetField(ps, "count"), fmt.Errorf("%d pods (at most %d)", ps.Count, model.MaxGroupMembers)}
+		}
+		r.gpus += per * int(ps.Count)
+		r.podSets = append(r.podSets, i)
+		for k, v := range ps.Template.Annotations {
+			if _, dup := p.ann[k]; !dup {
+				p.ann[k], p.from[k] = v, podSetField(ps, "template.metadata.annotations["+k+"]")
+			}
+		}
+		if err := c.readSelector(w, ps, p); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// podGPUs is what one pod of a pod set asks of the GPU resources of
+// Config.Resources (model.PodGPUs: containers and sidecars summed, plain
+// init containers by their largest), and which resource: at most one.
+func (c *Controller) podGPUs(ps *PodSet) (int, corev1.ResourceName, error) {
+	pod := &corev1.Pod{Spec: ps.Template.Spec}
+	n, which := 0, corev1.ResourceName("")
+	for _, res := range c.cfg.Resources {
+		per, err := model.PodGPUs(pod, res)
+		if err != nil {
+			return 0, "", &ReadError{podSetField(ps, "template.spec"), err}
+		}
+		if per == 0 {
+			continue
+		}
+		if which != "" {
+			return 0, "", &ReadError{podSetField(ps, "template.spec"), fmt.Errorf("asks for both %s and %s: one GPU resource per workload", which, res)}
+		}
+		n, which = per, res
+	}
+	return n, which, nil
+}
+
+// readSelector checks a pod set's node affinity and node selector on the
+// type label: the controller steers by the node selector only, and the
+// tenant's own value (one that is not the controller's) must be the same
+// in every pod set.
+func (c *Controller) readSelector(w *Workload, ps *PodSet, p *podSets) error {
+	if a := ps.Template.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			for _, e := range t.MatchExpressions {
+				if e.Key == c.cfg.TypeLabel {
+					return &ReadError{podSetField(ps, "template.spec.affinity.nodeAffinity"),
+						fmt.Errorf("chooses GPUs by a required node affinity on %s: gpusched steers by node selector only", c.cfg.TypeLabel)}
+				}
+			}
+		}
+	}
+	if v, ok := ps.Template.Spec.NodeSelector[c.cfg.TypeLabel]; ok && v != w.Annotations[AnnotationSteered] {
+		if p.selector != "" && p.selector != v {
+			return &ReadError{podSetField(ps, "template.spec.nodeSelector["+c.cfg.TypeLabel+"]"), fmt.Errorf("%s, another pod set %s", v, p.selector)}
+		}
+		p.selector = v
+	}
+	return nil
+}
+
+// readRates narrows the workload's types (its GPU resource's flavors, the
+// gpusched.io/gpu-types annotation, its own node selector) and reads its
+// trusted rates on them.
+func (c *Controller) readRates(s *snapshot, r *read, p *podSets) error {
+	allowed := slices.DeleteFunc(slices.Clone(s.types), func(t topology.GPUType) bool { return !s.holds(r.queue, p.res, s.typeIdx[t]) })
+	if v, ok := p.ann[model.AnnotationGPUTypes]; ok {
 		ts, err := model.ParseTypes(v)
 		if err != nil {
-			return fail("%v", err)
+			return &ReadError{p.from[model.AnnotationGPUTypes], err}
 		}
 		allowed = slices.DeleteFunc(allowed, func(t topology.GPUType) bool { return !slices.Contains(ts, t) })
 	}
-	if tenantValue != "" {
+	if p.selector != "" {
 		r.pinned = true
-		allowed = slices.DeleteFunc(allowed, func(t topology.GPUType) bool { return !slices.Contains(s.values[tenantValue], s.typeIdx[t]) })
+		allowed = slices.DeleteFunc(allowed, func(t topology.GPUType) bool { return !slices.Contains(s.values[p.selector], s.typeIdx[t]) })
 	}
-	claimed, notes, err := admission.ClaimedRates(ann, r.gpus, c.cfg.model(), allowed)
+	claimed, notes, err := admission.ClaimedRates(p.ann, r.gpus, c.cfg.model(), allowed)
 	if err != nil {
-		return fail("%v", err)
+		key := admission.AnnotationThroughput
+		if _, ok := p.ann[key]; !ok {
+			key = admission.AnnotationBatchSize
+		}
+		return &ReadError{p.from[key], err}
 	}
 	rules := c.cfg.Rates
 	trusted, clamped := rules.Trusted(claimed, allowed)
@@ -325,7 +479,62 @@ func (c *Controller) readWorkload(s *snapshot, w *Workload) (r read, ok bool) {
 	for t, v := range trusted {
 		r.rates[s.typeIdx[t]] = v
 	}
-	return r, true
+	return nil
+}
+
+// holds reports whether queue qi has a flavor of type k that holds quota
+// of the GPU resource res.
+func (s *snapshot) holds(qi int, res corev1.ResourceName, k int) bool {
+	q := s.queues.Queue(qi)
+	for f, fl := range q.Flavors {
+		if fl.Type == k && s.resources[qi][f] == res {
+			return true
+		}
+	}
+	return false
+}
+
+// unsteered finds a request, in a container or init container of the
+// Workload's first maxPodSets pod sets, for a resource that looks like a
+// GPU (MIG slices, nvidia.com/mig-*, or a name under nvidia.com/ with
+// "gpu", or ending in /gpu) but is not one of Config.Resources: the field
+// and the resource, or "" for none. Such a workload cannot be steered by
+// GPU type, and is refused rather than left unseen.
+func (c *Controller) unsteered(w *Workload) (field string, name corev1.ResourceName) {
+	for i := range w.Spec.PodSets[:min(len(w.Spec.PodSets), maxPodSets)] {
+		ps := &w.Spec.PodSets[i]
+		for kind, list := range map[string][]corev1.Container{"containers": ps.Template.Spec.Containers, "initContainers": ps.Template.Spec.InitContainers} {
+			for _, ctr := range list {
+				for _, rl := range []corev1.ResourceList{ctr.Resources.Limits, ctr.Resources.Requests} {
+					for n := range rl {
+						if looksLikeGPU(n) && !slices.Contains(c.cfg.Resources, n) && (name == "" || n < name) {
+							field, name = podSetField(ps, fmt.Sprintf("template.spec.%s[%s].resources", kind, ctr.Name)), n
+						}
+					}
+				}
+			}
+		}
+		if name != "" {
+			return field, name
+		}
+	}
+	return "", ""
+}
+
+// looksLikeGPU: MIG slices (nvidia.com/mig-*), another name under
+// nvidia.com/ with "gpu" in it (nvidia.com/gpu.shared of time slicing),
+// or any name ending in /gpu (amd.com/gpu).
+func looksLikeGPU(n corev1.ResourceName) bool {
+	s := string(n)
+	return strings.HasPrefix(s, "nvidia.com/mig-") || strings.HasPrefix(s, "nvidia.com/") && strings.Contains(s, "gpu") || strings.HasSuffix(s, "/gpu")
+}
+
+func joinNames(names []corev1.ResourceName) string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = string(n)
+	}
+	return strings.Join(out, ",")
 }
 
 // maxPodSets bounds a Workload's pod sets (Kueue allows 8).
@@ -352,23 +561,25 @@ func withoutGate(list, gate string) string {
 	return strings.Join(keep, ",")
 }
 
-// usage returns, for an admitted Workload, the GPUs of each flavor it
-// holds (Kueue's status.admission), in flavor order.
-func usage(w *Workload, res corev1.ResourceName) map[string]int {
+// usage returns, for an admitted Workload, the GPUs (of the resources
+// given) of each flavor it holds (Kueue's status.admission).
+func usage(w *Workload, resources []corev1.ResourceName) map[string]int {
 	out := map[string]int{}
 	if w.Status.Admission == nil {
 		return out
 	}
 	for _, psa := range w.Status.Admission.PodSetAssignments {
-		f, ok := psa.Flavors[res]
-		if !ok {
-			continue
+		for _, res := range resources {
+			f, ok := psa.Flavors[res]
+			if !ok {
+				continue
+			}
+			q, ok := psa.ResourceUsage[res]
+			if !ok {
+				continue
+			}
+			out[f] = min(out[f]+int(min(max(q.Value(), 0), flavor.MaxQuota)), flavor.MaxQuota)
 		}
-		q, ok := psa.ResourceUsage[res]
-		if !ok {
-			continue
-		}
-		out[f] += int(min(max(q.Value(), 0), flavor.MaxQuota))
 	}
 	return out
 }

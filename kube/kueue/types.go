@@ -47,6 +47,7 @@ const (
 	ConditionFinished      = "Finished"
 	// Flavor fungibility and queueing strategy values.
 	TryNextFlavor = "TryNextFlavor"
+	MayStopSearch = "MayStopSearch"
 	StrictFIFO    = "StrictFIFO"
 )
 
@@ -119,6 +120,23 @@ type ClusterQueueSpec struct {
 	FlavorFungibility *FlavorFungibility `json:"flavorFungibility,omitempty"`
 	FairSharing       *FairSharing       `json:"fairSharing,omitempty"`
 	StopPolicy        *string            `json:"stopPolicy,omitempty"`
+	Preemption        *Preemption        `json:"preemption,omitempty"`
+}
+
+// Preemption is a ClusterQueue's spec.preemption (absent fields are
+// Kueue's defaults: Never). A plain value, safe for concurrent reads, not
+// for concurrent writes.
+type Preemption struct {
+	ReclaimWithinCohort string              `json:"reclaimWithinCohort,omitempty"`
+	WithinClusterQueue  string              `json:"withinClusterQueue,omitempty"`
+	BorrowWithinCohort  *BorrowWithinCohort `json:"borrowWithinCohort,omitempty"`
+}
+
+// BorrowWithinCohort is spec.preemption.borrowWithinCohort. A plain
+// value, safe for concurrent reads, not for concurrent writes.
+type BorrowWithinCohort struct {
+	Policy               string `json:"policy,omitempty"`
+	MaxPriorityThreshold *int32 `json:"maxPriorityThreshold,omitempty"`
 }
 
 // ResourceGroup is a set of resources with the flavors that cover them,

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -27,13 +28,21 @@ import (
 	"github.com/gpusched/gpusched/kube/admission"
 	"github.com/gpusched/gpusched/kube/internal/leader"
 	"github.com/gpusched/gpusched/kube/kueue"
+	"github.com/gpusched/gpusched/kube/model"
 	"github.com/gpusched/gpusched/kube/tenancy"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/component-base/metrics"
 )
+
+// DefaultPolicy is --policy's default: water filling between
+// ClusterQueues by their fair-sharing weights, their nominal quotas as
+// guarantees (allocation.QuotaFairness), heterogeneity-aware within each.
+const DefaultPolicy = "quota-water-filling"
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
@@ -44,6 +53,7 @@ func main() {
 
 type options struct {
 	kubeconfig, namespace, policy, typeLabel, gate string
+	resources                                      []corev1.ResourceName
 	metricsAddr, leaseNamespace, leaseName         string
 	minInterval, interval                          time.Duration
 	maxRatio                                       float64
@@ -59,7 +69,9 @@ func parse(args []string) (options, error) {
 	fs := flag.NewFlagSet("gpusched-kueue", flag.ContinueOnError)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config)")
 	fs.StringVar(&o.namespace, "namespace", "", "namespace of the Workloads (default: all)")
-	fs.StringVar(&o.policy, "policy", "max-min-fairness", "allocation policy: "+strings.Join(admission.Policies(), ", "))
+	fs.StringVar(&o.policy, "policy", DefaultPolicy, "allocation policy: "+strings.Join(admission.Policies(), ", ")+
+		" (quota-water-filling: fair between ClusterQueues by their fair-sharing weights, nominal quotas guaranteed; max-min-fairness is fair between workloads, so a ClusterQueue with more of them gets more)")
+	gpuResources := fs.String("gpu-resources", string(model.ResourceGPU), "comma-separated extended resources counted as GPUs (e.g. nvidia.com/gpu,nvidia.com/mig-1g.5gb); a workload asking for another GPU-like resource (nvidia.com/mig-*, .../gpu) is refused with a Warning and, if gated, stays gated")
 	fs.StringVar(&o.typeLabel, "type-label", "nvidia.com/gpu.product", "node label whose value, in a ResourceFlavor's nodeLabels, names its GPU")
 	fs.StringVar(&o.gate, "gate", kueue.DefaultGate, "the controller's name in kueue.x-k8s.io/admission-gated-by")
 	fs.DurationVar(&o.minInterval, "min-interval", time.Second, "least time between two rounds (a change triggers one)")
@@ -79,6 +91,10 @@ func parse(args []string) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var err error
+	if o.resources, err = parseResources(*gpuResources); err != nil {
+		return o, err
 	}
 	switch {
 	case o.minInterval <= 0 || o.interval < o.minInterval:
@@ -104,6 +120,28 @@ func parse(args []string) (options, error) {
 		}
 	}
 	return o, nil
+}
+
+// parseResources reads --gpu-resources: resource names, each valid as a
+// Kubernetes resource name, at most kueue.MaxResources.
+func parseResources(v string) ([]corev1.ResourceName, error) {
+	var out []corev1.ResourceName
+	for f := range strings.SplitSeq(v, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if errs := validation.IsQualifiedName(f); len(errs) > 0 {
+			return nil, fmt.Errorf("--gpu-resources: %q: %s", f, strings.Join(errs, "; "))
+		}
+		if !slices.Contains(out, corev1.ResourceName(f)) {
+			out = append(out, corev1.ResourceName(f))
+		}
+	}
+	if len(out) == 0 || len(out) > kueue.MaxResources {
+		return nil, fmt.Errorf("--gpu-resources %q: want 1 to %d names", v, kueue.MaxResources)
+	}
+	return out, nil
 }
 
 func run(args []string) error {
@@ -161,6 +199,7 @@ func run(args []string) error {
 	cfg := kueue.Config{
 		Client: cs, Dynamic: dyn, Namespace: o.namespace, Policy: pol, PolicyName: o.policy,
 		Rates: tenancy.RateRules{MaxRatio: o.maxRatio}, TypeLabel: o.typeLabel, Gate: o.gate, MaxJobs: o.maxJobs, Patience: o.patience, JobDuration: o.jobDuration,
+		Resources:   o.resources,
 		MinInterval: o.minInterval, Interval: o.interval, Metrics: m, Logger: log,
 	}
 	start := func(ctx context.Context) error {
