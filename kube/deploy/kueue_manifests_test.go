@@ -2,7 +2,6 @@ package deploy_test
 
 import (
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/gpusched/gpusched/kube/admission"
@@ -56,14 +55,10 @@ func TestKueueManifests(t *testing.T) {
 		assert.Contains(t, []string{"", ns}, k, "rights in a namespace not its own")
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	var policy string
-	for _, f := range c.Command {
-		if v, ok := strings.CutPrefix(f, "--policy="); ok {
-			policy = v
-		}
-	}
+	policy := flagValue(c.Command, "--policy")
 	_, err := admission.PolicyByName(policy)
 	require.NoError(t, err)
+	assert.Equal(t, tenantFairPolicy, policy, "the ClusterQueue, with its fair-sharing weight, is the unit of fairness (#40)")
 	assert.Contains(t, c.Command, "--gate="+kueue.DefaultGate)
 }
 

@@ -77,6 +77,23 @@ func deploymentOf(t *testing.T, file string) *appsv1.Deployment {
 	return nil
 }
 
+// tenantFairPolicy is the policy the controllers' Deployments run: water
+// filling over tenants (the tenancy's tenants; Kueue's ClusterQueues) by
+// their weights, within their quotas. max-min-fairness, fair per job, let
+// a tenant that split its work into 32 jobs take 92% of the GPUs (#40).
+const tenantFairPolicy = "quota-water-filling"
+
+// flagValue is the value of the last --name=value of a command line.
+func flagValue(cmd []string, name string) string {
+	var v string
+	for _, f := range cmd {
+		if s, ok := strings.CutPrefix(f, name+"="); ok {
+			v = s
+		}
+	}
+	return v
+}
+
 // need is a right a controller's code uses.
 type need struct{ group, resource, verb string }
 
@@ -152,8 +169,13 @@ func TestAdmissionManifests(t *testing.T) {
 	for k := range rb {
 		assert.Contains(t, []string{"", ns}, k, "rights in a namespace not its own")
 	}
-	// Its flags: the tenancy ConfigMap of tenancy.yaml, in its namespace.
+	// Its flags: the tenancy ConfigMap of tenancy.yaml, in its namespace;
+	// a policy fair between tenants.
 	c := deploy.Spec.Template.Spec.Containers[0]
+	policy := flagValue(c.Command, "--policy")
+	_, err := admission.PolicyByName(policy)
+	require.NoError(t, err)
+	assert.Equal(t, tenantFairPolicy, policy, "the tenant, with its weight and quota, is the unit of fairness (#40)")
 	assert.Contains(t, c.Command, "--tenancy-configmap="+tenancy.DefaultConfigMap)
 	assert.True(t, slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
 		return e.Name == "POD_NAMESPACE" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace"
@@ -168,7 +190,7 @@ func TestAdmissionManifests(t *testing.T) {
 	require.NotNil(t, cm)
 	assert.Equal(t, ns, cm.Namespace)
 	assert.Equal(t, tenancy.DefaultConfigMap, cm.Name)
-	_, err := tenancy.Parse([]byte(cm.Data[tenancy.ConfigKey]))
+	_, err = tenancy.Parse([]byte(cm.Data[tenancy.ConfigKey]))
 	require.NoError(t, err)
 }
 
