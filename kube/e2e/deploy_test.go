@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusched/gpusched/kube/gpusched"
 	"github.com/gpusched/gpusched/kube/internal/kubetest"
 	"github.com/gpusched/gpusched/kube/model"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -25,13 +26,17 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 )
 
 // TestE2EDeployManifests applies deploy/rbac.yaml and deploy/deployment.yaml
 // (as objects: nothing runs the Deployment here), then runs the scheduler
 // as deploy/ would, with the ServiceAccount's token, the profile as
 // shipped and leader election on, and checks that those rights suffice: it
-// takes its lease, binds a pod with its GPUs and records an event.
+// takes its lease, binds a pod with its GPUs and records an event. The
+// account may read its record key's Secret and create none (#40: it could
+// create any Secret in kube-system); a scheduler whose Secret is missing
+// stops at start, naming the command that makes it.
 func TestE2EDeployManifests(t *testing.T) {
 	c, bin := controlPlane(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -47,6 +52,32 @@ func TestE2EDeployManifests(t *testing.T) {
 	dir := testDir(t)
 	kc := filepath.Join(dir, "sa-kubeconfig")
 	must(t, c.WriteKubeconfig(kc, tok.Status.Token), "kubeconfig")
+	saCfg := rest.CopyConfig(c.Config)
+	saCfg.BearerToken = tok.Status.Token
+	sa, err := kubernetes.NewForConfig(saCfg)
+	must(t, err, "the scheduler's client")
+	_, err = sa.CoreV1().Secrets("kube-system").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "made-by-the-scheduler"},
+		StringData: map[string]string{"key": "x"}}, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("the scheduler's account created a Secret in kube-system: %v (want forbidden)", err)
+	}
+	_, err = sa.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("the scheduler's account listed the Secrets of kube-system: %v (want forbidden)", err)
+	}
+	noKey := schedulerConfig(t, c, map[string]any{"recordKeySecret": "kube-system/gpusched-e2e-no-such-key"})
+	noKey["clientConnection"].(map[string]any)["kubeconfig"] = kc
+	stopped := startScheduler(t, dir, "gpusched-no-key", bin, noKey)
+	waitFor(ctx, t, "the scheduler without its key stopped", nil, func() (bool, string) {
+		exited, _ := stopped.Exited()
+		return exited, "still running"
+	})
+	if want := gpusched.RecordKeyCommand("kube-system", "gpusched-e2e-no-such-key"); !strings.Contains(stopped.LogTail(1<<16), want) {
+		t.Errorf("the scheduler without its key does not say how to make it (%s):\n%s", want, stopped.LogTail(4000))
+	}
+	if _, err := cs.CoreV1().Secrets("kube-system").Get(ctx, "gpusched-e2e-no-such-key", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the missing key's Secret exists now: %v", err)
+	}
 
 	cfg := schedulerConfig(t, c, nil)
 	cfg["leaderElection"] = map[string]any{"leaderElect": true, "resourceNamespace": "kube-system", "resourceName": "gpusched-scheduler",
