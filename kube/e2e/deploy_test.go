@@ -65,14 +65,19 @@ func TestE2EDeployManifests(t *testing.T) {
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("the scheduler's account listed the Secrets of kube-system: %v (want forbidden)", err)
 	}
+	_, err = sa.CoreV1().Secrets("kube-system").Get(ctx, "gpusched-e2e-no-such-key", metav1.GetOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("the scheduler's account read a Secret other than its key's: %v (want forbidden)", err)
+	}
+	// A missing key's Secret (read as an admin: the account may read only
+	// its own).
 	noKey := schedulerConfig(t, c, map[string]any{"recordKeySecret": "kube-system/gpusched-e2e-no-such-key"})
-	noKey["clientConnection"].(map[string]any)["kubeconfig"] = kc
 	stopped := startScheduler(t, dir, "gpusched-no-key", bin, noKey)
 	waitFor(ctx, t, "the scheduler without its key stopped", nil, func() (bool, string) {
 		exited, _ := stopped.Exited()
 		return exited, "still running"
 	})
-	if want := gpusched.RecordKeyCommand("kube-system", "gpusched-e2e-no-such-key"); !strings.Contains(stopped.LogTail(1<<16), want) {
+	if want := gpusched.RecordKeyCommand("kube-system", "gpusched-e2e-no-such-key"); !strings.Contains(strings.ReplaceAll(stopped.LogTail(1<<16), `\"`, `"`), want) { // klog quotes the error
 		t.Errorf("the scheduler without its key does not say how to make it (%s):\n%s", want, stopped.LogTail(4000))
 	}
 	if _, err := cs.CoreV1().Secrets("kube-system").Get(ctx, "gpusched-e2e-no-such-key", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
