@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -51,6 +52,42 @@ func parseDockerfile(t *testing.T, path string) []instruction {
 	return out
 }
 
+// digestPlaceholder stands, in the Dockerfiles' base images, for the
+// digest the admin looks up and fills in (it cannot be verified offline);
+// a build with it fails rather than pull by tag.
+const digestPlaceholder = "sha256:PIN-THE-DIGEST"
+
+// pinned reports why an image reference is not pinned by digest: a
+// third-party base image pulled by tag can be moved under the build (#40).
+// The reference must end in @sha256: and 64 hex digits, or in the
+// placeholder that makes the admin fill one.
+func pinned(ref string) error {
+	_, digest, ok := strings.Cut(ref, "@")
+	switch {
+	case !ok:
+		return fmt.Errorf("%s is pulled by tag, not pinned by digest (@sha256:...)", ref)
+	case digest == digestPlaceholder:
+		return nil
+	case !regexp.MustCompile(`^sha256:[0-9a-f]{64}$`).MatchString(digest):
+		return fmt.Errorf("%s: %q is not a sha256 digest (64 hex digits) nor the placeholder %s", ref, digest, digestPlaceholder)
+	}
+	return nil
+}
+
+func TestPinned(t *testing.T) {
+	for ref, ok := range map[string]bool{
+		"golang:1.26-bookworm":                                                                          false,
+		"golang:1.26-bookworm@" + digestPlaceholder:                                                     true,
+		"golang@sha256:" + strings.Repeat("ab", 32):                                                     true,
+		"gcr.io/distroless/static-debian12:nonroot@sha256:" + strings.Repeat("0f", 32):                  true,
+		"gcr.io/distroless/static-debian12:nonroot@sha256:" + strings.Repeat("0f", 31):                  false,
+		"gcr.io/distroless/static-debian12:nonroot@sha256:" + strings.ToUpper(strings.Repeat("0f", 32)): false,
+		"golang:1.26@latest": false,
+	} {
+		assert.Equal(t, ok, pinned(ref) == nil, "%s: %v", ref, pinned(ref))
+	}
+}
+
 // The images: one Dockerfile per binary, multi-stage (the Go toolchain
 // of go.mod's version builds a static binary; distroless's static image,
 // as its nonroot user, runs it), built from a clone's root: every file it
@@ -96,8 +133,17 @@ func TestImages(t *testing.T) {
 				final = append(final, in)
 			}
 			require.Len(t, froms, 2, "two stages")
-			assert.Regexp(t, `^golang:`+regexp.QuoteMeta(goMinor)+`(\.\d+)?(-\w+)? AS build$`, froms[0], "the build stage uses go.mod's Go (%s)", goMinor)
-			assert.Regexp(t, `^gcr\.io/distroless/static(-debian\d+)?:nonroot$`, froms[1], "distroless, static, nonroot")
+			assert.Regexp(t, `^golang:`+regexp.QuoteMeta(goMinor)+`(\.\d+)?(-\w+)?@\S+ AS build$`, froms[0], "the build stage uses go.mod's Go (%s)", goMinor)
+			assert.Regexp(t, `^gcr\.io/distroless/static(-debian\d+)?:nonroot@\S+$`, froms[1], "distroless, static, nonroot")
+			for _, f := range froms {
+				ref, _, _ := strings.Cut(f, " ")
+				assert.NoError(t, pinned(ref), "FROM %s", f)
+			}
+			// No syntax directive: BuildKit would pull that frontend
+			// image by its tag.
+			b, err := os.ReadFile(file)
+			require.NoError(t, err)
+			assert.NotRegexp(t, `(?mi)^#\s*syntax\s*=`, string(b), "a # syntax= directive pulls an image by tag")
 
 			var built string
 			for _, in := range ins {
@@ -145,8 +191,6 @@ func TestImages(t *testing.T) {
 
 			// The build command in the header tags the image the
 			// Deployment runs.
-			b, err := os.ReadFile(file)
-			require.NoError(t, err)
 			tag := regexp.MustCompile(`docker build -f kube/deploy/images/` + regexp.QuoteMeta(bin) + `\.Dockerfile\s*\\?\s*#?\s*-t (\S+) \.`).FindStringSubmatch(string(b))
 			require.NotNil(t, tag, "the header's docker build command")
 			d := deployments[tag[1]]

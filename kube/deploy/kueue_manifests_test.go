@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpusched/gpusched/kube/admission"
 	"github.com/gpusched/gpusched/kube/kueue"
+	"github.com/gpusched/gpusched/kube/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -56,64 +57,79 @@ func TestKueueManifests(t *testing.T) {
 		assert.Contains(t, []string{"", ns}, k, "rights in a namespace not its own")
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	var policy string
-	for _, f := range c.Command {
-		if v, ok := strings.CutPrefix(f, "--policy="); ok {
-			policy = v
-		}
-	}
+	policy := flagValue(c.Command, "--policy")
 	_, err := admission.PolicyByName(policy)
 	require.NoError(t, err)
+	assert.Equal(t, tenantFairPolicy, policy, "the ClusterQueue, with its fair-sharing weight, is the unit of fairness (#40)")
 	assert.Contains(t, c.Command, "--gate="+kueue.DefaultGate)
 }
 
-// The policies add the code's gate name to Kueue's annotation, and let
-// only gpusched-kueue's account remove it.
+// Kinds of gpusched-kueue's gate (kueue-policies.yaml), as group/resource.
+var kueueGatedKinds = []string{"batch/jobs", "jobset.x-k8s.io/jobsets", "kubeflow.org/jaxjobs", "kubeflow.org/mpijobs",
+	"kubeflow.org/paddlejobs", "kubeflow.org/pytorchjobs", "kubeflow.org/tfjobs", "kubeflow.org/xgboostjobs"}
+
+// The policies add the code's gate name to Kueue's annotation of every
+// queued GPU job of the gated kinds (the test in the mutation, reinvoked:
+// a queue label a later webhook adds is seen), let only gpusched-kueue's
+// account remove it from any of them, whose gate its RBAC lets it remove,
+// and refuse the queued GPU workloads of the kinds the gate cannot hold.
+// Before #40: batch/v1 Jobs only, containers only, reinvocationPolicy
+// Never with the queue label in a match condition.
 func TestKueuePolicies(t *testing.T) {
 	d := kueueDeployment(t)
 	user := "system:serviceaccount:" + d.Namespace + ":" + d.Spec.Template.Spec.ServiceAccountName
-	var mut *admissionv1.MutatingAdmissionPolicy
-	var val *admissionv1.ValidatingAdmissionPolicy
-	bound := map[string]*admissionv1.MatchResources{}
-	for _, o := range objects(t, "kueue-policies.yaml") {
-		switch p := o.(type) {
-		case *admissionv1.MutatingAdmissionPolicy:
-			mut = p
-		case *admissionv1.ValidatingAdmissionPolicy:
-			val = p
-		case *admissionv1.MutatingAdmissionPolicyBinding:
-			bound[p.Spec.PolicyName] = p.Spec.MatchResources
-		case *admissionv1.ValidatingAdmissionPolicyBinding:
-			bound[p.Spec.PolicyName] = p.Spec.MatchResources
-			assert.Equal(t, []admissionv1.ValidationAction{admissionv1.Deny}, p.Spec.ValidationActions)
-		default:
-			t.Errorf("unexpected %T", o)
-		}
-	}
+	ps := policiesOf(t, "kueue-policies.yaml")
+	assert.Equal(t, []string{"gpusched-kueue-gate", "gpusched-kueue-gate-owner", "gpusched-kueue-other-kinds"}, ps.names())
+	ps.boundTo(t, "gpusched.io/kueue")
+	mut := ps.maps["gpusched-kueue-gate"]
 	require.NotNil(t, mut)
-	require.NotNil(t, val)
-	for _, name := range []string{mut.Name, val.Name} {
-		require.Contains(t, bound, name)
-		assert.Equal(t, map[string]string{"gpusched.io/kueue": "true"}, bound[name].NamespaceSelector.MatchLabels)
-	}
+	assert.Equal(t, kueueGatedKinds, resourcesOf(mut.Spec.MatchConstraints.ResourceRules, admissionv1.Create))
 	require.Len(t, mut.Spec.Mutations, 1)
 	expr := mut.Spec.Mutations[0].JSONPatch.Expression
 	assert.Contains(t, expr, `"`+kueue.DefaultGate+`"`)
 	assert.Contains(t, expr, `",`+kueue.DefaultGate+`"`, "appended to the gates already there")
 	assert.Contains(t, expr, `"`+kueue.AnnotationAdmissionGatedBy+`"`)
-	var cond string
-	for _, c := range mut.Spec.MatchConditions {
-		cond += c.Expression
+	assert.True(t, strings.HasPrefix(expr, "!(variables.queued && variables.asksForGPUs)"), "the tests in the mutation: %s", expr)
+	assert.Equal(t, admissionv1.IfNeededReinvocationPolicy, mut.Spec.ReinvocationPolicy)
+	assert.Empty(t, mut.Spec.MatchConditions, "a condition that fails at the first call is never reinvoked")
+	vars := variables(mut.Spec.Variables)
+	assert.Contains(t, vars["queued"], "'"+kueue.LabelQueueName+"'")
+	gpuCheck(t, mut.Name, vars, "")
+	for _, k := range kueueGatedKinds {
+		_, res, _ := strings.Cut(k, "/")
+		assert.Contains(t, vars["podSpecs"], "'"+res+"'", "the pod specs of %s", k)
 	}
-	assert.Contains(t, cond, "'"+kueue.LabelQueueName+"'")
-	var exempt string
-	for _, c := range val.Spec.MatchConditions {
-		exempt += c.Expression
-	}
-	assert.Contains(t, exempt, "'"+user+"'", "the controller's account is exempt")
-	for _, v := range val.Spec.Variables {
+
+	owner := ps.vaps["gpusched-kueue-gate-owner"]
+	require.NotNil(t, owner)
+	assert.Equal(t, kueueGatedKinds, resourcesOf(owner.Spec.MatchConstraints.ResourceRules, admissionv1.Update), "the gate guarded on every kind it is added to")
+	assert.Contains(t, conditions(owner.Spec.MatchConditions), "'"+user+"'", "the controller's account is exempt")
+	for _, v := range owner.Spec.Variables {
 		assert.Contains(t, v.Expression, "'"+kueue.DefaultGate+"'")
 	}
+
+	// gpusched-kueue can remove its gate from every kind the gate holds.
+	rb := rules(objects(t, "kueue-rbac.yaml"), d.Namespace+"/"+d.Spec.Template.Spec.ServiceAccountName)
+	for _, k := range kueueGatedKinds {
+		g, res, _ := strings.Cut(k, "/")
+		for _, verb := range []string{"get", "patch"} {
+			assert.True(t, allows(rb[""], need{g, res, verb}), "gpusched-kueue cannot %s %s: its gated workloads would wait for ever", verb, k)
+		}
+	}
+
+	other := ps.vaps["gpusched-kueue-other-kinds"]
+	require.NotNil(t, other, "no policy for the kinds the gate cannot hold")
+	refused := resourcesOf(other.Spec.MatchConstraints.ResourceRules, admissionv1.Create)
+	assert.Equal(t, []string{"/pods", "apps/deployments", "apps/statefulsets", "leaderworkerset.x-k8s.io/leaderworkersets",
+		"ray.io/rayclusters", "ray.io/rayjobs", "trainer.kubeflow.org/trainjobs", "workload.codeflare.dev/appwrappers"}, refused)
+	for _, k := range refused {
+		assert.NotContains(t, kueueGatedKinds, k)
+	}
+	assert.Contains(t, conditions(other.Spec.MatchConditions), "'"+kueue.LabelQueueName+"'", "queued workloads only")
+	ovars := variables(other.Spec.Variables)
+	assert.Contains(t, ovars["gpuResources"], "'"+string(model.ResourceGPU)+"'")
+	assert.Contains(t, ovars["asksForGPUs"], "initContainers.exists")
 	assert.Equal(t, admissionv1.Fail, *mut.Spec.FailurePolicy)
-	assert.Equal(t, admissionv1.Fail, *val.Spec.FailurePolicy)
+	assert.Equal(t, admissionv1.Fail, *owner.Spec.FailurePolicy)
+	assert.Equal(t, admissionv1.Fail, *other.Spec.FailurePolicy)
 }

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,14 +11,24 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/kube/internal/kubetest"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 )
 
 // schedulerConfig returns the profile of deploy/scheduler-config.yaml for
 // a test: the control plane's kubeconfig, no leader election, a client fast
 // enough not to be the bottleneck, and args merged into GPUSched's.
+//
+// The profile's record key Secret is made first if missing, as the admin
+// makes it at install (deploy/rbac.yaml): the scheduler only reads it.
 func schedulerConfig(t *testing.T, c *kubetest.ControlPlane, args map[string]any) map[string]any {
 	t.Helper()
+	if err := ensureRecordKey(context.Background(), c.Client); err != nil {
+		t.Fatalf("the record key's Secret: %v", err)
+	}
 	b, err := os.ReadFile(filepath.Join("..", "deploy", "scheduler-config.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +50,28 @@ func schedulerConfig(t *testing.T, c *kubetest.ControlPlane, args map[string]any
 		}
 	}
 	return cfg
+}
+
+// recordKeySecret is the shipped profile's record key Secret
+// (deploy/scheduler-config.yaml).
+const recordKeyNamespace, recordKeyName = "kube-system", "gpusched-scheduler-record-key"
+
+// ensureRecordKey makes the record key's Secret with a random key, as
+// gpusched.RecordKeyCommand does at install, unless it exists.
+func ensureRecordKey(ctx context.Context, cs kubernetes.Interface) error {
+	if err := kubetest.EnsureNamespace(ctx, cs, recordKeyNamespace); err != nil {
+		return err
+	}
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	_, err := cs.CoreV1().Secrets(recordKeyNamespace).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: recordKeyNamespace, Name: recordKeyName},
+		Data:       map[string][]byte{"key": []byte(hex.EncodeToString(b))},
+	}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
 }
 
 // stockConfig is kube-scheduler's default profile with the same client.

@@ -76,10 +76,12 @@ type Args struct {
 	// own claims of its remaining or attained time are never read.
 	ExpectedSeconds float64 `json:"expectedSeconds,omitempty"`
 	// RecordKeySecret ("namespace/name") is the Secret holding the key
-	// that signs the device records written at binding (created, with a
-	// random key, if missing); RecordKeyFile, if set instead, is a file
-	// holding it (a mounted Secret). With neither the key is random per
-	// process: after a restart every bound pod is booked as a stand-in.
+	// that signs the device records written at binding, in its data key
+	// "key" (at least 16 bytes); the admin makes it at install
+	// (RecordKeyCommand) and the plugin fails at start while it is missing
+	// (ErrNoRecordKey). RecordKeyFile, if set instead, is a file holding
+	// it (a mounted Secret). With neither the key is random per process:
+	// after a restart every bound pod is booked as a stand-in.
 	RecordKeySecret string `json:"recordKeySecret,omitempty"`
 	RecordKeyFile   string `json:"recordKeyFile,omitempty"`
 }

@@ -3,11 +3,14 @@ package gpusched
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/gpusched/gpusched/kube/model"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
@@ -30,7 +33,7 @@ func BenchmarkSchedulingCycle(b *testing.B) {
 		}
 		gpus := c.gpus
 		b.Run(name, func(b *testing.B) {
-			var objs []runtime.Object
+			var objs []kruntime.Object
 			var nodes []*corev1.Node
 			for i := range c.nodes {
 				links := `{"interconnect":"nvswitch"}`
@@ -82,4 +85,40 @@ func BenchmarkSchedulingCycle(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkServiceEvict measures the service meter at its bound: a meter
+// holding maxServiceJobs (65,536) jobs, none running, meets a new job each
+// iteration (bound, then ended), which makes it forget one. ns/op is the
+// mean; max-ns is the longest single operation, which holds the meter's
+// mutex (every queue sort of LAS, Gittins and SRTF waits on it).
+func BenchmarkServiceEvict(b *testing.B) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	s := newService(func() time.Time { return now })
+	for i := range maxServiceJobs {
+		now = now.Add(time.Millisecond)
+		p := gpuPod(fmt.Sprint("p", i), 1, onNode("n", ""))
+		s.bound(p, 1)
+		s.ended(p.UID)
+	}
+	pods := make([]*corev1.Pod, 1<<12)
+	for i := range pods {
+		pods[i] = gpuPod(fmt.Sprint("new", i), 1, onNode("n", ""))
+	}
+	runtime.GC()
+	var worst time.Duration
+	i := 0
+	b.ResetTimer()
+	for b.Loop() {
+		p := pods[i%len(pods)]
+		p.Name = fmt.Sprint("new", i)
+		p.UID = types.UID(p.Name)
+		i++
+		now = now.Add(time.Millisecond)
+		t0 := time.Now()
+		s.bound(p, 1)
+		s.ended(p.UID)
+		worst = max(worst, time.Since(t0))
+	}
+	b.ReportMetric(float64(worst.Nanoseconds()), "max-ns")
 }

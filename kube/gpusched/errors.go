@@ -14,4 +14,8 @@ var (
 	// ErrNodeNotReady: the node's Ready condition is not True or it is
 	// cordoned (spec.unschedulable); it takes no new pod.
 	ErrNodeNotReady = errors.New("gpusched: node not ready or cordoned")
+	// ErrNoRecordKey: the Secret of Args.RecordKeySecret does not exist
+	// or cannot be read. The admin creates it at install
+	// (RecordKeyCommand); the scheduler only reads it.
+	ErrNoRecordKey = errors.New("gpusched: no record key")
 )

@@ -96,16 +96,15 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if h == nil || h.SharedInformerFactory() == nil {
 		return nil, errors.New("gpusched: the framework handle has no informer factory")
 	}
+	// A key the admin named but that cannot be read stops the scheduler at
+	// start, with the reason (and, for a missing Secret, the command that
+	// makes it): signing with a key of this process only would make every
+	// bound pod a stand-in after the next restart.
 	key, err := loadRecordKey(ctx, &args, h.ClientSet())
-	switch {
-	case err != nil && args.RecordKeyFile != "":
+	if err != nil {
 		return nil, err
-	case err != nil:
-		// The scheduler still schedules; only its records from before a
-		// restart are lost (stand-ins), so the error is loud, not fatal.
-		pl.logger.Error(err, "no record key from the Secret: device records are signed with a key of this process only, and bound pods are stand-ins after a restart")
-		key = RandomRecordKey()
-	case args.RecordKeySecret == "" && args.RecordKeyFile == "":
+	}
+	if args.RecordKeySecret == "" && args.RecordKeyFile == "" {
 		pl.logger.Info("no recordKeySecret or recordKeyFile: device records are signed with a key of this process only, and bound pods are stand-ins after a restart")
 	}
 	pl.ledger.SetRecordKey(key)

@@ -2,6 +2,7 @@ package gpusched
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
@@ -429,33 +431,93 @@ func TestPluginHooksWithoutState(t *testing.T) {
 	require.NoError(t, e.pl.Ledger().Check())
 }
 
-// The record key comes from its Secret (created with a random key when
-// missing, the same for every replica after), or from a file.
+// The record key comes from its Secret, which the admin makes at install:
+// the plugin only reads it (one GET, no create: before #40 it created the
+// Secret when missing, which needed the right to create any Secret in
+// kube-system); a missing Secret is an error naming it and the command
+// that makes it. Or the key comes from a file.
 func TestRecordKeySources(t *testing.T) {
 	ctx := context.Background()
+	defer func(w time.Duration) { recordKeyWait = w }(recordKeyWait)
+	recordKeyWait = time.Millisecond
 	cs := fake.NewClientset()
 	a := &Args{RecordKeySecret: "kube-system/rk"}
+	_, err := loadRecordKey(ctx, a, cs)
+	require.ErrorIs(t, err, ErrNoRecordKey)
+	assert.Contains(t, err.Error(), "kube-system/rk")
+	assert.Contains(t, err.Error(), RecordKeyCommand("kube-system", "rk"))
+	assert.Equal(t, `kubectl -n kube-system create secret generic rk --from-literal=key="$(openssl rand -hex 32)"`, RecordKeyCommand("kube-system", "rk"))
+	for _, act := range cs.Actions() {
+		assert.Equal(t, "get", act.GetVerb(), "the plugin only reads its Secret: %v", act)
+	}
+	_, err = cs.CoreV1().Secrets("kube-system").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "rk"},
+		Data: map[string][]byte{"key": []byte("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")}}, metav1.CreateOptions{})
+	require.NoError(t, err)
 	k1, err := loadRecordKey(ctx, a, cs)
 	require.NoError(t, err)
 	k2, err := loadRecordKey(ctx, a, cs)
 	require.NoError(t, err)
 	assert.Equal(t, k1.Sign("u", "n", []int{1}), k2.Sign("u", "n", []int{1}), "one key for every replica")
-	s, err := cs.CoreV1().Secrets("kube-system").Get(ctx, "rk", metav1.GetOptions{})
+	// A key too short, a refusal (the Role lacks get), an API server that
+	// answers at the third try.
+	_, err = cs.CoreV1().Secrets("kube-system").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "short"},
+		Data: map[string][]byte{"key": []byte("short")}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	assert.Len(t, s.Data["key"], 64)
+	_, err = loadRecordKey(ctx, &Args{RecordKeySecret: "kube-system/short"}, cs)
+	require.ErrorIs(t, err, ErrNoRecordKey)
+	assert.Contains(t, err.Error(), "kubectl -n kube-system delete secret short")
+	gets := 0
+	cs.PrependReactor("get", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		gets++
+		if gets < 3 {
+			return true, nil, apierrors.NewServiceUnavailable("starting")
+		}
+		return false, nil, nil
+	})
+	k3, err := loadRecordKey(ctx, a, cs)
+	require.NoError(t, err)
+	assert.Equal(t, 3, gets)
+	assert.Equal(t, k1.Sign("u", "n", []int{1}), k3.Sign("u", "n", []int{1}))
+	gets = 0
+	cs.PrependReactor("get", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		gets++
+		return true, nil, apierrors.NewForbidden(corev1.Resource("secrets"), "rk", errors.New("no"))
+	})
+	_, err = loadRecordKey(ctx, a, cs)
+	require.ErrorIs(t, err, ErrNoRecordKey)
+	assert.Contains(t, err.Error(), "forbidden")
+	assert.Equal(t, 1, gets, "a refusal is not tried again")
+
 	f := t.TempDir() + "/key"
 	require.NoError(t, os.WriteFile(f, []byte("a-key-of-at-least-16-bytes\n"), 0o600))
-	k3, err := loadRecordKey(ctx, &Args{RecordKeyFile: f}, nil)
+	k4, err := loadRecordKey(ctx, &Args{RecordKeyFile: f}, nil)
 	require.NoError(t, err)
-	assert.True(t, k3.Verify("u", "n", []int{0, 1}, k3.Sign("u", "n", []int{0, 1})))
+	assert.True(t, k4.Verify("u", "n", []int{0, 1}, k4.Sign("u", "n", []int{0, 1})))
 	require.NoError(t, os.WriteFile(f, []byte("short"), 0o600))
 	_, err = loadRecordKey(ctx, &Args{RecordKeyFile: f}, nil)
 	require.ErrorIs(t, err, ErrArgs)
 	_, err = loadRecordKey(ctx, &Args{RecordKeyFile: f + ".missing"}, nil)
 	require.ErrorIs(t, err, ErrArgs)
-	k4, err := loadRecordKey(ctx, &Args{}, nil)
+	k5, err := loadRecordKey(ctx, &Args{}, nil)
 	require.NoError(t, err)
-	assert.False(t, k4.Verify("u", "n", []int{1}, k1.Sign("u", "n", []int{1})))
+	assert.False(t, k5.Verify("u", "n", []int{1}, k1.Sign("u", "n", []int{1})))
+}
+
+// The plugin named a Secret that does not exist: New fails, with the
+// command that makes it, rather than schedule with a key of its own that
+// a restart forgets.
+func TestPluginNeedsItsRecordKey(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cs := fake.NewClientset()
+	_, err := tf.NewFramework(ctx, []tf.RegisterPluginFunc{
+		tf.RegisterQueueSortPlugin(Name, func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			return New(ctx, &Args{RecordKeySecret: "kube-system/gpusched-scheduler-record-key"}, h)
+		}),
+		tf.RegisterBindPlugin("DefaultBinder", func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) { return nil, nil }),
+	}, "gpusched", frameworkruntime.WithClientSet(cs), frameworkruntime.WithInformerFactory(informers.NewSharedInformerFactory(cs, 0)))
+	require.ErrorIs(t, err, ErrNoRecordKey)
+	assert.Contains(t, err.Error(), RecordKeyCommand("kube-system", "gpusched-scheduler-record-key"))
 }
 
 // A node update that changes nothing gpusched reads (a kubelet's

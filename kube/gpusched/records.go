@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/gpusched/gpusched/kube/model"
 	corev1 "k8s.io/api/core/v1"
@@ -72,9 +73,26 @@ func (k *RecordKey) Verify(uid types.UID, node string, devices []int, mac string
 	return hmac.Equal([]byte(mac), []byte(k.Sign(uid, node, devices)))
 }
 
+// RecordKeyCommand is the install step that makes the Secret
+// namespace/name holding a record key: 32 random bytes, hex (64 bytes of
+// key). A Secret with a random key cannot be a static manifest, and the
+// scheduler may read its Secret only (#40: its right to create Secrets in
+// kube-system let it create any), so the admin runs this once.
+func RecordKeyCommand(namespace, name string) string {
+	return "kubectl -n " + namespace + " create secret generic " + name + ` --from-literal=key="$(openssl rand -hex 32)"`
+}
+
+// Tries of the record key's Secret at start, recordKeyWait apart and
+// doubling, for errors that may pass (the API server unreachable); a
+// missing Secret or a refusal fails at once.
+const recordKeyTries = 4
+
+var recordKeyWait = time.Second // a variable for the tests
+
 // loadRecordKey finds the plugin's key: the file Args.RecordKeyFile (a
-// mounted Secret), else the Secret Args.RecordKeySecret (created with a
-// random key if missing), else a random key for this process only.
+// mounted Secret), else the Secret Args.RecordKeySecret, which must exist
+// (ErrNoRecordKey, naming the Secret and RecordKeyCommand), else a random
+// key for this process only.
 func loadRecordKey(ctx context.Context, a *Args, cs kubernetes.Interface) (*RecordKey, error) {
 	if a.RecordKeyFile != "" {
 		b, err := os.ReadFile(a.RecordKeyFile)
@@ -88,28 +106,39 @@ func loadRecordKey(ctx context.Context, a *Args, cs kubernetes.Interface) (*Reco
 	}
 	ns, name, _ := strings.Cut(a.RecordKeySecret, "/")
 	if cs == nil {
-		return nil, errors.New("gpusched: no client to read the record key's Secret")
+		return nil, fmt.Errorf("%w: no client to read the Secret %s", ErrNoRecordKey, a.RecordKeySecret)
 	}
-	secrets := cs.CoreV1().Secrets(ns)
-	for range 3 {
-		s, err := secrets.Get(ctx, name, metav1.GetOptions{})
-		if err == nil {
-			return NewRecordKey(s.Data[recordKeySecretKey])
-		}
-		if !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("gpusched: reading the record key's Secret %s: %w", a.RecordKeySecret, err)
-		}
-		k := RandomRecordKey()
-		_, err = secrets.Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app.kubernetes.io/managed-by": "gpusched-scheduler"}},
-			Type:       corev1.SecretTypeOpaque,
-			Data:       map[string][]byte{recordKeySecretKey: []byte(hex.EncodeToString(k.key))},
-		}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("gpusched: creating the record key's Secret %s: %w", a.RecordKeySecret, err)
-		}
-		// Created (or another replica did): read it back, so that every
-		// replica signs with the same key.
+	s, err := getSecret(ctx, cs, ns, name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("%w: the Secret %s does not exist; create it once at install: %s", ErrNoRecordKey, a.RecordKeySecret, RecordKeyCommand(ns, name))
+	case apierrors.IsForbidden(err):
+		return nil, fmt.Errorf("%w: reading the Secret %s is forbidden (the scheduler's Role needs get on it: kube/deploy/rbac.yaml): %w", ErrNoRecordKey, a.RecordKeySecret, err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: reading the Secret %s: %w", ErrNoRecordKey, a.RecordKeySecret, err)
 	}
-	return nil, fmt.Errorf("gpusched: the record key's Secret %s keeps changing", a.RecordKeySecret)
+	k, err := NewRecordKey(s.Data[recordKeySecretKey])
+	if err != nil {
+		return nil, fmt.Errorf("%w: the Secret %s, key %q: %w; make it again: kubectl -n %s delete secret %s && %s",
+			ErrNoRecordKey, a.RecordKeySecret, recordKeySecretKey, err, ns, name, RecordKeyCommand(ns, name))
+	}
+	return k, nil
+}
+
+// getSecret reads a Secret, trying again (recordKeyTries in all) while
+// the error may pass.
+func getSecret(ctx context.Context, cs kubernetes.Interface, ns, name string) (*corev1.Secret, error) {
+	wait := recordKeyWait
+	for try := 1; ; try++ {
+		s, err := cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil || try == recordKeyTries || apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			return s, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(err, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
 }

@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # gpusched-scheduler: kube-scheduler v1.37.2 with gpusched's plugin
 # (kube/cmd/gpusched-scheduler). Build from the root of a clone (the kube
 # module builds against the root module beside it):
@@ -9,8 +8,20 @@
 # Two stages: the Go toolchain builds a static binary (no cgo), which runs
 # alone on distroless's static image as its nonroot user (65532), so the
 # Deployment's runAsNonRoot holds.
-ARG GO_IMAGE=golang:1.26-bookworm
-ARG RUN_IMAGE=gcr.io/distroless/static-debian12:nonroot
+# Both base images are pinned by digest, not tag (a tag can be moved
+# under you). The digests are the admin's to fill: this file cannot carry
+# ones verified offline, and a build with the placeholders fails
+# ("invalid reference format") rather than pull by tag. Look them up
+# once (docker buildx imagetools inspect IMAGE:TAG, or crane digest
+# IMAGE:TAG), check them as your registry policy says, and either edit
+# the two lines below or pass them:
+#
+#   --build-arg GO_IMAGE=golang:1.26-bookworm@sha256:<digest> \
+#   --build-arg RUN_IMAGE=gcr.io/distroless/static-debian12:nonroot@sha256:<digest>
+#
+# kube/deploy/images_test.go fails on a FROM without a digest.
+ARG GO_IMAGE=golang:1.26-bookworm@sha256:PIN-THE-DIGEST
+ARG RUN_IMAGE=gcr.io/distroless/static-debian12:nonroot@sha256:PIN-THE-DIGEST
 
 FROM ${GO_IMAGE} AS build
 WORKDIR /src
