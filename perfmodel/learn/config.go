@@ -63,11 +63,10 @@ type Config struct {
 	PhaseSigmas  float64
 	PhaseWindows int
 	// Rank of the population's factors (0 to 3; -1 for 0, as 0 means the
-	// default), Ridge (0.0001 to 100) and Huber (0.001 to 10, log rate)
-	// its regularisation, Iterations (1 to 1,000) its sweeps, References
-	// (1 to 4,096) the reference rows kept.
+	// default), Huber (0.001 to 10, log rate) the scale of its robust
+	// weights, Iterations (1 to 1,000) its sweeps, References (1 to
+	// 4,096) the reference rows kept.
 	Rank       int
-	Ridge      float64
 	Huber      float64
 	Iterations int
 	References int
@@ -102,7 +101,6 @@ const (
 	DefaultPhaseSigmas   = 3.0
 	DefaultPhaseWindows  = 3
 	DefaultRank          = 2
-	DefaultRidge         = 0.05
 	DefaultHuber         = 0.1
 	DefaultIterations    = 20
 	DefaultReferences    = 256
@@ -143,7 +141,6 @@ func (c Config) withDefaults() Config {
 	f(&c.PhaseSigmas, DefaultPhaseSigmas)
 	i(&c.PhaseWindows, DefaultPhaseWindows)
 	i(&c.Rank, DefaultRank)
-	f(&c.Ridge, DefaultRidge)
 	f(&c.Huber, DefaultHuber)
 	i(&c.Iterations, DefaultIterations)
 	i(&c.References, DefaultReferences)
@@ -179,7 +176,7 @@ func (c *Config) validate() error {
 	for _, r := range []floatRange{
 		{"Window", c.Window, 1, 86400}, {"Quantile", c.Quantile, 0.5, 0.99},
 		{"WindowSigma", c.WindowSigma, 0.001, 2}, {"NoiseFloor", c.NoiseFloor, 0.001, 2}, {"Drift", c.Drift, 0.001, 2},
-		{"PhaseSigmas", c.PhaseSigmas, 1, 100}, {"Ridge", c.Ridge, 0.0001, 100}, {"Huber", c.Huber, 0.001, 10},
+		{"PhaseSigmas", c.PhaseSigmas, 1, 100}, {"Huber", c.Huber, 0.001, 10},
 		{"LevelWidth", c.LevelWidth, 0.01, 100}, {"ShapeWidth", c.ShapeWidth, 0.01, 100},
 		{"MinPriorSigma", c.MinPriorSigma, 0.001, 10}, {"ModelSigma", c.ModelSigma, 0.001, 10},
 		{"ClaimSigma", c.ClaimSigma, 0.001, 10}, {"ScalingSigma", c.ScalingSigma, 0.001, 10},

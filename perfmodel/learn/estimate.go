@@ -15,28 +15,50 @@ var (
 	maxLogRate = math.Log(perfmodel.MaxRate)
 )
 
+// trackVal is one track's measurement, computed once per call.
+type trackVal struct {
+	typ, gpus         int
+	mean, vari        float64
+	ok                bool // measured
+	windows, segments int
+}
+
+// trackVals returns the measurements of j's tracks in buf.
+func (l *Learner) trackVals(j *job, buf []trackVal) []trackVal {
+	buf = buf[:0]
+	for k := range j.tracks {
+		tr := &j.tracks[k]
+		tv := trackVal{typ: tr.typ, gpus: tr.gpus, windows: tr.windows, segments: tr.segments}
+		if j.running && j.seg.track == k && j.seg.n > 0 {
+			tv.segments++
+		}
+		tv.mean, tv.vari, tv.ok = l.trackMeasure(j, k)
+		buf = append(buf, tv)
+	}
+	return buf
+}
+
 // scaling returns the job's exponent of GPU count b and its variance: the
 // prior N(1, ScalingSigma^2) (linear scaling, which Sia and Pollux assume
 // before measuring) combined, by precision, with the weighted
 // least-squares slope of the measured log capability on log GPU count of
 // each type measured at two counts or more. The mean is clamped to [0, 1]
 // (more GPUs never slow a job down, nor speed it up more than linearly).
-func (l *Learner) scaling(j *job) (b, bvar float64) {
+func (l *Learner) scaling(tvs []trackVal) (b, bvar float64) {
 	s0 := l.cfg.ScalingSigma
 	prec, num := 1/(s0*s0), 1/(s0*s0)
-	for ti := range l.types {
+	for i := range tvs {
+		if slices.ContainsFunc(tvs[:i], func(o trackVal) bool { return o.typ == tvs[i].typ }) {
+			continue // the type's first track sums them all
+		}
 		var sw, sx, sy, sxx, sxy float64
 		counts := 0
-		for k := range j.tracks {
-			if j.tracks[k].typ != ti {
+		for _, tv := range tvs[i:] {
+			if tv.typ != tvs[i].typ || !tv.ok {
 				continue
 			}
-			mean, vari, ok := l.trackMeasure(j, k)
-			if !ok {
-				continue
-			}
-			w, x := 1/vari, math.Log(float64(j.tracks[k].gpus))
-			sw, sx, sy, sxx, sxy = sw+w, sx+w*x, sy+w*mean, sxx+w*x*x, sxy+w*x*mean
+			w, x := 1/tv.vari, math.Log(float64(tv.gpus))
+			sw, sx, sy, sxx, sxy = sw+w, sx+w*x, sy+w*tv.mean, sxx+w*x*x, sxy+w*x*tv.mean
 			counts++
 		}
 		if counts < 2 {
@@ -55,28 +77,22 @@ func (l *Learner) scaling(j *job) (b, bvar float64) {
 }
 
 // measured returns j's measured log rate on type ti at its reference GPU
-// count: each track on ti projected by the scaling exponent, weighed by
-// precision; with the windows and segments of those tracks.
-func (l *Learner) measured(j *job, ti int, b, bvar float64) (mean, vari float64, windows, segments int, ok bool) {
-	logRef := math.Log(float64(max(j.ref, 1)))
+// count ref: each track on ti projected by the scaling exponent, weighed
+// by precision; with the windows and segments of those tracks.
+func measured(tvs []trackVal, ti, ref int, b, bvar float64) (mean, vari float64, windows, segments int, ok bool) {
+	logRef := math.Log(float64(max(ref, 1)))
 	sw, swm := 0.0, 0.0
-	for k := range j.tracks {
-		tr := &j.tracks[k]
-		if tr.typ != ti {
+	for _, tv := range tvs {
+		if tv.typ != ti {
 			continue
 		}
-		windows += tr.windows
-		segments += tr.segments
-		if j.running && j.seg.track == k && j.seg.n > 0 {
-			segments++
-		}
-		m, v, has := l.trackMeasure(j, k)
-		if !has {
+		windows += tv.windows
+		segments += tv.segments
+		if !tv.ok {
 			continue
 		}
-		d := logRef - math.Log(float64(tr.gpus))
-		m += b * d
-		v += bvar * d * d
+		d := logRef - math.Log(float64(tv.gpus))
+		m, v := tv.mean+b*d, tv.vari+bvar*d*d
 		sw += 1 / v
 		swm += m / v
 	}
@@ -88,12 +104,13 @@ func (l *Learner) measured(j *job, ti int, b, bvar float64) (mean, vari float64,
 
 // row returns j's measured log rates at its reference GPU count by type
 // index (NaN where not measured) in buf, and how many types it measured.
-func (l *Learner) row(j *job, buf []float64) ([]float64, int) {
+func (l *Learner) row(j *job, buf []float64, tvs []trackVal) ([]float64, []trackVal, int) {
 	buf = buf[:0]
-	b, bvar := l.scaling(j)
+	tvs = l.trackVals(j, tvs)
+	b, bvar := l.scaling(tvs)
 	n := 0
 	for ti := range l.types {
-		m, _, _, _, ok := l.measured(j, ti, b, bvar)
+		m, _, _, _, ok := measured(tvs, ti, j.ref, b, bvar)
 		if !ok {
 			m = math.NaN()
 		} else {
@@ -101,7 +118,7 @@ func (l *Learner) row(j *job, buf []float64) ([]float64, int) {
 		}
 		buf = append(buf, m)
 	}
-	return buf, n
+	return buf, tvs, n
 }
 
 // view is what Estimates needs of a job, computed once: its evidence per
@@ -114,15 +131,21 @@ type view struct {
 	measured []bool
 	counts   [][2]int // windows, segments per type
 	buf      []weighted
+	// all are the reference rows' weights on all the evidence, for the
+	// types without evidence of their own (computed once).
+	all    []refWeight
+	hasAll bool
+	one    []refWeight // scratch for a type with evidence of its own
 }
 
 // view gathers j's evidence.
 func (l *Learner) view(j *job) *view {
 	v := &view{j: j, byType: make([]int, len(l.types)), measured: make([]bool, len(l.types)), counts: make([][2]int, len(l.types))}
-	v.b, v.bvar = l.scaling(j)
+	tvs := l.trackVals(j, nil)
+	v.b, v.bvar = l.scaling(tvs)
 	for ti, t := range l.types {
 		v.byType[ti] = -1
-		m, vari, w, s, ok := l.measured(j, ti, v.b, v.bvar)
+		m, vari, w, s, ok := measured(tvs, ti, j.ref, v.b, v.bvar)
 		v.counts[ti] = [2]int{w, s}
 		switch c := j.info.Claims[t]; {
 		case ok:
@@ -142,7 +165,16 @@ func (l *Learner) view(j *job) *view {
 // match and the table's, combined by precision.
 func (l *Learner) prior(v *view, ti int) (mean, vari float64, ok bool) {
 	prec, num := 0.0, 0.0
-	if m, vr, has := l.pop.match(v.ev, ti, l.kernel(), v.buf); has {
+	if l.pop.covers(ti) {
+		ws := v.all
+		if v.byType[ti] >= 0 {
+			v.one = l.pop.refWeights(v.ev, ti, l.kernel(), v.one)
+			ws = v.one
+		} else if !v.hasAll {
+			v.all, v.hasAll = l.pop.refWeights(v.ev, -1, l.kernel(), nil), true
+			ws = v.all
+		}
+		m, vr, _ := l.pop.fromWeights(ws, ti, l.kernel(), v.buf)
 		prec += 1 / vr
 		num += m / vr
 	}
@@ -323,13 +355,14 @@ func (l *Learner) Refresh() FitStats {
 	l.mu.RLock()
 	in := l.matrix()
 	warm, gen := l.pop, l.gen
-	fp := fitParams{rank: l.cfg.Rank, lambda: l.cfg.Ridge, huber: l.cfg.Huber, iterations: l.cfg.Iterations, references: l.cfg.References}
+	fp := fitParams{rank: l.cfg.Rank, huber: l.cfg.Huber, iterations: l.cfg.Iterations, references: l.cfg.References,
+		completedVar: 0}
 	l.mu.RUnlock()
 	st := FitStats{Rows: in.rows}
 	var p *Population
 	if in.rows > 0 {
 		p = fitPopulation(in, fp, warm)
-		st.Rank, st.References, st.ResidualSigma = p.k, p.refs, math.Sqrt(p.s2)
+		st.Rank, st.References, st.ResidualSigma, st.Sweeps = p.k, p.refs, math.Sqrt(p.s2), p.sweeps
 		for _, n := range p.n {
 			st.Entries += n
 			if n > 0 {
@@ -350,6 +383,7 @@ func (l *Learner) matrix() *popInput {
 	cols := len(l.types)
 	in := &popInput{cols: cols}
 	var buf []float64
+	var tvs []trackVal
 	jobs := make([]*job, 0, len(l.jobs))
 	for _, j := range l.jobs {
 		if !j.info.Private && j.seq > 0 {
@@ -361,7 +395,7 @@ func (l *Learner) matrix() *popInput {
 	slices.SortFunc(jobs, func(a, b *job) int { return cmp.Compare(a.seq, b.seq) })
 	for _, j := range jobs {
 		var n int
-		buf, n = l.row(j, buf)
+		buf, tvs, n = l.row(j, buf, tvs)
 		if n == 0 {
 			continue
 		}

@@ -169,8 +169,13 @@ type FitStats struct {
 	// Rank is the rank used; References the reference rows kept.
 	Rank, References int
 	// ResidualSigma is the residual standard deviation of the measured
-	// log rates around the low-rank model.
+	// log rates around the low-rank model (at least 0.01).
 	ResidualSigma float64
+	// Sweeps are the alternating sweeps the fit took (at most
+	// Config.Iterations; fewer once a sweep changes the weighted squared
+	// residuals by less than 1e-4 of them, as a refit started from the
+	// previous fit soon does).
+	Sweeps int
 }
 
 // Track is what the learner holds of a job on one GPU type and count:

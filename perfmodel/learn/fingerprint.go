@@ -25,6 +25,12 @@ type kernel struct {
 // the population to give a prior on it.
 const minTypeRows = 2
 
+// negligible is the log of the weight, relative to the heaviest row's,
+// below which a reference row is left out of the match (1e-9: it could
+// move the weighted median only if the heavier rows' weights fell within
+// 1e-9 of a half).
+var negligible = math.Log(1e-9)
+
 // weighted is one reference row's prediction and weight.
 type weighted struct{ v, w float64 }
 
@@ -42,42 +48,76 @@ type weighted struct{ v, w float64 }
 // type; near in shape: alike on the types measured). The prior is the
 // weighted median of the rows' values on t moved by d_r, with sigma the
 // weighted median absolute deviation (times 1.4826), at least minSigma,
-// inflated by 1 + 1/n_eff for n_eff = (sum w)^2 / sum w^2 effective rows.
+// inflated by 1 + 1/n_eff for n_eff = (sum w)^2 / sum w^2 effective rows,
+// plus the weighted mean variance of the rows' values on t (0 where
+// measured, at least minSigma^2 where completed).
 // ok is false when the population has fewer than two rows measured on t.
-// Cost: O(references * (len(ev) + log references)).
+// Cost: O(references * len(ev)).
 func (p *Population) match(ev []evidence, t int, kn kernel, buf []weighted) (mean, variance float64, ok bool) {
-	if p == nil || t >= p.cols || p.n[t] < minTypeRows || p.refs == 0 {
+	if !p.covers(t) {
 		return 0, 0, false
 	}
-	buf = buf[:0]
+	return p.fromWeights(p.refWeights(ev, t, kn, nil), t, kn, buf)
+}
+
+// covers reports whether the population gives a prior on type t.
+func (p *Population) covers(t int) bool {
+	return p != nil && t < p.cols && p.n[t] >= minTypeRows && p.refs > 0
+}
+
+// refWeight is a reference row's level shift and weight (relative to the
+// heaviest row's; 0 if negligible).
+type refWeight struct{ d, w float64 }
+
+// refWeights returns each reference row's level shift and weight for the
+// evidence ev less its entries of type skip (-1 for none), in out.
+func (p *Population) refWeights(ev []evidence, skip int, kn kernel, out []refWeight) []refWeight {
+	out = out[:0]
 	hiLog := math.Inf(-1)
 	for r := range p.refs {
-		val := p.refVal[r*p.cols : (r+1)*p.cols]
-		vr := p.refVar[r*p.cols : (r+1)*p.cols]
-		d, logw := p.distance(ev, t, val, vr, kn)
-		buf = append(buf, weighted{v: val[t] + d, w: logw})
+		d, logw := p.distance(ev, skip, p.refVal[r*p.cols:(r+1)*p.cols], p.refVar[r*p.cols:(r+1)*p.cols], kn)
+		out = append(out, refWeight{d, logw})
 		hiLog = max(hiLog, logw)
 	}
-	sw, sw2 := 0.0, 0.0
-	for i := range buf {
-		buf[i].w = math.Exp(buf[i].w - hiLog)
-		sw += buf[i].w
-		sw2 += buf[i].w * buf[i].w
+	for i := range out {
+		if out[i].w < hiLog+negligible {
+			out[i].w = 0
+		} else {
+			out[i].w = math.Exp(out[i].w - hiLog)
+		}
+	}
+	return out
+}
+
+// fromWeights is match's prior on type t from the reference rows' weights
+// ws.
+func (p *Population) fromWeights(ws []refWeight, t int, kn kernel, buf []weighted) (mean, variance float64, ok bool) {
+	buf = buf[:0]
+	sw, sw2, swv := 0.0, 0.0, 0.0
+	for r, x := range ws {
+		if x.w == 0 {
+			continue
+		}
+		sw += x.w
+		sw2 += x.w * x.w
+		swv += x.w * p.refVar[r*p.cols+t]
+		buf = append(buf, weighted{v: p.refVal[r*p.cols+t] + x.d, w: x.w})
 	}
 	mean = weightedMedian(buf, sw)
 	for i := range buf {
 		buf[i].v = math.Abs(buf[i].v - mean)
 	}
 	sigma := max(1.4826*weightedMedian(buf, sw), kn.minSigma)
-	return mean, sigma * sigma * (1 + sw2/(sw*sw)), true
+	return mean, sigma*sigma*(1+sw2/(sw*sw)) + swv/sw, true
 }
 
 // distance returns the level shift d of a reference row (values val,
-// variances vr) to the job's evidence, and the log of its weight.
-func (p *Population) distance(ev []evidence, t int, val, vr []float64, kn kernel) (d, logw float64) {
+// variances vr) to the job's evidence less its entries of type skip, and
+// the log of the row's weight.
+func (p *Population) distance(ev []evidence, skip int, val, vr []float64, kn kernel) (d, logw float64) {
 	sw, swd := 0.0, 0.0
 	for _, e := range ev {
-		if !p.usable(e, t) {
+		if !p.usable(e, skip) {
 			continue
 		}
 		w := 1 / (e.vari + vr[e.typ] + ridgeLevel)
@@ -90,7 +130,7 @@ func (p *Population) distance(ev []evidence, t int, val, vr []float64, kn kernel
 	d = swd / sw
 	logw = -d * d / (2 * kn.level * kn.level)
 	for _, e := range ev {
-		if !p.usable(e, t) {
+		if !p.usable(e, skip) {
 			continue
 		}
 		r := e.mean - val[e.typ] - d
@@ -99,22 +139,59 @@ func (p *Population) distance(ev []evidence, t int, val, vr []float64, kn kernel
 	return d, logw
 }
 
-// usable reports whether evidence e counts in the match for type t: of
-// another type, which the population has measured.
-func (p *Population) usable(e evidence, t int) bool {
-	return e.typ != t && e.typ < p.cols && p.n[e.typ] > 0
+// usable reports whether evidence e counts in the match when type skip is
+// left out: of another type, which the population has measured.
+func (p *Population) usable(e evidence, skip int) bool {
+	return e.typ != skip && e.typ < p.cols && p.n[e.typ] > 0
 }
 
-// weightedMedian returns the weighted median of buf (total weight sw),
-// sorting buf by value.
+// weightedMedian returns the weighted median of buf (total weight sw):
+// the least value whose cumulative weight in sorted order reaches sw/2,
+// found by a three-way quickselect (Hoare, "Algorithm 65: Find", CACM
+// 1961) on the weights, in O(len(buf)) expected time. It reorders buf.
 func weightedMedian(buf []weighted, sw float64) float64 {
-	slices.SortFunc(buf, func(a, b weighted) int { return cmp.Compare(a.v, b.v) })
+	target := sw / 2
+	lo, hi := 0, len(buf)
+	for hi-lo > 16 {
+		s := buf[lo:hi]
+		a, b, c := s[0].v, s[len(s)/2].v, s[len(s)-1].v
+		pivot := max(min(a, b), min(max(a, b), c)) // median of three
+		// s[:lt] < pivot, s[lt:gt] == pivot, s[gt:] > pivot.
+		lt, i, gt := 0, 0, len(s)
+		wLess, wEq := 0.0, 0.0
+		for i < gt {
+			switch x := s[i]; {
+			case x.v < pivot:
+				s[lt], s[i] = s[i], s[lt]
+				wLess += x.w
+				lt++
+				i++
+			case x.v > pivot:
+				gt--
+				s[gt], s[i] = s[i], s[gt]
+			default:
+				wEq += x.w
+				i++
+			}
+		}
+		switch {
+		case wLess >= target:
+			hi = lo + lt
+		case wLess+wEq >= target:
+			return pivot
+		default:
+			target -= wLess + wEq
+			lo += gt
+		}
+	}
+	s := buf[lo:hi]
+	slices.SortFunc(s, func(a, b weighted) int { return cmp.Compare(a.v, b.v) })
 	acc := 0.0
-	for _, x := range buf {
+	for _, x := range s {
 		acc += x.w
-		if acc >= sw/2 {
+		if acc >= target {
 			return x.v
 		}
 	}
-	return buf[len(buf)-1].v
+	return s[len(s)-1].v
 }

@@ -330,7 +330,7 @@ func (l *Learner) Forget(name string) {
 	if j.info.Private || l.cfg.MaxHistory == 0 {
 		return
 	}
-	vals, n := l.row(j, nil)
+	vals, _, n := l.row(j, nil, nil)
 	if n == 0 {
 		return
 	}

@@ -26,8 +26,19 @@ func (a *small) addOuter(h *vec, w float64, n int) {
 	}
 }
 
+// addLower adds w * h h' to the lower triangle of a (the first n rows
+// and columns), all that cholesky reads.
+func (a *small) addLower(h *vec, w float64, n int) {
+	for i := range n {
+		wi := w * h[i]
+		for j := range i + 1 {
+			a[i*maxDim+j] += wi * h[j]
+		}
+	}
+}
+
 // cholesky factors the first n rows and columns of a, a symmetric
-// positive-definite matrix, into l (lower triangular, a = l l'). A pivot
+// positive-definite matrix of which it reads the lower triangle, into l (lower triangular, a = l l'). A pivot
 // that is not positive (rounding on a nearly singular matrix) is raised to
 // a tiny multiple of the diagonal's scale, so the factor always exists.
 func cholesky(a *small, n int) small {

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"math"
 	"slices"
+
+	"gonum.org/v1/gonum/mat"
 )
 
 // Population is what the jobs observed so far say about every job: a
@@ -13,21 +15,27 @@ import (
 // The model (Gavel's matrix completion, Narayanan et al., OSDI 2020,
 // section 6, applied to isolated rates instead of co-location ratios) is
 //
-//	y_jt = m_t + a_j + u_j . v_t + e
+//	y_jt = m_t + a_j + u_j . v_t + e,   e ~ N(0, s^2)
 //
 // with a level m_t per type, a level a_j per job (its size, batch and GPU
 // count), and factors u_j, v_t of rank k (0 to 3, at most the number of
-// types less 2), fitted to the observed entries by alternating ridge
-// least squares with the ridge scaled by each row's and column's entries
-// (ALS-WR: Zhou, Wilkinson, Schreiber and Pan, "Large-Scale Parallel
-// Collaborative Filtering for the Netflix Prize", AAIM 2008) and Huber
-// weights on the residuals (iteratively reweighted; Huber, "Robust
+// types less 2). It is fitted to the measured entries by alternating
+// least squares as the maximum a posteriori of probabilistic matrix
+// factorisation (Salakhutdinov and Mnih, "Probabilistic Matrix
+// Factorization", NIPS 2007): u_j ~ N(0, diag(p)) and v_t ~ N(0, I), so
+// the ridges are s^2/p_l on the jobs' factors and s^2 on the types'; s^2
+// and p (one variance per factor, so that a factor the data do not
+// support shrinks to nothing) are re-estimated at each sweep from the
+// residuals and the factors, with the factors of the types rescaled to
+// unit mean square. The regularisation thus follows the data: little on a
+// large, consistent matrix, much on a few noisy rows. Each residual is
+// weighed by Huber's function (iteratively reweighted; Huber, "Robust
 // Estimation of a Location Parameter", Annals of Mathematical Statistics,
 // 1964), so that a few jobs of an unusual shape (Gavel's Recommendation
 // jobs run slower on a V100 than on a P100) do not bend the factors of the
-// others. The fit completes the reference rows: the rows with the most
-// measured types (the most recent first), their missing entries filled by
-// the model.
+// others. The fit then completes the reference rows: the rows with the
+// most measured types (the most recent first), their missing entries
+// filled by the model.
 //
 // A Population is immutable once built and safe for concurrent use.
 type Population struct {
@@ -38,12 +46,16 @@ type Population struct {
 	v    []float64 // per type: v_t, k values each
 	n    []int     // per type: rows that measured it
 	s2   float64   // residual variance of the measured entries
+	p    vec       // variance of each factor of the rows (p[1:])
+	// sweeps are the alternating sweeps the fit took.
+	sweeps int
 	// refs are the reference rows: refVal their log rates (refs x cols,
 	// measured or completed), refVar the variance of each entry (0 where
 	// measured).
 	refs   int
 	refVal []float64
 	refVar []float64
+	refRow []int // each reference's row in the fit's input
 }
 
 // popInput is the matrix a fit starts from.
@@ -59,94 +71,201 @@ type popInput struct {
 // fitParams are the settings of a fit (from Config).
 type fitParams struct {
 	rank       int
-	lambda     float64
 	huber      float64
 	iterations int
 	references int
+	// completedVar is the least variance of a completed entry.
+	completedVar float64
 }
 
 // popFit is the work of one fit.
 type popFit struct {
-	in     *popInput
-	k      int
-	lambda float64
-	delta  float64
-	z      []float64 // rows x (k+1): a_j, u_j
-	m, v   []float64 // per type: m_t; v_t (k values)
-	w      []float64 // the entries' Huber weights
-	cnt    []int     // entries per row
-	colCnt []int     // entries per column
-	as     []small   // per column: normal equations
+	in    *popInput
+	k     int
+	delta float64
+	z     []float64 // rows x (k+1): a_j, u_j
+	m, v  []float64 // per type: m_t; v_t (k values)
+	h     []vec     // per type: (1, v_t)
+	// The measured entries by row (compressed sparse rows): row j's are
+	// col[start[j]:start[j+1]] and val[...], with their Huber weights w.
+	start  []int
+	col    []int32
+	val    []float64
+	w      []float64
+	cnt    []int   // entries per row
+	colCnt []int   // entries per column
+	as     []small // per column: normal equations
 	bs     []vec
+	s2     float64 // residual variance
+	p      vec     // variance of each factor of the rows (p[1:])
+	ss     float64 // weighted sum of squared residuals of the last row sweep
+	// completedVar is the least variance of a completed entry.
+	completedVar float64
 }
 
-// ridgeLevel is the tiny ridge on the levels a_j and m_t, which keeps the
-// normal equations positive definite where a row or column has one entry
-// (the two levels are confounded by a constant, which the ridge pins).
-const ridgeLevel = 1e-6
+// Bounds of the fit's variances: s^2 is at least minResidual (a residual
+// sigma of 0.01), and ridgeLevel is the tiny ridge on the levels a_j and
+// m_t, which keeps the normal equations positive definite where a row or
+// column has one entry (the two levels are confounded by a constant,
+// which the ridge pins).
+const (
+	minResidual = 1e-4
+	ridgeLevel  = 1e-6
+)
 
 // effectiveRank is the rank a fit of cols types uses: at most the number
 // of types less 2, so that a row measured on every type has an entry more
-// than its level and factors.
+// than its level and factors. (A matrix with fewer entries than the model
+// has parameters is left to the priors on the factors, which shrink what
+// the data do not support.)
 func effectiveRank(rank, cols int) int { return max(0, min(rank, cols-2, maxRank)) }
 
 // fitPopulation fits the model to in and completes the reference rows.
-// warm, a previous fit of the same rank, starts the factors of the types
-// it has. Cost: O(iterations * (nnz * (k+1)^2 + (rows + cols) * (k+1)^3))
-// for nnz measured entries, plus O(rows log rows) to choose the
-// references; memory O(rows * (k+1) + references * cols).
+// warm, a previous fit of the same rank and types, is the starting point.
+// Cost: O(iterations * (nnz * (k+1)^2 + (rows + cols) * (k+1)^3)) for nnz
+// measured entries, plus O(cols^3) for the start and O(rows log rows) to
+// choose the references; memory O(rows * (k+1) + references * cols).
 func fitPopulation(in *popInput, fp fitParams, warm *Population) *Population {
 	k := effectiveRank(fp.rank, in.cols)
-	f := &popFit{in: in, k: k, lambda: fp.lambda, delta: fp.huber,
-		z: make([]float64, in.rows*(k+1)), m: make([]float64, in.cols), v: make([]float64, in.cols*k),
-		w: make([]float64, len(in.y)), cnt: make([]int, in.rows), colCnt: make([]int, in.cols),
+	f := &popFit{in: in, k: k, delta: fp.huber, completedVar: fp.completedVar,
+		z: make([]float64, in.rows*(k+1)), m: make([]float64, in.cols), v: make([]float64, in.cols*k), h: make([]vec, in.cols),
+		start: make([]int, in.rows+1), cnt: make([]int, in.rows), colCnt: make([]int, in.cols),
 		as: make([]small, in.cols), bs: make([]vec, in.cols)}
 	f.init(warm)
-	for range fp.iterations {
-		f.solveRows()
+	prev, sweeps := math.Inf(1), 0
+	for i := range fp.iterations {
+		f.solveRows(i > 0)
 		f.solveCols()
-		f.reweight()
+		f.normalise()
+		sweeps++
+		// Stop when a sweep no longer moves the weighted residuals.
+		if i > 0 && math.Abs(prev-f.ss) <= convergence*f.ss {
+			break
+		}
+		prev = f.ss
 	}
-	f.solveRows()
-	return f.result(fp.references)
+	f.solveRows(true)
+	p := f.result(fp.references)
+	p.sweeps = sweeps
+	return p
 }
 
+// convergence is the relative change of the weighted sum of squared
+// residuals under which the sweeps stop.
+const convergence = 1e-4
+
 // init counts the entries, sets the types' levels to the column means of
-// the rows' centred values and the factors to a fixed pseudo-random
-// pattern (or warm's).
+// the rows' centred values, the residual variance to theirs, and the
+// factors to a spectral start (or warm's).
 func (f *popFit) init(warm *Population) {
 	in := f.in
 	rowMean := make([]float64, in.rows)
 	for j := range in.rows {
+		f.start[j] = len(f.col)
 		s := 0.0
 		for t, y := range in.y[j*in.cols : (j+1)*in.cols] {
 			if !math.IsNaN(y) {
 				s += y
-				f.cnt[j]++
+				f.col = append(f.col, int32(t))
+				f.val = append(f.val, y)
 				f.colCnt[t]++
-				f.w[j*in.cols+t] = 1
 			}
 		}
+		f.cnt[j] = len(f.col) - f.start[j]
 		if f.cnt[j] > 0 {
 			rowMean[j] = s / float64(f.cnt[j])
 		}
 	}
+	f.start[in.rows] = len(f.col)
+	f.w = make([]float64, len(f.col))
+	for e := range f.w {
+		f.w[e] = 1
+	}
 	for j := range in.rows {
-		for t, y := range in.y[j*in.cols : (j+1)*in.cols] {
-			if !math.IsNaN(y) {
-				f.m[t] += (y - rowMean[j]) / float64(f.colCnt[t])
+		for e := f.start[j]; e < f.start[j+1]; e++ {
+			t := f.col[e]
+			f.m[t] += (f.val[e] - rowMean[j]) / float64(f.colCnt[t])
+		}
+	}
+	ss := 0.0
+	for j := range in.rows {
+		for e := f.start[j]; e < f.start[j+1]; e++ {
+			r := f.val[e] - rowMean[j] - f.m[f.col[e]]
+			ss += r * r
+		}
+	}
+	nnz := len(f.col)
+	f.s2 = max(ss/float64(max(nnz, 1)), minResidual)
+	if warm != nil && warm.k == f.k && warm.cols == in.cols {
+		copy(f.m, warm.m)
+		copy(f.v, warm.v)
+		f.s2, f.p = max(warm.s2, minResidual), warm.p
+	} else {
+		f.spectralInit(rowMean)
+	}
+	f.normalise()
+}
+
+// spectralInit starts the types' factors from the leading eigenvectors
+// of the pairwise covariance of the rows' residuals after the levels
+// (each scaled by the square root of its eigenvalue), the spectral start
+// of alternating minimisation (Jain, Netrapalli and Sanghavi, "Low-rank
+// Matrix Completion using Alternating Minimization", STOC 2013); a
+// direction with no variance gets a fixed small pseudo-random one.
+func (f *popFit) spectralInit(rowMean []float64) {
+	in := f.in
+	cov := mat.NewSymDense(in.cols, nil)
+	pairs := make([]float64, in.cols*in.cols)
+	res := make([]float64, in.cols)
+	for j := range in.rows {
+		for t := range res {
+			res[t] = math.NaN()
+		}
+		for e := f.start[j]; e < f.start[j+1]; e++ {
+			res[f.col[e]] = f.val[e] - f.m[f.col[e]] - rowMean[j]
+		}
+		for s := range in.cols {
+			if math.IsNaN(res[s]) {
+				continue
+			}
+			for t := s; t < in.cols; t++ {
+				if !math.IsNaN(res[t]) {
+					cov.SetSym(s, t, cov.At(s, t)+res[s]*res[t])
+					pairs[s*in.cols+t]++
+				}
 			}
 		}
 	}
-	seed := uint64(0x9e3779b97f4a7c15)
-	for i := range f.v {
-		seed = splitmix(seed)
-		f.v[i] = 0.1 * (float64(seed>>11)/(1<<53)*2 - 1)
+	for s := range in.cols {
+		for t := s; t < in.cols; t++ {
+			if n := pairs[s*in.cols+t]; n > 0 {
+				cov.SetSym(s, t, cov.At(s, t)/n)
+			}
+		}
 	}
-	if warm != nil && warm.k == f.k && len(warm.m) > 0 {
-		n := min(warm.cols, in.cols)
-		copy(f.m[:n], warm.m[:n])
-		copy(f.v[:n*f.k], warm.v[:n*f.k])
+	var eig mat.EigenSym
+	ok := f.k > 0 && eig.Factorize(cov, true)
+	var vecs mat.Dense
+	var vals []float64
+	if ok {
+		vals = eig.Values(nil)
+		eig.VectorsTo(&vecs)
+	}
+	seed := uint64(0x9e3779b97f4a7c15)
+	for l := range f.k {
+		// EigenSym sorts the values in ascending order.
+		c := in.cols - 1 - l
+		f.p[1+l] = f.s2
+		for t := range in.cols {
+			seed = splitmix(seed)
+			f.v[t*f.k+l] = 0.01 * (float64(seed>>11)/(1<<53)*2 - 1)
+			if ok && c >= 0 && vals[c] > 0 {
+				f.v[t*f.k+l] += vecs.At(t, c)
+			}
+		}
+		if ok && c >= 0 && vals[c] > 0 {
+			f.p[1+l] = max(vals[c], minResidual)
+		}
 	}
 }
 
@@ -159,51 +278,125 @@ func splitmix(x uint64) uint64 {
 	return x ^ (x >> 31)
 }
 
-// typeVec returns h_t = (1, v_t).
-func (f *popFit) typeVec(t int) vec {
-	var h vec
-	h[0] = 1
-	copy(h[1:1+f.k], f.v[t*f.k:])
-	return h
+// normalise rescales each factor of the types to unit mean square over
+// the measured types (the rows' factors take the inverse scale, so the
+// model is unchanged) and caches h_t = (1, v_t).
+func (f *popFit) normalise() {
+	for l := range f.k {
+		ms, n := 0.0, 0
+		for t := range f.in.cols {
+			if f.colCnt[t] > 0 {
+				ms += f.v[t*f.k+l] * f.v[t*f.k+l]
+				n++
+			}
+		}
+		if !(ms > 0) || n == 0 {
+			continue
+		}
+		c := math.Sqrt(ms / float64(n))
+		for t := range f.in.cols {
+			f.v[t*f.k+l] /= c
+		}
+		for j := range f.in.rows {
+			f.z[j*(f.k+1)+1+l] *= c
+		}
+		f.p[1+l] *= c * c
+	}
+	for t := range f.in.cols {
+		f.h[t][0] = 1
+		copy(f.h[t][1:1+f.k], f.v[t*f.k:])
+	}
 }
 
 // solveRows sets each row's z = (a_j, u_j) to the weighted ridge solution
-// given the types' values.
-func (f *popFit) solveRows() {
+// given the types' values; with reweight, it first sets the Huber weights
+// of the row's entries from their residuals under the current values,
+// and then re-estimates s^2 from them. It re-estimates p from the new
+// factors.
+func (f *popFit) solveRows(reweight bool) {
 	in, dim := f.in, f.k+1
+	var ridge vec
+	for l := 1; l < dim; l++ {
+		ridge[l] = f.s2 / max(f.p[l], minResidual*minResidual)
+	}
+	ss, sw := 0.0, 0.0
+	var pu vec
 	for j := range in.rows {
+		zj := f.z[j*dim : (j+1)*dim]
 		var a small
 		var b vec
-		for t, y := range in.y[j*in.cols : (j+1)*in.cols] {
-			if math.IsNaN(y) {
-				continue
+		for e := f.start[j]; e < f.start[j+1]; e++ {
+			t := f.col[e]
+			h := &f.h[t]
+			y := f.val[e] - f.m[t]
+			if reweight {
+				r := y
+				for d := range dim {
+					r -= h[d] * zj[d]
+				}
+				f.w[e] = f.huber(r)
+				ss += f.w[e] * r * r
+				sw += f.w[e]
 			}
-			h := f.typeVec(t)
-			w := f.w[j*in.cols+t]
-			a.addOuter(&h, w, dim)
-			r := w * (y - f.m[t])
-			for i := range dim {
-				b[i] += h[i] * r
+			a.addLower(h, f.w[e], dim)
+			r := f.w[e] * y
+			for d := range dim {
+				b[d] += h[d] * r
 			}
 		}
-		f.ridge(&a, f.cnt[j])
+		a[0] += ridgeLevel
+		for l := 1; l < dim; l++ {
+			a[l*maxDim+l] += ridge[l]
+		}
 		l := cholesky(&a, dim)
 		z := l.solve(&b, dim)
-		copy(f.z[j*dim:(j+1)*dim], z[:dim])
+		copy(zj, z[:dim])
+		for d := 1; d < dim; d++ {
+			pu[d] += z[d] * z[d]
+		}
+	}
+	if reweight && sw > 0 {
+		f.ss = ss
+		f.s2 = max(ss/f.dof(sw), minResidual)
+	}
+	for d := 1; d < dim; d++ {
+		f.p[d] = pu[d]/float64(max(in.rows, 1)) + minResidual*minResidual
 	}
 }
 
-// ridge adds the ridge to the diagonal of normal equations over n
-// entries: lambda * n on the factors (ALS-WR), ridgeLevel on the level.
-func (f *popFit) ridge(a *small, n int) {
-	a[0] += ridgeLevel
-	for i := 1; i <= f.k; i++ {
-		a[i*maxDim+i] += f.lambda * float64(max(n, 1))
+// dof returns the degrees of freedom of the residuals, out of sw weighted
+// entries: less the parameters of the rows that have more entries than
+// parameters, and of the types.
+func (f *popFit) dof(sw float64) float64 {
+	dim := f.k + 1
+	params := 0
+	for j := range f.in.rows {
+		params += min(f.cnt[j], dim)
 	}
+	for t := range f.in.cols {
+		if f.colCnt[t] > 0 {
+			params += dim
+		}
+	}
+	nnz := 0
+	for _, c := range f.cnt {
+		nnz += c
+	}
+	free := float64(nnz-params) / float64(max(nnz, 1))
+	return max(sw*free, 1)
+}
+
+// huber is the weight of a residual r: 1 within delta, delta/|r| beyond.
+func (f *popFit) huber(r float64) float64 {
+	if !(f.delta > 0) || math.Abs(r) <= f.delta {
+		return 1
+	}
+	return f.delta / math.Abs(r)
 }
 
 // solveCols sets each type's (m_t, v_t) to the weighted ridge solution
-// given the rows' values, in one pass over the matrix.
+// given the rows' values, in one pass over the matrix; the ridge on v_t is
+// s^2 (its prior is N(0, I)).
 func (f *popFit) solveCols() {
 	in, dim := f.in, f.k+1
 	clear(f.as)
@@ -213,15 +406,13 @@ func (f *popFit) solveCols() {
 		var g vec
 		g[0] = 1
 		copy(g[1:dim], zj[1:])
-		for t, y := range in.y[j*in.cols : (j+1)*in.cols] {
-			if math.IsNaN(y) {
-				continue
-			}
-			w := f.w[j*in.cols+t]
-			f.as[t].addOuter(&g, w, dim)
-			r := w * (y - zj[0])
-			for i := range dim {
-				f.bs[t][i] += g[i] * r
+		for e := f.start[j]; e < f.start[j+1]; e++ {
+			t := f.col[e]
+			w := f.w[e]
+			f.as[t].addLower(&g, w, dim)
+			r := w * (f.val[e] - zj[0])
+			for d := range dim {
+				f.bs[t][d] += g[d] * r
 			}
 		}
 	}
@@ -229,8 +420,12 @@ func (f *popFit) solveCols() {
 		if f.colCnt[t] == 0 {
 			continue
 		}
-		f.ridge(&f.as[t], f.colCnt[t])
-		l := cholesky(&f.as[t], dim)
+		a := &f.as[t]
+		a[0] += ridgeLevel
+		for l := 1; l < dim; l++ {
+			a[l*maxDim+l] += f.s2
+		}
+		l := cholesky(a, dim)
 		w := l.solve(&f.bs[t], dim)
 		f.m[t] = w[0]
 		copy(f.v[t*f.k:(t+1)*f.k], w[1:dim])
@@ -240,47 +435,17 @@ func (f *popFit) solveCols() {
 // predict is the model's value of row j on type t.
 func (f *popFit) predict(j, t int) float64 {
 	dim := f.k + 1
-	h := f.typeVec(t)
 	p := f.m[t]
-	for i := range dim {
-		p += h[i] * f.z[j*dim+i]
+	for d := range dim {
+		p += f.h[t][d] * f.z[j*dim+d]
 	}
 	return p
 }
 
-// reweight sets the entries' Huber weights from their residuals: 1 within
-// delta of the fit, delta/|r| beyond.
-func (f *popFit) reweight() {
-	if !(f.delta > 0) {
-		return
-	}
-	in := f.in
-	for j := range in.rows {
-		for t, y := range in.y[j*in.cols : (j+1)*in.cols] {
-			if !math.IsNaN(y) {
-				f.w[j*in.cols+t] = min(1, f.delta/math.Abs(y-f.predict(j, t)))
-			}
-		}
-	}
-}
-
-// result computes the residual variance, chooses and completes the
-// reference rows, and returns the model.
+// result chooses and completes the reference rows and returns the model.
 func (f *popFit) result(references int) *Population {
 	in, dim := f.in, f.k+1
-	p := &Population{k: f.k, cols: in.cols, rows: in.rows, m: f.m, n: f.colCnt}
-	p.v = f.v
-	ss, dof := 0.0, -in.cols*f.k
-	for j := range in.rows {
-		for t, y := range in.y[j*in.cols : (j+1)*in.cols] {
-			if !math.IsNaN(y) {
-				r := y - f.predict(j, t)
-				ss += r * r
-			}
-		}
-		dof += max(f.cnt[j]-dim, 0)
-	}
-	p.s2 = ss / float64(max(dof, 1))
+	p := &Population{k: f.k, cols: in.cols, rows: in.rows, m: f.m, v: f.v, n: f.colCnt, s2: f.s2, p: f.p}
 	order := make([]int, 0, in.rows)
 	for j := range in.rows {
 		if f.cnt[j] > 0 {
@@ -297,12 +462,13 @@ func (f *popFit) result(references int) *Population {
 	p.refs = len(order)
 	p.refVal = make([]float64, p.refs*in.cols)
 	p.refVar = make([]float64, p.refs*in.cols)
+	p.refRow = order
 	for r, j := range order {
 		for t, y := range in.y[j*in.cols : (j+1)*in.cols] {
 			i := r*in.cols + t
 			if math.IsNaN(y) {
 				p.refVal[i] = f.predict(j, t)
-				p.refVar[i] = p.s2 * (1 + float64(dim)/float64(f.cnt[j]))
+				p.refVar[i] = max(p.s2*(1+float64(dim)/float64(f.cnt[j])), f.completedVar)
 			} else {
 				p.refVal[i] = y
 			}
