@@ -174,9 +174,10 @@ func (l *Learner) prior(v *view, ti int) (mean, vari float64, ok bool) {
 			v.all, v.hasAll = l.pop.refWeights(v.ev, -1, l.kernel(), nil), true
 			ws = v.all
 		}
-		m, vr, _ := l.pop.fromWeights(ws, ti, l.kernel(), v.buf)
-		prec += 1 / vr
-		num += m / vr
+		if m, vr, ok := l.pop.fromWeights(ws, ti, l.kernel(), v.buf); ok {
+			prec += 1 / vr
+			num += m / vr
+		}
 	}
 	if m, vr, has := l.modelPrior(v, ti); has {
 		prec += 1 / vr

@@ -103,6 +103,9 @@ func (p *Population) fromWeights(ws []refWeight, t int, kn kernel, buf []weighte
 		swv += x.w * p.refVar[r*p.cols+t]
 		buf = append(buf, weighted{v: p.refVal[r*p.cols+t] + x.d, w: x.w})
 	}
+	if !(sw > 0 && sw < math.Inf(1)) {
+		return 0, 0, false // no row weighs (not a number in the evidence)
+	}
 	mean = weightedMedian(buf, sw)
 	for i := range buf {
 		buf[i].v = math.Abs(buf[i].v - mean)

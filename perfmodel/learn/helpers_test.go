@@ -1,6 +1,7 @@
 package learn_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/gpusched/gpusched/perfmodel/learn"
@@ -43,3 +44,20 @@ func (r *runner) run(tb testing.TB, t topology.GPUType, gpus, n int, rate func(i
 }
 
 func steady(v float64) func(int) float64 { return func(int) float64 { return v } }
+
+// jobNames returns the names of the jobs of a snapshot.
+func jobNames(snap []byte) []string {
+	var s struct {
+		Jobs []struct {
+			Name string `json:"name"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(snap, &s); err != nil {
+		panic(err)
+	}
+	var out []string
+	for _, j := range s.Jobs {
+		out = append(out, j.Name)
+	}
+	return out
+}
