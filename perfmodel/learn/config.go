@@ -32,7 +32,7 @@ import (
 //     sigmas away, on the same side; the track then restarts from them
 //     (Shockwave, Zheng et al., NSDI 2023, rescales on a 40% miss).
 //   - Rank 2, Ridge 0.05, Huber 0.1, Iterations 20, References 256: the
-//     population's completion (see Population).
+//     population's completion (see the package documentation).
 //   - LevelWidth 1 and ShapeWidth 0.2: the match to the reference rows,
 //     chosen on the leave-one-job-out test of Gavel's table (see the
 //     package documentation).

@@ -345,7 +345,8 @@ func (l *Learner) Jobs() (active, remembered int) {
 }
 
 // Refresh refits the population from the measured rates of the active
-// jobs that are not Private and of the remembered ones (see Population).
+// jobs that are not Private and of the remembered ones (see the package
+// documentation).
 // It copies the matrix under the read lock (O(jobs * tracks^2)), fits
 // without the lock, and installs the fit; concurrent calls run one after
 // the other. Cost: under 100 ms at 10,000 jobs by 8 types (see
@@ -356,11 +357,10 @@ func (l *Learner) Refresh() FitStats {
 	l.mu.RLock()
 	in := l.matrix()
 	warm, gen := l.pop, l.gen
-	fp := fitParams{rank: l.cfg.Rank, huber: l.cfg.Huber, iterations: l.cfg.Iterations, references: l.cfg.References,
-		completedVar: 0}
+	fp := fitParams{rank: l.cfg.Rank, huber: l.cfg.Huber, iterations: l.cfg.Iterations, references: l.cfg.References}
 	l.mu.RUnlock()
 	st := FitStats{Rows: in.rows}
-	var p *Population
+	var p *population
 	if in.rows > 0 {
 		p = fitPopulation(in, fp, warm)
 		st.Rank, st.References, st.ResidualSigma, st.Sweeps = p.k, p.refs, math.Sqrt(p.s2), p.sweeps

@@ -1,6 +1,8 @@
 package learn
 
 import (
+	"math"
+
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/topology"
 )
@@ -130,9 +132,7 @@ func (s Source) String() string {
 }
 
 // Estimate is a job's rate on one GPU type: a Gaussian on the log rate at
-// the job's reference GPU count. A rate on n GPUs is Mean * (n/GPUs)^
-// Scaling, with the log-space sigma growing by |Scaling's sigma *
-// log(n/GPUs)| (see Learner's documentation).
+// the job's reference GPU count (Rate scales it to another count).
 // It is a plain value, safe for concurrent reads.
 type Estimate struct {
 	// Type is the GPU type; GPUs the reference GPU count.
@@ -158,6 +158,15 @@ type Estimate struct {
 	// Scaling is the job's exponent of GPU count (1 is linear), fitted
 	// when it was measured at two counts of a type.
 	Scaling float64
+}
+
+// Rate returns the estimated rate on gpus GPUs: Mean * (gpus/GPUs)^
+// Scaling; 0 with SourceNone or a count below 1.
+func (e Estimate) Rate(gpus int) float64 {
+	if e.Source == SourceNone || gpus < 1 || e.GPUs < 1 {
+		return 0
+	}
+	return e.Mean * math.Pow(float64(gpus)/float64(e.GPUs), e.Scaling)
 }
 
 // FitStats says what a refresh of the population fitted.

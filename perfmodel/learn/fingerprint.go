@@ -34,9 +34,18 @@ var negligible = math.Log(1e-9)
 // weighted is one reference row's prediction and weight.
 type weighted struct{ v, w float64 }
 
-// match returns the population's prior of the log rate on type t of a job
-// with evidence ev (entries of type t are left out), by matching the job
-// to the reference rows: Gavel's fingerprint, which picks the one
+// covers reports whether the population gives a prior on type t.
+func (p *population) covers(t int) bool {
+	return p != nil && t < p.cols && p.n[t] >= minTypeRows && p.refs > 0
+}
+
+// refWeight is a reference row's level shift and weight (relative to the
+// heaviest row's; 0 if negligible).
+type refWeight struct{ d, w float64 }
+
+// refWeights and fromWeights give the population's prior of the log rate
+// on type t of a job with evidence ev (less its entries of type t), by
+// matching the job to the reference rows: Gavel's fingerprint, which picks the one
 // reference job of the smallest cosine distance (Narayanan et al., OSDI
 // 2020, section 6; scheduler/throughput_estimator.py), made soft. Each
 // reference row r is moved to the job's level by d_r, the weighted mean
@@ -50,28 +59,11 @@ type weighted struct{ v, w float64 }
 // weighted median absolute deviation (times 1.4826), at least minSigma,
 // inflated by 1 + 1/n_eff for n_eff = (sum w)^2 / sum w^2 effective rows,
 // plus the weighted mean variance of the rows' values on t (0 where
-// measured, at least minSigma^2 where completed).
-// ok is false when the population has fewer than two rows measured on t.
-// Cost: O(references * len(ev)).
-func (p *Population) match(ev []evidence, t int, kn kernel, buf []weighted) (mean, variance float64, ok bool) {
-	if !p.covers(t) {
-		return 0, 0, false
-	}
-	return p.fromWeights(p.refWeights(ev, t, kn, nil), t, kn, buf)
-}
-
-// covers reports whether the population gives a prior on type t.
-func (p *Population) covers(t int) bool {
-	return p != nil && t < p.cols && p.n[t] >= minTypeRows && p.refs > 0
-}
-
-// refWeight is a reference row's level shift and weight (relative to the
-// heaviest row's; 0 if negligible).
-type refWeight struct{ d, w float64 }
-
+// measured). Cost: O(references * len(ev)).
+//
 // refWeights returns each reference row's level shift and weight for the
 // evidence ev less its entries of type skip (-1 for none), in out.
-func (p *Population) refWeights(ev []evidence, skip int, kn kernel, out []refWeight) []refWeight {
+func (p *population) refWeights(ev []evidence, skip int, kn kernel, out []refWeight) []refWeight {
 	out = out[:0]
 	hiLog := math.Inf(-1)
 	for r := range p.refs {
@@ -89,9 +81,9 @@ func (p *Population) refWeights(ev []evidence, skip int, kn kernel, out []refWei
 	return out
 }
 
-// fromWeights is match's prior on type t from the reference rows' weights
-// ws.
-func (p *Population) fromWeights(ws []refWeight, t int, kn kernel, buf []weighted) (mean, variance float64, ok bool) {
+// fromWeights is the prior on type t from the reference rows' weights ws;
+// ok is false when no row weighs (the evidence is not a number).
+func (p *population) fromWeights(ws []refWeight, t int, kn kernel, buf []weighted) (mean, variance float64, ok bool) {
 	buf = buf[:0]
 	sw, sw2, swv := 0.0, 0.0, 0.0
 	for r, x := range ws {
@@ -117,7 +109,7 @@ func (p *Population) fromWeights(ws []refWeight, t int, kn kernel, buf []weighte
 // distance returns the level shift d of a reference row (values val,
 // variances vr) to the job's evidence less its entries of type skip, and
 // the log of the row's weight.
-func (p *Population) distance(ev []evidence, skip int, val, vr []float64, kn kernel) (d, logw float64) {
+func (p *population) distance(ev []evidence, skip int, val, vr []float64, kn kernel) (d, logw float64) {
 	sw, swd := 0.0, 0.0
 	for _, e := range ev {
 		if !p.usable(e, skip) {
@@ -144,7 +136,7 @@ func (p *Population) distance(ev []evidence, skip int, val, vr []float64, kn ker
 
 // usable reports whether evidence e counts in the match when type skip is
 // left out: of another type, which the population has measured.
-func (p *Population) usable(e evidence, skip int) bool {
+func (p *population) usable(e evidence, skip int) bool {
 	return e.typ != skip && e.typ < p.cols && p.n[e.typ] > 0
 }
 

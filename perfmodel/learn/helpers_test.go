@@ -31,14 +31,16 @@ func (r *runner) run(tb testing.TB, t topology.GPUType, gpus, n int, rate func(i
 	r.time += 10 // a gap between segments
 	o := learn.Observation{Type: t, GPUs: gpus, Segment: r.segment, Steps: r.steps, Time: r.time}
 	if err := r.l.Observe(r.job, o); err != nil {
-		tb.Fatal(err)
+		tb.Error(err) // not Fatal: run may be called from other goroutines
+		return
 	}
 	for i := range n {
 		r.steps += rate(i) * r.window
 		r.time += r.window
 		o.Steps, o.Time = r.steps, r.time
 		if err := r.l.Observe(r.job, o); err != nil {
-			tb.Fatal(err)
+			tb.Error(err)
+			return
 		}
 	}
 }

@@ -38,7 +38,7 @@ type Learner struct {
 	jobs    map[string]*job
 	history []histRow // ring of finished jobs' rows
 	histAt  int       // next slot of the ring when full
-	pop     *Population
+	pop     *population
 	gen     uint64 // bumped by Restore: a fit of an older state is dropped
 	seq     uint64 // counts measured windows: the rows' recency
 }

@@ -168,6 +168,8 @@ func TestScaling(t *testing.T) {
 	assert.Equal(t, learn.SourceMeasured, k.Source)
 	assert.InDelta(t, math.Log(6)-b*math.Log(4), k.LogMean, 1e-9, "6 steps/s on 4 k80s is 6 / 4^b on one")
 	assert.InDelta(t, math.Sqrt(R+math.Log(4)*math.Log(4)/(16+prec)), k.Sigma, 1e-9)
+	assert.InDelta(t, math.Exp(k.LogMean+b*math.Log(8)), k.Rate(8), 1e-9, "Rate scales by GPUs^Scaling")
+	assert.Equal(t, 0.0, learn.Estimate{}.Rate(4))
 	// Register a new reference count: the same data, projected to 4.
 	require.NoError(t, l.Register("a", learn.JobInfo{GPUs: 4}))
 	assert.InDelta(t, math.Log(6), l.Estimate("a", topology.K80).LogMean, 1e-9)

@@ -16,16 +16,6 @@ type small [maxDim * maxDim]float64
 // vec is a vector of at most maxDim values.
 type vec [maxDim]float64
 
-// addOuter adds w * h h' to a (the first n rows and columns).
-func (a *small) addOuter(h *vec, w float64, n int) {
-	for i := range n {
-		wi := w * h[i]
-		for j := range n {
-			a[i*maxDim+j] += wi * h[j]
-		}
-	}
-}
-
 // addLower adds w * h h' to the lower triangle of a (the first n rows
 // and columns), all that cholesky reads.
 func (a *small) addLower(h *vec, w float64, n int) {
@@ -99,41 +89,4 @@ func (l *small) backward(y *vec, n int) vec {
 func (l *small) solve(b *vec, n int) vec {
 	y := l.forward(b, n)
 	return l.backward(&y, n)
-}
-
-// quad returns h' (l l')^-1 h = |l^-1 h|^2.
-func (l *small) quad(h *vec, n int) float64 {
-	y := l.forward(h, n)
-	s := 0.0
-	for i := range n {
-		s += y[i] * y[i]
-	}
-	return s
-}
-
-// inverse returns (l l')^-1.
-func (l *small) inverse(n int) small {
-	var inv small
-	for j := range n {
-		var e vec
-		e[j] = 1
-		x := l.solve(&e, n)
-		for i := range n {
-			inv[i*maxDim+j] = x[i]
-		}
-	}
-	return inv
-}
-
-// mul returns a b (the first n entries of b).
-func (a *small) mul(b *vec, n int) vec {
-	var out vec
-	for i := range n {
-		s := 0.0
-		for j := range n {
-			s += a[i*maxDim+j] * b[j]
-		}
-		out[i] = s
-	}
-	return out
 }

@@ -123,7 +123,7 @@ func leaveOneJobOut(t *testing.T, m matrix, maxObs int, cfg learn.Config) looRes
 			}
 			r := newRunner(l, m.jobs[j])
 			for i, tt := range m.types {
-				if v := m.rates[j][i]; v > 0 && !(m.sparse && i == j%len(m.types)) {
+				if v := m.rates[j][i]; v > 0 && (!m.sparse || i != j%len(m.types)) {
 					r.run(t, tt, 1, 6, m.rate(v, rng))
 				}
 			}

@@ -8,7 +8,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 )
 
-// Population is what the jobs observed so far say about every job: a
+// population is what the jobs observed so far say about every job: a
 // low-rank model of the jobs-by-types matrix of log rates and the
 // reference rows a new job is matched against.
 //
@@ -37,8 +37,8 @@ import (
 // most measured types (the most recent first), their missing entries
 // filled by the model.
 //
-// A Population is immutable once built and safe for concurrent use.
-type Population struct {
+// A population is immutable once built and safe for concurrent use.
+type population struct {
 	k    int       // rank
 	cols int       // types
 	rows int       // rows fitted
@@ -74,8 +74,6 @@ type fitParams struct {
 	huber      float64
 	iterations int
 	references int
-	// completedVar is the least variance of a completed entry.
-	completedVar float64
 }
 
 // popFit is the work of one fit.
@@ -99,8 +97,6 @@ type popFit struct {
 	s2     float64 // residual variance
 	p      vec     // variance of each factor of the rows (p[1:])
 	ss     float64 // weighted sum of squared residuals of the last row sweep
-	// completedVar is the least variance of a completed entry.
-	completedVar float64
 }
 
 // Bounds of the fit's variances: s^2 is at least minResidual (a residual
@@ -125,9 +121,9 @@ func effectiveRank(rank, cols int) int { return max(0, min(rank, cols-2, maxRank
 // Cost: O(iterations * (nnz * (k+1)^2 + (rows + cols) * (k+1)^3)) for nnz
 // measured entries, plus O(cols^3) for the start and O(rows log rows) to
 // choose the references; memory O(rows * (k+1) + references * cols).
-func fitPopulation(in *popInput, fp fitParams, warm *Population) *Population {
+func fitPopulation(in *popInput, fp fitParams, warm *population) *population {
 	k := effectiveRank(fp.rank, in.cols)
-	f := &popFit{in: in, k: k, delta: fp.huber, completedVar: fp.completedVar,
+	f := &popFit{in: in, k: k, delta: fp.huber,
 		z: make([]float64, in.rows*(k+1)), m: make([]float64, in.cols), v: make([]float64, in.cols*k), h: make([]vec, in.cols),
 		start: make([]int, in.rows+1), cnt: make([]int, in.rows), colCnt: make([]int, in.cols),
 		as: make([]small, in.cols), bs: make([]vec, in.cols)}
@@ -157,7 +153,7 @@ const convergence = 1e-4
 // init counts the entries, sets the types' levels to the column means of
 // the rows' centred values, the residual variance to theirs, and the
 // factors to a spectral start (or warm's).
-func (f *popFit) init(warm *Population) {
+func (f *popFit) init(warm *population) {
 	in := f.in
 	rowMean := make([]float64, in.rows)
 	for j := range in.rows {
@@ -443,9 +439,9 @@ func (f *popFit) predict(j, t int) float64 {
 }
 
 // result chooses and completes the reference rows and returns the model.
-func (f *popFit) result(references int) *Population {
+func (f *popFit) result(references int) *population {
 	in, dim := f.in, f.k+1
-	p := &Population{k: f.k, cols: in.cols, rows: in.rows, m: f.m, v: f.v, n: f.colCnt, s2: f.s2, p: f.p}
+	p := &population{k: f.k, cols: in.cols, rows: in.rows, m: f.m, v: f.v, n: f.colCnt, s2: f.s2, p: f.p}
 	order := make([]int, 0, in.rows)
 	for j := range in.rows {
 		if f.cnt[j] > 0 {
@@ -468,7 +464,7 @@ func (f *popFit) result(references int) *Population {
 			i := r*in.cols + t
 			if math.IsNaN(y) {
 				p.refVal[i] = f.predict(j, t)
-				p.refVar[i] = max(p.s2*(1+float64(dim)/float64(f.cnt[j])), f.completedVar)
+				p.refVar[i] = p.s2 * (1 + float64(dim)/float64(f.cnt[j]))
 			} else {
 				p.refVal[i] = y
 			}
