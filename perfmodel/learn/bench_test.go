@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/gpusched/gpusched/perfmodel/learn"
@@ -92,6 +93,7 @@ func BenchmarkRefreshCold(b *testing.B) {
 		if err := l.Restore(snap); err != nil {
 			b.Fatal(err)
 		}
+		runtime.GC() // the restore's garbage is not the fit's
 		b.StartTimer()
 		c := cpuTime()
 		st = l.Refresh()

@@ -31,7 +31,7 @@ import (
 //     faster or slower for good) is 3 windows in a row more than 3
 //     sigmas away, on the same side; the track then restarts from them
 //     (Shockwave, Zheng et al., NSDI 2023, rescales on a 40% miss).
-//   - Rank 2, Ridge 0.05, Huber 0.1, Iterations 20, References 256: the
+//   - Rank 2, Huber 0.1, Iterations 12, References 256: the
 //     population's completion (see the package documentation).
 //   - LevelWidth 1 and ShapeWidth 0.2: the match to the reference rows,
 //     chosen on the leave-one-job-out test of Gavel's table (see the
@@ -102,7 +102,7 @@ const (
 	DefaultPhaseWindows  = 3
 	DefaultRank          = 2
 	DefaultHuber         = 0.1
-	DefaultIterations    = 20
+	DefaultIterations    = 12
 	DefaultReferences    = 256
 	DefaultLevelWidth    = 1.0
 	DefaultShapeWidth    = 0.2

@@ -182,7 +182,7 @@ type FitStats struct {
 	ResidualSigma float64
 	// Sweeps are the alternating sweeps the fit took (at most
 	// Config.Iterations; fewer once a sweep changes the weighted squared
-	// residuals by less than 1e-4 of them, as a refit started from the
+	// residuals by less than 1e-3 of them, as a refit started from the
 	// previous fit soon does).
 	Sweeps int
 }

@@ -148,11 +148,11 @@ func fitPopulation(in *popInput, fp fitParams, warm *population) *population {
 
 // convergence is the relative change of the weighted sum of squared
 // residuals under which the sweeps stop.
-const convergence = 1e-4
+const convergence = 1e-3
 
-// init counts the entries, sets the types' levels to the column means of
-// the rows' centred values, the residual variance to theirs, and the
-// factors to a spectral start (or warm's).
+// init counts the entries, fits the levels of the additive model
+// y = m_t + a_j, sets the residual variance to its, and the factors to a
+// spectral start (or warm's).
 func (f *popFit) init(warm *population) {
 	in := f.in
 	rowMean := make([]float64, in.rows)
@@ -177,10 +177,25 @@ func (f *popFit) init(warm *population) {
 	for e := range f.w {
 		f.w[e] = 1
 	}
-	for j := range in.rows {
-		for e := f.start[j]; e < f.start[j+1]; e++ {
-			t := f.col[e]
-			f.m[t] += (f.val[e] - rowMean[j]) / float64(f.colCnt[t])
+	// The additive model y = m_t + a_j by a few alternating means (the
+	// rows' plain means are biased by which types each row measured).
+	for range 4 {
+		clear(f.m)
+		for j := range in.rows {
+			for e := f.start[j]; e < f.start[j+1]; e++ {
+				t := f.col[e]
+				f.m[t] += (f.val[e] - rowMean[j]) / float64(f.colCnt[t])
+			}
+		}
+		for j := range in.rows {
+			if f.cnt[j] == 0 {
+				continue
+			}
+			s := 0.0
+			for e := f.start[j]; e < f.start[j+1]; e++ {
+				s += f.val[e] - f.m[f.col[e]]
+			}
+			rowMean[j] = s / float64(f.cnt[j])
 		}
 	}
 	ss := 0.0
@@ -246,6 +261,14 @@ func (f *popFit) spectralInit(rowMean []float64) {
 	if ok {
 		vals = eig.Values(nil)
 		eig.VectorsTo(&vecs)
+		// The residual variance is what the leading k directions leave:
+		// the mean of the other eigenvalues (the levels' residuals
+		// overstate it by the factors' whole variance).
+		rest := 0.0
+		for _, v := range vals[:max(in.cols-f.k, 0)] {
+			rest += max(v, 0)
+		}
+		f.s2 = max(rest/float64(max(in.cols-f.k, 1)), minResidual)
 	}
 	seed := uint64(0x9e3779b97f4a7c15)
 	for l := range f.k {
