@@ -385,16 +385,21 @@ func (l *Learner) matrix() *popInput {
 	in := &popInput{cols: cols}
 	var buf []float64
 	var tvs []trackVal
-	jobs := make([]*job, 0, len(l.jobs))
+	type entry struct {
+		seq uint64
+		j   *job
+	}
+	jobs := make([]entry, 0, len(l.jobs))
 	for _, j := range l.jobs {
 		if !j.info.Private && j.seq > 0 {
-			jobs = append(jobs, j)
+			jobs = append(jobs, entry{j.seq, j})
 		}
 	}
 	// In the order of their latest window (unique), so that a fit does
 	// not depend on the map's order.
-	slices.SortFunc(jobs, func(a, b *job) int { return cmp.Compare(a.seq, b.seq) })
-	for _, j := range jobs {
+	slices.SortFunc(jobs, func(a, b entry) int { return cmp.Compare(a.seq, b.seq) })
+	for _, e := range jobs {
+		j := e.j
 		var n int
 		buf, tvs, n = l.row(j, buf, tvs)
 		if n == 0 {

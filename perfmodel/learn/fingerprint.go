@@ -54,8 +54,10 @@ type refWeight struct{ d, w float64 }
 //	w_r = exp(-d_r^2 / (2 level^2) - sum_s (e_s - y_rs - d_r)^2 / (2 (shape^2 + var_s)))
 //
 // (near in level: jobs of similar work per step gain alike from a faster
-// type; near in shape: alike on the types measured). The prior is the
-// weighted median of the rows' values on t moved by d_r, with sigma the
+// type; near in shape: alike on the types measured), and by shape^2 /
+// (shape^2 + v) when its rate on t is completed with variance v. The
+// prior is the weighted median of the rows' values on t moved by d_r,
+// with sigma the
 // weighted median absolute deviation (times 1.4826), at least minSigma,
 // inflated by 1 + 1/n_eff for n_eff = (sum w)^2 / sum w^2 effective rows,
 // plus the weighted mean variance of the rows' values on t (0 where
@@ -86,14 +88,19 @@ func (p *population) refWeights(ev []evidence, skip int, kn kernel, out []refWei
 func (p *population) fromWeights(ws []refWeight, t int, kn kernel, buf []weighted) (mean, variance float64, ok bool) {
 	buf = buf[:0]
 	sw, sw2, swv := 0.0, 0.0, 0.0
+	s2 := kn.shape * kn.shape
 	for r, x := range ws {
 		if x.w == 0 {
 			continue
 		}
-		sw += x.w
-		sw2 += x.w * x.w
-		swv += x.w * p.refVar[r*p.cols+t]
-		buf = append(buf, weighted{v: p.refVal[r*p.cols+t] + x.d, w: x.w})
+		// A row whose rate on t is completed, not measured, weighs less:
+		// by shape^2 / (shape^2 + its variance).
+		vr := p.refVar[r*p.cols+t]
+		w := x.w * s2 / (s2 + vr)
+		sw += w
+		sw2 += w * w
+		swv += w * vr
+		buf = append(buf, weighted{v: p.refVal[r*p.cols+t] + x.d, w: w})
 	}
 	if !(sw > 0 && sw < math.Inf(1)) {
 		return 0, 0, false // no row weighs (not a number in the evidence)
@@ -124,12 +131,13 @@ func (p *population) distance(ev []evidence, skip int, val, vr []float64, kn ker
 	}
 	d = swd / sw
 	logw = -d * d / (2 * kn.level * kn.level)
+	s2 := kn.shape * kn.shape
 	for _, e := range ev {
 		if !p.usable(e, skip) {
 			continue
 		}
 		r := e.mean - val[e.typ] - d
-		logw -= r * r / (2 * (kn.shape*kn.shape + e.vari + vr[e.typ]))
+		logw -= r * r / (2 * (s2 + e.vari + vr[e.typ]))
 	}
 	return d, logw
 }

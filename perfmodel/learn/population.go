@@ -97,6 +97,7 @@ type popFit struct {
 	s2     float64 // residual variance
 	p      vec     // variance of each factor of the rows (p[1:])
 	ss     float64 // weighted sum of squared residuals of the last row sweep
+	colEff float64 // effective parameters of the types' solutions
 }
 
 // Bounds of the fit's variances: s^2 is at least minResidual (a residual
@@ -130,7 +131,7 @@ func fitPopulation(in *popInput, fp fitParams, warm *population) *population {
 	f.init(warm)
 	prev, sweeps := math.Inf(1), 0
 	for i := range fp.iterations {
-		f.solveRows(i > 0)
+		f.solveRows(i > 0, true)
 		f.solveCols()
 		f.normalise()
 		sweeps++
@@ -140,7 +141,7 @@ func fitPopulation(in *popInput, fp fitParams, warm *population) *population {
 		}
 		prev = f.ss
 	}
-	f.solveRows(true)
+	f.solveRows(true, false)
 	p := f.result(fp.references)
 	p.sweeps = sweeps
 	return p
@@ -331,15 +332,21 @@ func (f *popFit) normalise() {
 // given the types' values; with reweight, it first sets the Huber weights
 // of the row's entries from their residuals under the current values,
 // and then re-estimates s^2 from them. It re-estimates p from the new
-// factors.
-func (f *popFit) solveRows(reweight bool) {
+// factors. With cols, it also sums the types' normal equations given the
+// new rows (for solveCols), while the row's entries are at hand.
+func (f *popFit) solveRows(reweight, cols bool) {
 	in, dim := f.in, f.k+1
 	var ridge vec
+	ridge[0] = ridgeLevel
 	for l := 1; l < dim; l++ {
 		ridge[l] = f.s2 / max(f.p[l], minResidual*minResidual)
 	}
-	ss, sw := 0.0, 0.0
+	ss, sw, rowEff := 0.0, 0.0, 0.0
 	var pu vec
+	if cols {
+		clear(f.as)
+		clear(f.bs)
+	}
 	for j := range in.rows {
 		zj := f.z[j*dim : (j+1)*dim]
 		var a small
@@ -363,46 +370,53 @@ func (f *popFit) solveRows(reweight bool) {
 				b[d] += h[d] * r
 			}
 		}
-		a[0] += ridgeLevel
-		for l := 1; l < dim; l++ {
-			a[l*maxDim+l] += ridge[l]
+		for d := range dim {
+			a[d*maxDim+d] += ridge[d]
 		}
 		l := cholesky(&a, dim)
 		z := l.solve(&b, dim)
 		copy(zj, z[:dim])
+		if reweight {
+			rowEff += effective(&l, &ridge, dim)
+		}
+		if cols {
+			f.sumCols(j)
+		}
 		for d := 1; d < dim; d++ {
 			pu[d] += z[d] * z[d]
 		}
 	}
 	if reweight && sw > 0 {
+		// The residuals' degrees of freedom: the weighted entries less
+		// the effective parameters of the rows and of the types.
 		f.ss = ss
-		f.s2 = max(ss/f.dof(sw), minResidual)
+		f.s2 = max(ss/max(sw-rowEff-f.colEff, 1), minResidual)
 	}
 	for d := 1; d < dim; d++ {
 		f.p[d] = pu[d]/float64(max(in.rows, 1)) + minResidual*minResidual
 	}
 }
 
-// dof returns the degrees of freedom of the residuals, out of sw weighted
-// entries: less the parameters of the rows that have more entries than
-// parameters, and of the types.
-func (f *popFit) dof(sw float64) float64 {
-	dim := f.k + 1
-	params := 0
-	for j := range f.in.rows {
-		params += min(f.cnt[j], dim)
-	}
-	for t := range f.in.cols {
-		if f.colCnt[t] > 0 {
-			params += dim
+// effective returns the effective number of parameters of a ridge
+// solution with normal equations factored as l (data plus ridge) and
+// ridge the diagonal: tr((X'WX + R)^-1 X'WX) = dim - sum_d R_dd
+// ((X'WX + R)^-1)_dd (Hastie, Tibshirani and Friedman, "The Elements of
+// Statistical Learning", 2009, section 3.4.1). A factor the priors shrink
+// counts for less than one.
+// The level's tiny ridge is left out (it counts for less than 1e-6).
+func effective(l *small, ridge *vec, dim int) float64 {
+	eff := float64(dim)
+	for d := 1; d < dim; d++ {
+		var e vec
+		e[d] = 1
+		y := l.forward(&e, dim)
+		inv := 0.0
+		for i := range dim {
+			inv += y[i] * y[i]
 		}
+		eff -= ridge[d] * inv
 	}
-	nnz := 0
-	for _, c := range f.cnt {
-		nnz += c
-	}
-	free := float64(nnz-params) / float64(max(nnz, 1))
-	return max(sw*free, 1)
+	return max(eff, 0)
 }
 
 // huber is the weight of a residual r: 1 within delta, delta/|r| beyond.
@@ -413,38 +427,46 @@ func (f *popFit) huber(r float64) float64 {
 	return f.delta / math.Abs(r)
 }
 
-// solveCols sets each type's (m_t, v_t) to the weighted ridge solution
-// given the rows' values, in one pass over the matrix; the ridge on v_t is
-// s^2 (its prior is N(0, I)).
-func (f *popFit) solveCols() {
-	in, dim := f.in, f.k+1
-	clear(f.as)
-	clear(f.bs)
-	for j := range in.rows {
-		zj := f.z[j*dim : (j+1)*dim]
-		var g vec
-		g[0] = 1
-		copy(g[1:dim], zj[1:])
-		for e := f.start[j]; e < f.start[j+1]; e++ {
-			t := f.col[e]
-			w := f.w[e]
-			f.as[t].addLower(&g, w, dim)
-			r := w * (f.val[e] - zj[0])
-			for d := range dim {
-				f.bs[t][d] += g[d] * r
-			}
+// sumCols adds row j's entries to the types' normal equations for
+// (m_t, v_t) given the row's (a_j, u_j).
+func (f *popFit) sumCols(j int) {
+	dim := f.k + 1
+	zj := f.z[j*dim : (j+1)*dim]
+	var g vec
+	g[0] = 1
+	copy(g[1:dim], zj[1:])
+	for e := f.start[j]; e < f.start[j+1]; e++ {
+		t := f.col[e]
+		w := f.w[e]
+		f.as[t].addLower(&g, w, dim)
+		r := w * (f.val[e] - zj[0])
+		for d := range dim {
+			f.bs[t][d] += g[d] * r
 		}
 	}
+}
+
+// solveCols sets each type's (m_t, v_t) to the weighted ridge solution
+// of the normal equations solveRows summed; the ridge on v_t is s^2 (its
+// prior is N(0, I)).
+func (f *popFit) solveCols() {
+	in, dim := f.in, f.k+1
+	var ridge vec
+	ridge[0] = ridgeLevel
+	for l := 1; l < dim; l++ {
+		ridge[l] = f.s2
+	}
+	f.colEff = 0
 	for t := range in.cols {
 		if f.colCnt[t] == 0 {
 			continue
 		}
 		a := &f.as[t]
-		a[0] += ridgeLevel
-		for l := 1; l < dim; l++ {
-			a[l*maxDim+l] += f.s2
+		for d := range dim {
+			a[d*maxDim+d] += ridge[d]
 		}
 		l := cholesky(a, dim)
+		f.colEff += effective(&l, &ridge, dim)
 		w := l.solve(&f.bs[t], dim)
 		f.m[t] = w[0]
 		copy(f.v[t*f.k:(t+1)*f.k], w[1:dim])
