@@ -366,3 +366,31 @@ func TestRegisterErrors(t *testing.T) {
 	active, _ := l.Jobs()
 	assert.Equal(t, 0, active)
 }
+
+// TestObserveAllocates: a report of a known job on a known track
+// allocates nothing, whether or not it closes a window; nor does one
+// that starts a new segment on a known track.
+func TestObserveAllocates(t *testing.T) {
+	l := newLearner(t, learn.Config{})
+	r := newRunner(l, "a")
+	r.run(t, topology.V100, 4, 40, steady(5))
+	r.run(t, topology.K80, 4, 4, steady(1))
+	o := learn.Observation{Type: topology.V100, GPUs: 4, Segment: 100, Steps: r.steps, Time: r.time}
+	require.NoError(t, l.Observe("a", o))
+	allocs := testing.AllocsPerRun(1000, func() {
+		o.Time += 30
+		o.Steps += 150
+		if err := l.Observe("a", o); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs)
+	allocs = testing.AllocsPerRun(100, func() {
+		o.Segment++
+		o.Time += 30
+		if err := l.Observe("a", o); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs)
+}

@@ -151,10 +151,33 @@ func fitPopulation(in *popInput, fp fitParams, warm *population) *population {
 // residuals under which the sweeps stop.
 const convergence = 1e-3
 
-// init counts the entries, fits the levels of the additive model
+// init compresses the entries, fits the levels of the additive model
 // y = m_t + a_j, sets the residual variance to its, and the factors to a
 // spectral start (or warm's).
 func (f *popFit) init(warm *population) {
+	rowMean := f.compress()
+	f.additive(rowMean)
+	ss := 0.0
+	for j := range f.in.rows {
+		for e := f.start[j]; e < f.start[j+1]; e++ {
+			r := f.val[e] - rowMean[j] - f.m[f.col[e]]
+			ss += r * r
+		}
+	}
+	f.s2 = max(ss/float64(max(len(f.col), 1)), minResidual)
+	if warm != nil && warm.k == f.k && warm.cols == f.in.cols {
+		copy(f.m, warm.m)
+		copy(f.v, warm.v)
+		f.s2, f.p = max(warm.s2, minResidual), warm.p
+	} else {
+		f.spectralInit(rowMean)
+	}
+	f.normalise()
+}
+
+// compress stores the measured entries by row, counts them by row and
+// type, sets their weights to 1, and returns the rows' means.
+func (f *popFit) compress() []float64 {
 	in := f.in
 	rowMean := make([]float64, in.rows)
 	for j := range in.rows {
@@ -178,17 +201,22 @@ func (f *popFit) init(warm *population) {
 	for e := range f.w {
 		f.w[e] = 1
 	}
-	// The additive model y = m_t + a_j by a few alternating means (the
-	// rows' plain means are biased by which types each row measured).
+	return rowMean
+}
+
+// additive fits the additive model y = m_t + a_j by a few alternating
+// means (a row's plain mean is biased by the types it measured), into
+// f.m and rowMean.
+func (f *popFit) additive(rowMean []float64) {
 	for range 4 {
 		clear(f.m)
-		for j := range in.rows {
+		for j := range f.in.rows {
 			for e := f.start[j]; e < f.start[j+1]; e++ {
 				t := f.col[e]
 				f.m[t] += (f.val[e] - rowMean[j]) / float64(f.colCnt[t])
 			}
 		}
-		for j := range in.rows {
+		for j := range f.in.rows {
 			if f.cnt[j] == 0 {
 				continue
 			}
@@ -199,94 +227,80 @@ func (f *popFit) init(warm *population) {
 			rowMean[j] = s / float64(f.cnt[j])
 		}
 	}
-	ss := 0.0
-	for j := range in.rows {
-		for e := f.start[j]; e < f.start[j+1]; e++ {
-			r := f.val[e] - rowMean[j] - f.m[f.col[e]]
-			ss += r * r
-		}
-	}
-	nnz := len(f.col)
-	f.s2 = max(ss/float64(max(nnz, 1)), minResidual)
-	if warm != nil && warm.k == f.k && warm.cols == in.cols {
-		copy(f.m, warm.m)
-		copy(f.v, warm.v)
-		f.s2, f.p = max(warm.s2, minResidual), warm.p
-	} else {
-		f.spectralInit(rowMean)
-	}
-	f.normalise()
 }
 
 // spectralInit starts the types' factors from the leading eigenvectors
-// of the pairwise covariance of the rows' residuals after the levels
-// (each scaled by the square root of its eigenvalue), the spectral start
-// of alternating minimisation (Jain, Netrapalli and Sanghavi, "Low-rank
-// Matrix Completion using Alternating Minimization", STOC 2013); a
-// direction with no variance gets a fixed small pseudo-random one.
+// of the pairwise covariance of the rows' residuals after the levels, the
+// spectral start of alternating minimisation (Jain, Netrapalli and
+// Sanghavi, "Low-rank Matrix Completion using Alternating Minimization",
+// STOC 2013), with a factor's variance p its eigenvalue and s^2 the mean
+// of the other eigenvalues (the levels' residuals overstate it by the
+// factors' whole variance); a direction with no variance gets a fixed
+// small pseudo-random one.
 func (f *popFit) spectralInit(rowMean []float64) {
-	in := f.in
-	cov := mat.NewSymDense(in.cols, nil)
-	pairs := make([]float64, in.cols*in.cols)
-	res := make([]float64, in.cols)
-	for j := range in.rows {
+	cols := f.in.cols
+	var eig mat.EigenSym
+	ok := f.k > 0 && eig.Factorize(f.residualCovariance(rowMean), true)
+	var vecs mat.Dense
+	var vals []float64
+	if ok {
+		vals = eig.Values(nil) // ascending
+		eig.VectorsTo(&vecs)
+		rest := 0.0
+		for _, v := range vals[:max(cols-f.k, 0)] {
+			rest += max(v, 0)
+		}
+		f.s2 = max(rest/float64(max(cols-f.k, 1)), minResidual)
+	}
+	seed := uint64(0x9e3779b97f4a7c15)
+	for l := range f.k {
+		c := cols - 1 - l
+		lead := ok && c >= 0 && vals[c] > 0
+		f.p[1+l] = f.s2
+		if lead {
+			f.p[1+l] = max(vals[c], minResidual)
+		}
+		for t := range cols {
+			seed = splitmix(seed)
+			f.v[t*f.k+l] = 0.01 * (float64(seed>>11)/(1<<53)*2 - 1)
+			if lead {
+				f.v[t*f.k+l] += vecs.At(t, c)
+			}
+		}
+	}
+}
+
+// residualCovariance returns the covariance of the rows' residuals after
+// the levels, each pair of types over the rows that measured both.
+func (f *popFit) residualCovariance(rowMean []float64) *mat.SymDense {
+	cols := f.in.cols
+	cov := mat.NewSymDense(cols, nil)
+	pairs := make([]float64, cols*cols)
+	res := make([]float64, cols)
+	for j := range f.in.rows {
 		for t := range res {
 			res[t] = math.NaN()
 		}
 		for e := f.start[j]; e < f.start[j+1]; e++ {
 			res[f.col[e]] = f.val[e] - f.m[f.col[e]] - rowMean[j]
 		}
-		for s := range in.cols {
-			if math.IsNaN(res[s]) {
-				continue
-			}
-			for t := s; t < in.cols; t++ {
+		for s := range cols {
+			for t := s; t < cols && !math.IsNaN(res[s]); t++ {
 				if !math.IsNaN(res[t]) {
 					cov.SetSym(s, t, cov.At(s, t)+res[s]*res[t])
-					pairs[s*in.cols+t]++
+					pairs[s*cols+t]++
 				}
 			}
 		}
 	}
-	for s := range in.cols {
-		for t := s; t < in.cols; t++ {
-			if n := pairs[s*in.cols+t]; n > 0 {
+	for s := range cols {
+		for t := s; t < cols; t++ {
+			if n := pairs[s*cols+t]; n > 0 {
 				cov.SetSym(s, t, cov.At(s, t)/n)
 			}
 		}
 	}
-	var eig mat.EigenSym
-	ok := f.k > 0 && eig.Factorize(cov, true)
-	var vecs mat.Dense
-	var vals []float64
-	if ok {
-		vals = eig.Values(nil)
-		eig.VectorsTo(&vecs)
-		// The residual variance is what the leading k directions leave:
-		// the mean of the other eigenvalues (the levels' residuals
-		// overstate it by the factors' whole variance).
-		rest := 0.0
-		for _, v := range vals[:max(in.cols-f.k, 0)] {
-			rest += max(v, 0)
-		}
-		f.s2 = max(rest/float64(max(in.cols-f.k, 1)), minResidual)
-	}
-	seed := uint64(0x9e3779b97f4a7c15)
-	for l := range f.k {
-		// EigenSym sorts the values in ascending order.
-		c := in.cols - 1 - l
-		f.p[1+l] = f.s2
-		for t := range in.cols {
-			seed = splitmix(seed)
-			f.v[t*f.k+l] = 0.01 * (float64(seed>>11)/(1<<53)*2 - 1)
-			if ok && c >= 0 && vals[c] > 0 {
-				f.v[t*f.k+l] += vecs.At(t, c)
-			}
-		}
-		if ok && c >= 0 && vals[c] > 0 {
-			f.p[1+l] = max(vals[c], minResidual)
-		}
-	}
+	return cov
 }
 
 // splitmix is one step of the SplitMix64 generator (Steele, Lea and

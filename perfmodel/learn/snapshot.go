@@ -176,40 +176,11 @@ func (l *Learner) Restore(data []byte) error {
 // restored builds a state from s, checking every value.
 func (l *Learner) restored(s *snapshot) (*Learner, error) {
 	n := &Learner{cfg: l.cfg, qZ: l.qZ, qVar: l.qVar, typeIdx: map[topology.GPUType]int{}, jobs: map[string]*job{}, seq: s.Seq}
-	switch {
-	case s.Version != SnapshotVersion:
-		return nil, fail("", "version", ErrMalformedSnapshot, fmt.Sprintf("%d (want %d)", s.Version, SnapshotVersion))
-	case len(s.Types) > l.cfg.MaxTypes:
-		return nil, fail("", "types", ErrMalformedSnapshot, fmt.Sprintf("%d types, more than MaxTypes %d", len(s.Types), l.cfg.MaxTypes))
-	case len(s.Jobs) > l.cfg.MaxJobs:
-		return nil, fail("", "jobs", ErrMalformedSnapshot, fmt.Sprintf("%d jobs, more than MaxJobs %d", len(s.Jobs), l.cfg.MaxJobs))
-	case len(s.History) > l.cfg.MaxHistory:
-		return nil, fail("", "history", ErrMalformedSnapshot, fmt.Sprintf("%d rows, more than MaxHistory %d", len(s.History), l.cfg.MaxHistory))
+	if err := l.checkSizes(s); err != nil {
+		return nil, err
 	}
-	for i, t := range s.Types {
-		where := fmt.Sprintf("types[%d]", i)
-		if err := t.Validate(); err != nil {
-			return nil, fail("", where, ErrMalformedSnapshot, err.Error())
-		}
-		if _, dup := n.typeIdx[t]; dup {
-			return nil, fail("", where, ErrMalformedSnapshot, fmt.Sprintf("%s twice", t))
-		}
-		if l.fixed && !slices.Contains(l.cfg.Types, t) {
-			return nil, fail("", where, ErrMalformedSnapshot, fmt.Sprintf("%s is not one of Config.Types", t))
-		}
-		n.addType(t)
-	}
-	if l.fixed { // the configured types, in their order, come first
-		m := &Learner{typeIdx: map[topology.GPUType]int{}}
-		for _, t := range l.cfg.Types {
-			m.addType(t)
-		}
-		for _, t := range s.Types {
-			if m.typeIdx[t] != n.typeIdx[t] {
-				return nil, fail("", "types", ErrMalformedSnapshot, fmt.Sprintf("%s is type %d, but %d in Config.Types", t, n.typeIdx[t], m.typeIdx[t]))
-			}
-		}
-		n.types, n.typeIdx, n.byName = m.types, m.typeIdx, m.byName
+	if err := l.restoreTypes(n, s.Types); err != nil {
+		return nil, err
 	}
 	for i := range s.Jobs {
 		if err := n.restoreJob(&s.Jobs[i], i); err != nil {
@@ -222,6 +193,46 @@ func (l *Learner) restored(s *snapshot) (*Learner, error) {
 		}
 	}
 	return n, nil
+}
+
+// checkSizes checks a snapshot's version and sizes against l's bounds.
+func (l *Learner) checkSizes(s *snapshot) error {
+	switch {
+	case s.Version != SnapshotVersion:
+		return fail("", "version", ErrMalformedSnapshot, fmt.Sprintf("%d (want %d)", s.Version, SnapshotVersion))
+	case len(s.Types) > l.cfg.MaxTypes:
+		return fail("", "types", ErrMalformedSnapshot, fmt.Sprintf("%d types, more than MaxTypes %d", len(s.Types), l.cfg.MaxTypes))
+	case len(s.Jobs) > l.cfg.MaxJobs:
+		return fail("", "jobs", ErrMalformedSnapshot, fmt.Sprintf("%d jobs, more than MaxJobs %d", len(s.Jobs), l.cfg.MaxJobs))
+	case len(s.History) > l.cfg.MaxHistory:
+		return fail("", "history", ErrMalformedSnapshot, fmt.Sprintf("%d rows, more than MaxHistory %d", len(s.History), l.cfg.MaxHistory))
+	}
+	return nil
+}
+
+// restoreTypes checks a snapshot's types and adds them to n: valid,
+// distinct, and, when l has Config.Types, those types in their order
+// (the snapshot may hold the first of them only).
+func (l *Learner) restoreTypes(n *Learner, types []topology.GPUType) error {
+	for i, t := range types {
+		where := fmt.Sprintf("types[%d]", i)
+		if err := t.Validate(); err != nil {
+			return fail("", where, ErrMalformedSnapshot, err.Error())
+		}
+		if _, dup := n.typeIdx[t]; dup {
+			return fail("", where, ErrMalformedSnapshot, fmt.Sprintf("%s twice", t))
+		}
+		if l.fixed && (i >= len(l.cfg.Types) || l.cfg.Types[i] != t) {
+			return fail("", where, ErrMalformedSnapshot, fmt.Sprintf("%s is not type %d of Config.Types", t, i))
+		}
+		n.addType(t)
+	}
+	if l.fixed {
+		for _, t := range l.cfg.Types[len(types):] {
+			n.addType(t)
+		}
+	}
+	return nil
 }
 
 // message is what an error of this package says after its kind.

@@ -169,3 +169,22 @@ func checkFinite(t *testing.T, l *learn.Learner) {
 		}
 	}
 }
+
+// TestRestoreFixedTypes: with Config.Types, a snapshot's types must be
+// those types in their order (a prefix of them is enough).
+func TestRestoreFixedTypes(t *testing.T) {
+	cfg := learn.Config{Types: []topology.GPUType{"v100", "k80", "a100"}}
+	l := newLearner(t, cfg)
+	newRunner(l, "a").run(t, "k80", 1, 4, steady(3))
+	data, err := l.Snapshot()
+	require.NoError(t, err)
+	m := newLearner(t, cfg)
+	require.NoError(t, m.Restore(data))
+	assert.Equal(t, l.Estimates("a", nil), m.Estimates("a", nil))
+	require.NoError(t, m.Restore([]byte(`{"version":1,"types":["v100"],"seq":0,"jobs":[]}`)), "a prefix")
+	assert.ErrorIs(t, m.Observe("b", learn.Observation{Type: "t4", GPUs: 1}), learn.ErrUnknownType, "still fixed")
+	observe(t, m, "b", learn.Observation{Type: "a100", GPUs: 1})
+	err = m.Restore([]byte(`{"version":1,"types":["k80"],"seq":0,"jobs":[]}`))
+	assert.ErrorIs(t, err, learn.ErrMalformedSnapshot)
+	assert.EqualError(t, err, `learn: types[0]: malformed snapshot: k80 is not type 0 of Config.Types`)
+}
