@@ -97,6 +97,11 @@ func TestCapabilityIgnoresSlowWindows(t *testing.T) {
 	tr := l.Tracks("a")
 	assert.InDelta(t, 8, tr[0].Rate, 1e-9, "the 0.8-quantile of 8 windows at 8 and 2 at 0.8")
 	assert.Equal(t, 0, tr[0].Resets)
+	// A mean would have paid the slow-down: 6.56 steps/s (arithmetic, as
+	// Gavel's moving average), 5.05 (geometric); the median stays at 8.
+	assert.InDelta(t, 6.56, (8*8+2*0.8)/10.0, 1e-9)
+	assert.InDelta(t, 5.05, math.Exp((8*math.Log(8)+2*math.Log(0.8))/10), 0.005)
+	assert.InDelta(t, 8, tr[0].Median, 1e-9)
 	// A fifth of the windows slow, in a row for fewer than PhaseWindows.
 	l2 := newLearner(t, learn.Config{})
 	r2 := newRunner(l2, "b")
