@@ -85,8 +85,8 @@ func TestKalmanTwoSegments(t *testing.T) {
 func TestCapabilityIgnoresSlowWindows(t *testing.T) {
 	l := newLearner(t, learn.Config{})
 	r := newRunner(l, "a")
-	// 2 warm-up windows, then 10 windows; windows 3 and 7 at a tenth of
-	// the rate, 5 and 9 at half (4 of 10, not in a row).
+	// 2 warm-up windows, then 10 windows, two of them (windows 5 and 9,
+	// not in a row) at a tenth of the rate.
 	slow := map[int]float64{5: 0.1, 9: 0.1}
 	r.run(t, topology.A100, 1, 12, func(i int) float64 {
 		if f, ok := slow[i]; ok {
