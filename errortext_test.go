@@ -13,6 +13,7 @@ import (
 	"github.com/gpusched/gpusched/gang"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
+	"github.com/gpusched/gpusched/perfmodel/learn"
 	"github.com/gpusched/gpusched/placement"
 	"github.com/gpusched/gpusched/scheduler"
 	"github.com/gpusched/gpusched/sim"
@@ -91,6 +92,24 @@ func TestErrorTexts(t *testing.T) {
 		{"sim pollux", one(sim.LoadPolluxApp(nil, "", "nope")), `sim: unknown application: "nope" is not one of Pollux's applications`},
 		{"perfmodel job", one(gavel.Simulation().Throughput(perfmodel.JobKey{Model: "nope", BatchSize: 1, ScaleFactor: 1}, topology.V100)), ""},
 		{"perfmodel table", one(perfmodel.ParseGavelJSON([]byte(`{"v100": {"x": 1}}`))), ""},
+		{"learn config", one(learn.New(learn.Config{Window: -1})), `learn: Window: invalid configuration: -1 (want 1 to 86400)`},
+		{"learn observe", func() error {
+			l, err := learn.New(learn.Config{})
+			if err != nil {
+				return err
+			}
+			if err := l.Observe("a", learn.Observation{Type: topology.V100, GPUs: 1, Segment: 2, Steps: 100, Time: 10}); err != nil {
+				return err
+			}
+			return l.Observe("a", learn.Observation{Type: topology.V100, GPUs: 1, Segment: 2, Steps: 90, Time: 20})
+		}(), `learn: job "a": Steps: out of order: 90 after 100 in segment 2`},
+		{"learn restore", func() error {
+			l, err := learn.New(learn.Config{})
+			if err != nil {
+				return err
+			}
+			return l.Restore([]byte(`{"version":1,"types":["v100","v100"],"seq":0,"jobs":[]}`))
+		}(), `learn: types[1]: malformed snapshot: v100 twice`},
 		{"lp MPS", one(lp.ReadMPS(strings.NewReader("NAME x\nROWS\n N obj\nCOLUMNS\n x obj 1 zz 2\nENDATA\n"))), ""},
 	}
 	restated := [][2]string{{"unknown server", "no such server"}, {"unknown job", "no such job"}, {"unknown application", "unknown"}}
