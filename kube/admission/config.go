@@ -141,10 +141,21 @@ type Config struct {
 	Grace time.Duration
 	// PodDeletionGrace, when set, is the grace period in seconds of the
 	// deletion of a preempted pod (DeleteOptions.GracePeriodSeconds); nil
-	// takes the pod's terminationGracePeriodSeconds. 0 removes the pod from
-	// the API at once, so that it comes back gated in the same round (use
-	// it only where the kubelet's grace is not needed, as in tests).
+	// takes the pod's terminationGracePeriodSeconds. Either way it is at
+	// most MaxDeletionGrace. 0 removes the pod from the API at once, so
+	// that it comes back gated in the same round (use it only where the
+	// kubelet's grace is not needed, as in tests).
 	PodDeletionGrace *int64
+	// MaxDeletionGrace is the admin's bound on how long a managed GPU pod
+	// may take to go once its deletion began (the pod's
+	// terminationGracePeriodSeconds is the tenant's to write): a
+	// preempted pod is deleted with the grace min(its own, this); a pod
+	// deleted with a longer grace (the job controller's deletion of a
+	// suspended Job's pods, a tenant's own) is deleted again with what is
+	// left of this one; a pod still there past it is force-deleted
+	// (grace 0). Until gone, a terminating pod holds its GPUs in the
+	// core's plan. 0 means DefaultMaxDeletionGrace; at most one hour.
+	MaxDeletionGrace time.Duration
 
 	// Tenancy is the admin's tenancy: which namespaces are managed and
 	// whose they are, the tenants' weights, queues and quotas, the rules
@@ -170,6 +181,15 @@ type Config struct {
 	StateNamespace, StateName string
 	// NoState keeps no state (tests).
 	NoState bool
+	// CopyKey signs the copies of preempted bare pods kept in ConfigMaps
+	// of StateNamespace to create them again (HMAC-SHA256 over the
+	// pod's namespace, name, former UID and bytes): a copy whose
+	// signature does not verify, or whose namespace the tenancy does not
+	// manage, is dropped with a Warning event ([ReasonBadCopy]), never
+	// created. At least 16 bytes (LoadCopyKey reads it from a Secret);
+	// nil means a random key of this process, under which a restarted
+	// controller drops the copies it finds.
+	CopyKey []byte
 
 	// Logger receives what the controller does; nil logs nothing.
 	Logger *slog.Logger
@@ -187,6 +207,15 @@ type Config struct {
 	// DefaultEventBurst.
 	EventQPS   float32
 	EventBurst int
+	// TenantBudget bounds the requests each tenant's workloads may cost
+	// a sweep (Run sweeps every second; a round sweeps first): preempted
+	// pods deleted after their grace, requeued pods created again,
+	// deletions cut short, workloads that bypassed admission preempted.
+	// A token bucket per tenant that each sweep refills by the budget, so
+	// that one tenant's failing writes cannot use up the client; each
+	// failed write is also retried with a capped exponential backoff of
+	// its own. 0 means DefaultTenantBudget.
+	TenantBudget int
 }
 
 func (c *Config) check() error {
@@ -206,7 +235,7 @@ func (c *Config) check() error {
 	case math.IsNaN(c.MinResetInterval):
 		return fmt.Errorf("%w: min reset interval NaN", ErrConfig)
 	}
-	return nil
+	return c.checkRemoval()
 }
 
 func (c *Config) roundSeconds() float64 {

@@ -3,7 +3,6 @@ package admission
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -84,6 +83,13 @@ type Controller struct {
 	memCopies map[string][]byte
 	// written holds the state ConfigMaps as last written (metadata only).
 	written map[string]*corev1.ConfigMap
+
+	// retry paces the writes sweeps retry (backoff, tenants' budgets);
+	// copyKey signs the requeued pods' copies; hold is what the
+	// terminating pods held at the last round's start (grace.go).
+	retry   *retrier
+	copyKey *copyKey
+	hold    holding
 }
 
 // RoundResult says what a round decided and did. It belongs to the
@@ -127,7 +133,8 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	c := &Controller{cfg: cfg, log: cfg.Logger, nodes: map[string]nodeInfo{}, state: newCtrlState(), memCopies: map[string][]byte{}}
+	c := &Controller{cfg: cfg, log: cfg.Logger, nodes: map[string]nodeInfo{}, state: newCtrlState(), memCopies: map[string][]byte{},
+		retry: newRetrier(&cfg), copyKey: newCopyKey(cfg.CopyKey)}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -351,6 +358,7 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 
 func (c *Controller) round(ctx context.Context) (*RoundResult, *roundView, error) {
 	now := c.now()
+	c.retry.newPass()
 	if err := c.sweep(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -377,6 +385,9 @@ func (c *Controller) round(ctx context.Context) (*RoundResult, *roundView, error
 	}
 	c.enforce(ctx, ws, res)
 	present := c.syncJobs(ctx, ws, now, res)
+	// Terminating pods hold their GPUs until gone: out of the core's plan.
+	c.hold = c.heldGPUs(ws)
+	c.reserveHeld(c.hold)
 
 	r, err := c.sched.Round(ctx, now)
 	if err != nil {
@@ -393,7 +404,7 @@ func (c *Controller) round(ctx context.Context) (*RoundResult, *roundView, error
 	// back keeps running.
 	// The preemptions' writes run at once (they are independent), their
 	// records then in order.
-	used := map[topology.GPUType]int{}
+	used := maps.Clone(c.hold.byType)
 	var preempts []*pendingPreempt
 	for _, key := range slices.Sorted(maps.Keys(present)) {
 		w := present[key]
@@ -456,7 +467,7 @@ func (c *Controller) round(ctx context.Context) (*RoundResult, *roundView, error
 			w := present[key]
 			pa := &pendingAdmit{key: key, w: w, typ: as.Type}
 			switch {
-			case w == nil || len(c.state.Requeue[key]) > 0 || w.preempting:
+			case w == nil || len(c.state.Requeue[key]) > 0 || w.preempting || c.hold.leaving(w) || w.kind != kindJob && len(w.pods) == 0:
 				res.Held = append(res.Held, key)
 				continue
 			case w.admitted == as.Type:
@@ -496,6 +507,8 @@ func (c *Controller) round(ctx context.Context) (*RoundResult, *roundView, error
 		}
 		report.Ran = append(report.Ran, r)
 	}
+	// A job held back while its own pods still hold GPUs ran on them.
+	report.Ran = append(report.Ran, c.hold.heldRan(res.Held, c.wall(), r.Length)...)
 	for key, w := range present {
 		if w.admitted != "" {
 			res.Admitted[key] = w.admitted
@@ -1074,38 +1087,55 @@ type deletion struct {
 	b    []byte
 }
 
-// deleteWrites keeps a bare pod's gated copy and deletes the pod. It
-// reads the controller's records and changes nothing of the controller's
-// but the overlay of its own writes: several run at once.
+// deleteWrites keeps a bare pod's gated, signed copy and deletes the pod
+// with the grace min(its own, Config.MaxDeletionGrace); a pod too large
+// for a copy is deleted without one (Warning event ReasonNotRequeued: it
+// is not created again). It reads the controller's records and changes
+// nothing of the controller's but the overlay of its own writes: several
+// run at once.
 func (c *Controller) deleteWrites(ctx context.Context, key string, p *corev1.Pod) (deletion, error) {
 	d := deletion{uid: p.UID}
 	uid := p.UID
+	var noCopy error
 	if controllerOf(p) == nil && !slices.ContainsFunc(c.state.Requeue[key], func(r requeued) bool { return r.Old == uid }) {
-		b, err := podCopy(requeueCopy(p, c.cfg.NodeSelector))
-		if err != nil {
-			return d, fmt.Errorf("admission: %w", err)
-		}
-		ns, name := c.cfg.stateLocation()
-		d.copy = requeued{NS: p.Namespace, Name: p.Name, Old: uid, Copy: requeueName(name, p.Namespace, p.Name)}
-		d.b = b
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: d.copy.Copy, Namespace: ns,
-			Labels: map[string]string{labelStateOf: name + "-requeue"}}, BinaryData: map[string][]byte{requeueKey: b}}
-		if !c.cfg.NoState {
-			if err := c.createCopy(ctx, cm); err != nil {
-				return d, err
-			}
+		var err error
+		if noCopy, err = c.keepCopy(ctx, p, &d); err != nil {
+			return d, err
 		}
 	}
-	err := c.cfg.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &uid}, GracePeriodSeconds: c.cfg.PodDeletionGrace})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return d, fmt.Errorf("admission: deleting pod %s/%s: %w", p.Namespace, p.Name, err)
+	if err := c.deleteWithGrace(ctx, p, c.deletionGrace(p)); err != nil {
+		return d, err
 	}
-	c.caches.own.sentDelete(uid)
-	if g := c.cfg.PodDeletionGrace; apierrors.IsNotFound(err) || g != nil && *g == 0 {
-		c.caches.own.deletedPod(p) // gone from the API at once
+	if noCopy != nil {
+		c.eventOn(corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.Namespace, Name: p.Name, UID: uid}, corev1.EventTypeWarning, ReasonNotRequeued,
+			fmt.Sprintf("preempted and deleted without a copy: it cannot be requeued (created again, gated): %v", noCopy))
 	}
 	return d, nil
+}
+
+// keepCopy writes a bare pod's gated copy, signed, to create it again
+// once it is gone (d says which); a pod too large for a copy gets none,
+// and noCopy says why.
+func (c *Controller) keepCopy(ctx context.Context, p *corev1.Pod, d *deletion) (noCopy, err error) {
+	b, err := podCopy(requeueCopy(p, c.cfg.NodeSelector))
+	if errors.Is(err, errCopyTooLarge) {
+		return err, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("admission: %w", err)
+	}
+	ns, name := c.cfg.stateLocation()
+	d.copy = requeued{NS: p.Namespace, Name: p.Name, Old: p.UID, Copy: requeueName(name, p.Namespace, p.Name)}
+	d.b = b
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: d.copy.Copy, Namespace: ns,
+		Labels: map[string]string{labelStateOf: name + "-requeue"}}, BinaryData: map[string][]byte{requeueKey: b},
+		Data: map[string]string{copyMACKey: c.copyKey.sign(d.copy, b)}}
+	if !c.cfg.NoState {
+		if err := c.createCopy(ctx, cm); err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
 }
 
 // deleted records a pod's deletion: its copy waits to be created again,
@@ -1162,6 +1192,7 @@ func requeueCopy(p *corev1.Pod, selector map[string]string) *corev1.Pod {
 func (c *Controller) Sweep(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.retry.newPass()
 	if err := c.enforceHinted(ctx); err != nil {
 		return err
 	}
@@ -1198,7 +1229,8 @@ func (c *Controller) enforceHinted(ctx context.Context) error {
 		return nil
 	}
 	res := &RoundResult{}
-	c.enforce(ctx, collect(pods, c.caches.own.jobs(jobs), c.cfg.Resource, c.ten.Managed, c.state.Admitted), res)
+	ws := collect(pods, c.caches.own.jobs(jobs), c.cfg.Resource, c.ten.Managed, c.state.Admitted)
+	c.enforce(ctx, c.withinBudget(ws), res)
 	if len(res.Bypassed) == 0 {
 		return nil
 	}
@@ -1210,6 +1242,21 @@ func (c *Controller) enforceHinted(ctx context.Context) error {
 }
 
 func (c *Controller) sweep(ctx context.Context) error {
+	changed := c.sweepGraces(ctx)
+	if c.requeue(ctx) {
+		changed = true
+	}
+	c.expediteDeletions(ctx)
+	if changed && !c.cfg.NoState {
+		return c.save(ctx)
+	}
+	return nil
+}
+
+// sweepGraces deletes the preempted pods whose grace is over (their
+// copies kept) and forgets those gone; it reports whether a record
+// changed.
+func (c *Controller) sweepGraces(ctx context.Context) bool {
 	changed := false
 	now := c.wall()
 	for _, key := range slices.Sorted(maps.Keys(c.state.Admitted)) {
@@ -1225,67 +1272,101 @@ func (c *Controller) sweep(ctx context.Context) error {
 			switch {
 			case p == nil || p.UID != rec.UIDs[i]:
 				rec.UIDs, rec.Pods = slices.Delete(rec.UIDs, i, i+1), slices.Delete(rec.Pods, i, i+1)
+				changed = true
 			case p.DeletionTimestamp != nil || terminal(p):
 			default:
-				if err := c.deleteAndRequeue(ctx, key, p); err != nil {
-					c.log.Warn("delete preempted pod", "pod", p.Namespace+"/"+p.Name, "err", err)
-				}
+				changed = c.sweepDelete(ctx, key, p, now) || changed
 			}
-			changed = true
 		}
 		if r := c.state.Admitted[key]; r != nil && len(r.UIDs) == 0 {
 			delete(c.state.Admitted, key)
 		}
 	}
-	if c.requeue(ctx) {
-		changed = true
-	}
-	if changed && !c.cfg.NoState {
-		return c.save(ctx)
-	}
-	return nil
+	return changed
 }
 
 // requeue creates again the requeued pods whose old copies are gone; it
 // reports whether any entry was settled. The pods created are in
-// c.created, by workload key.
+// c.created, by workload key. An entry is tried when its backoff (after
+// a failure) is over and its tenant's budget has room; none is tried
+// before a tenancy has loaded (a copy is created only in a namespace it
+// manages).
 func (c *Controller) requeue(ctx context.Context) bool {
 	c.created = map[string][]*corev1.Pod{}
-	type task struct {
-		key  string
-		rq   requeued
-		b    []byte
-		mem  bool
-		wait bool // the cache shows the old pod: it waits
-		out  requeueOutcome
+	if c.ten == nil {
+		return false
 	}
-	var tasks []*task
-	var todo []*task
+	now := c.wall()
+	var tasks, todo []*requeueTask
 	for _, key := range slices.Sorted(maps.Keys(c.state.Requeue)) {
 		for _, rq := range c.state.Requeue[key] {
-			t := &task{key: key, rq: rq}
+			t := &requeueTask{key: key, rq: rq, tenant: c.tenantOf(rq.NS)}
 			// The cache says whether the old pod is still there; only when
-			// it looks gone is the API asked (so a pod is never created
-			// twice, nor its copy dropped, on a stale cache).
-			if cur := c.getPod(rq.NS, rq.Name); cur != nil && cur.UID == rq.Old && !c.caches.own.askAPI(rq.Old) {
+			// it looks gone, or was deleted lately, is the API asked (so a
+			// pod is never created twice, nor its copy dropped, on a stale
+			// cache).
+			cur := c.getPod(rq.NS, rq.Name)
+			t.ask = cur != nil && cur.UID == rq.Old
+			t.b, t.mem = c.memCopies[rq.Copy]
+			switch {
+			case t.ask && !c.caches.own.askAPI(rq.Old):
+				t.wait = true // terminating
+			case !c.retry.due(rq.Copy, now) || !c.retry.take(t.tenant, t.cost(c.cfg.NoState)):
 				t.wait = true
-			} else {
-				t.b, t.mem = c.memCopies[rq.Copy]
+			default:
 				todo = append(todo, t)
 			}
 			tasks = append(tasks, t)
 		}
 	}
-	parallel(len(todo), func(i int) { todo[i].out = c.requeueOne(ctx, todo[i].rq, todo[i].b, todo[i].mem) })
+	parallel(len(todo), func(i int) { c.requeueOne(ctx, todo[i], now) })
+	return c.requeued(tasks)
+}
+
+// requeueTask is one requeued pod of a requeue, and what became of it.
+type requeueTask struct {
+	key, tenant string
+	rq          requeued
+	b           []byte
+	mem         bool // b is this process's own copy
+	ask         bool // the cache still shows the old pod: the API is asked first
+	wait        bool // not tried
+	out         requeueOutcome
+}
+
+// cost is the requests a requeued pod's try takes at least: its copy
+// read (unless in memory), the API asked (if the cache still shows the
+// old pod), the pod created.
+func (t *requeueTask) cost(noState bool) int {
+	n := 1
+	if !t.mem && !noState {
+		n++
+	}
+	if t.ask {
+		n++
+	}
+	return n
+}
+
+// requeued records what became of a requeue's tasks; it reports whether
+// any entry was settled.
+func (c *Controller) requeued(tasks []*requeueTask) bool {
+	ns, name := c.cfg.stateLocation()
 	changed := false
 	left := map[string][]requeued{}
 	for _, t := range tasks {
+		if t.out.read != nil && len(c.memCopies) < maxRecords {
+			c.memCopies[t.rq.Copy] = t.out.read // read and checked once
+		}
 		switch {
 		case t.wait || t.out.keep:
 			left[t.key] = append(left[t.key], t.rq)
 			continue
 		case t.out.created != nil:
 			c.created[t.key] = append(c.created[t.key], t.out.created)
+		case t.out.bad != nil:
+			c.eventOn(corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: ns, Name: name}, corev1.EventTypeWarning, ReasonBadCopy,
+				fmt.Sprintf("a requeued pod's copy was dropped, not created: %v", t.out.bad))
 		}
 		delete(c.memCopies, t.rq.Copy)
 		changed = true
@@ -1302,58 +1383,124 @@ func (c *Controller) requeue(ctx context.Context) bool {
 
 // requeueOutcome says what became of a requeued pod: it waits still
 // (keep), or it was created again (created, unless it existed already)
-// and its copy is gone.
+// and its copy is gone, or its copy failed its checks (bad) and is gone.
+// read is the copy read from its ConfigMap (checked), to keep in memory.
 type requeueOutcome struct {
 	keep    bool
 	created *corev1.Pod
+	bad     error
+	read    []byte
 }
 
-// requeueOne creates a requeued pod again if the old one is gone, from
-// its copy (b, when mem; else its ConfigMap), and deletes the copy. It
-// changes nothing of the controller's but the overlay of its own
-// writes: several run at once.
-func (c *Controller) requeueOne(ctx context.Context, rq requeued, b []byte, mem bool) requeueOutcome {
-	pods := c.cfg.Client.CoreV1().Pods(rq.NS)
-	cur, err := pods.Get(ctx, rq.Name, metav1.GetOptions{})
-	switch {
-	case err == nil && cur.UID == rq.Old:
-		return requeueOutcome{keep: true} // still terminating
-	case err == nil:
-		c.deleteCopy(ctx, rq.Copy) // created again already
-		return requeueOutcome{}
-	case !apierrors.IsNotFound(err):
-		c.log.Warn("requeue: get pod", "pod", rq.Name, "err", err)
-		return requeueOutcome{keep: true}
+// The name of a requeued pod, as the API shows it.
+const (
+	nameFree  = iota // no pod of that name
+	nameOld          // the old pod, terminating
+	nameOther        // another pod (created again already, or the tenant's)
+)
+
+// requeueOne creates a requeued pod again from its copy (t.b, when t.mem;
+// else its ConfigMap, checked: decodeCopy) if the old one is gone, and
+// deletes the copy; a failure backs the entry off, and the requests past
+// the try's cost (taken before) are charged to its tenant. It changes
+// nothing of the controller's but the overlay of its own writes and the
+// retrier's: several run at once.
+func (c *Controller) requeueOne(ctx context.Context, t *requeueTask, now time.Time) {
+	rq, spent := t.rq, 0
+	defer func() { c.retry.charge(t.tenant, spent-t.cost(c.cfg.NoState)) }()
+	keep := func() { t.out.keep = true; c.retry.failed(rq.Copy, now) }
+	done := func() {
+		spent += c.deleteCopy(ctx, rq.Copy)
+		c.retry.succeeded(rq.Copy)
 	}
-	if !mem && !c.cfg.NoState {
+	pods := c.cfg.Client.CoreV1().Pods(rq.NS)
+	if t.ask {
+		spent++
+		switch st, err := c.nameOf(ctx, rq); {
+		case err != nil:
+			keep()
+			return
+		case st == nameOld:
+			t.out.keep = true // still terminating
+			return
+		case st == nameOther:
+			done()
+			return
+		}
+	}
+	cp, ok := c.copyOf(ctx, t, now, &spent)
+	if !ok {
+		return
+	}
+	spent++
+	p, err := pods.Create(ctx, cp, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		spent++
+		switch st, err := c.nameOf(ctx, rq); {
+		case err != nil || st != nameOther:
+			keep() // the old pod still there, or gone meanwhile
+		default:
+			done() // created again already
+		}
+		return
+	}
+	if err != nil {
+		c.log.Warn("requeue: create pod", "pod", rq.NS+"/"+rq.Name, "err", err)
+		keep()
+		return
+	}
+	t.out.created = p
+	c.caches.own.wrotePod(p, true)
+	done()
+}
+
+// copyOf returns a requeued pod's copy, checked (decodeCopy): its own
+// copy in memory, else its ConfigMap's; a copy that fails its checks is
+// deleted (t.out.bad), one that cannot be read yet is kept (t.out.keep).
+func (c *Controller) copyOf(ctx context.Context, t *requeueTask, now time.Time, spent *int) (*corev1.Pod, bool) {
+	rq := t.rq
+	b, mac := t.b, ""
+	if !t.mem && !c.cfg.NoState {
 		ns, _ := c.cfg.stateLocation()
+		*spent++
 		cm, err := c.cfg.Client.CoreV1().ConfigMaps(ns).Get(ctx, rq.Copy, metav1.GetOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			c.log.Warn("requeue: get copy", "configmap", rq.Copy, "err", err)
-			return requeueOutcome{keep: true}
+			t.out.keep = true
+			c.retry.failed(rq.Copy, now)
+			return nil, false
 		}
 		if err == nil {
-			b = cm.BinaryData[requeueKey]
+			b, mac = cm.BinaryData[requeueKey], cm.Data[copyMACKey]
 		}
 	}
-	var cp corev1.Pod
-	if err := json.Unmarshal(b, &cp); err != nil || cp.Name != rq.Name || cp.Namespace != rq.NS {
-		c.log.Warn("requeue: the pod's copy is missing or damaged; it is not created again", "pod", rq.NS+"/"+rq.Name, "configmap", rq.Copy)
-		c.deleteCopy(ctx, rq.Copy)
-		return requeueOutcome{}
+	cp, err := c.copyKey.decodeCopy(rq, b, mac, t.mem, c.ten.Managed)
+	if err != nil {
+		t.out.bad = err
+		*spent += c.deleteCopy(ctx, rq.Copy)
+		c.retry.succeeded(rq.Copy)
+		return nil, false
 	}
-	p, err := pods.Create(ctx, &cp, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		c.log.Warn("requeue: create pod", "pod", rq.Name, "err", err)
-		return requeueOutcome{keep: true}
+	if !t.mem {
+		t.out.read = b
 	}
-	var out requeueOutcome
-	if err == nil {
-		out.created = p
-		c.caches.own.wrotePod(p, true)
+	return cp, true
+}
+
+// nameOf asks the API whether a requeued pod's name is free, still the
+// old pod's, or another pod's.
+func (c *Controller) nameOf(ctx context.Context, rq requeued) (int, error) {
+	cur, err := c.cfg.Client.CoreV1().Pods(rq.NS).Get(ctx, rq.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nameFree, nil
+	case err != nil:
+		c.log.Warn("requeue: get pod", "pod", rq.NS+"/"+rq.Name, "err", err)
+		return 0, err
+	case cur.UID == rq.Old:
+		return nameOld, nil
 	}
-	c.deleteCopy(ctx, rq.Copy)
-	return out
+	return nameOther, nil
 }
 
 // createCopy writes a requeued pod's copy: a new ConfigMap, created in
@@ -1366,7 +1513,7 @@ func (c *Controller) createCopy(ctx context.Context, cm *corev1.ConfigMap) error
 		var cur *corev1.ConfigMap
 		if cur, err = cms.Get(ctx, cm.Name, metav1.GetOptions{}); err == nil {
 			cur = cur.DeepCopy()
-			cur.Labels, cur.BinaryData = cm.Labels, cm.BinaryData
+			cur.Labels, cur.Data, cur.BinaryData = cm.Labels, cm.Data, cm.BinaryData
 			_, err = cms.Update(ctx, cur, metav1.UpdateOptions{})
 		}
 	}
@@ -1377,15 +1524,16 @@ func (c *Controller) createCopy(ctx context.Context, cm *corev1.ConfigMap) error
 }
 
 // deleteCopy deletes a requeued pod's ConfigMap (the caller forgets its
-// copy in memory).
-func (c *Controller) deleteCopy(ctx context.Context, name string) {
+// copy in memory); it returns the requests it sent.
+func (c *Controller) deleteCopy(ctx context.Context, name string) int {
 	if c.cfg.NoState {
-		return
+		return 0
 	}
 	ns, _ := c.cfg.stateLocation()
 	if err := c.cfg.Client.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		c.log.Warn("deleting a requeued pod's copy", "configmap", name, "err", err)
 	}
+	return 1
 }
 
 func (c *Controller) updatePod(ctx context.Context, p *corev1.Pod, mutate func(*corev1.Pod)) error {

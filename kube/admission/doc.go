@@ -47,10 +47,13 @@
 //     to change again, for the next admission, once the Job is suspended
 //     with no active pod); a bare pod is annotated with the reason
 //     ([AnnotationPreempted]) and deleted after Config.Grace, then created
-//     again, gated, under the same name, so it waits for a later round.
-//     With Config.NoPreemption a job once admitted runs to its end
-//     (admission only, as Kueue does) and jobs are admitted only into
-//     free capacity;
+//     again, gated, under the same name, from a signed copy, so it waits
+//     for a later round. No pod takes longer than Config.MaxDeletionGrace
+//     to go (its own grace is capped, a longer deletion cut short, one
+//     still there past it force-deleted), and until gone a terminating
+//     pod's GPUs are out of the core's plan. With Config.NoPreemption a
+//     job once admitted runs to its end (admission only, as Kueue does)
+//     and jobs are admitted only into free capacity;
 //  5. saves the core's Snapshot and its own records (what it admitted,
 //     on which type; what it preempted) in ConfigMaps of its own
 //     namespace, from which a restarted controller continues as if it

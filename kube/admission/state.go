@@ -553,14 +553,19 @@ func requeueName(state, ns, pod string) string {
 	return state + "-rq-" + hex.EncodeToString(sum[:10])
 }
 
-// podCopy encodes a pod's gated copy, or says it is too large to keep.
+// errCopyTooLarge is wrapped by podCopy's error for a pod too large to
+// keep a copy of.
+var errCopyTooLarge = errors.New("too large to keep a copy of")
+
+// podCopy encodes a pod's gated copy, or says it is too large to keep
+// (errCopyTooLarge).
 func podCopy(p *corev1.Pod) ([]byte, error) {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return nil, err
 	}
 	if len(b) > maxPodCopy {
-		return nil, fmt.Errorf("pod %s/%s is %d bytes, more than the %d a preempted pod's copy may take", p.Namespace, p.Name, len(b), maxPodCopy)
+		return nil, fmt.Errorf("pod %s/%s is %d bytes, more than the %d a preempted pod's copy may take: %w", p.Namespace, p.Name, len(b), maxPodCopy, errCopyTooLarge)
 	}
 	return b, nil
 }

@@ -59,6 +59,51 @@ type options struct {
 	metricsAddr                                 string
 	apiQPS, eventQPS                            float64
 	apiBurst, eventBurst                        int
+	removal                                     removalOptions
+}
+
+// removalOptions are the flags of preemption's deletions, the requeued
+// pods' copies and the retries of their writes.
+type removalOptions struct {
+	maxDeletionGrace           time.Duration
+	copyKeySecret, copyKeyFile string
+	tenantBudget               int
+}
+
+func (r *removalOptions) flags(fs *flag.FlagSet) {
+	fs.DurationVar(&r.maxDeletionGrace, "max-deletion-grace", admission.DefaultMaxDeletionGrace,
+		"the most a managed GPU pod may take to go once deleted: a preempted pod is deleted with min(its terminationGracePeriodSeconds, this); a longer deletion is cut to it, and a pod still there past it is force-deleted (at most 1h)")
+	fs.StringVar(&r.copyKeySecret, "copy-key-secret", "",
+		"Secret in the state namespace (data key \""+admission.CopyKeySecretKey+"\", created at install) whose key signs the copies of preempted pods kept to create them again; the controller only reads it")
+	fs.StringVar(&r.copyKeyFile, "copy-key-file", "", "file holding the copy key (a mounted Secret), instead of --copy-key-secret")
+	fs.IntVar(&r.tenantBudget, "tenant-budget", admission.DefaultTenantBudget,
+		"requests each tenant's workloads may cost a sweep (one a second): preempted pods deleted, requeued pods created again, deletions cut short; failed writes are retried with a capped exponential backoff")
+}
+
+func (r *removalOptions) check() error {
+	switch {
+	case r.maxDeletionGrace <= 0 || r.maxDeletionGrace > time.Hour:
+		return fmt.Errorf("--max-deletion-grace %v: want more than 0, at most 1h", r.maxDeletionGrace)
+	case r.copyKeySecret != "" && r.copyKeyFile != "":
+		return errors.New("--copy-key-secret and --copy-key-file: give one")
+	case r.tenantBudget < 1 || r.tenantBudget > 1e6:
+		return fmt.Errorf("--tenant-budget %d: want 1 to 1e6", r.tenantBudget)
+	}
+	return nil
+}
+
+// copyKey reads the copy key: from --copy-key-file, else the Secret
+// --copy-key-secret of the state namespace, else none (a random key of
+// this process: a restarted controller drops the copies it finds).
+func (r *removalOptions) copyKey(ctx context.Context, cs kubernetes.Interface, ns string, log *slog.Logger) ([]byte, error) {
+	switch {
+	case r.copyKeyFile != "":
+		return admission.ReadCopyKeyFile(r.copyKeyFile)
+	case r.copyKeySecret != "":
+		return admission.LoadCopyKey(ctx, cs, ns, r.copyKeySecret)
+	}
+	log.Warn("no --copy-key-secret: the copies of preempted pods are signed with a key of this process only; after a restart, those not yet created again are dropped")
+	return nil, nil
 }
 
 func parse(args []string) (options, error) {
@@ -82,20 +127,14 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.apiBurst, "kube-api-burst", 200, "burst of queries to the API server")
 	fs.Float64Var(&o.eventQPS, "event-qps", admission.DefaultEventQPS, "events and pod condition writes per second (a token bucket shared by both; the rest wait, and events past a queue of 1,000 are dropped)")
 	fs.IntVar(&o.eventBurst, "event-burst", admission.DefaultEventBurst, "burst of events and pod condition writes")
+	o.removal.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if o.round <= 0 || o.grace < 0 {
-		return o, fmt.Errorf("--round %v must be positive and --grace %v not negative", o.round, o.grace)
-	}
-	if !(o.apiQPS > 0) || o.apiQPS > 1e5 || o.apiBurst < 1 || !(o.eventQPS > 0) || o.eventQPS > 1e5 || o.eventBurst < 1 {
-		return o, fmt.Errorf("--kube-api-qps %v, --kube-api-burst %d, --event-qps %v, --event-burst %d: want positive rates up to 1e5 and bursts of at least 1",
-			o.apiQPS, o.apiBurst, o.eventQPS, o.eventBurst)
-	}
-	if _, err := admission.PolicyByName(o.policy); err != nil {
+	if err := o.checkValues(); err != nil {
 		return o, err
 	}
 	if o.checkTenancy != "" {
@@ -111,6 +150,22 @@ func parse(args []string) (options, error) {
 		return o, errors.New("--tenancy-configmap is empty: tenants come from the admin's ConfigMap")
 	}
 	return o, nil
+}
+
+// checkValues checks the flags' values: durations, rates, the policy and
+// the removal flags.
+func (o *options) checkValues() error {
+	if o.round <= 0 || o.grace < 0 {
+		return fmt.Errorf("--round %v must be positive and --grace %v not negative", o.round, o.grace)
+	}
+	if !(o.apiQPS > 0) || o.apiQPS > 1e5 || o.apiBurst < 1 || !(o.eventQPS > 0) || o.eventQPS > 1e5 || o.eventBurst < 1 {
+		return fmt.Errorf("--kube-api-qps %v, --kube-api-burst %d, --event-qps %v, --event-burst %d: want positive rates up to 1e5 and bursts of at least 1",
+			o.apiQPS, o.apiBurst, o.eventQPS, o.eventBurst)
+	}
+	if _, err := admission.PolicyByName(o.policy); err != nil {
+		return err
+	}
+	return o.removal.check()
 }
 
 func selector(s string) (map[string]string, error) {
@@ -136,11 +191,7 @@ func run(args []string) error {
 	if o.checkTenancy != "" {
 		return checkTenancy(o.checkTenancy, os.Stdout)
 	}
-	level := slog.LevelInfo
-	if o.debug {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := logger(o.debug)
 	var rc *rest.Config
 	if o.kubeconfig != "" {
 		rc, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
@@ -183,9 +234,13 @@ func run(args []string) error {
 		TenancyConfigMap: o.tenancyConfigMap,
 		StateNamespace:   o.stateNamespace, StateName: o.stateName, Logger: log,
 		Metrics: m, Requests: requests, EventClient: ecs, EventQPS: float32(o.eventQPS), EventBurst: o.eventBurst,
+		MaxDeletionGrace: o.removal.maxDeletionGrace, TenantBudget: o.removal.tenantBudget,
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.CopyKey, err = o.removal.copyKey(ctx, cs, o.stateNamespace, log); err != nil {
+		return err
+	}
 	if o.metricsAddr != "0" && o.metricsAddr != "" {
 		srv, err := serveMetrics(ctx, o.metricsAddr, prometheus.Gatherers{reg, legacyregistry.DefaultGatherer})
 		if err != nil {
@@ -205,6 +260,15 @@ func run(args []string) error {
 		return c.Run(ctx)
 	}
 	return leader.Run(ctx, stop, cs, log, o.leaderElect, o.stateNamespace, o.stateName, start)
+}
+
+// logger logs text to stderr, at debug level if debug.
+func logger(debug bool) *slog.Logger {
+	level := slog.LevelInfo
+	if debug {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
 // checkTenancy validates a tenancy document, for an admin before applying

@@ -1,15 +1,20 @@
 package main
 
 import (
+	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpusched/gpusched/kube/admission"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/yaml"
 )
 
@@ -23,10 +28,16 @@ func TestParse(t *testing.T) {
 	assert.True(t, o.leaderElect)
 	t.Setenv("POD_NAMESPACE", "")
 	for _, bad := range [][]string{{"--round", "0s"}, {"--grace", "-1s"}, {"extra"}, {"--nope"}, {"--policy", "best"}, {},
-		{"--state-namespace", "x", "--tenancy-configmap", ""}, {"--tenant-label", "x"}, {"--default-throughput", "2"}} {
+		{"--state-namespace", "x", "--tenancy-configmap", ""}, {"--tenant-label", "x"}, {"--default-throughput", "2"},
+		{"--state-namespace", "x", "--max-deletion-grace", "0s"}, {"--state-namespace", "x", "--max-deletion-grace", "2h"},
+		{"--state-namespace", "x", "--copy-key-secret", "a", "--copy-key-file", "b"}, {"--state-namespace", "x", "--tenant-budget", "0"}} {
 		_, err := parse(bad)
 		assert.Error(t, err, "%q", bad)
 	}
+	assert.Equal(t, removalOptions{maxDeletionGrace: 30 * time.Second, tenantBudget: admission.DefaultTenantBudget}, o.removal)
+	o, err = parse([]string{"--state-namespace", "x", "--max-deletion-grace", "1m", "--copy-key-secret", "key", "--tenant-budget", "3"})
+	require.NoError(t, err)
+	assert.Equal(t, removalOptions{maxDeletionGrace: time.Minute, copyKeySecret: "key", tenantBudget: 3}, o.removal)
 	sel, err := selector("pool=gpu, zone=a")
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"pool": "gpu", "zone": "a"}, sel)
@@ -50,4 +61,27 @@ func TestCheckTenancy(t *testing.T) {
 	o, err := parse([]string{"--check-tenancy", f})
 	require.NoError(t, err)
 	assert.Equal(t, f, o.checkTenancy)
+}
+
+// The copy key comes from the file, else the Secret (read, never
+// created), else none.
+func TestCopyKeyFlags(t *testing.T) {
+	ctx := context.Background()
+	key := []byte("0123456789abcdef0123456789abcdef")
+	cs := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "gpusched-system", Name: "gpusched-admission-copy-key"},
+		Data: map[string][]byte{admission.CopyKeySecretKey: key}})
+	log := slog.New(slog.DiscardHandler)
+	got, err := (&removalOptions{copyKeySecret: "gpusched-admission-copy-key"}).copyKey(ctx, cs, "gpusched-system", log)
+	require.NoError(t, err)
+	assert.Equal(t, key, got)
+	_, err = (&removalOptions{copyKeySecret: "missing"}).copyKey(ctx, cs, "gpusched-system", log)
+	require.Error(t, err, "a Secret named but missing stops the start")
+	f := filepath.Join(t.TempDir(), "key")
+	require.NoError(t, os.WriteFile(f, key, 0o600))
+	got, err = (&removalOptions{copyKeyFile: f}).copyKey(ctx, cs, "gpusched-system", log)
+	require.NoError(t, err)
+	assert.Equal(t, key, got)
+	got, err = (&removalOptions{}).copyKey(ctx, cs, "gpusched-system", log)
+	require.NoError(t, err)
+	assert.Nil(t, got)
 }

@@ -1,0 +1,315 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/kube/tenancy"
+	"github.com/gpusched/gpusched/topology"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// graceRun is what a run of the grace attack measured: GPU-rounds held
+// (GPU-seconds on the nodes / 360), by namespace; the rounds that ended
+// over capacity (the pods let run that were still there at the round's
+// end, terminating or not, bound or waiting, asked for more GPUs than the
+// cluster has: kubeSim.committed); and the rounds the core credited each
+// namespace's job.
+type graceRun struct {
+	held     map[string]float64
+	over     int
+	credited map[string]float64
+	assigned map[string]int // rounds the core gave each namespace's job
+}
+
+// runGraceAttack plays the issue's scenario: 8 V100s in two nodes of 4,
+// four tenants with one 4-GPU bare pod each, 20 rounds of 360 s under
+// max-min fairness, preempted pods annotated for 30 s (--grace) then
+// deleted. The attacker's pod has terminationGracePeriodSeconds ownGrace
+// (0: the default 30 s); stuck makes its node's kubelet never confirm
+// its deletion, and finalizer gives it a finalizer (so that not even a
+// forced deletion removes it). The kubelet and the kube-scheduler are
+// simulated every 15 s (kubeSim).
+func runGraceAttack(t *testing.T, ownGrace int64, stuck, finalizer bool) graceRun {
+	t.Helper()
+	ctx := context.Background()
+	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), gpuNode("n2", "Tesla-V100-SXM2-16GB", 4))
+	wall := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	sim := newKubeSim(t, cs, &wall, map[string]int{"n1": 4, "n2": 4})
+	tenants := []string{"att", "v1", "v2", "v3"}
+	for _, ns := range tenants {
+		p := gatedPod(ns, "job", 4, rates("v100=1"))
+		if ns == "att" && ownGrace > 0 {
+			p.Spec.TerminationGracePeriodSeconds = &ownGrace
+		}
+		if ns == "att" && finalizer {
+			p.Finalizers = []string{"example.com/hold"}
+		}
+		_, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	if stuck {
+		sim.stuck["att/job"] = true
+	}
+	ten, err := tenancy.Parse([]byte(attackTenancy))
+	require.NoError(t, err)
+	clk := &testClock{}
+	c := newController(t, cs, clk, func(cfg *Config) {
+		cfg.Tenancy, cfg.Grace = ten, 30*time.Second
+		cfg.Now = func() time.Time { return wall }
+	})
+	const step, steps = 15 * time.Second, 24 // a round of 360 s
+	run := graceRun{held: map[string]float64{}, credited: map[string]float64{}, assigned: map[string]int{}}
+	for r := range 20 {
+		clk.t = float64(r) * 360
+		res, err := syncRound(ctx, c)
+		require.NoError(t, err)
+		for k := range res.Assigned {
+			run.assigned[strings.Split(k, "/")[1]]++
+		}
+		sim.step()
+		for range steps {
+			for ns, g := range sim.held() {
+				run.held[ns] += float64(g) * step.Seconds() / 360
+			}
+			wall = wall.Add(step)
+			sim.step()
+			syncSweep(ctx, t, c)
+		}
+		if sim.committed() > 8 {
+			run.over++
+		}
+	}
+	for _, ns := range tenants {
+		st, err := c.sched.Status("pod/" + ns + "/job")
+		if err == nil {
+			run.credited[ns] = st.Attained[topology.V100] / 360
+		}
+	}
+	return run
+}
+
+// A preempted pod with a huge terminationGracePeriodSeconds frees its
+// GPUs within the admin's maximum grace (its deletion's grace is
+// min(its own, --max-deletion-grace)), and one whose kubelet never
+// confirms is force-deleted past it; a terminating pod holds its GPUs in
+// the core's plan until gone, so that no round's admissions and
+// terminating pods take more GPUs than exist. The honest run is the same
+// pod with the default 30 s.
+func TestGraceAttackFreesGPUs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine simulation: nothing for -race to find, and slow under it")
+	}
+	honest := runGraceAttack(t, 0, false, false)
+	attack := runGraceAttack(t, 1e7, false, false)
+	stuck := runGraceAttack(t, 30, true, false)
+	for name, r := range map[string]graceRun{"honest": honest, "huge grace": attack, "stuck kubelet": stuck} {
+		t.Logf("%s: GPU-rounds held %s; rounds over capacity %d; rounds credited %s", name, fmtShares(r.held), r.over, fmtShares(r.credited))
+		assert.Zero(t, r.over, "%s: a round over capacity", name)
+		// Its honest share is 40 GPU-rounds; one round more is 4.
+		assert.LessOrEqual(t, r.held["att"], honest.held["att"]+4, "%s: the attacker gained", name)
+		assert.LessOrEqual(t, r.held["att"], 44.0, "%s: the attacker gained", name)
+		for _, v := range []string{"v1", "v2", "v3"} {
+			assert.GreaterOrEqual(t, r.held[v], honest.held[v]-4, "%s: victim %s lost", name, v)
+		}
+		// The core credits what was held, within a round.
+		assert.InDelta(t, r.held["att"]/4, r.credited["att"], 1, "%s: the attacker's credit", name)
+	}
+}
+
+// A preempted pod that nothing removes (a finalizer, and a kubelet that
+// never ends it: a broken node, not an attack) holds its GPUs for good:
+// each round after the one that preempted it plans without them (that
+// one admitted others when the pod was still due to go within its
+// grace: it ends over capacity, as before), and each round that gives its
+// job a turn, held back while the pod is there, charges it (the core
+// credits it every round it was given: before, only the first of 19).
+// The core credits only the jobs of a round: the rounds it was not given
+// are not charged, and the GPUs a round gives it while its pod holds
+// others stay idle.
+func TestStuckPodHeldInThePlan(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine simulation: nothing for -race to find, and slow under it")
+	}
+	r := runGraceAttack(t, 30, true, true)
+	t.Logf("GPU-rounds held %s; rounds over capacity %d; rounds credited %s; rounds given %v", fmtShares(r.held), r.over, fmtShares(r.credited), r.assigned)
+	assert.LessOrEqual(t, r.over, 1, "rounds over capacity")
+	assert.InDelta(t, 80, r.held["att"], 1e-6, "nothing frees a stuck pod's GPUs")
+	assert.InDelta(t, float64(r.assigned["att"]), r.credited["att"], 1e-6, "every round given is charged")
+	assert.Greater(t, r.assigned["att"], 1)
+	// The victims run on the 4 GPUs left, sharing them with the rounds
+	// given to the attacker: about 18 rounds of 4 GPUs over 4 jobs.
+	for _, v := range []string{"v1", "v2", "v3"} {
+		assert.GreaterOrEqual(t, r.held[v], 12.0, v)
+	}
+}
+
+func fmtShares(m map[string]float64) string {
+	return fmt.Sprintf("att %.1f, v1 %.1f, v2 %.1f, v3 %.1f", m["att"], m["v1"], m["v2"], m["v3"])
+}
+
+// jobRun is what a run of the Job grace test measured: GPU-rounds held,
+// by namespace, and the rounds over capacity (as in graceRun).
+type jobRun struct {
+	held map[string]float64
+	over int
+}
+
+// runJobGrace plays a preempted Job whose pods have a day's grace: one
+// node of 4 V100s, the attacker's Job of one 4-GPU pod and a victim's
+// 4-GPU bare pod, 10 rounds of 360 s (5 each is the honest share); the
+// job controller (kubeSim.jobController) deletes a suspended Job's pods
+// with their own grace; stuck makes the attacker's kubelet never confirm
+// a deletion.
+func runJobGrace(t *testing.T, stuck bool) jobRun {
+	t.Helper()
+	ctx := context.Background()
+	job := gatedJob("att", "train", 1, 4, rates("v100=1"))
+	day := int64(86400)
+	job.Spec.Template.Spec.TerminationGracePeriodSeconds = &day
+	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), job, gatedPod("v1", "job", 4, rates("v100=1")))
+	wall := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	sim := newKubeSim(t, cs, &wall, map[string]int{"n1": 4})
+	sim.stuck["att/*"] = stuck
+	ten, err := tenancy.Parse([]byte(attackTenancy))
+	require.NoError(t, err)
+	clk := &testClock{}
+	c := newController(t, cs, clk, func(cfg *Config) {
+		cfg.Tenancy, cfg.Grace = ten, 30*time.Second
+		cfg.Now = func() time.Time { return wall }
+	})
+	const step, steps = 15 * time.Second, 24
+	run := jobRun{held: map[string]float64{}}
+	for r := range 10 {
+		clk.t = float64(r) * 360
+		res, err := syncRound(ctx, c)
+		require.NoError(t, err)
+		require.NotEmpty(t, res.Assigned)
+		for range steps {
+			sim.jobController(ctx)
+			sim.step()
+			for ns, g := range sim.held() {
+				run.held[ns] += float64(g) * step.Seconds() / 360
+			}
+			wall = wall.Add(step)
+			syncSweep(ctx, t, c)
+		}
+		if sim.committed() > 4 {
+			run.over++
+		}
+	}
+	return run
+}
+
+// The pods of a preempted (suspended) Job go within the admin's maximum
+// grace whatever their terminationGracePeriodSeconds: the job controller
+// deletes them with their own grace (a day), the controller cuts that
+// deletion to what is left of the bound (30 s), and force-deletes a pod
+// whose kubelet does not confirm; until gone they hold their GPUs in the
+// core's plan.
+func TestSuspendedJobPodsGoWithinMaxGrace(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine simulation: nothing for -race to find, and slow under it")
+	}
+	for _, stuck := range []bool{false, true} {
+		r := runJobGrace(t, stuck)
+		t.Logf("stuck kubelet %v: GPU-rounds held att %.1f, v1 %.1f; rounds over capacity %d", stuck, r.held["att"], r.held["v1"], r.over)
+		assert.Zero(t, r.over, "stuck %v: a round over capacity", stuck)
+		// 20 GPU-rounds each is the honest share; a round is 4.
+		assert.LessOrEqual(t, r.held["att"], 24.0, "stuck %v: the attacker gained", stuck)
+		assert.GreaterOrEqual(t, r.held["v1"], 16.0, "stuck %v: the victim lost", stuck)
+	}
+}
+
+// A preempted pod's deletion takes min(Config.PodDeletionGrace or its
+// own terminationGracePeriodSeconds (30 s if none), MaxDeletionGrace).
+func TestDeletionGrace(t *testing.T) {
+	own := func(s int64) *corev1.Pod {
+		p := gatedPod(testNS, "x", 1, nil)
+		p.Spec.TerminationGracePeriodSeconds = &s
+		return p
+	}
+	ten, sixty := int64(10), int64(60)
+	for _, c := range []struct {
+		cfg  Config
+		pod  *corev1.Pod
+		want int64
+	}{
+		{Config{}, gatedPod(testNS, "x", 1, nil), 30},
+		{Config{}, own(1e9), 30},
+		{Config{}, own(5), 5},
+		{Config{MaxDeletionGrace: time.Minute}, own(1e9), 60},
+		{Config{MaxDeletionGrace: 10 * time.Second}, gatedPod(testNS, "x", 1, nil), 10},
+		{Config{PodDeletionGrace: &ten}, own(1e9), 10},
+		{Config{PodDeletionGrace: &sixty}, own(1), 30},
+		{Config{}, own(-4), 0},
+	} {
+		c2 := &Controller{cfg: c.cfg}
+		assert.Equal(t, c.want, c2.deletionGrace(c.pod), "%+v", c.cfg)
+	}
+}
+
+// Only the GPU pods of the namespaces the tenancy manages have their
+// deletions cut short and forced: a tenant's own deletion of its GPU pod
+// with a day's grace is cut to the bound, then forced when its kubelet
+// does not confirm; a GPU pod of kube-system and a tenant's pod without
+// GPUs keep the grace they were given. Meanwhile the terminating GPU pods
+// hold their nodes' GPUs in the core's plan.
+func TestExpediteOnlyManagedGPUPods(t *testing.T) {
+	ctx := context.Background()
+	day := int64(86400)
+	mk := func(ns, name string, gpus int) *corev1.Pod {
+		p := gatedPod(ns, name, gpus, rates("v100=1"))
+		p.Spec.SchedulingGates, p.Spec.NodeName, p.Spec.TerminationGracePeriodSeconds = nil, "n1", &day
+		return p
+	}
+	gpu, sys, cpu := mk("att", "gpu", 2), mk("kube-system", "sys", 1), mk("att", "cpu", 0)
+	sys.Spec.NodeName = "n2"
+	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), gpuNode("n2", "Tesla-V100-SXM2-16GB", 4),
+		gpu, sys, cpu, gatedPod("v1", "job", 4, rates("v100=1")))
+	wall := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	sim := newKubeSim(t, cs, &wall, map[string]int{"n1": 4, "n2": 4})
+	sim.stuck["att/*"], sim.stuck["kube-system/*"] = true, true
+	ten, err := tenancy.Parse([]byte(attackTenancy))
+	require.NoError(t, err)
+	clk := &testClock{}
+	c := newController(t, cs, clk, func(cfg *Config) {
+		cfg.Tenancy = ten
+		cfg.Now = func() time.Time { return wall }
+	})
+	for _, p := range []*corev1.Pod{gpu, sys, cpu} {
+		require.NoError(t, cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}))
+	}
+	res, err := syncRound(ctx, c)
+	require.NoError(t, err)
+	assert.NotContains(t, res.Assigned, "pod/v1/job", "no node has 4 free GPUs: terminating pods hold 2 of n1's, 1 of n2's")
+	assert.Equal(t, []string{"pod/att/gpu"}, res.Held, "a workload whose pod is going is not admitted")
+	syncSweep(ctx, t, c)
+	until := func(ns, name string) time.Duration {
+		return getPod(t, cs, ns, name).DeletionTimestamp.Sub(wall)
+	}
+	assert.Equal(t, 30*time.Second, until("att", "gpu"), "cut to the bound")
+	assert.Equal(t, 24*time.Hour, until("kube-system", "sys"), "not a tenant's")
+	assert.Equal(t, 24*time.Hour, until("att", "cpu"), "no GPUs")
+	wall = wall.Add(34 * time.Second)
+	syncSweep(ctx, t, c)
+	getPod(t, cs, "att", "gpu") // its kubelet gets 5 s past the end
+	wall = wall.Add(time.Second)
+	syncSweep(ctx, t, c)
+	_, err = cs.CoreV1().Pods("att").Get(ctx, "gpu", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "force-deleted: %v", err)
+	assert.Equal(t, 1, sim.deletes["0s"])
+	clk.t = 360
+	res, err = syncRound(ctx, c)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]topology.GPUType{"pod/v1/job": topology.V100}, res.Assigned, "its GPUs are back in the plan")
+	assert.Positive(t, reasons(t, cs, "att")[ReasonGraceCapped])
+}
