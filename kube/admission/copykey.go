@@ -43,6 +43,10 @@ const (
 	// CopyKeySecretKey is the key of the Secret's data that holds the
 	// copy key (LoadCopyKey).
 	CopyKeySecretKey = "key"
+	// DefaultCopyKeySecret is the name kube/deploy gives the copy key's
+	// Secret in the controller's namespace (made at install; the
+	// controller may only get it).
+	DefaultCopyKeySecret = "gpusched-admission-copy-key"
 	// copyMACPrefix versions the signature.
 	copyMACPrefix = "v1:"
 )

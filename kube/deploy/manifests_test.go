@@ -82,7 +82,7 @@ func deploymentOf(t *testing.T, file string) *appsv1.Deployment {
 // filling over tenants (the tenancy's tenants; Kueue's ClusterQueues) by
 // their weights, within their quotas. max-min-fairness, fair per job, let
 // a tenant that split its work into 32 jobs take 92% of the GPUs (#40).
-const tenantFairPolicy = "quota-water-filling"
+const tenantFairPolicy = admission.DefaultPolicy
 
 // flagValue is the value of the last --name=value of a command line.
 func flagValue(cmd []string, name string) string {
@@ -182,6 +182,7 @@ func TestAdmissionManifests(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, tenantFairPolicy, policy, "the tenant, with its weight and quota, is the unit of fairness (#40)")
 	assert.Contains(t, c.Command, "--tenancy-configmap="+tenancy.DefaultConfigMap)
+	assert.Contains(t, c.Command, "--copy-key-secret="+admissionCopyKeySecret, "the copies of preempted pods signed with the key made at install")
 	assert.True(t, slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
 		return e.Name == "POD_NAMESPACE" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace"
 	}), "the state namespace is the pod's own")
@@ -385,7 +386,7 @@ func TestSchedulerManifests(t *testing.T) {
 // admissionCopyKeySecret is the Secret, in the admission controller's
 // namespace, of the key that signs the copies of the pods it preempts
 // (#40, item 9); the admin makes it at install.
-const admissionCopyKeySecret = "gpusched-admission-copy-key"
+const admissionCopyKeySecret = admission.DefaultCopyKeySecret
 
 // onlyGetsItsSecret checks that the rights rb (by namespace) touch
 // Secrets only to get the one Secret ns/name: no create (before #40 the

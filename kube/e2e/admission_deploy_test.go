@@ -92,6 +92,8 @@ func TestE2EAdmissionDeploy(t *testing.T) {
 		Data: map[string]string{tenancy.ConfigKey: "tenants:\n- {name: deploy, namespaces: [" + ns + "]}\n"}}
 	_, err = cs.CoreV1().ConfigMaps(sysNS).Create(ctx, tenancyCM, metav1.CreateOptions{})
 	must(t, err, "tenancy")
+	// The copy key's Secret, made at install (admission-rbac.yaml).
+	must(t, ensureKeySecret(ctx, cs, sysNS, admission.DefaultCopyKeySecret), "the copy key")
 	// The Deployment's command, with this test's kubeconfig, rounds and
 	// nodes; POD_NAMESPACE (the downward API) given as a flag.
 	args := deploy.Spec.Template.Spec.Containers[0].Command[1:]

@@ -59,13 +59,21 @@ const recordKeyNamespace, recordKeyName = "kube-system", "gpusched-scheduler-rec
 // ensureRecordKey makes the record key's Secret with a random key, as
 // gpusched.RecordKeyCommand does at install, unless it exists.
 func ensureRecordKey(ctx context.Context, cs kubernetes.Interface) error {
-	if err := kubetest.EnsureNamespace(ctx, cs, recordKeyNamespace); err != nil {
+	return ensureKeySecret(ctx, cs, recordKeyNamespace, recordKeyName)
+}
+
+// ensureKeySecret makes the Secret ns/name holding a random key under
+// "key" (64 hex digits), as gpusched.RecordKeyCommand does at install,
+// unless it exists: the scheduler's record key, the admission
+// controller's copy key.
+func ensureKeySecret(ctx context.Context, cs kubernetes.Interface, ns, name string) error {
+	if err := kubetest.EnsureNamespace(ctx, cs, ns); err != nil {
 		return err
 	}
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
-	_, err := cs.CoreV1().Secrets(recordKeyNamespace).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: recordKeyNamespace, Name: recordKeyName},
+	_, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Data:       map[string][]byte{"key": []byte(hex.EncodeToString(b))},
 	}, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {

@@ -39,10 +39,11 @@ import (
 	"k8s.io/component-base/metrics"
 )
 
-// DefaultPolicy is --policy's default: water filling between
-// ClusterQueues by their fair-sharing weights, their nominal quotas as
-// guarantees (allocation.QuotaFairness), heterogeneity-aware within each.
-const DefaultPolicy = "quota-water-filling"
+// DefaultPolicy is --policy's default (admission.DefaultPolicy, as the
+// admission controller's): water filling between ClusterQueues by their
+// fair-sharing weights, their nominal quotas as guarantees
+// (allocation.QuotaFairness), heterogeneity-aware within each.
+const DefaultPolicy = admission.DefaultPolicy
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
