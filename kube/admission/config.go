@@ -231,6 +231,16 @@ func (c *Config) stateLocation() (ns, name string) {
 	return ns, name
 }
 
+// DefaultPolicy is the policy of a shared cluster, gpusched-admission's
+// default: water filling over the tenants by the tenancy's weights,
+// subject to their quotas where the tenancy sets them (without quotas it
+// is the hierarchical policy), heterogeneity-aware within each tenant's
+// share. Its unit of fairness is the tenant: a tenant that splits its
+// work into more jobs gets no more (issue #40, TestSplitWinsNothing).
+// "max-min-fairness" (Gavel's heterogeneity-aware max-min fairness) is
+// fair per job: there a tenant's share grows with its number of jobs.
+const DefaultPolicy = "quota-water-filling"
+
 // Policies lists the names PolicyByName knows.
 func Policies() []string {
 	names := make([]string, 0, len(policies))
@@ -251,7 +261,10 @@ func Policies() []string {
 // capped by the queue, arrival the object's creation time.
 var policies = map[string]func() allocation.Policy{
 	// Gavel's heterogeneity-aware max-min fairness (section 4.1). Reads:
-	// rates (invariant to their scale), GPUs.
+	// rates (invariant to their scale), GPUs. Fair per job, as are las,
+	// water-filling and quota-fairness above the guarantees: a tenant's
+	// share grows with its number of jobs (DefaultPolicy is fair per
+	// tenant).
 	"max-min-fairness": func() allocation.Policy { return &allocation.MaxMinFairness{} },
 	// Its heterogeneity-agnostic version (LAS). Reads: GPUs.
 	"las": func() allocation.Policy { return &allocation.MaxMinFairness{Agnostic: true} },
