@@ -273,12 +273,17 @@ type specEnv struct {
 	defaultPriority int32
 }
 
-// priority returns the value of the workload's PriorityClass: a pod's
-// spec.priority (the API server's Priority admission resolved it from its
-// class), else its class looked up (a Job's template is not resolved),
-// else the cluster's default.
-func (e *specEnv) priority(ps *corev1.PodSpec) int32 {
-	if ps.Priority != nil {
+// priority returns the value of the workload's PriorityClass. A pod's
+// is its spec.priority: the API server's Priority admission resolved it
+// from the pod's class (and refuses a pod that sets another). A Job's
+// template is resolved by nothing, so its spec.priority is the tenant's
+// to write and is never read (issue #40, item 12): its priorityClassName
+// is looked up among the cluster's PriorityClasses. Without a class, or
+// naming one that does not exist (the API server would refuse its pods),
+// it is the global default class's value, 0 without one.
+func (e *specEnv) priority(w *workload) int32 {
+	ps := w.podSpec()
+	if w.kind != kindJob && ps.Priority != nil {
 		return *ps.Priority
 	}
 	if v, ok := e.priorities[ps.PriorityClassName]; ok && ps.PriorityClassName != "" {
@@ -333,7 +338,7 @@ func (w *workload) spec(env *specEnv) (spec scheduler.JobSpec, notes []string, e
 	spec.Weight = q.JobWeight
 	rules := env.ten.Rates()
 	spec.RemainingSteps = q.RemainingSteps(rules.Ref())
-	pri := env.priority(w.podSpec())
+	pri := env.priority(w)
 	spec.Priority = q.Priority(pri)
 	if spec.Priority != int(pri) {
 		notes = append(notes, fmt.Sprintf("priority %d capped at %d, queue %s's maxPriority", pri, spec.Priority, q.Name))
