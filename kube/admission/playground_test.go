@@ -333,3 +333,10 @@ func (p *playground) updateJob(j *batchv1.Job) {
 	_, err := p.cs.BatchV1().Jobs(j.Namespace).Update(p.ctx, j, metav1.UpdateOptions{})
 	require.NoError(p.t, err)
 }
+
+// groupMember is a gated member of a pod group of two.
+func groupMember(ns, group, name string, gpus int) *corev1.Pod {
+	m := gatedPod(ns, name, gpus, map[string]string{model.AnnotationMinMember: "2", AnnotationThroughput: "v100=1"})
+	m.Labels = map[string]string{model.LabelPodGroup: group}
+	return m
+}

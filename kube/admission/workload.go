@@ -57,9 +57,12 @@ type workload struct {
 	// incomplete: a group with fewer members than it needs (it waits).
 	incomplete bool
 	err        error // malformed
-	created    int64 // creation time, Unix seconds, for submission order
-	labels     map[string]string
-	ann        map[string]string
+	// created is the workload's arrival, Unix seconds, for the order in
+	// which waiting workloads enter the rounds (and so their FIFO place):
+	// a pod's or Job's creation; a pod group's completion (arrival).
+	created int64
+	labels  map[string]string
+	ann     map[string]string
 	// place is the workload's tenant and queue.
 	place tenancy.Placement
 }
@@ -243,12 +246,32 @@ func (w *workload) inspect(res corev1.ResourceName, rec *record) {
 		per += r.GPUs
 	}
 	w.gpus = per
+	if w.kind == kindGroup {
+		w.created = arrival(w.pods, w.min)
+	}
 	if w.kind == kindGroup && len(w.pods) < w.min {
 		w.incomplete = true
 	}
 	if w.kind == kindGroup && len(w.pods) > w.min {
 		bad("%d members for a group of %d", len(w.pods), w.min)
 	}
+}
+
+// arrival is when a pod group of min members became complete: the
+// creation of the member that completed it, the min-th oldest (the newest
+// of an incomplete group). A group's place in the order of arrival is
+// that of its last member, so that one long-lived placeholder member does
+// not backdate it (issue #40, item 10).
+func arrival(pods []*corev1.Pod, minMembers int) int64 {
+	times := make([]int64, len(pods))
+	for i, p := range pods {
+		times[i] = p.CreationTimestamp.Unix()
+	}
+	slices.Sort(times)
+	if len(times) == 0 {
+		return 0
+	}
+	return times[min(max(minMembers, 1), len(times))-1]
 }
 
 // object is what events name.
