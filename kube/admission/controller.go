@@ -570,8 +570,10 @@ func (c *Controller) workloads() ([]*workload, error) {
 		if w.kind != kindJob {
 			continue
 		}
-		for _, p := range c.podsOf(jobPodIndex(w.job.UID)) {
-			if n, ok := c.nodes[p.Spec.NodeName]; ok && p.Spec.NodeName != "" {
+		pods := c.podsOf(jobPodIndex(w.job.UID))
+		theirs := jobPods(pods, []*batchv1.Job{w.job}, c.cfg.Resource, c.state.Admitted)
+		for _, p := range pods {
+			if n, ok := c.nodes[p.Spec.NodeName]; ok && p.Spec.NodeName != "" && theirs[p.UID] {
 				c.jobPodTypes[w.job.UID] = n.typ()
 			}
 		}

@@ -15,7 +15,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // kind is what a workload is made of.
@@ -82,14 +81,10 @@ func controllerOf(p *corev1.Pod) *metav1.OwnerReference {
 }
 
 // managedPod reports whether the controller handles the pod as (part of)
-// a workload of its own: a pod of a managed namespace that is gated or
-// asks for GPUs, unless a Job of the listing controls it (the Job is the
-// workload). An owner reference to a Job that does not exist makes no
-// difference: a tenant can write any owner reference.
-func managedPod(p *corev1.Pod, jobs map[types.UID]bool, res corev1.ResourceName) bool {
-	if o := controllerOf(p); o != nil && o.Kind == "Job" && jobs[o.UID] {
-		return false
-	}
+// a workload of its own: a pod that is gated or asks for GPUs. The pods
+// that are really a Job's (jobPods) are the Job's, not workloads: the
+// caller leaves them out.
+func managedPod(p *corev1.Pod, res corev1.ResourceName) bool {
 	if hasGate(p.Spec.SchedulingGates) {
 		return true
 	}
@@ -132,15 +127,14 @@ func workloadKey(p *corev1.Pod) (string, kind) {
 
 // collect turns the managed pods and Jobs of the managed namespaces into
 // workloads, sorted by key; recs are the controller's own records of
-// what it admitted, the only source of a workload's admitted type.
+// what it admitted, the only source of a workload's admitted type. The
+// pods that are really a Job's (jobPods) belong to the Job; every other
+// managed pod is a bare pod or a group member.
 func collect(pods []*corev1.Pod, jobs []*batchv1.Job, res corev1.ResourceName, managed func(string) bool, recs map[string]*record) []*workload {
 	byKey := map[string]*workload{}
-	jobUIDs := map[types.UID]bool{}
-	for _, j := range jobs {
-		jobUIDs[j.UID] = true
-	}
+	theirs := jobPods(pods, jobs, res, recs)
 	for _, p := range pods {
-		if !managed(p.Namespace) || !managedPod(p, jobUIDs, res) {
+		if !managed(p.Namespace) || theirs[p.UID] || !managedPod(p, res) {
 			continue
 		}
 		key, k := workloadKey(p)
