@@ -74,6 +74,12 @@ const (
 	ReasonDefault = "GPUSchedDefaultThroughput"
 	// ReasonWaiting: a workload waits outside the rounds (MaxJobs).
 	ReasonWaiting = "GPUSchedWaiting"
+	// ReasonResized: what a workload asks for changed after it entered the
+	// rounds (a Job's parallelism or its template's resources, a pod
+	// group's members): it is re-admitted at its new size against its
+	// share, preempted first if it ran with more GPUs than it was admitted
+	// for.
+	ReasonResized = "GPUSchedResized"
 	// ReasonBypass: a workload ran without the controller's admission and
 	// was preempted.
 	ReasonBypass = "GPUSchedBypass"

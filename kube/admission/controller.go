@@ -728,6 +728,7 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 			delete(c.state.Admitted, k)
 		}
 	}
+	c.syncDemand(ctx, present, known, env, res)
 	// The admin's tenancy or the cluster's types changed: the jobs' specs
 	// are derived again (their remaining work kept).
 	if key := c.tenancyRV + "|" + fmt.Sprint(env.known); key != c.specKey {
@@ -1179,6 +1180,7 @@ func (c *Controller) enforceHinted(ctx context.Context) error {
 		return nil
 	}
 	hints := c.caches.takeHints()
+	grown := c.preemptGrown(ctx, c.grownHinted(hints))
 	var pods []*corev1.Pod
 	var jobs []*batchv1.Job
 	for _, key := range sortedKeys(hints) {
@@ -1197,12 +1199,12 @@ func (c *Controller) enforceHinted(ctx context.Context) error {
 		}
 	}
 	if len(pods) == 0 && len(jobs) == 0 {
-		return nil
+		return c.saveIf(ctx, grown)
 	}
 	res := &RoundResult{}
 	c.enforce(ctx, collect(pods, c.caches.own.jobs(jobs), c.cfg.Resource, c.ten.Managed, c.state.Admitted), res)
 	if len(res.Bypassed) == 0 {
-		return nil
+		return c.saveIf(ctx, grown)
 	}
 	c.bypassed = append(c.bypassed, res.Bypassed...)
 	if c.cfg.NoState {

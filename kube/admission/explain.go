@@ -96,11 +96,7 @@ func (c *Controller) unrunnable(w *workload, spec scheduler.JobSpec, largest map
 	per := 0
 	switch w.kind {
 	case kindJob:
-		par := 1
-		if w.job.Spec.Parallelism != nil {
-			par = max(int(*w.job.Spec.Parallelism), 1)
-		}
-		per = w.gpus / par
+		per = w.perPod
 	default:
 		for _, p := range w.pods {
 			g, _ := model.PodGPUs(p, c.cfg.Resource)

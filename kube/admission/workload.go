@@ -39,8 +39,11 @@ type workload struct {
 	pods []*corev1.Pod // members, by name (pod, group)
 	job  *batchv1.Job
 	// min is a group's member count (from the min-member annotation).
-	min  int
-	gpus int
+	min int
+	// gpus is what the workload asks for: a Job's pods at once
+	// (jobWidth) x its template's GPUs (perPod), a pod's or group's pods'
+	// GPUs.
+	gpus, perPod int
 	// admitted is the type the workload runs on by the controller's own
 	// record ("" while it waits); preempting reports a preempted pod
 	// still in its grace.
@@ -189,15 +192,12 @@ func (w *workload) inspect(res corev1.ResourceName, rec *record) {
 			bad("pod template: %v", err)
 			return
 		}
-		par := 1
-		if j.Spec.Parallelism != nil {
-			par = int(*j.Spec.Parallelism)
-		}
+		par := jobWidth(j)
 		if per < 1 || par < 1 || par > model.MaxGroupMembers {
-			bad("%d pods of %d GPUs (want at least one pod asking for GPUs)", par, per)
+			bad("%d pods of %d GPUs (want at least one pod asking for GPUs, at most %d pods)", par, per, model.MaxGroupMembers)
 			return
 		}
-		w.gpus = per * par
+		w.perPod, w.gpus = per, per*par
 		return
 	}
 	ended := 0
@@ -328,7 +328,7 @@ func (w *workload) spec(env *specEnv) (spec scheduler.JobSpec, notes []string, e
 	}
 	spec.GPUs = w.gpus
 	// A pod runs on one node; so does a Job of one pod.
-	spec.SingleServer = w.kind == kindPod || w.kind == kindJob && (w.job.Spec.Parallelism == nil || *w.job.Spec.Parallelism == 1)
+	spec.SingleServer = w.singleServer()
 	ann := w.ann
 	if w.kind == kindJob {
 		ann = mergedAnnotations(w.job)
@@ -379,6 +379,12 @@ func (w *workload) spec(env *specEnv) (spec scheduler.JobSpec, notes []string, e
 	}
 	spec.Throughput = rates
 	return spec, notes, nil
+}
+
+// singleServer reports whether the workload runs on one node: a pod, or
+// a Job of one pod at once.
+func (w *workload) singleServer() bool {
+	return w.kind == kindPod || w.kind == kindJob && jobWidth(w.job) == 1
 }
 
 // mergedAnnotations are a Job's annotations over its template's.

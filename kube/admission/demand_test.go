@@ -1,0 +1,149 @@
+package admission
+
+import (
+	"testing"
+
+	"github.com/gpusched/gpusched/kube/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// raiseParallelism plays the tenant of issue #40 (item 4) that raises its
+// Job's spec.parallelism from 1 to 2 (4 to 8 GPUs) once the Job runs;
+// with cycle, it lowers it back to 1 whenever the Job is suspended (so
+// that it would be admitted small again) and raises it at each admission.
+func raiseParallelism(p *playground, cycle bool) func(r int) {
+	return func(int) {
+		j := p.job("att", "train")
+		switch par := *j.Spec.Parallelism; {
+		case !suspended(j) && par == 1:
+			*j.Spec.Parallelism = 2
+		case cycle && suspended(j) && par == 2:
+			*j.Spec.Parallelism = 1
+		default:
+			return
+		}
+		p.updateJob(j)
+	}
+}
+
+func parallelismRun(t *testing.T, attack, cycle, sweep bool) *playground {
+	t.Helper()
+	p := newPlayground(t, DefaultPolicy, "", nil, append(victimPods(), apiJob("att", "train", 1, 4))...)
+	if attack {
+		p.tenant, p.sweep = raiseParallelism(p, cycle), sweep
+	}
+	p.run(20, nil)
+	return p
+}
+
+// A Job whose parallelism is raised after its admission is preempted at
+// the next round (or at once, by Sweep, which sees the Job's update) and
+// re-admitted at its new size against its tenant's share; lowered while
+// suspended, it is re-admitted at that size. Before the fix its GPUs were
+// frozen at admission: the attacker ran 8 GPUs charged 4, and the
+// controller, counting them, left the victims' GPUs idle.
+func TestRaisedParallelismReadmitted(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine test: nothing for -race to find, and slow under it")
+	}
+	const share = 40
+	honest := parallelismRun(t, false, false, false)
+	assert.Equal(t, share, honest.held["att"], "honest: %v", honest)
+	for _, c := range []struct{ cycle, sweep bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		p := parallelismRun(t, true, c.cycle, c.sweep)
+		t.Logf("parallelism raised after admission (%+v): %v (honest: %v)", c, p, honest)
+		assert.LessOrEqual(t, p.held["att"], share+4, "%+v: the attacker gained: %v", c, p)
+		for i, v := range p.victims() {
+			assert.GreaterOrEqual(t, v, share-4, "%+v: victim %d lost: %v", c, i+1, p)
+		}
+		assert.Zero(t, p.over+p.admittedOver, "%v", p)
+		// GPUs idle are the attacker's own share it forgoes (its Job
+		// suspended as soon as it grows, under sweep), within a round.
+		assert.LessOrEqual(t, p.idle, max(share-p.held["att"], 0)+8, "%+v: idle GPUs: %v", c, p)
+		assert.Positive(t, reasons(t, p.cs, "att")[ReasonResized], "%+v: the change is told", c)
+	}
+}
+
+// swapMember plays the tenant that, once its pod group of two 2-GPU
+// members runs, deletes a member and creates a larger one (4 GPUs) in
+// its place, gated as the admission policy creates it.
+func swapMember(p *playground) func(r int) {
+	swapped := false
+	return func(int) {
+		if swapped {
+			return
+		}
+		old, err := p.cs.CoreV1().Pods("att").Get(p.ctx, "g-1", metav1.GetOptions{})
+		if err != nil || hasGate(old.Spec.SchedulingGates) {
+			return
+		}
+		swapped = true
+		require.NoError(p.t, p.cs.CoreV1().Pods("att").Delete(p.ctx, "g-1", metav1.DeleteOptions{}))
+		p.create(groupMember("att", "g", "g-1", 4))
+	}
+}
+
+// A pod group whose member is swapped for a larger one after admission is
+// preempted and re-admitted whole at its new size (6 GPUs) against its
+// share. Before the fix the core kept charging it 4 GPUs.
+func TestSwappedGroupMemberReadmitted(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine test: nothing for -race to find, and slow under it")
+	}
+	const share = 40
+	objs := append(victimPods(), groupMember("att", "g", "g-0", 2), groupMember("att", "g", "g-1", 2))
+	honest := newPlayground(t, DefaultPolicy, "", nil, objs...)
+	honest.run(20, nil)
+	objs = append(victimPods(), groupMember("att", "g", "g-0", 2), groupMember("att", "g", "g-1", 2))
+	p := newPlayground(t, DefaultPolicy, "", nil, objs...)
+	p.tenant = swapMember(p)
+	p.run(20, nil)
+	t.Logf("group member swapped for a larger one: %v (honest: %v)", p, honest)
+	assert.Equal(t, share, honest.held["att"], "honest: %v", honest)
+	assert.LessOrEqual(t, p.held["att"], share+4, "the attacker gained: %v", p)
+	for i, v := range p.victims() {
+		assert.GreaterOrEqual(t, v, share-4, "victim %d lost: %v", i+1, p)
+	}
+	assert.Zero(t, p.over+p.admittedOver, "%v", p)
+	st, err := p.c.sched.Status("group/att/g")
+	require.NoError(t, err)
+	assert.Equal(t, 6, st.Spec.GPUs, "the core is charged its real GPUs")
+	assert.Positive(t, reasons(t, p.cs, "att")[ReasonResized], "the change is told")
+}
+
+// The template's resources of a suspended Job, raised past the largest
+// node (8 GPUs a pod on nodes of 4): the Job is refused (GPUSchedUnrunnable,
+// out of the rounds), never admitted to sit pending on GPUs it holds.
+// Before the fix the core kept its 4 GPUs and admitted it: its pod never
+// bound and the GPUs the round gave it stayed idle.
+func TestSuspendedJobTemplateResized(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine test: nothing for -race to find, and slow under it")
+	}
+	p := newPlayground(t, DefaultPolicy, "", nil, append(victimPods(), apiJob("att", "train", 1, 4))...)
+	p.tenant = func(int) {
+		j := p.job("att", "train")
+		c := &j.Spec.Template.Spec.Containers[0]
+		if q := c.Resources.Limits[model.ResourceGPU]; !suspended(j) || q.Value() == 8 {
+			return
+		}
+		c.Resources.Limits[model.ResourceGPU] = *resource.NewQuantity(8, resource.DecimalSI)
+		p.updateJob(j)
+	}
+	var unrunnable int
+	for r := range 20 {
+		res := p.round(r)
+		if len(res.Unrunnable) > 0 {
+			unrunnable++
+		}
+	}
+	t.Logf("template resized to 8 GPUs a pod while suspended: %v", p)
+	assert.LessOrEqual(t, p.idle, 8, "GPUs idle: %v", p)
+	assert.Positive(t, unrunnable)
+	assert.Positive(t, reasons(t, p.cs, "att")[ReasonUnrunnable])
+	_, err := p.c.sched.Status("job/att/train")
+	assert.Error(t, err, "out of the rounds")
+}
