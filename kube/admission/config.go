@@ -72,7 +72,8 @@ const (
 	// ReasonDefault: what the tenant wrote was not taken as written (rates
 	// normalized or clamped, weight or steps ignored, priority capped).
 	ReasonDefault = "GPUSchedDefaultThroughput"
-	// ReasonWaiting: a workload waits outside the rounds (MaxJobs).
+	// ReasonWaiting: a workload waits outside the rounds (its tenant's
+	// maxJobs, or its tenant's part of the tenancy's maxJobs).
 	ReasonWaiting = "GPUSchedWaiting"
 	// ReasonResized: what a workload asks for changed after it entered the
 	// rounds (a Job's parallelism or its template's resources, a pod

@@ -103,7 +103,8 @@ type RoundResult struct {
 	// preempted, Held those assigned but not admitted (their pods are not
 	// back yet, or, without preemption, no GPUs are free), Finished those
 	// found done and forgotten, Skipped the malformed ones, Waiting those
-	// kept out of the round by their tenant's MaxJobs (or the tenancy's),
+	// kept out of the round by their tenant's MaxJobs (or its part of the
+	// tenancy's: slots.go),
 	// Bypassed those found running without the controller's admission
 	// (and preempted), Adopted those found running at a clean start and
 	// taken as admitted, Unrunnable those with a pod larger than every
@@ -769,27 +770,17 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 			c.log.Warn("update remaining work", "job", k, "err", err)
 		}
 	}
-	// New jobs, oldest first, as far as their tenant's MaxJobs (and the
-	// tenancy's) allow: the others wait outside the round.
-	perTenant := map[string]int{}
-	for k := range known {
-		if w := present[k]; w != nil && w.place.Tenant != nil {
-			perTenant[w.place.Tenant.Name]++
-		}
-	}
-	total := len(known)
+	// New jobs, oldest first, as far as their tenant's MaxJobs and its
+	// part of the tenancy's allow (slots.go): the others wait outside the
+	// round.
+	sl := c.newSlots(present, known, fresh)
 	taken := map[string]int{} // GPUs bound so far to adopted jobs, by node
 	largest := c.largestNodes()
 	slices.SortStableFunc(fresh, func(a, b *workload) int { return cmp.Or(cmp.Compare(a.created, b.created), cmp.Compare(a.key, b.key)) })
 	for _, w := range fresh {
 		tn := w.place.Tenant
-		if perTenant[tn.Name] >= tn.MaxJobs || total >= c.ten.MaxJobs() {
-			delete(present, w.key)
-			delete(res.GPUs, w.key)
-			res.Waiting = append(res.Waiting, w.key)
-			c.scratch.outside = append(c.scratch.outside, w)
-			c.tell(w, corev1.EventTypeNormal, ReasonWaiting, fmt.Sprintf("waits outside the rounds: its tenant %s has its maxJobs (%d) in them, or the tenancy its %d in all; the oldest enter first",
-				tn.Name, tn.MaxJobs, c.ten.MaxJobs()), false)
+		if !sl.room(tn) {
+			c.waitOutside(w, present, res, sl.why(tn))
 			continue
 		}
 		spec, notes, err := w.spec(env)
@@ -816,8 +807,7 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 			delete(res.GPUs, w.key)
 			continue
 		}
-		perTenant[tn.Name]++
-		total++
+		sl.take(tn)
 		if rec := c.state.Admitted[w.key]; rec != nil && rec.Adopted {
 			c.bindAdopted(w, taken)
 		}
@@ -825,6 +815,7 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 			c.event(w, corev1.EventTypeNormal, ReasonDefault, n)
 		}
 	}
+	c.makeRoom(sl, present, known, res)
 	return present
 }
 
