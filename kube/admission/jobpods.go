@@ -65,33 +65,50 @@ func jobPods(pods []*corev1.Pod, jobs []*batchv1.Job, res corev1.ResourceName, r
 	}
 	out := map[types.UID]bool{}
 	for _, p := range pods {
-		o := controllerOf(p)
-		if o == nil || o.Kind != "Job" {
-			continue
-		}
-		c := byUID[o.UID]
-		if c == nil || c.job.Namespace != p.Namespace || recorded[p.UID] || !c.selects(p, res) {
-			continue
-		}
-		switch {
-		case terminal(p) || p.DeletionTimestamp != nil:
-			out[p.UID] = true
-		case !hasGate(p.Spec.SchedulingGates) && c.sameGPUs(p, res):
-			c.pods = append(c.pods, p)
+		if c := claimOf(p, byUID, recorded, res); c != nil {
+			switch {
+			case terminal(p) || p.DeletionTimestamp != nil:
+				out[p.UID] = true
+			case !hasGate(p.Spec.SchedulingGates) && c.sameGPUs(p, res):
+				c.pods = append(c.pods, p)
+			}
 		}
 	}
 	for _, c := range byUID {
-		if len(c.pods) == 0 || suspended(c.job) || jobFinished(c.job) {
-			continue
-		}
-		slices.SortFunc(c.pods, func(a, b *corev1.Pod) int {
-			return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
-		})
-		for _, p := range c.pods[:min(jobWidth(c.job), len(c.pods))] {
+		for _, p := range c.running() {
 			out[p.UID] = true
 		}
 	}
 	return out
+}
+
+// claimOf returns the Job a pod claims, if the claim holds on the first
+// counts: the Job's UID as the pod's controller, in its namespace, its
+// selector matching the pod's labels, and no record of the pod as a
+// workload of its own.
+func claimOf(p *corev1.Pod, byUID map[types.UID]*claimed, recorded map[types.UID]bool, res corev1.ResourceName) *claimed {
+	o := controllerOf(p)
+	if o == nil || o.Kind != "Job" {
+		return nil
+	}
+	c := byUID[o.UID]
+	if c == nil || c.job.Namespace != p.Namespace || recorded[p.UID] || !c.selects(p, res) {
+		return nil
+	}
+	return c
+}
+
+// running returns the live pods the Job runs: the oldest
+// min(parallelism, completions) of those claiming it, none while it is
+// suspended or finished.
+func (c *claimed) running() []*corev1.Pod {
+	if len(c.pods) == 0 || suspended(c.job) || jobFinished(c.job) {
+		return nil
+	}
+	slices.SortFunc(c.pods, func(a, b *corev1.Pod) int {
+		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
+	})
+	return c.pods[:min(jobWidth(c.job), len(c.pods))]
 }
 
 // claimed is a Job and the live pods that claim it, with its selector and

@@ -240,13 +240,12 @@ func (w *workload) inspect(res corev1.ResourceName, rec *record) {
 		per += r.GPUs
 	}
 	w.gpus = per
-	if w.kind == kindGroup {
-		w.created = arrival(w.pods, w.min)
+	if w.kind != kindGroup {
+		return
 	}
-	if w.kind == kindGroup && len(w.pods) < w.min {
-		w.incomplete = true
-	}
-	if w.kind == kindGroup && len(w.pods) > w.min {
+	w.created = arrival(w.pods, w.min)
+	w.incomplete = len(w.pods) < w.min
+	if len(w.pods) > w.min {
 		bad("%d members for a group of %d", len(w.pods), w.min)
 	}
 }
