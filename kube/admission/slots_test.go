@@ -169,3 +169,42 @@ func TestWaterFill(t *testing.T) {
 	}
 	assert.Equal(t, 2048, sum)
 }
+
+// waterFill's invariants on any demands and weights: the parts add up to
+// min(limit, the demands), none exceeds its demand, and a tenant held
+// below its demand has, per weight, at least what any other has, but for
+// a job of rounding each: (q-1)/w_m <= (p+1)/w_n.
+func FuzzWaterFill(f *testing.F) {
+	f.Add(uint16(16), []byte{2, 2, 2, 2, 2, 2, 2, 2, 1})
+	f.Add(uint16(10), []byte{100, 100, 2})
+	f.Add(uint16(0), []byte{3})
+	f.Fuzz(func(t *testing.T, limit uint16, tenants []byte) {
+		if len(tenants) > 40 {
+			tenants = tenants[:40]
+		}
+		demand, weight := map[string]int{}, map[string]float64{}
+		sum := 0
+		for i, b := range tenants {
+			n := fmt.Sprintf("t%02d", i)
+			demand[n] = int(b)
+			weight[n] = []float64{1, 0.5, 2, 3, 0.01}[i%5]
+			sum += int(b)
+		}
+		part := waterFill(int(limit), demand, weight)
+		got := 0
+		for n, p := range part {
+			require.GreaterOrEqual(t, p, 0, n)
+			require.LessOrEqual(t, p, demand[n], n)
+			got += p
+		}
+		require.Equal(t, min(int(limit), sum), got)
+		for n, p := range part {
+			if p >= demand[n] {
+				continue
+			}
+			for m, q := range part {
+				require.LessOrEqual(t, float64(q-1)/weight[m], float64(p+1)/weight[n]+1e-9, "%s has %d of %d, %s %d", n, p, demand[n], m, q)
+			}
+		}
+	})
+}
