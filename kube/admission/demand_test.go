@@ -29,11 +29,17 @@ func raiseParallelism(p *playground, cycle bool) func(r int) {
 	}
 }
 
-func parallelismRun(t *testing.T, attack, cycle, sweep bool) *playground {
+// demandCase is how the tenant plays and how the controller runs:
+// cycle (raiseParallelism), sweep (Sweep between rounds, as Run does),
+// typeOnly (Config.TypeOnly: admitted workloads steered to their type
+// only, not pinned to the core's nodes, as the issue measured).
+type demandCase struct{ cycle, sweep, typeOnly bool }
+
+func parallelismRun(t *testing.T, attack bool, c demandCase) *playground {
 	t.Helper()
-	p := newPlayground(t, DefaultPolicy, "", nil, append(victimPods(), apiJob("att", "train", 1, 4))...)
+	p := newPlayground(t, DefaultPolicy, "", func(cfg *Config) { cfg.TypeOnly = c.typeOnly }, append(victimPods(), apiJob("att", "train", 1, 4))...)
 	if attack {
-		p.tenant, p.sweep = raiseParallelism(p, cycle), sweep
+		p.tenant, p.sweep = raiseParallelism(p, c.cycle), c.sweep
 	}
 	p.run(20, nil)
 	return p
@@ -50,20 +56,22 @@ func TestRaisedParallelismReadmitted(t *testing.T) {
 		t.Skip("single-goroutine test: nothing for -race to find, and slow under it")
 	}
 	const share = 40
-	honest := parallelismRun(t, false, false, false)
-	assert.Equal(t, share, honest.held["att"], "honest: %v", honest)
-	for _, c := range []struct{ cycle, sweep bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
-		p := parallelismRun(t, true, c.cycle, c.sweep)
-		t.Logf("parallelism raised after admission (%+v): %v (honest: %v)", c, p, honest)
-		assert.LessOrEqual(t, p.held["att"], share+4, "%+v: the attacker gained: %v", c, p)
-		for i, v := range p.victims() {
-			assert.GreaterOrEqual(t, v, share-4, "%+v: victim %d lost: %v", c, i+1, p)
+	for _, typeOnly := range []bool{false, true} {
+		honest := parallelismRun(t, false, demandCase{typeOnly: typeOnly})
+		assert.Equal(t, share, honest.held["att"], "honest: %v", honest)
+		for _, c := range []demandCase{{false, false, typeOnly}, {true, false, typeOnly}, {false, true, typeOnly}, {true, true, typeOnly}} {
+			p := parallelismRun(t, true, c)
+			t.Logf("parallelism raised after admission (%+v): %v (honest: %v)", c, p, honest)
+			assert.LessOrEqual(t, p.held["att"], share+4, "%+v: the attacker gained: %v", c, p)
+			for i, v := range p.victims() {
+				assert.GreaterOrEqual(t, v, share-4, "%+v: victim %d lost: %v", c, i+1, p)
+			}
+			assert.Zero(t, p.over+p.admittedOver, "%v", p)
+			// GPUs idle are the attacker's own share it forgoes (its Job
+			// suspended as soon as it grows, under sweep), within a round.
+			assert.LessOrEqual(t, p.idle, max(share-p.held["att"], 0)+8, "%+v: idle GPUs: %v", c, p)
+			assert.Positive(t, reasons(t, p.cs, "att")[ReasonResized], "%+v: the change is told", c)
 		}
-		assert.Zero(t, p.over+p.admittedOver, "%v", p)
-		// GPUs idle are the attacker's own share it forgoes (its Job
-		// suspended as soon as it grows, under sweep), within a round.
-		assert.LessOrEqual(t, p.idle, max(share-p.held["att"], 0)+8, "%+v: idle GPUs: %v", c, p)
-		assert.Positive(t, reasons(t, p.cs, "att")[ReasonResized], "%+v: the change is told", c)
 	}
 }
 
@@ -94,24 +102,27 @@ func TestSwappedGroupMemberReadmitted(t *testing.T) {
 		t.Skip("single-goroutine test: nothing for -race to find, and slow under it")
 	}
 	const share = 40
-	objs := append(victimPods(), groupMember("att", "g", "g-0", 2), groupMember("att", "g", "g-1", 2))
-	honest := newPlayground(t, DefaultPolicy, "", nil, objs...)
-	honest.run(20, nil)
-	objs = append(victimPods(), groupMember("att", "g", "g-0", 2), groupMember("att", "g", "g-1", 2))
-	p := newPlayground(t, DefaultPolicy, "", nil, objs...)
-	p.tenant = swapMember(p)
-	p.run(20, nil)
-	t.Logf("group member swapped for a larger one: %v (honest: %v)", p, honest)
-	assert.Equal(t, share, honest.held["att"], "honest: %v", honest)
-	assert.LessOrEqual(t, p.held["att"], share+4, "the attacker gained: %v", p)
-	for i, v := range p.victims() {
-		assert.GreaterOrEqual(t, v, share-4, "victim %d lost: %v", i+1, p)
+	for _, typeOnly := range []bool{false, true} {
+		mod := func(cfg *Config) { cfg.TypeOnly = typeOnly }
+		objs := append(victimPods(), groupMember("att", "g", "g-0", 2), groupMember("att", "g", "g-1", 2))
+		honest := newPlayground(t, DefaultPolicy, "", mod, objs...)
+		honest.run(20, nil)
+		objs = append(victimPods(), groupMember("att", "g", "g-0", 2), groupMember("att", "g", "g-1", 2))
+		p := newPlayground(t, DefaultPolicy, "", mod, objs...)
+		p.tenant = swapMember(p)
+		p.run(20, nil)
+		t.Logf("group member swapped for a larger one (typeOnly %v): %v (honest: %v)", typeOnly, p, honest)
+		assert.Equal(t, share, honest.held["att"], "honest: %v", honest)
+		assert.LessOrEqual(t, p.held["att"], share+4, "the attacker gained: %v", p)
+		for i, v := range p.victims() {
+			assert.GreaterOrEqual(t, v, share-4, "victim %d lost: %v", i+1, p)
+		}
+		assert.Zero(t, p.over+p.admittedOver, "%v", p)
+		st, err := p.c.sched.Status("group/att/g")
+		require.NoError(t, err)
+		assert.Equal(t, 6, st.Spec.GPUs, "the core is charged its real GPUs")
+		assert.Positive(t, reasons(t, p.cs, "att")[ReasonResized], "the change is told")
 	}
-	assert.Zero(t, p.over+p.admittedOver, "%v", p)
-	st, err := p.c.sched.Status("group/att/g")
-	require.NoError(t, err)
-	assert.Equal(t, 6, st.Spec.GPUs, "the core is charged its real GPUs")
-	assert.Positive(t, reasons(t, p.cs, "att")[ReasonResized], "the change is told")
 }
 
 // The template's resources of a suspended Job, raised past the largest

@@ -50,6 +50,14 @@ type playground struct {
 	// second).
 	tenant func(r int)
 	sweep  bool
+	seq    int // objects p.create stamped
+}
+
+// stamp is a creation time in the round under way: its start (on the
+// controller's clock, after every object the test made before) plus
+// offset seconds (less than a round).
+func (p *playground) stamp(offset int) metav1.Time {
+	return metav1.NewTime(time.Unix(1_000_000+int64(p.clk.t)+int64(offset), 0))
 }
 
 const playgroundGPUs = 8
@@ -67,11 +75,13 @@ func newPlayground(t *testing.T, policy, ten string, mod func(*Config), objs ...
 	p := &playground{t: t, ctx: context.Background(), cs: fake.NewClientset(objs...), clk: &testClock{}, held: map[string]int{}}
 	// The API server stamps a pod's creation (the kube-scheduler's queue
 	// takes the pods that waited longest first): the pods the controller
-	// creates again come after those created before.
+	// and the job controller create are stamped with the round's time (in
+	// the order of their names within a round, whatever the order of the
+	// controller's concurrent writes), after the objects the test created
+	// before; p.create stamps the tenants' in the order they come.
 	p.cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if pod, ok := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod); ok && pod.CreationTimestamp.IsZero() {
-			uidSeq++
-			pod.CreationTimestamp = metav1.NewTime(time.Unix(int64(1000+uidSeq), 0))
+			pod.CreationTimestamp = p.stamp(0)
 		}
 		return false, nil, nil
 	})
@@ -186,6 +196,7 @@ func (p *playground) createJobPod(j *batchv1.Job) {
 	p.t.Helper()
 	jobPodSeq++
 	pod := gatedPod(j.Namespace, fmt.Sprintf("%s-%d", j.Name, jobPodSeq), 0, nil)
+	pod.CreationTimestamp = metav1.Time{} // the reactor stamps it
 	pod.Spec = *j.Spec.Template.Spec.DeepCopy()
 	pod.Labels = map[string]string{}
 	for k, v := range j.Spec.Template.Labels {
@@ -285,15 +296,19 @@ func (p *playground) String() string {
 	return b.String()
 }
 
-// create creates objects in the playground's cluster.
+// create creates objects in the playground's cluster, stamped in the
+// round under way in the order they come.
 func (p *playground) create(objs ...runtime.Object) {
 	p.t.Helper()
 	for _, o := range objs {
 		var err error
+		p.seq++
 		switch v := o.(type) {
 		case *corev1.Pod:
+			v.CreationTimestamp = p.stamp(p.seq)
 			_, err = p.cs.CoreV1().Pods(v.Namespace).Create(p.ctx, v, metav1.CreateOptions{})
 		case *batchv1.Job:
+			v.CreationTimestamp = p.stamp(p.seq)
 			_, err = p.cs.BatchV1().Jobs(v.Namespace).Create(p.ctx, v, metav1.CreateOptions{})
 		default:
 			p.t.Fatalf("create: %T", o)
