@@ -15,7 +15,8 @@ import (
 // roundScratch is what syncJobs leaves for the end of the round: the
 // workloads kept out of it.
 type roundScratch struct {
-	// outside: kept out by their tenant's MaxJobs (or the tenancy's).
+	// outside: kept out by their tenant's MaxJobs (or its part of the
+	// tenancy's).
 	outside []*workload
 	// incomplete: pod groups with fewer members than they need.
 	incomplete []*workload
