@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"context"
 	"testing"
 
 	"github.com/gpusched/gpusched/kube/model"
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 // raiseParallelism plays the tenant of issue #40 (item 4) that raises its
@@ -157,4 +159,51 @@ func TestSuspendedJobTemplateResized(t *testing.T) {
 	assert.Positive(t, reasons(t, p.cs, "att")[ReasonUnrunnable])
 	_, err := p.c.sched.Status("job/att/train")
 	assert.Error(t, err, "out of the rounds")
+}
+
+// Sweep sees the update of an admitted Job that grew and preempts it at
+// once (the writes of several at once), without waiting for the round;
+// the next round updates the core's spec (its real GPUs) and says so.
+func TestSweepPreemptsGrownJobs(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), gpuNode("n2", "Tesla-V100-SXM2-16GB", 4))
+	for _, n := range []string{"a", "b", "c", "d"} {
+		_, err := cs.BatchV1().Jobs(testNS).Create(ctx, apiJob(testNS, n, 1, 2), metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	clk := &testClock{}
+	c := newController(t, cs, clk, nil)
+	res, err := syncRound(ctx, c)
+	require.NoError(t, err)
+	require.Len(t, res.Admitted, 4)
+	for _, n := range []string{"a", "b", "c"} {
+		j, err := cs.BatchV1().Jobs(testNS).Get(ctx, n, metav1.GetOptions{})
+		require.NoError(t, err)
+		*j.Spec.Parallelism = 2
+		_, err = cs.BatchV1().Jobs(testNS).Update(ctx, j, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+	require.NoError(t, c.SyncCaches(ctx))
+	require.NoError(t, c.Sweep(ctx))
+	for _, n := range []string{"a", "b", "c", "d"} {
+		j, err := cs.BatchV1().Jobs(testNS).Get(ctx, n, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, n != "d", suspended(j), "%s: the grown Jobs are suspended at once, the other runs", n)
+		if n != "d" {
+			assert.Contains(t, j.Annotations[AnnotationPreempted], "asks for 4 GPUs, 2 pods of 2 GPUs (spec.parallelism 2, spec.completions unset), where it entered the rounds with 2", n)
+		}
+	}
+	assert.Equal(t, 3, reasons(t, cs, testNS)[ReasonPreempted])
+	assert.Len(t, savedState(t, cs).Admitted, 1, "the preemptions are saved")
+	clk.t = 360
+	res, err = syncRound(ctx, c)
+	require.NoError(t, err)
+	for _, n := range []string{"a", "b", "c"} {
+		st, err := c.sched.Status("job/" + testNS + "/" + n)
+		require.NoError(t, err)
+		assert.Equal(t, 4, st.Spec.GPUs, n)
+		assert.Equal(t, 4, res.GPUs["job/"+testNS+"/"+n], n)
+	}
+	assert.Equal(t, 3, reasons(t, cs, testNS)[ReasonResized])
+	checkInvariants(t, cs, res)
 }
