@@ -72,8 +72,15 @@ const (
 	// ReasonDefault: what the tenant wrote was not taken as written (rates
 	// normalized or clamped, weight or steps ignored, priority capped).
 	ReasonDefault = "GPUSchedDefaultThroughput"
-	// ReasonWaiting: a workload waits outside the rounds (MaxJobs).
+	// ReasonWaiting: a workload waits outside the rounds (its tenant's
+	// maxJobs, or its tenant's part of the tenancy's maxJobs).
 	ReasonWaiting = "GPUSchedWaiting"
+	// ReasonResized: what a workload asks for changed after it entered the
+	// rounds (a Job's parallelism or its template's resources, a pod
+	// group's members): it is re-admitted at its new size against its
+	// share, preempted first if it ran with more GPUs than it was admitted
+	// for.
+	ReasonResized = "GPUSchedResized"
 	// ReasonBypass: a workload ran without the controller's admission and
 	// was preempted.
 	ReasonBypass = "GPUSchedBypass"
@@ -260,9 +267,14 @@ func (c *Config) stateLocation() (ns, name string) {
 	return ns, name
 }
 
-// DefaultPolicy is the policy both controllers' binaries run unless told
-// otherwise: per-tenant (per-ClusterQueue) water filling by weights,
-// honouring quotas where they are set, heterogeneity-aware within.
+// DefaultPolicy is the policy of a shared cluster, the default of
+// gpusched-admission and gpusched-kueue (per ClusterQueue there): water filling over the tenants by the tenancy's weights,
+// subject to their quotas where the tenancy sets them (without quotas it
+// is the hierarchical policy), heterogeneity-aware within each tenant's
+// share. Its unit of fairness is the tenant: a tenant that splits its
+// work into more jobs gets no more (issue #40, TestSplitWinsNothing).
+// "max-min-fairness" (Gavel's heterogeneity-aware max-min fairness) is
+// fair per job: there a tenant's share grows with its number of jobs.
 const DefaultPolicy = "quota-water-filling"
 
 // Policies lists the names PolicyByName knows.
@@ -284,9 +296,11 @@ func Policies() []string {
 // attained time what the core measured, priority tiers the PriorityClass
 // capped by the queue, arrival the object's creation time.
 var policies = map[string]func() allocation.Policy{
-	// Gavel's heterogeneity-aware max-min fairness (section 4.1), fair per
-	// job: a tenant with more jobs gets more (not for shared clusters).
-	// Reads: rates (invariant to their scale), GPUs.
+	// Gavel's heterogeneity-aware max-min fairness (section 4.1). Reads:
+	// rates (invariant to their scale), GPUs. Fair per job, as are las,
+	// water-filling and quota-fairness above the guarantees: a tenant's
+	// share grows with its number of jobs (DefaultPolicy is fair per
+	// tenant).
 	"max-min-fairness": func() allocation.Policy { return &allocation.MaxMinFairness{} },
 	// Its heterogeneity-agnostic version (LAS). Reads: GPUs.
 	"las": func() allocation.Policy { return &allocation.MaxMinFairness{Agnostic: true} },

@@ -109,7 +109,8 @@ type RoundResult struct {
 	// preempted, Held those assigned but not admitted (their pods are not
 	// back yet, or, without preemption, no GPUs are free), Finished those
 	// found done and forgotten, Skipped the malformed ones, Waiting those
-	// kept out of the round by their tenant's MaxJobs (or the tenancy's),
+	// kept out of the round by their tenant's MaxJobs (or its part of the
+	// tenancy's: slots.go),
 	// Bypassed those found running without the controller's admission
 	// (and preempted), Adopted those found running at a clean start and
 	// taken as admitted, Unrunnable those with a pod larger than every
@@ -583,8 +584,10 @@ func (c *Controller) workloads() ([]*workload, error) {
 		if w.kind != kindJob {
 			continue
 		}
-		for _, p := range c.podsOf(jobPodIndex(w.job.UID)) {
-			if n, ok := c.nodes[p.Spec.NodeName]; ok && p.Spec.NodeName != "" {
+		pods := c.podsOf(jobPodIndex(w.job.UID))
+		theirs := jobPods(pods, []*batchv1.Job{w.job}, c.cfg.Resource, c.state.Admitted)
+		for _, p := range pods {
+			if n, ok := c.nodes[p.Spec.NodeName]; ok && p.Spec.NodeName != "" && theirs[p.UID] {
 				c.jobPodTypes[w.job.UID] = n.typ()
 			}
 		}
@@ -739,6 +742,7 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 			delete(c.state.Admitted, k)
 		}
 	}
+	c.syncDemand(ctx, present, known, env, res)
 	// The admin's tenancy or the cluster's types changed: the jobs' specs
 	// are derived again (their remaining work kept).
 	if key := c.tenancyRV + "|" + fmt.Sprint(env.known); key != c.specKey {
@@ -779,27 +783,17 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 			c.log.Warn("update remaining work", "job", k, "err", err)
 		}
 	}
-	// New jobs, oldest first, as far as their tenant's MaxJobs (and the
-	// tenancy's) allow: the others wait outside the round.
-	perTenant := map[string]int{}
-	for k := range known {
-		if w := present[k]; w != nil && w.place.Tenant != nil {
-			perTenant[w.place.Tenant.Name]++
-		}
-	}
-	total := len(known)
+	// New jobs, oldest first, as far as their tenant's MaxJobs and its
+	// part of the tenancy's allow (slots.go): the others wait outside the
+	// round.
+	sl := c.newSlots(present, known, fresh)
 	taken := map[string]int{} // GPUs bound so far to adopted jobs, by node
 	largest := c.largestNodes()
 	slices.SortStableFunc(fresh, func(a, b *workload) int { return cmp.Or(cmp.Compare(a.created, b.created), cmp.Compare(a.key, b.key)) })
 	for _, w := range fresh {
 		tn := w.place.Tenant
-		if perTenant[tn.Name] >= tn.MaxJobs || total >= c.ten.MaxJobs() {
-			delete(present, w.key)
-			delete(res.GPUs, w.key)
-			res.Waiting = append(res.Waiting, w.key)
-			c.scratch.outside = append(c.scratch.outside, w)
-			c.tell(w, corev1.EventTypeNormal, ReasonWaiting, fmt.Sprintf("waits outside the rounds: its tenant %s has its maxJobs (%d) in them, or the tenancy its %d in all; the oldest enter first",
-				tn.Name, tn.MaxJobs, c.ten.MaxJobs()), false)
+		if !sl.room(tn) {
+			c.waitOutside(w, present, res, sl.why(tn))
 			continue
 		}
 		spec, notes, err := w.spec(env)
@@ -826,8 +820,7 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 			delete(res.GPUs, w.key)
 			continue
 		}
-		perTenant[tn.Name]++
-		total++
+		sl.take(tn)
 		if rec := c.state.Admitted[w.key]; rec != nil && rec.Adopted {
 			c.bindAdopted(w, taken)
 		}
@@ -835,6 +828,7 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 			c.event(w, corev1.EventTypeNormal, ReasonDefault, n)
 		}
 	}
+	c.makeRoom(sl, present, known, res)
 	return present
 }
 
@@ -1208,6 +1202,7 @@ func (c *Controller) enforceHinted(ctx context.Context) error {
 		return nil
 	}
 	hints := c.caches.takeHints()
+	grown := c.preemptGrown(ctx, c.grownHinted(hints))
 	var pods []*corev1.Pod
 	var jobs []*batchv1.Job
 	for _, key := range sortedKeys(hints) {
@@ -1226,13 +1221,13 @@ func (c *Controller) enforceHinted(ctx context.Context) error {
 		}
 	}
 	if len(pods) == 0 && len(jobs) == 0 {
-		return nil
+		return c.saveIf(ctx, grown)
 	}
 	res := &RoundResult{}
 	ws := collect(pods, c.caches.own.jobs(jobs), c.cfg.Resource, c.ten.Managed, c.state.Admitted)
 	c.enforce(ctx, c.withinBudget(ws), res)
 	if len(res.Bypassed) == 0 {
-		return nil
+		return c.saveIf(ctx, grown)
 	}
 	c.bypassed = append(c.bypassed, res.Bypassed...)
 	if c.cfg.NoState {

@@ -23,9 +23,14 @@
 //  1. reads the nodes (GPU feature discovery labels, kube/model) into the
 //     core's live cluster, and the gated or admitted workloads into jobs:
 //     one bare pod, one pod group (gpusched.io/pod-group label and
-//     gpusched.io/min-member annotation, admitted whole), or one Job
-//     (parallelism x the template's GPUs). A workload that cannot be read
-//     gets a Warning event and is skipped; the others go on;
+//     gpusched.io/min-member annotation, admitted whole, arriving when it
+//     is complete), or one Job (min(parallelism, completions) x the
+//     template's GPUs; a pod is the Job's only if it really is one of its
+//     pods: jobpods.go). What a workload asks for is read again every
+//     round: one whose GPUs changed is re-admitted at its new size
+//     against its share, preempted first if it ran with more than it was
+//     admitted for ([ReasonResized]; resize.go). A workload that cannot
+//     be read gets a Warning event and is skipped; the others go on;
 //     Each job's tenant is its namespace's, its queue the one its
 //     [LabelQueue] label names among those its namespace may use; its
 //     weight, priority cap and expected work come from the queue. A GPU
@@ -88,8 +93,11 @@
 // weights are the admin's (tenant and queue), remaining work the queue's
 // expected run time counted down by the rounds the job ran, attained
 // service what the core measured in the rounds it ran. Priority follows
-// the cluster's PriorityClasses, capped by the queue's maxPriority. A
-// tenant's jobs enter the rounds up to its MaxJobs, oldest first.
+// the cluster's PriorityClasses (a Job's, its template's class looked
+// up), capped by the queue's maxPriority. A tenant's jobs enter the
+// rounds up to its MaxJobs and its part of the tenancy's (water-filled by
+// the tenants' weights: slots.go), oldest first. The policy of a shared
+// cluster is [DefaultPolicy], fair per tenant.
 //
 // The saved state is bounded whatever tenants write, and a state the
 // controller cannot read gets a Warning event ([ReasonBadState]) and a

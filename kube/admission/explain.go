@@ -15,7 +15,8 @@ import (
 // roundScratch is what syncJobs leaves for the end of the round: the
 // workloads kept out of it.
 type roundScratch struct {
-	// outside: kept out by their tenant's MaxJobs (or the tenancy's).
+	// outside: kept out by their tenant's MaxJobs (or its part of the
+	// tenancy's).
 	outside []*workload
 	// incomplete: pod groups with fewer members than they need.
 	incomplete []*workload
@@ -96,11 +97,7 @@ func (c *Controller) unrunnable(w *workload, spec scheduler.JobSpec, largest map
 	per := 0
 	switch w.kind {
 	case kindJob:
-		par := 1
-		if w.job.Spec.Parallelism != nil {
-			par = max(int(*w.job.Spec.Parallelism), 1)
-		}
-		per = w.gpus / par
+		per = w.perPod
 	default:
 		for _, p := range w.pods {
 			g, _ := model.PodGPUs(p, c.cfg.Resource)

@@ -15,7 +15,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // kind is what a workload is made of.
@@ -40,8 +39,11 @@ type workload struct {
 	pods []*corev1.Pod // members, by name (pod, group)
 	job  *batchv1.Job
 	// min is a group's member count (from the min-member annotation).
-	min  int
-	gpus int
+	min int
+	// gpus is what the workload asks for: a Job's pods at once
+	// (jobWidth) x its template's GPUs (perPod), a pod's or group's pods'
+	// GPUs.
+	gpus, perPod int
 	// admitted is the type the workload runs on by the controller's own
 	// record ("" while it waits); preempting reports a preempted pod
 	// still in its grace.
@@ -57,9 +59,12 @@ type workload struct {
 	// incomplete: a group with fewer members than it needs (it waits).
 	incomplete bool
 	err        error // malformed
-	created    int64 // creation time, Unix seconds, for submission order
-	labels     map[string]string
-	ann        map[string]string
+	// created is the workload's arrival, Unix seconds, for the order in
+	// which waiting workloads enter the rounds (and so their FIFO place):
+	// a pod's or Job's creation; a pod group's completion (arrival).
+	created int64
+	labels  map[string]string
+	ann     map[string]string
 	// place is the workload's tenant and queue.
 	place tenancy.Placement
 }
@@ -79,14 +84,10 @@ func controllerOf(p *corev1.Pod) *metav1.OwnerReference {
 }
 
 // managedPod reports whether the controller handles the pod as (part of)
-// a workload of its own: a pod of a managed namespace that is gated or
-// asks for GPUs, unless a Job of the listing controls it (the Job is the
-// workload). An owner reference to a Job that does not exist makes no
-// difference: a tenant can write any owner reference.
-func managedPod(p *corev1.Pod, jobs map[types.UID]bool, res corev1.ResourceName) bool {
-	if o := controllerOf(p); o != nil && o.Kind == "Job" && jobs[o.UID] {
-		return false
-	}
+// a workload of its own: a pod that is gated or asks for GPUs. The pods
+// that are really a Job's (jobPods) are the Job's, not workloads: the
+// caller leaves them out.
+func managedPod(p *corev1.Pod, res corev1.ResourceName) bool {
 	if hasGate(p.Spec.SchedulingGates) {
 		return true
 	}
@@ -129,15 +130,14 @@ func workloadKey(p *corev1.Pod) (string, kind) {
 
 // collect turns the managed pods and Jobs of the managed namespaces into
 // workloads, sorted by key; recs are the controller's own records of
-// what it admitted, the only source of a workload's admitted type.
+// what it admitted, the only source of a workload's admitted type. The
+// pods that are really a Job's (jobPods) belong to the Job; every other
+// managed pod is a bare pod or a group member.
 func collect(pods []*corev1.Pod, jobs []*batchv1.Job, res corev1.ResourceName, managed func(string) bool, recs map[string]*record) []*workload {
 	byKey := map[string]*workload{}
-	jobUIDs := map[types.UID]bool{}
-	for _, j := range jobs {
-		jobUIDs[j.UID] = true
-	}
+	theirs := jobPods(pods, jobs, res, recs)
 	for _, p := range pods {
-		if !managed(p.Namespace) || !managedPod(p, jobUIDs, res) {
+		if !managed(p.Namespace) || theirs[p.UID] || !managedPod(p, res) {
 			continue
 		}
 		key, k := workloadKey(p)
@@ -192,15 +192,12 @@ func (w *workload) inspect(res corev1.ResourceName, rec *record) {
 			bad("pod template: %v", err)
 			return
 		}
-		par := 1
-		if j.Spec.Parallelism != nil {
-			par = int(*j.Spec.Parallelism)
-		}
+		par := jobWidth(j)
 		if per < 1 || par < 1 || par > model.MaxGroupMembers {
-			bad("%d pods of %d GPUs (want at least one pod asking for GPUs)", par, per)
+			bad("%d pods of %d GPUs (want at least one pod asking for GPUs, at most %d pods)", par, per, model.MaxGroupMembers)
 			return
 		}
-		w.gpus = per * par
+		w.perPod, w.gpus = per, per*par
 		return
 	}
 	ended := 0
@@ -243,12 +240,31 @@ func (w *workload) inspect(res corev1.ResourceName, rec *record) {
 		per += r.GPUs
 	}
 	w.gpus = per
-	if w.kind == kindGroup && len(w.pods) < w.min {
-		w.incomplete = true
+	if w.kind != kindGroup {
+		return
 	}
-	if w.kind == kindGroup && len(w.pods) > w.min {
+	w.created = arrival(w.pods, w.min)
+	w.incomplete = len(w.pods) < w.min
+	if len(w.pods) > w.min {
 		bad("%d members for a group of %d", len(w.pods), w.min)
 	}
+}
+
+// arrival is when a pod group of min members became complete: the
+// creation of the member that completed it, the min-th oldest (the newest
+// of an incomplete group). A group's place in the order of arrival is
+// that of its last member, so that one long-lived placeholder member does
+// not backdate it (issue #40, item 10).
+func arrival(pods []*corev1.Pod, minMembers int) int64 {
+	times := make([]int64, len(pods))
+	for i, p := range pods {
+		times[i] = p.CreationTimestamp.Unix()
+	}
+	slices.Sort(times)
+	if len(times) == 0 {
+		return 0
+	}
+	return times[min(max(minMembers, 1), len(times))-1]
 }
 
 // object is what events name.
@@ -273,12 +289,17 @@ type specEnv struct {
 	defaultPriority int32
 }
 
-// priority returns the value of the workload's PriorityClass: a pod's
-// spec.priority (the API server's Priority admission resolved it from its
-// class), else its class looked up (a Job's template is not resolved),
-// else the cluster's default.
-func (e *specEnv) priority(ps *corev1.PodSpec) int32 {
-	if ps.Priority != nil {
+// priority returns the value of the workload's PriorityClass. A pod's
+// is its spec.priority: the API server's Priority admission resolved it
+// from the pod's class (and refuses a pod that sets another). A Job's
+// template is resolved by nothing, so its spec.priority is the tenant's
+// to write and is never read (issue #40, item 12): its priorityClassName
+// is looked up among the cluster's PriorityClasses. Without a class, or
+// naming one that does not exist (the API server would refuse its pods),
+// it is the global default class's value, 0 without one.
+func (e *specEnv) priority(w *workload) int32 {
+	ps := w.podSpec()
+	if w.kind != kindJob && ps.Priority != nil {
 		return *ps.Priority
 	}
 	if v, ok := e.priorities[ps.PriorityClassName]; ok && ps.PriorityClassName != "" {
@@ -306,7 +327,7 @@ func (w *workload) spec(env *specEnv) (spec scheduler.JobSpec, notes []string, e
 	}
 	spec.GPUs = w.gpus
 	// A pod runs on one node; so does a Job of one pod.
-	spec.SingleServer = w.kind == kindPod || w.kind == kindJob && (w.job.Spec.Parallelism == nil || *w.job.Spec.Parallelism == 1)
+	spec.SingleServer = w.singleServer()
 	ann := w.ann
 	if w.kind == kindJob {
 		ann = mergedAnnotations(w.job)
@@ -333,7 +354,7 @@ func (w *workload) spec(env *specEnv) (spec scheduler.JobSpec, notes []string, e
 	spec.Weight = q.JobWeight
 	rules := env.ten.Rates()
 	spec.RemainingSteps = q.RemainingSteps(rules.Ref())
-	pri := env.priority(w.podSpec())
+	pri := env.priority(w)
 	spec.Priority = q.Priority(pri)
 	if spec.Priority != int(pri) {
 		notes = append(notes, fmt.Sprintf("priority %d capped at %d, queue %s's maxPriority", pri, spec.Priority, q.Name))
@@ -357,6 +378,12 @@ func (w *workload) spec(env *specEnv) (spec scheduler.JobSpec, notes []string, e
 	}
 	spec.Throughput = rates
 	return spec, notes, nil
+}
+
+// singleServer reports whether the workload runs on one node: a pod, or
+// a Job of one pod at once.
+func (w *workload) singleServer() bool {
+	return w.kind == kindPod || w.kind == kindJob && jobWidth(w.job) == 1
 }
 
 // mergedAnnotations are a Job's annotations over its template's.

@@ -75,8 +75,10 @@ type Config struct {
 	// Rates bound how tenants' claimed rates are used.
 	Rates RateRules `json:"rates,omitzero"`
 	// MaxJobs bounds the jobs of all tenants that the controller considers
-	// at once (the others wait, in arrival order): it bounds the saved
-	// state and a round's work. 0 means DefaultMaxJobs.
+	// at once: it bounds the saved state and a round's work. The admission
+	// controller shares it among the tenants with work, water-filled by
+	// their weights (the others wait, each tenant's oldest first). 0 means
+	// DefaultMaxJobs.
 	MaxJobs int `json:"maxJobs,omitempty"`
 	// Tenants are the cluster's tenants.
 	Tenants []Tenant `json:"tenants"`

@@ -111,7 +111,8 @@ func parse(args []string) (options, error) {
 	fs := flag.NewFlagSet("gpusched-admission", flag.ContinueOnError)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config)")
 	fs.StringVar(&o.namespace, "namespace", "", "namespace of the workloads (default: all)")
-	fs.StringVar(&o.policy, "policy", "max-min-fairness", "allocation policy: "+strings.Join(admission.Policies(), ", "))
+	fs.StringVar(&o.policy, "policy", admission.DefaultPolicy, "allocation policy: "+strings.Join(admission.Policies(), ", ")+
+		" (the default is fair per tenant, by the tenancy's weights and quotas; max-min-fairness is fair per job: a tenant's share grows with its jobs)")
 	fs.DurationVar(&o.round, "round", 6*time.Minute, "round length")
 	fs.BoolVar(&o.noPreemption, "no-preemption", false, "admit only: an admitted job runs to its end")
 	fs.DurationVar(&o.grace, "grace", 30*time.Second, "how long a preempted pod runs, annotated, before it is deleted")

@@ -26,6 +26,12 @@ func TestParse(t *testing.T) {
 	assert.Equal(t, 2*time.Minute, o.round)
 	assert.True(t, o.noPreemption)
 	assert.True(t, o.leaderElect)
+	// The default is fair per tenant (issue #40): splitting work into
+	// more jobs wins a tenant nothing (admission.TestSplitWinsNothing).
+	o, err = parse([]string{"--state-namespace", "gpusched-system"})
+	require.NoError(t, err)
+	assert.Equal(t, "quota-water-filling", o.policy)
+	assert.Equal(t, admission.DefaultPolicy, o.policy)
 	t.Setenv("POD_NAMESPACE", "")
 	for _, bad := range [][]string{{"--round", "0s"}, {"--grace", "-1s"}, {"extra"}, {"--nope"}, {"--policy", "best"}, {},
 		{"--state-namespace", "x", "--tenancy-configmap", ""}, {"--tenant-label", "x"}, {"--default-throughput", "2"},
