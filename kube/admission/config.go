@@ -268,10 +268,10 @@ func (c *Config) stateLocation() (ns, name string) {
 }
 
 // DefaultPolicy is the policy of a shared cluster, the default of
-// gpusched-admission and gpusched-kueue (per ClusterQueue there): water filling over the tenants by the tenancy's weights,
-// subject to their quotas where the tenancy sets them (without quotas it
-// is the hierarchical policy), heterogeneity-aware within each tenant's
-// share. Its unit of fairness is the tenant: a tenant that splits its
+// gpusched-admission and gpusched-kueue (per ClusterQueue there): water
+// filling over the tenants by the tenancy's weights, subject to their
+// quotas where the tenancy sets them (without quotas it is the
+// hierarchical policy), heterogeneity-aware within each tenant's share. Its unit of fairness is the tenant: a tenant that splits its
 // work into more jobs gets no more (issue #40, TestSplitWinsNothing).
 // "max-min-fairness" (Gavel's heterogeneity-aware max-min fairness) is
 // fair per job: there a tenant's share grows with its number of jobs.
