@@ -86,7 +86,7 @@ type Controller struct {
 
 	// retry paces the writes sweeps retry (backoff, tenants' budgets);
 	// copyKey signs the requeued pods' copies; hold is what the
-	// terminating pods held at the last round's start (grace.go).
+	// terminating pods held at the last round's start.
 	retry   *retrier
 	copyKey *copyKey
 	hold    holding
@@ -110,7 +110,7 @@ type RoundResult struct {
 	// back yet, or, without preemption, no GPUs are free), Finished those
 	// found done and forgotten, Skipped the malformed ones, Waiting those
 	// kept out of the round by their tenant's MaxJobs (or its part of the
-	// tenancy's: slots.go),
+	// tenancy's),
 	// Bypassed those found running without the controller's admission
 	// (and preempted), Adopted those found running at a clean start and
 	// taken as admitted, Unrunnable those with a pod larger than every
@@ -784,7 +784,7 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 		}
 	}
 	// New jobs, oldest first, as far as their tenant's MaxJobs and its
-	// part of the tenancy's allow (slots.go): the others wait outside the
+	// part of the tenancy's allow: the others wait outside the
 	// round.
 	sl := c.newSlots(present, known, fresh)
 	taken := map[string]int{} // GPUs bound so far to adopted jobs, by node

@@ -26,10 +26,11 @@
 //     gpusched.io/min-member annotation, admitted whole, arriving when it
 //     is complete), or one Job (min(parallelism, completions) x the
 //     template's GPUs; a pod is the Job's only if it really is one of its
-//     pods: jobpods.go). What a workload asks for is read again every
+//     pods: the Job's UID and selector, the template's GPUs, among the
+//     oldest live ones). What a workload asks for is read again every
 //     round: one whose GPUs changed is re-admitted at its new size
 //     against its share, preempted first if it ran with more than it was
-//     admitted for ([ReasonResized]; resize.go). A workload that cannot
+//     admitted for ([ReasonResized]). A workload that cannot
 //     be read gets a Warning event and is skipped; the others go on;
 //     Each job's tenant is its namespace's, its queue the one its
 //     [LabelQueue] label names among those its namespace may use; its
@@ -96,7 +97,7 @@
 // the cluster's PriorityClasses (a Job's, its template's class looked
 // up), capped by the queue's maxPriority. A tenant's jobs enter the
 // rounds up to its MaxJobs and its part of the tenancy's (water-filled by
-// the tenants' weights: slots.go), oldest first. The policy of a shared
+// the tenants' weights), oldest first. The policy of a shared
 // cluster is [DefaultPolicy], fair per tenant.
 //
 // The saved state is bounded whatever tenants write, and a state the
