@@ -422,6 +422,10 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 	for _, w := range ws {
 		r, ok := c.readWorkload(s, w)
 		if !ok {
+			if r.gated && r.skip != skipNone {
+				seen[w.UID] = true
+				c.notSteered(ctx, &r, res)
+			}
 			continue
 		}
 		seen[w.UID] = true
@@ -678,6 +682,32 @@ func (c *Controller) unreadable(r *read, res *RoundResult) {
 			r.err, c.cfg.Gate, AnnotationAdmissionGatedBy)
 	}
 	c.say(r.w, corev1.EventTypeWarning, ReasonUnreadable, msg, "unreadable|"+r.err.Error())
+}
+
+// notSteered tells what becomes of a gated workload the controller does
+// not steer. One whose ClusterQueue exists but has no GPU flavor the
+// controller steers (or that asks for no GPU of Config.Resources) is
+// released to Kueue's own flavor order: the controller would never start
+// it. One whose LocalQueue or ClusterQueue does not exist, or whose
+// ClusterQueue is stopped, stays gated, with an event: Kueue could not
+// admit it either, and the controller steers it once its queue is one of
+// its own (releasing it would let a tenant shed the gate by naming a
+// LocalQueue that does not exist yet).
+func (c *Controller) notSteered(ctx context.Context, r *read, res *RoundResult) {
+	w, cq := r.w, r.cq
+	switch r.skip {
+	case skipNoLocalQueue:
+		c.say(w, corev1.EventTypeWarning, ReasonWaiting, fmt.Sprintf("waits gated: its LocalQueue %q does not exist in %s, or names no ClusterQueue that exists; gpusched steers it once it does", w.Spec.QueueName, w.Namespace), "nolq")
+	case skipStopped:
+		c.say(w, corev1.EventTypeNormal, ReasonWaiting, fmt.Sprintf("waits gated: ClusterQueue %s is stopped (its stopPolicy)", cq), "stopped")
+	case skipNotSteered, skipNoGPU:
+		why := fmt.Sprintf("ClusterQueue %s has no GPU flavor gpusched steers (none names its GPU under the node label %s, or none has quota of %s)", cq, c.cfg.TypeLabel, joinNames(c.cfg.Resources))
+		if r.skip == skipNoGPU {
+			why = "it asks for none of " + joinNames(c.cfg.Resources)
+		}
+		c.say(w, corev1.EventTypeNormal, ReasonReleased, "released to Kueue's own flavor order: "+why, "notsteered")
+		c.releaseCounted(ctx, r, res)
+	}
 }
 
 // releaseCounted removes the workload's gate and counts the write.

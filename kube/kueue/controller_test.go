@@ -181,6 +181,39 @@ func TestNotOurs(t *testing.T) {
 	assert.Zero(t, r.Writes)
 }
 
+// A gated workload the controller does not steer is never left waiting
+// silently for ever: in a ClusterQueue without a GPU flavor it steers
+// (here none names its GPU: an untyped flavor) it is released to Kueue's
+// own flavor order; one whose LocalQueue does not exist, or whose
+// ClusterQueue is stopped, stays gated (Kueue could not admit it either,
+// and a released one would shed the gate for good) with an event saying
+// why. Before, all three stayed gated with no event.
+func TestGatedNotSteered(t *testing.T) {
+	untyped := obj("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "", "plain", map[string]any{"spec": map[string]any{}})
+	stoppedCQ := cqObj("held", "", "", quota{"v100", 1, -1, -1})
+	require.NoError(t, unstructured.SetNestedField(stoppedCQ.Object, "Hold", "spec", "stopPolicy"))
+	c := newCluster(t, nil, base(append(objects(
+		wl{ns: "b", name: "untyped", queue: "q", gpus: 1, gate: kueue.DefaultGate},
+		wl{ns: "a", name: "nolq", queue: "missing", gpus: 1, gate: kueue.DefaultGate},
+		wl{ns: "c", name: "stopped", queue: "q", gpus: 1, gate: kueue.DefaultGate},
+	), untyped, cqObj("plain-gpus", "", "", quota{"plain", 4, -1, -1}), lqObj("b", "q", "plain-gpus"),
+		stoppedCQ, lqObj("c", "q", "held"))...)...)
+	r := c.round()
+	assert.Equal(t, []string{"b/untyped"}, r.Released)
+	assert.Empty(t, c.get(jobsGVR, "b", "job-untyped").GetAnnotations()[kueue.AnnotationAdmissionGatedBy])
+	assert.Equal(t, kueue.DefaultGate, c.get(jobsGVR, "a", "job-nolq").GetAnnotations()[kueue.AnnotationAdmissionGatedBy])
+	assert.Equal(t, kueue.DefaultGate, c.get(jobsGVR, "c", "job-stopped").GetAnnotations()[kueue.AnnotationAdmissionGatedBy])
+	ev := c.events()
+	require.Len(t, grep(ev, "released to Kueue's own flavor order: ClusterQueue plain-gpus has no GPU flavor gpusched steers"), 1, "%q", ev)
+	nolq := grep(ev, `waits gated: its LocalQueue "missing" does not exist in a`)
+	require.Len(t, nolq, 1, "%q", ev)
+	assert.Contains(t, nolq[0], "Warning")
+	assert.Len(t, grep(ev, "waits gated: ClusterQueue held is stopped"), 1, "%q", ev)
+	// Said once.
+	c.round()
+	assert.Empty(t, c.events())
+}
+
 // The metrics of a round, by their names.
 func TestMetrics(t *testing.T) {
 	m := kueue.NewMetrics()

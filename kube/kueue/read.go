@@ -85,6 +85,9 @@ type snapshot struct {
 	// values maps a type label value to the types of the flavors that
 	// carry it.
 	values map[string][]int
+	// stopped maps every ClusterQueue that exists (gpusched's or not) to
+	// whether its stopPolicy holds its workloads.
+	stopped map[string]bool
 }
 
 // flavorType reads a ResourceFlavor's GPU type: its label LabelGPUType
@@ -131,7 +134,8 @@ type groupFlavor struct {
 // are left out; so are flavors without a GPU type (their workloads are
 // Kueue's alone).
 func (c *Controller) buildSnapshot() (*snapshot, error) {
-	s := &snapshot{flavors: map[string]flavorInfo{}, typeIdx: map[topology.GPUType]int{}, byName: map[string]int{}, lq: map[string]string{}, values: map[string][]int{}}
+	s := &snapshot{flavors: map[string]flavorInfo{}, typeIdx: map[topology.GPUType]int{}, byName: map[string]int{}, lq: map[string]string{},
+		values: map[string][]int{}, stopped: map[string]bool{}}
 	for _, o := range c.rf.GetStore().List() {
 		rf, ok := o.(*ResourceFlavor)
 		if !ok || rf.decodeErr != nil {
@@ -145,6 +149,7 @@ func (c *Controller) buildSnapshot() (*snapshot, error) {
 	for _, o := range c.cq.GetStore().List() {
 		if cq, ok := o.(*ClusterQueue); ok && cq.decodeErr == nil {
 			cqs = append(cqs, cq)
+			s.stopped[cq.Name] = stopped(cq)
 		}
 	}
 	slices.SortFunc(cqs, func(a, b *ClusterQueue) int { return cmp.Compare(a.Name, b.Name) })
@@ -187,7 +192,7 @@ func (c *Controller) buildSnapshot() (*snapshot, error) {
 // their types in s.typeIdx (indexTypes numbers them). A stopped
 // ClusterQueue has none.
 func (c *Controller) gpuFlavors(s *snapshot, cq *ClusterQueue) []groupFlavor {
-	if cq.Spec.StopPolicy != nil && *cq.Spec.StopPolicy != "" && *cq.Spec.StopPolicy != "None" {
+	if stopped(cq) {
 		return nil
 	}
 	var out []groupFlavor
@@ -213,6 +218,12 @@ func (c *Controller) gpuFlavors(s *snapshot, cq *ClusterQueue) []groupFlavor {
 		}
 	}
 	return out
+}
+
+// stopped reports whether the ClusterQueue's stopPolicy holds its
+// workloads (Hold or HoldAndDrain).
+func stopped(cq *ClusterQueue) bool {
+	return cq.Spec.StopPolicy != nil && *cq.Spec.StopPolicy != "" && *cq.Spec.StopPolicy != "None"
 }
 
 // indexTypes numbers the types noted in s.typeIdx, in order, and maps
@@ -278,8 +289,10 @@ func preemptionOf(p *Preemption) flavor.Preemption {
 type read struct {
 	w   *Workload
 	key string
-	// queue is its ClusterQueue's index (-1: none of gpusched's).
+	// queue is its ClusterQueue's index (-1: none of gpusched's), cq its
+	// name (its LocalQueue's; "" without one).
 	queue int
+	cq    string
 	gpus  int
 	// podSets lists the pod sets that ask for GPUs.
 	podSets []int
@@ -289,6 +302,9 @@ type read struct {
 	pinned bool
 	// gated: it carries the controller's admission gate.
 	gated bool
+	// skip, for a workload the controller does not steer, says why
+	// (what becomes of it if it is gated: notSteered).
+	skip  skip
 	notes []string
 	// err says why it cannot be read (a *ReadError).
 	err error
@@ -326,11 +342,13 @@ func (c *Controller) readWorkload(s *snapshot, w *Workload) (r read, ok bool) {
 		return fail("spec", fmt.Errorf("the Workload does not decode: %w", w.decodeErr))
 	}
 	cq, found := s.lq[w.Namespace+"/"+w.Spec.QueueName]
+	r.cq = cq
 	qi, isGPU := s.byName[cq]
 	if field, name := c.unsteered(w); field != "" && (isGPU || r.gated) {
 		return fail(field, fmt.Errorf("asks for %s, a GPU resource gpusched does not steer (gpusched-kueue --gpu-resources lists %s)", name, joinNames(c.cfg.Resources)))
 	}
 	if !found || !isGPU {
+		r.skip = skipReason(s, cq, found)
 		return r, false
 	}
 	r.queue = qi
@@ -343,6 +361,7 @@ func (c *Controller) readWorkload(s *snapshot, w *Workload) (r read, ok bool) {
 		return r, true
 	}
 	if r.gpus == 0 {
+		r.skip = skipNoGPU
 		return r, false
 	}
 	if r.gpus > flavor.MaxQuota {
@@ -586,3 +605,33 @@ func usage(w *Workload, resources []corev1.ResourceName) map[string]int {
 
 // sortedFlavors lists a usage map's flavors in name order.
 func sortedFlavors(u map[string]int) []string { return slices.Sorted(maps.Keys(u)) }
+
+// skip is why the controller does not steer a pending workload.
+type skip int
+
+const (
+	skipNone skip = iota
+	// skipNoLocalQueue: its LocalQueue does not exist (or names no
+	// ClusterQueue), or its ClusterQueue does not.
+	skipNoLocalQueue
+	// skipStopped: its ClusterQueue's stopPolicy holds its workloads.
+	skipStopped
+	// skipNotSteered: its ClusterQueue has no GPU flavor the controller
+	// steers (none with a GPU type, or no quota of Config.Resources).
+	skipNotSteered
+	// skipNoGPU: it asks for none of Config.Resources.
+	skipNoGPU
+)
+
+// skipReason says why a workload of LocalQueue-derived ClusterQueue cq
+// (found: its LocalQueue exists) is not one the controller steers.
+func skipReason(s *snapshot, cq string, found bool) skip {
+	stopped, exists := s.stopped[cq]
+	switch {
+	case !found || cq == "" || !exists:
+		return skipNoLocalQueue
+	case stopped:
+		return skipStopped
+	}
+	return skipNotSteered
+}
