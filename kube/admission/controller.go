@@ -359,7 +359,7 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 
 func (c *Controller) round(ctx context.Context) (*RoundResult, *roundView, error) {
 	now := c.now()
-	c.retry.newPass()
+	c.retry.newPass(true)
 	if err := c.sweep(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -1186,7 +1186,7 @@ func requeueCopy(p *corev1.Pod, selector map[string]string) *corev1.Pod {
 func (c *Controller) Sweep(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.retry.newPass()
+	c.retry.newPass(false)
 	if err := c.enforceHinted(ctx); err != nil {
 		return err
 	}

@@ -95,23 +95,11 @@ func newPlayground(t *testing.T, policy, ten string, mod func(*Config), objs ...
 	return p
 }
 
-// sweepsBetweenRounds is how many sweeps the playground runs before each
-// round: Run sweeps every second, hundreds of times a round, and each
-// sweep spends at most a tenant's budget (Config.TenantBudget, 10
-// requests), so that 32 preempted pods of one tenant take a few sweeps to
-// come back gated.
-const sweepsBetweenRounds = 8
-
-// round runs the controller's round r (at r x 360 s), after the sweeps
-// that Run would have run since the last, then the job controller and the
-// kube-scheduler, and counts the GPUs bound.
+// round runs the controller's round r (at r x 360 s), then the job
+// controller and the kube-scheduler, and counts the GPUs bound.
 func (p *playground) round(r int) *RoundResult {
 	p.t.Helper()
 	p.clk.t = float64(r) * 360
-	for range sweepsBetweenRounds {
-		require.NoError(p.t, p.c.SyncCaches(p.ctx))
-		require.NoError(p.t, p.c.Sweep(p.ctx))
-	}
 	res, err := syncRound(p.ctx, p.c)
 	require.NoError(p.t, err, "round %d", r)
 	p.jobController()

@@ -49,10 +49,12 @@ func (c *Config) checkRemoval() error {
 type retrier struct {
 	budget int
 
-	mu      sync.Mutex
-	pass    int64
-	buckets map[string]*bucket
-	backoff map[string]backoff
+	mu sync.Mutex
+	// unbounded: the pass under way is a round's own sweep (newPass).
+	unbounded bool
+	pass      int64
+	buckets   map[string]*bucket
+	backoff   map[string]backoff
 }
 
 type bucket struct {
@@ -73,11 +75,16 @@ func newRetrier(cfg *Config) *retrier {
 	return r
 }
 
-// newPass starts a sweep: every tenant's budget is refilled.
-func (r *retrier) newPass() {
+// newPass starts a sweep: every tenant's budget is refilled. A round's
+// own sweep (unbounded) spends no budget: it comes once a round, not
+// once a second, and what it writes is bounded by the workloads, so the
+// preempted pods of a round are back, gated, before its decisions
+// (backoff still applies).
+func (r *retrier) newPass(unbounded bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pass++
+	r.unbounded = unbounded
 }
 
 // due reports whether the object's backoff lets it be tried at now.
@@ -130,6 +137,9 @@ func (r *retrier) pruneBackoff(now time.Time) {
 func (r *retrier) take(tenant string, n int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.unbounded {
+		return true
+	}
 	b := r.refill(tenant)
 	if b.tokens < n {
 		return false
@@ -147,6 +157,9 @@ func (r *retrier) charge(tenant string, n int) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.unbounded {
+		return
+	}
 	b := r.refill(tenant)
 	b.tokens = max(b.tokens-n, -r.budget)
 }

@@ -47,20 +47,26 @@ func TestRetrierBudget(t *testing.T) {
 	assert.False(t, r.take("a", 2), "1 left")
 	assert.True(t, r.take("a", 1))
 	assert.True(t, r.take("b", 4), "b's own budget")
-	r.newPass()
+	r.newPass(false)
 	assert.True(t, r.take("a", 4))
 	r.charge("a", 6) // -6, floored at -4
-	r.newPass()
+	r.newPass(false)
 	assert.False(t, r.take("a", 1), "the debt is paid first")
-	r.newPass()
+	r.newPass(false)
 	assert.True(t, r.take("a", 4))
-	r.newPass()
-	r.newPass()
+	r.newPass(false)
+	r.newPass(false)
 	assert.False(t, r.take("a", 5), "refilled up to the budget only")
 	assert.True(t, r.take("a", 4))
 	r.charge("a", 0)
 	r.charge("a", -3)
 	assert.False(t, r.take("a", 1), "no negative charge")
+	// A round's own sweep spends nothing and charges nothing.
+	r.newPass(true)
+	assert.True(t, r.take("a", 100))
+	r.charge("a", 100)
+	r.newPass(false)
+	assert.True(t, r.take("a", 4), "the round left the budget whole")
 }
 
 // The tracked objects and tenants are bounded: past maxRetryEntries, the
@@ -79,7 +85,7 @@ func TestRetrierBounded(t *testing.T) {
 	later := now.Add(3 * retryMax)
 	r.failed("new", later)
 	assert.Len(t, r.backoff, 1, "the stale ones are forgotten")
-	r.newPass()
+	r.newPass(false)
 	r.take("new", 1)
 	assert.Len(t, r.buckets, 1, "the full buckets are dropped")
 }
