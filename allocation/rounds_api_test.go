@@ -462,3 +462,25 @@ func TestRoundsReuseRounds(t *testing.T) {
 		prev[i%2] = got.Assignments[0].JobIDs
 	}
 }
+
+// Reportable says what Report takes: jobs of the last round's problem,
+// assigned or not (job 1 has no share and does not run), on its types;
+// not a job absent from it, another type, or anything before a round.
+func TestReportable(t *testing.T) {
+	types := []topology.GPUType{topology.V100, topology.K80}
+	r := &Rounds{Policy: fixedPolicy{0: {1, 0}}, Mechanism: Mechanism{LeaveIdle: true}}
+	assert.False(t, r.Reportable(0, topology.V100), "no round yet")
+	p := &Problem{Types: types, Capacity: []int{1, 1}, Jobs: []Job{
+		{ID: 0, ScaleFactor: 1, Throughput: []float64{1, 1}}, {ID: 1, ScaleFactor: 1, Throughput: []float64{1, 1}}}}
+	rd, err := r.Next(context.Background(), p, 0)
+	require.NoError(t, err)
+	require.Equal(t, map[int]topology.GPUType{0: topology.V100}, jobsOf(rd))
+	assert.True(t, r.Reportable(0, topology.V100))
+	assert.True(t, r.Reportable(1, topology.K80), "in the problem, not assigned")
+	assert.False(t, r.Reportable(2, topology.V100), "not in the problem")
+	assert.False(t, r.Reportable(0, topology.A100), "not a type of the problem")
+	for _, run := range []UnitRun{{JobIDs: []int{2}, Type: topology.V100, Seconds: 35}, {JobIDs: []int{1}, Type: topology.K80, Seconds: 35}} {
+		err := r.Report(RoundReport{Start: 0, Ran: []UnitRun{run}})
+		assert.Equal(t, r.Reportable(run.JobIDs[0], run.Type), err == nil, "%+v: %v", run, err)
+	}
+}

@@ -87,6 +87,16 @@ func (r *Rounds) Report(rep RoundReport) error {
 	return nil
 }
 
+// Reportable reports whether Report would take a unit of job id on type
+// t for the last round: a round has run, job id was in its problem (an
+// assigned job or not) and t is among its types. A caller that credits
+// time a job spent outside the round's assignments (the scheduling core's
+// RoundReport.Held) checks first, since one entry Report refuses makes it
+// credit nothing.
+func (r *Rounds) Reportable(id int, t topology.GPUType) bool {
+	return r.st.lastRound != nil && r.st.present[id] && slices.Contains(r.st.types, t)
+}
+
 // snapshotVersion is the version Snapshot writes and Restore reads.
 const snapshotVersion = 1
 

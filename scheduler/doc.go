@@ -53,9 +53,12 @@
 // at again when servers join or leave or its spec changes.
 //
 // [Scheduler.Report] then says what really ran (and what failed to
-// start), and only that is credited to the mechanism; a round without a
-// report is credited in full. [Scheduler.Snapshot] and [Scheduler.Restore]
-// carry the whole state across a restart, exactly: a restored scheduler
+// start), and only that is credited to the mechanism, with the GPU time
+// jobs held outside their turn (a preempted job's processes still
+// stopping: [RoundReport.Held], charged in GPU-seconds over the job's
+// GPUs); a round without a report is credited in full.
+// [Scheduler.Snapshot] and [Scheduler.Restore] carry the whole state
+// across a restart, exactly: a restored scheduler
 // makes the rounds the one that took the snapshot would have made, and a
 // snapshot taken on another cluster or configuration is refused with a
 // [*MismatchError]; [Scheduler.Adopt] loads such a snapshot and says

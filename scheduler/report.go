@@ -6,12 +6,14 @@ import (
 	"slices"
 
 	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/topology"
 )
 
 // RoundReport says what really happened in a round: which jobs ran, for
-// how long, how many steps they made, and which could not start. Only
-// what ran is credited to the mechanism's time counters. A RoundReport is
-// a plain value, safe for concurrent reads; Report does not keep it.
+// how long, how many steps they made, which could not start, and which
+// held GPUs outside their turn. What ran and what was held are credited
+// to the mechanism's time counters. A RoundReport is a plain value, safe
+// for concurrent reads; Report does not keep it.
 type RoundReport struct {
 	// Start is the Start of the round reported on (the last one).
 	Start float64 `json:"start"`
@@ -23,6 +25,44 @@ type RoundReport struct {
 	// placed afresh at the next round. A job is listed at most once, in
 	// Ran or in Failed (ErrInvalid otherwise).
 	Failed []string `json:"failed,omitempty"`
+	// Held lists GPU time jobs held in the round outside their turn: GPUs
+	// a job's processes kept after its lease ended (a preempted job whose
+	// pods are still terminating), which no other job could use. Each is
+	// charged as if it had run for that time (see Held). A job listed in
+	// Ran is not listed here (what it held is its run), and a job is
+	// listed at most once per type (ErrInvalid otherwise).
+	Held []Held `json:"held,omitempty"`
+}
+
+// Held is GPU time one job held on one type in a round outside its turn:
+// a plain value, safe for concurrent reads.
+//
+// The unit is the GPU-second (one GPU held for one second), the time an
+// embedder measures on its nodes, where a preempted job's processes go one
+// by one. The core counts a job's time (its attained time and its round
+// mechanism's received time, per type) in seconds of the whole job
+// running, so a job is charged GPUSeconds / JobSpec.GPUs seconds (its GPUs
+// at the report): 4 GPUs held for 35 s charge a 4-GPU job 35 s, 2 of them
+// for 35 s charge it 17.5 s, and the same 4 GPUs charge an 8-GPU job
+// 17.5 s. A job holds at most its GPUs for the round: GPUSeconds is in [0,
+// round length x JobSpec.GPUs], summed over the job's entries, as a run
+// is at most the round (an elastic job's extra GPUs are not charged, as
+// they are not while it runs).
+type Held struct {
+	Job  string           `json:"job"`
+	Type topology.GPUType `json:"type"`
+	// GPUSeconds is the sum over the GPUs of Type it held of the seconds
+	// each was held in the round.
+	GPUSeconds float64 `json:"gpu_seconds"`
+}
+
+// heldCredit is a Held entry checked: its job, its type (by index among
+// the scheduler's types, and by name) and the seconds it is charged.
+type heldCredit struct {
+	j    *job
+	k    int
+	typ  topology.GPUType
+	secs float64
 }
 
 // Ran is one job's part of a round: a plain value, safe for concurrent
@@ -45,6 +85,20 @@ type Ran struct {
 // allocation.CompatGavel a job may be credited more than a round (Gavel
 // credits from the end of the last busy round), up to allocation.MaxTime
 // seconds; attained times saturate far above any reachable time.
+//
+// The GPU time of RoundReport.Held is charged to each job's attained time
+// on the type and, as a run of the job alone on that type, to its tier's
+// round mechanism, so that the mechanism owes it that much less
+// (allocation.Rounds.Report). A job the mechanism cannot be told about (not
+// in its tier's problem of the round: submitted or moved to another
+// priority since, or finished before it) is charged attained time only;
+// one whose mechanism keeps no time for it alone (outside the allocation)
+// is charged there nothing. Held time is charged within the round (at most
+// its length, whatever Compat says) and does not count as a round run
+// (JobStatus.Rounds). An entry for a job not submitted wraps
+// ErrStaleReport and ErrUnknownJob; one for a job of Ran, twice for a job
+// and type, for a type the cluster has none of, or with GPU-seconds out
+// of range or NaN wraps ErrInvalid; either way nothing is credited.
 func (s *Scheduler) Report(rep RoundReport) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -96,6 +150,10 @@ func (s *Scheduler) Report(rep RoundReport) error {
 		}
 		failed[key] = true
 	}
+	held, err := s.checkHeld(rep.Held)
+	if err != nil {
+		return err
+	}
 	end := s.last.Start
 	var finished []*job
 	for i, r := range rep.Ran {
@@ -118,6 +176,9 @@ func (s *Scheduler) Report(rep RoundReport) error {
 		}
 	}
 
+	for _, c := range held {
+		c.j.attained[c.k] = min(c.j.attained[c.k]+c.secs, maxAttained)
+	}
 	for _, key := range rep.Failed {
 		if j := inRound(key); j.lease != nil {
 			s.evict(j.lease.holder)
@@ -138,7 +199,7 @@ func (s *Scheduler) Report(rep RoundReport) error {
 			d, ok = max(d, d2), ok || ok2
 		}
 		return d, ok
-	}); err != nil {
+	}, held); err != nil {
 		return err
 	}
 	s.reported = true
@@ -155,9 +216,52 @@ func (s *Scheduler) Report(rep RoundReport) error {
 	return nil
 }
 
+// checkHeld checks a report's Held entries against the last round (of
+// length s.last.Length) and returns the charges, in memory reused from
+// report to report. Jobs of the report's Ran carry s.mark.
+func (s *Scheduler) checkHeld(held []Held) ([]heldCredit, error) {
+	if len(held) == 0 {
+		return nil, nil
+	}
+	type jobType struct {
+		j *job
+		k int
+	}
+	seen := make(map[jobType]bool, len(held))
+	total := make(map[*job]float64, len(held))
+	out := s.scratch.held[:0]
+	length := s.last.Length
+	for _, h := range held {
+		j := s.jobs[h.Job]
+		if j == nil {
+			return nil, fmt.Errorf("%w: held GPUs: %w %q", ErrStaleReport, ErrUnknownJob, h.Job)
+		}
+		k := s.typeIndex(h.Type)
+		most := length * float64(j.spec.GPUs)
+		switch {
+		case j.mark == s.mark:
+			return nil, fmt.Errorf("%w: job %q is reported both as run and as holding GPUs", ErrInvalid, h.Job)
+		case k < 0:
+			return nil, fmt.Errorf("%w: job %q held GPUs of type %q, which the cluster has none of", ErrInvalid, h.Job, h.Type)
+		case seen[jobType{j, k}]:
+			return nil, fmt.Errorf("%w: job %q held %s GPUs reported twice", ErrInvalid, h.Job, h.Type)
+		case !(h.GPUSeconds >= 0 && total[j]+h.GPUSeconds <= most*(1+1e-9)):
+			return nil, fmt.Errorf("%w: job %q held %v GPU-seconds of %s (want 0 to %g in all: its %d GPUs for the round of %v s)",
+				ErrInvalid, h.Job, h.GPUSeconds, h.Type, most, j.spec.GPUs, length)
+		}
+		seen[jobType{j, k}] = true
+		total[j] += h.GPUSeconds
+		out = append(out, heldCredit{j: j, k: k, typ: h.Type, secs: min(h.GPUSeconds/float64(j.spec.GPUs), length)})
+	}
+	s.scratch.held = out
+	return out, nil
+}
+
 // creditMechanisms reports to each tier's mechanism the units of the last
-// round that ran, for the seconds secs gives (units it skips did not run).
-func (s *Scheduler) creditMechanisms(secs func(u *unit) (float64, bool)) error {
+// round that ran, for the seconds secs gives (units it skips did not run),
+// and the jobs that held GPUs outside their turn, each as a unit of its
+// own, where the mechanism takes it (allocation.Rounds.Reportable).
+func (s *Scheduler) creditMechanisms(secs func(u *unit) (float64, bool), held []heldCredit) error {
 	units := s.scratch.units[s.scratch.cur]
 	ids := slices.Grow(s.scratch.ids[:0], 2*len(units)) // Rounds.Report keeps none
 	for _, t := range s.tiers {
@@ -180,6 +284,13 @@ func (s *Scheduler) creditMechanisms(secs func(u *unit) (float64, bool)) error {
 				ids = append(ids, u.jobs[1].id)
 			}
 			rep.Ran = append(rep.Ran, allocation.UnitRun{JobIDs: ids[start:len(ids):len(ids)], Type: u.tname, Seconds: d})
+		}
+		for _, c := range held {
+			if c.j.tier != t || !t.mech.Reportable(c.j.id, c.typ) {
+				continue
+			}
+			ids = append(ids, c.j.id)
+			rep.Ran = append(rep.Ran, allocation.UnitRun{JobIDs: ids[len(ids)-1 : len(ids) : len(ids)], Type: c.typ, Seconds: c.secs})
 		}
 		s.scratch.ran = rep.Ran
 		s.scratch.ids = ids
@@ -210,5 +321,5 @@ func (s *Scheduler) creditUnreported(now float64) error {
 		}
 	}
 	s.reported = true
-	return s.creditMechanisms(func(*unit) (float64, bool) { return d, true })
+	return s.creditMechanisms(func(*unit) (float64, bool) { return d, true }, nil)
 }

@@ -118,7 +118,8 @@ type unit struct {
 type scratch struct {
 	ran      []allocation.UnitRun
 	ids      []int
-	ranSpare []*job // the buffer of ranBefore before last
+	held     []heldCredit // Report's
+	ranSpare []*job       // the buffer of ranBefore before last
 	// With Config.ReuseRounds, the blocks of the last round's devices and
 	// keys.
 	devs     []Device

@@ -580,7 +580,10 @@ func chunkSlot(t *testing.T, name string) int64 {
 
 // The queue's expected run time is the job's remaining work, counted down
 // by the rounds it ran, and never runs out while it runs: past its
-// expected time, a job has two rounds of work left before a round.
+// expected time, a job has two rounds of work left before a round. A
+// round is reported when it is over, at the next round's start (before
+// the floor is applied): after round r the core has counted down rounds 0
+// to r-1.
 func TestRemainingWorkFromTheQueue(t *testing.T) {
 	ctx := context.Background()
 	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4))
@@ -599,7 +602,7 @@ func TestRemainingWorkFromTheQueue(t *testing.T) {
 		require.NoError(t, err)
 		left = append(left, st.Spec.RemainingSteps)
 	}
-	assert.Equal(t, []float64{640, 360, 360, 360, 360}, left, "1000 s at 1 step/s, 360 s a round, floored at two rounds less the round run")
+	assert.Equal(t, []float64{1000, 720, 720, 720, 720}, left, "1000 s at 1 step/s, 360 s a round, floored at two rounds")
 }
 
 // The tenancy's quotas reach the quota policy: tenant a is guaranteed half

@@ -90,6 +90,15 @@ type Controller struct {
 	retry   *retrier
 	copyKey *copyKey
 	hold    holding
+	// afterLease follows the workloads whose pods hold GPUs after their
+	// lease ended, by key, in the round's window (charge.go).
+	afterLease map[string]*afterLease
+	// admittedWaits watches the workloads the round admitted for waits on
+	// GPUs the followed ones hold; window is the round's time on the wall
+	// clock, lastCount the last count (charge.go).
+	admittedWaits map[string]*admittedWait
+	window        chargeWindow
+	lastCount     time.Time
 }
 
 // RoundResult says what a round decided and did. It belongs to the
@@ -135,6 +144,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{cfg: cfg, log: cfg.Logger, nodes: map[string]nodeInfo{}, state: newCtrlState(), memCopies: map[string][]byte{},
+		afterLease: map[string]*afterLease{}, admittedWaits: map[string]*admittedWait{},
 		retry: newRetrier(&cfg), copyKey: newCopyKey(cfg.CopyKey)}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -363,6 +373,9 @@ func (c *Controller) round(ctx context.Context) (*RoundResult, *roundView, error
 	if err := c.sweep(ctx); err != nil {
 		return nil, nil, err
 	}
+	// The last round is over: report it before anything changes the
+	// core's jobs.
+	c.reportLast(c.wall())
 	if c.cfg.TenancyConfigMap != "" {
 		if err := c.reloadTenancy(); err != nil && c.ten == nil {
 			return nil, nil, fmt.Errorf("admission: no tenancy to go by: %w", err)
@@ -515,9 +528,10 @@ func (c *Controller) round(ctx context.Context) (*RoundResult, *roundView, error
 			res.Admitted[key] = w.admitted
 		}
 	}
-	if err := c.sched.Report(report); err != nil {
-		c.log.Warn("report", "err", err)
-	}
+	// Reported when the round is over (reportLast), with what the
+	// workloads whose leases ended hold meanwhile.
+	c.state.Report = &report
+	c.followAfterRound(present, res.Started)
 	res.Bypassed = append(res.Bypassed, c.bypassed...)
 	c.bypassed = nil
 	for _, l := range [][]string{res.Started, res.Preempted, res.Held, res.Finished, res.Skipped, res.Waiting, res.Bypassed, res.Adopted, res.Unrunnable} {
@@ -668,6 +682,7 @@ func (c *Controller) enforce(ctx context.Context, ws []*workload, res *RoundResu
 			continue
 		}
 		res.Bypassed = append(res.Bypassed, w.key)
+		c.follow(w.key, w.podIndex())
 		c.metrics.preempted(PreemptBypass)
 		c.event(w, corev1.EventTypeWarning, ReasonBypass, msg)
 	}
@@ -1009,12 +1024,14 @@ func (c *Controller) preempted(pp *pendingPreempt) error {
 	c.metrics.preempted(PreemptLeaseEnded)
 	if w.kind == kindJob {
 		delete(c.state.Admitted, w.key)
+		c.follow(w.key, w.podIndex())
 		c.tell(w, corev1.EventTypeNormal, ReasonPreempted, "suspended: "+pp.reason, false)
 		return nil
 	}
 	if rec := c.state.Admitted[w.key]; rec != nil {
 		rec.DeleteAfter = pp.deadline
 	}
+	c.follow(w.key, w.podIndex())
 	c.tell(w, corev1.EventTypeNormal, ReasonPreempted, fmt.Sprintf("%s; deleted after %v and created again, gated", pp.reason, c.cfg.Grace), false)
 	return nil
 }
@@ -1242,6 +1259,7 @@ func (c *Controller) sweep(ctx context.Context) error {
 		changed = true
 	}
 	c.expediteDeletions(ctx)
+	c.countAfterLease(c.wall())
 	if changed && !c.cfg.NoState {
 		return c.save(ctx)
 	}

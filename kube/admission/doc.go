@@ -57,11 +57,16 @@
 //     for a later round. No pod takes longer than Config.MaxDeletionGrace
 //     to go (its own grace is capped, a longer deletion cut short, one
 //     still there past it force-deleted), and until gone a terminating
-//     pod's GPUs are out of the core's plan. With Config.NoPreemption a
+//     pod's GPUs are out of the core's plan, and the GPU time a preempted
+//     workload's pods hold is charged to it (counted at every sweep,
+//     reported with the round: scheduler.RoundReport.Held). With
+//     Config.NoPreemption a
 //     job once admitted runs to its end (admission only, as Kueue does)
 //     and jobs are admitted only into free capacity;
 //  5. saves the core's Snapshot and its own records (what it admitted,
-//     on which type; what it preempted) in ConfigMaps of its own
+//     on which type; what it preempted; the round's report, sent to the
+//     core when the round is over, at the next round's start, with what
+//     it measured meanwhile) in ConfigMaps of its own
 //     namespace, from which a restarted controller continues as if it
 //     had not stopped;
 //  6. tells each workload where it stands: an event when that changes
@@ -93,7 +98,8 @@
 // ([AnnotationSteps]) and attained service never come from the tenant:
 // weights are the admin's (tenant and queue), remaining work the queue's
 // expected run time counted down by the rounds the job ran, attained
-// service what the core measured in the rounds it ran. Priority follows
+// service what the core measured in the rounds it ran and what its pods
+// held after its leases ended. Priority follows
 // the cluster's PriorityClasses (a Job's, its template's class looked
 // up), capped by the queue's maxPriority. A tenant's jobs enter the
 // rounds up to its MaxJobs and its part of the tenancy's (water-filled by

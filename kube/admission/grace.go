@@ -32,10 +32,9 @@ import (
 // the core plans each round without them (they are failed in its cluster
 // while held: scheduler.FailGPUs), the admissions count them, and a job
 // the core gives a turn while its own pods still hold GPUs is held back
-// and reported as having run for as long as they hold them (the core
-// credits only the jobs of a round: the time a preempted job's pods run
-// on after its turn is bounded by Config.Grace and MaxDeletionGrace, not
-// credited).
+// and reported as having run for as long as they hold them. The time a
+// preempted job's pods run on after its turn (bounded by Config.Grace and
+// MaxDeletionGrace) is charged to it (charge.go).
 
 // DefaultMaxDeletionGrace is Config.MaxDeletionGrace's default: the
 // grace Kubernetes gives a pod that names none.
@@ -257,8 +256,9 @@ func (h holding) leaving(w *workload) bool {
 }
 
 // heldRan returns what the jobs the round gave a turn but held back ran
-// on the GPUs their own pods still hold: for as long as they hold them,
-// at most the round (the core credits the jobs of a round only).
+// on the GPUs their own pods still hold: for as long as they are due to
+// hold them (their deletions' ends), at most the round. (A job the round
+// did not give a turn is charged what its pods held: RoundReport.Held.)
 func (h holding) heldRan(held []string, now time.Time, length float64) []scheduler.Ran {
 	var out []scheduler.Ran
 	for _, key := range held {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 
 	"github.com/gpusched/gpusched/kube/model"
+	"github.com/gpusched/gpusched/scheduler"
 	"github.com/gpusched/gpusched/topology"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -71,6 +72,9 @@ type ctrlState struct {
 	// Requeue holds preempted bare pods to create again, gated, once the
 	// deleted ones are gone, by workload key.
 	Requeue map[string][]requeued `json:"requeue,omitempty"`
+	// Report is the core's report of the last round, written at its
+	// start and sent when it is over (reportLast), nil once sent.
+	Report *scheduler.RoundReport `json:"report,omitempty"`
 }
 
 // record is the controller's record of an admitted workload.
@@ -269,6 +273,8 @@ func (st *ctrlState) check() error {
 		return fmt.Errorf("%d rounds", st.Rounds)
 	case len(st.Admitted) > maxRecords || len(st.Requeue) > maxRecords:
 		return fmt.Errorf("%d records, %d requeued workloads (at most %d)", len(st.Admitted), len(st.Requeue), maxRecords)
+	case st.Report != nil && len(st.Report.Ran)+len(st.Report.Failed)+len(st.Report.Held) > maxRecords:
+		return fmt.Errorf("a report of %d jobs (at most %d)", len(st.Report.Ran)+len(st.Report.Failed)+len(st.Report.Held), maxRecords)
 	}
 	for key, r := range st.Admitted {
 		switch {
