@@ -210,10 +210,6 @@ func runJobGrace(t *testing.T, stuck bool) jobRun {
 	job := gatedJob("att", "train", 1, 4, rates("v100=1"))
 	day := int64(86400)
 	job.Spec.Template.Spec.TerminationGracePeriodSeconds = &day
-	// The selector and labels the API server gives a Job (without them its
-	// pods are not the Job's but bare pods that bypassed admission).
-	sel := map[string]string{"batch.kubernetes.io/controller-uid": string(job.UID)}
-	job.Spec.Selector, job.Spec.Template.Labels = &metav1.LabelSelector{MatchLabels: sel}, sel
 	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), job, gatedPod("v1", "job", 4, rates("v100=1")))
 	wall := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	sim := newKubeSim(t, cs, &wall, map[string]int{"n1": 4})

@@ -51,12 +51,17 @@ func gatedPod(ns, name string, gpus int, ann map[string]string) *corev1.Pod {
 
 func gatedJob(ns, name string, parallelism int32, gpus int, ann map[string]string) *batchv1.Job {
 	uidSeq++
+	uid := "uid-" + strconv.Itoa(uidSeq)
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: ann, UID: types.UID("uid-" + strconv.Itoa(uidSeq)),
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: ann, UID: types.UID(uid),
 			CreationTimestamp: metav1.NewTime(time.Unix(int64(1000+uidSeq), 0))},
 		Spec: batchv1.JobSpec{
 			Parallelism: &parallelism, Suspend: ptrTo(true),
-			Template: corev1.PodTemplateSpec{Spec: gatedPod(ns, name, gpus, nil).Spec},
+			// The selector and template labels the API server defaults a
+			// Job to (its pods are the Job's only where they match).
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{batchv1.ControllerUidLabel: uid}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{batchv1.ControllerUidLabel: uid, batchv1.JobNameLabel: name}},
+				Spec: gatedPod(ns, name, gpus, nil).Spec},
 		},
 	}
 }

@@ -326,14 +326,11 @@ func victimPods() []runtime.Object {
 	return out
 }
 
-// apiJob is a suspended, gated Job as the API server stores it: its
-// selector and its template's labels defaulted to its controller UID.
+// apiJob is a suspended, gated Job as the API server stores it (its
+// selector and its template's labels defaulted to its controller UID, as
+// gatedJob makes them), with the V100 rate of the cluster.
 func apiJob(ns, name string, parallelism int32, gpus int) *batchv1.Job {
-	j := gatedJob(ns, name, parallelism, gpus, rates("v100=1"))
-	uid := string(j.UID)
-	j.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{batchv1.ControllerUidLabel: uid}}
-	j.Spec.Template.Labels = map[string]string{batchv1.ControllerUidLabel: uid, batchv1.JobNameLabel: name}
-	return j
+	return gatedJob(ns, name, parallelism, gpus, rates("v100=1"))
 }
 
 func (p *playground) job(ns, name string) *batchv1.Job {
