@@ -212,3 +212,57 @@ func TestReduceKeys(t *testing.T) {
 	assert.InDelta(t, 1.0, r.p.Jobs[1].count(), 0)
 	assert.Equal(t, 0, p.Jobs[0].members, "the caller's problem is untouched")
 }
+
+// The reduced program gives every entity what the full one gives it under
+// the quota policies, guarantees included (each entity's guaranteed
+// total counts every member of a group of identical jobs: it counted one
+// member only, which left a guarantee short by the others' rates).
+func TestReductionKeepsQuotas(t *testing.T) {
+	for seed := range uint64(4) {
+		p := randomEntities(seed, 90, 3, 2)
+		p.EntityQuotas = map[string]Quota{
+			"e0": {GuaranteedShare: 0.5},
+			"e1": {GuaranteedGPUs: map[topology.GPUType]float64{"v100": 6}},
+		}
+		r := reduce(p)
+		require.NotNil(t, r)
+		for _, pol := range []*QuotaFairness{{}, {WaterFilling: true, Hierarchical: true, PerEntity: true}} {
+			full, err := pol.allocate(context.Background(), p)
+			require.NoError(t, err)
+			red, err := pol.allocate(context.Background(), r.p)
+			require.NoError(t, err)
+			got := r.expand(p, red)
+			require.NoError(t, got.Check(p, 1e-6))
+			uf, ug := full.Usage(p), got.Usage(p)
+			for e, u := range uf {
+				assert.InDelta(t, u.Normalised, ug[e].Normalised, 1e-3*max(1, u.Normalised), "seed %d, %+v: %s", seed, *pol, e)
+			}
+		}
+	}
+}
+
+// The guarantee's total binds. Capacities 4 V100s and a K80 make a job's
+// proportional rate 0.8 r_v100 + 0.2 r_k80. A is guaranteed 2 V100s and
+// the K80: on that slice its two identical jobs (10 steps/s on a V100, 1
+// on the K80) run full time on the V100s, normalised rate 10/8.2 = 1.22
+// each, and its K80-only job of weight 10 (normalised rate 5 on the K80)
+// sets the level at 0.5; A's guaranteed total is 2 x 1.22 + 5 = 7.44. C's
+// six V100-only jobs gain more per V100 (1.25), so maximising the total
+// would push A's two jobs down to the level (a V100 half the time each),
+// were the total counted for one member of their group only (6.22).
+func TestReductionGuaranteedTotal(t *testing.T) {
+	p := &Problem{Types: []topology.GPUType{"v100", "k80"}, Capacity: []int{4, 1},
+		EntityQuotas: map[string]Quota{"A": {GuaranteedGPUs: map[topology.GPUType]float64{"v100": 2, "k80": 1}}}}
+	for i := range 2 {
+		p.Jobs = append(p.Jobs, Job{ID: i, ScaleFactor: 1, Throughput: []float64{10, 1}, Entity: "A"})
+	}
+	p.Jobs = append(p.Jobs, Job{ID: 2, ScaleFactor: 1, Weight: 10, Throughput: []float64{0, 1}, Entity: "A"})
+	for i := range 6 {
+		p.Jobs = append(p.Jobs, Job{ID: 10 + i, ScaleFactor: 1, Throughput: []float64{1, 0}, Entity: "C"})
+	}
+	require.NotNil(t, reduce(p))
+	a := allocate(t, &QuotaFairness{}, p)
+	assert.InDelta(t, 2*10/8.2+5, a.Usage(p)["A"].Normalised, 1e-4)
+	assert.InDelta(t, 1, a.X[0][0], 1e-4, "A's jobs keep their V100s")
+	assert.InDelta(t, 1, a.X[1][0], 1e-4)
+}

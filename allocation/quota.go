@@ -539,7 +539,7 @@ func (pl *quotaPlan) solveSlice(ctx context.Context, s lp.Solver, qe *quotaEntit
 		for k, v := range g.x[m] {
 			if v >= 0 {
 				qe.x[i][k] = clip(sol.X[v])
-				qe.total += pl.norm[m] * pl.tput[m][k] * qe.x[i][k]
+				qe.total += pl.norm[m] * p.Jobs[m].count() * pl.tput[m][k] * qe.x[i][k]
 			}
 		}
 	}
