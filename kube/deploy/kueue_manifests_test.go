@@ -21,7 +21,7 @@ func kueueDeployment(t *testing.T) *appsv1.Deployment {
 }
 
 // gpusched-kueue's manifests: its RBAC covers what it calls (watches of
-// Kueue's objects, patches of Workloads and of the jobs whose gate it
+// Kueue's objects and of the namespaces, patches of Workloads and of the jobs whose gate it
 // removes, events) cluster-wide, its lease only in its namespace, and
 // nothing else; its flags name a known policy and the code's gate.
 func TestKueueManifests(t *testing.T) {
@@ -34,6 +34,7 @@ func TestKueueManifests(t *testing.T) {
 		{"kueue.x-k8s.io", "clusterqueues", "list"}, {"kueue.x-k8s.io", "clusterqueues", "watch"},
 		{"kueue.x-k8s.io", "localqueues", "list"}, {"kueue.x-k8s.io", "localqueues", "watch"},
 		{"kueue.x-k8s.io", "resourceflavors", "list"}, {"kueue.x-k8s.io", "resourceflavors", "watch"},
+		{"", "namespaces", "list"}, {"", "namespaces", "watch"}, // the ClusterQueues' namespaceSelectors (review of #40)
 		{"batch", "jobs", "patch"}, {"batch", "jobs", "get"}, {"jobset.x-k8s.io", "jobsets", "patch"}, {"kubeflow.org", "pytorchjobs", "patch"},
 		{"", "events", "create"},
 	} {
@@ -48,6 +49,9 @@ func TestKueueManifests(t *testing.T) {
 		assert.NotContains(t, r.Resources, "pods", "it writes no pod")
 		if !slices.Contains(r.Resources, "events") {
 			assert.NotContains(t, r.Verbs, "update", "patches only (JSON patches of its own fields): %+v", r)
+		}
+		if slices.Contains(r.Resources, "namespaces") {
+			assert.ElementsMatch(t, []string{"get", "list", "watch"}, r.Verbs, "namespaces are read only")
 		}
 		if slices.Contains(r.APIGroups, "kueue.x-k8s.io") && !slices.Contains(r.Resources, "workloads") {
 			assert.ElementsMatch(t, []string{"get", "list", "watch"}, r.Verbs, "Kueue's queues and flavors are read only")
