@@ -574,16 +574,23 @@ func (s *snapshot) holds(qi int, res corev1.ResourceName, k int) bool {
 // GPU (MIG slices, nvidia.com/mig-*, or a name under nvidia.com/ with
 // "gpu", or ending in /gpu) but is not one of Config.Resources: the field
 // and the resource, or "" for none. Such a workload cannot be steered by
-// GPU type, and is refused rather than left unseen.
+// GPU type, and is refused rather than left unseen. The answer is the
+// same at every call: the smallest such name of the first pod set that
+// has one, in the first container that asks for it (containers before
+// init containers, each in order), so that the Warning, whose key holds
+// the error, is said once.
 func (c *Controller) unsteered(w *Workload) (field string, name corev1.ResourceName) {
 	for i := range w.Spec.PodSets[:min(len(w.Spec.PodSets), maxPodSets)] {
 		ps := &w.Spec.PodSets[i]
-		for kind, list := range map[string][]corev1.Container{"containers": ps.Template.Spec.Containers, "initContainers": ps.Template.Spec.InitContainers} {
-			for _, ctr := range list {
+		for _, l := range []struct {
+			kind string
+			list []corev1.Container
+		}{{"containers", ps.Template.Spec.Containers}, {"initContainers", ps.Template.Spec.InitContainers}} {
+			for _, ctr := range l.list {
 				for _, rl := range []corev1.ResourceList{ctr.Resources.Limits, ctr.Resources.Requests} {
 					for n := range rl {
 						if looksLikeGPU(n) && !slices.Contains(c.cfg.Resources, n) && (name == "" || n < name) {
-							field, name = podSetField(ps, fmt.Sprintf("template.spec.%s[%s].resources", kind, ctr.Name)), n
+							field, name = podSetField(ps, fmt.Sprintf("template.spec.%s[%s].resources", l.kind, ctr.Name)), n
 						}
 					}
 				}
