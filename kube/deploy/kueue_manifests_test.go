@@ -76,14 +76,17 @@ var kueueGatedKinds = []string{"batch/jobs", "jobset.x-k8s.io/jobsets", "kubeflo
 // queued GPU job of the gated kinds (the test in the mutation, reinvoked:
 // a queue label a later webhook adds is seen), let only gpusched-kueue's
 // account remove it from any of them, whose gate its RBAC lets it remove,
-// and refuse the queued GPU workloads of the kinds the gate cannot hold.
-// Before #40: batch/v1 Jobs only, containers only, reinvocationPolicy
-// Never with the queue label in a match condition.
+// refuse an update that puts an ungated GPU job into a queue (the gate is
+// added at creation only), and refuse the queued GPU workloads of the
+// kinds the gate cannot hold. Before #40: batch/v1 Jobs only, containers
+// only, reinvocationPolicy Never with the queue label in a match
+// condition; before its review, the queue label could be added after
+// creation (no gpusched-kueue-gate-queue).
 func TestKueuePolicies(t *testing.T) {
 	d := kueueDeployment(t)
 	user := "system:serviceaccount:" + d.Namespace + ":" + d.Spec.Template.Spec.ServiceAccountName
 	ps := policiesOf(t, "kueue-policies.yaml")
-	assert.Equal(t, []string{"gpusched-kueue-gate", "gpusched-kueue-gate-owner", "gpusched-kueue-other-kinds"}, ps.names())
+	assert.Equal(t, []string{"gpusched-kueue-gate", "gpusched-kueue-gate-owner", "gpusched-kueue-gate-queue", "gpusched-kueue-other-kinds"}, ps.names())
 	ps.boundTo(t, "gpusched.io/kueue")
 	mut := ps.maps["gpusched-kueue-gate"]
 	require.NotNil(t, mut)
@@ -111,6 +114,25 @@ func TestKueuePolicies(t *testing.T) {
 	for _, v := range owner.Spec.Variables {
 		assert.Contains(t, v.Expression, "'"+kueue.DefaultGate+"'")
 	}
+
+	queue := ps.vaps["gpusched-kueue-gate-queue"]
+	require.NotNil(t, queue, "no policy against a queue label added after creation")
+	assert.Equal(t, kueueGatedKinds, resourcesOf(queue.Spec.MatchConstraints.ResourceRules, admissionv1.Update), "every gated kind")
+	assert.Equal(t, conditions(owner.Spec.MatchConditions), conditions(queue.Spec.MatchConditions[:1]), "the gate owner's exemptions")
+	assert.Contains(t, conditions(queue.Spec.MatchConditions), "'"+kueue.LabelQueueName+"' in object.metadata.labels")
+	qvars := variables(queue.Spec.Variables)
+	gpuCheck(t, queue.Name, qvars, conditions(queue.Spec.MatchConditions))
+	assert.Equal(t, vars["gpuResources"], qvars["gpuResources"], "the gate's GPU resources")
+	for _, k := range kueueGatedKinds {
+		_, res, _ := strings.Cut(k, "/")
+		assert.Contains(t, qvars["podSpecs"], "'"+res+"'", "the pod specs of %s", k)
+	}
+	assert.Contains(t, qvars["sameQueue"], "oldObject.metadata.labels['"+kueue.LabelQueueName+"'] == object.metadata.labels['"+kueue.LabelQueueName+"']")
+	assert.Contains(t, qvars["gated"], "'"+kueue.AnnotationAdmissionGatedBy+"'")
+	assert.Contains(t, qvars["gated"], "'"+kueue.DefaultGate+"'")
+	require.Len(t, queue.Spec.Validations, 1)
+	assert.Equal(t, "!variables.asksForGPUs[0] || variables.gated || (variables.sameQueue && variables.asksForGPUs[1])", queue.Spec.Validations[0].Expression)
+	assert.Equal(t, admissionv1.Fail, *queue.Spec.FailurePolicy)
 
 	// gpusched-kueue can remove its gate from every kind the gate holds.
 	rb := rules(objects(t, "kueue-rbac.yaml"), d.Namespace+"/"+d.Spec.Template.Spec.ServiceAccountName)
