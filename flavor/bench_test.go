@@ -71,3 +71,42 @@ func BenchmarkSteerKueuePerf(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSteerPreemptBacklog is a round of a ClusterQueue that may
+// preempt (withinClusterQueue LowerPriority) with a backlog of 20,000
+// pending workloads, each of 1,500 GPUs, that no preemption can admit:
+// queue a (nominal 2,000 V100s) runs 1,000 priority-0 1-GPU workloads
+// and lends the rest of its quota to b's 1,000 (reclaimWithinCohort
+// Never), so each walk removes a's 1,000 candidates before it fails.
+// Only the 2,046 workloads of the policy's problem are walked (before
+// the review of #40, all 20,000).
+func BenchmarkSteerPreemptBacklog(b *testing.B) {
+	qa := flavor.Queue{Name: "a", Cohort: "co", Flavors: []flavor.Flavor{{Name: "v100", Nominal: 2000, BorrowingLimit: flavor.NoLimit, LendingLimit: flavor.NoLimit}},
+		Preemption: flavor.Preemption{WithinClusterQueue: flavor.PreemptLowerPriority}}
+	qb := flavor.Queue{Name: "b", Cohort: "co", Flavors: []flavor.Flavor{{Name: "v100", BorrowingLimit: flavor.NoLimit, LendingLimit: flavor.NoLimit}}}
+	q, err := flavor.NewQuotas([]flavor.Queue{qa, qb}, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var running, pending []flavor.Workload
+	for i := range 2000 {
+		w := flavor.Workload{ID: i, Queue: i / 1000, GPUs: 1, Rates: []float64{1}, Arrival: float64(i), Flavor: 0}
+		if err := q.Add(w.Queue, 0, 1); err != nil {
+			b.Fatal(err)
+		}
+		running = append(running, w)
+	}
+	for i := range 20000 {
+		pending = append(pending, flavor.Workload{ID: 2000 + i, Queue: 0, GPUs: 1500, Rates: []float64{1}, Priority: 10, Arrival: float64(3000 + i), Flavor: -1})
+	}
+	s := flavor.Steerer{Types: []topology.GPUType{"v100"}, Policy: evenPolicy{}}
+	for b.Loop() {
+		res, err := s.Steer(context.Background(), 0, q, running, pending)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Decisions[0].Why == flavor.Preempt {
+			b.Fatal("no preemption admits a workload of 1,500 GPUs here")
+		}
+	}
+}

@@ -43,7 +43,10 @@
 // cohort, by priority within the ClusterQueue, and while borrowing): a
 // pending workload that fits nowhere but that Kueue would admit by
 // preempting running ones gets [Preempt], so that the controller hands it
-// to Kueue's preemption instead of holding it.
+// to Kueue's preemption instead of holding it. Only the workloads of the
+// policy's problem are so walked (at most Steerer.MaxJobs; those Outside
+// wait behind them in their queue's order, as Kueue considers each
+// queue's heads in a cycle).
 //
 // Quota ([Quotas]) follows Kueue's accounting over a ClusterQueue and its
 // cohort (available and potentialAvailable of Kueue's resource nodes,

@@ -117,13 +117,20 @@ type Victims struct {
 // with MayStopSearch the first). The victims' quota is freed and the
 // workload charged on q, so that the next ones see what is left: no more
 // workloads are released than the preemptions can admit.
-func (s *Steerer) preempt(q *Quotas, running, pending []Workload, viable [][]bool, res *Result) {
+//
+// Only the workloads of the policy's problem are walked (in, at most
+// MaxJobs): those left Outside wait behind them in their queue's order
+// (priority, then age), as Kueue considers only each queue's heads in a
+// scheduling cycle. A round's walks are so bounded by MaxJobs, whatever
+// the backlog (before, every pending workload was walked:
+// O(pending x flavors x running) a round).
+func (s *Steerer) preempt(q *Quotas, running, pending []Workload, in []int, viable [][]bool, res *Result) {
 	if !slices.ContainsFunc(q.queues, func(qu Queue) bool { return !qu.Preemption.none() }) {
 		return
 	}
 	p := newPreemptions(q, running)
-	order := make([]int, 0, len(pending))
-	for i := range pending {
+	order := make([]int, 0, len(in))
+	for _, i := range in {
 		if why := res.Decisions[i].Why; why != Start && why != NoFlavor && !q.queues[pending[i].Queue].Preemption.none() {
 			order = append(order, i)
 		}

@@ -179,3 +179,35 @@ func TestPreemptionRefused(t *testing.T) {
 		assert.ErrorIs(t, err, flavor.ErrInvalid, "%+v", p)
 	}
 }
+
+// Only the workloads in the policy's problem are walked for preemption
+// (review of #40): with MaxJobs 4, queue a's 4 running priority-0
+// workloads (one aggregate) leave its 10 pending priority-10 ones 3
+// places; those 3 are released for preemption, one victim each, and the
+// other 7 keep waiting Outside with their number in a's order. Before,
+// every pending workload was walked (O(pending x flavors x running) a
+// round, unbounded by MaxJobs): the 4th, Outside, was turned into
+// Preempt too (4 released, its Rank lost).
+func TestSteerPreemptWithinTheProblem(t *testing.T) {
+	a := v100Queue("a", "", 0, 4)
+	a.Preemption = flavor.Preemption{WithinClusterQueue: flavor.PreemptLowerPriority}
+	q, err := flavor.NewQuotas([]flavor.Queue{a}, 1)
+	require.NoError(t, err)
+	running := runningIn(t, q, 0, 0, 4, 0, 0)
+	pending := pendingIn(10, 0, 10, 100)
+	for i := range pending {
+		pending[i].Priority = 10
+	}
+	res, err := (&flavor.Steerer{Types: v100Only, Policy: evenPolicy{}, MaxJobs: 4}).Steer(context.Background(), 200, q, running, pending)
+	require.NoError(t, err)
+	assert.Equal(t, []int{3}, res.Places)
+	for i, d := range res.Decisions {
+		if i < 3 {
+			assert.Equal(t, flavor.Preempt, d.Why, "workload %d", i)
+			assert.Equal(t, flavor.Victims{IDs: []int{3 - i}, InQueue: 1}, d.Victims, "workload %d: the most recent first", i)
+			continue
+		}
+		assert.Equal(t, flavor.Outside, d.Why, "workload %d", i)
+		assert.Equal(t, i+1, d.Rank, "workload %d", i)
+	}
+}

@@ -73,7 +73,8 @@ const (
 	// then may start on the slower one (Decision.HeldFrom).
 	Held
 	// Preempt: no flavor has room for it now, and Kueue would admit it by
-	// preemption (its ClusterQueue's Queue.Preemption): reclaiming
+	// preemption (its ClusterQueue's Queue.Preemption; only a workload in
+	// the policy's problem, not one Outside): reclaiming
 	// nominal quota the queue lent to its cohort, or preempting
 	// lower-priority workloads; Decision.Victims says which. Kueue decides
 	// that preemption itself (the controller releases the workload to
@@ -290,7 +291,7 @@ func (s *Steerer) Steer(ctx context.Context, now float64, q *Quotas, running, pe
 		due := s.due(q, run, pending, order, a.X)
 		s.assign(now, qc, pending, order, x, viable, due, res)
 	}
-	s.preempt(qc, running, pending, viable, res)
+	s.preempt(qc, running, pending, order, viable, res)
 	return res, nil
 }
 

@@ -21,7 +21,7 @@ func kueueDeployment(t *testing.T) *appsv1.Deployment {
 }
 
 // gpusched-kueue's manifests: its RBAC covers what it calls (watches of
-// Kueue's objects, patches of Workloads and of the jobs whose gate it
+// Kueue's objects and of the namespaces, patches of Workloads and of the jobs whose gate it
 // removes, events) cluster-wide, its lease only in its namespace, and
 // nothing else; its flags name a known policy and the code's gate.
 func TestKueueManifests(t *testing.T) {
@@ -34,6 +34,7 @@ func TestKueueManifests(t *testing.T) {
 		{"kueue.x-k8s.io", "clusterqueues", "list"}, {"kueue.x-k8s.io", "clusterqueues", "watch"},
 		{"kueue.x-k8s.io", "localqueues", "list"}, {"kueue.x-k8s.io", "localqueues", "watch"},
 		{"kueue.x-k8s.io", "resourceflavors", "list"}, {"kueue.x-k8s.io", "resourceflavors", "watch"},
+		{"", "namespaces", "list"}, {"", "namespaces", "watch"}, // the ClusterQueues' namespaceSelectors (review of #40)
 		{"batch", "jobs", "patch"}, {"batch", "jobs", "get"}, {"jobset.x-k8s.io", "jobsets", "patch"}, {"kubeflow.org", "pytorchjobs", "patch"},
 		{"", "events", "create"},
 	} {
@@ -48,6 +49,9 @@ func TestKueueManifests(t *testing.T) {
 		assert.NotContains(t, r.Resources, "pods", "it writes no pod")
 		if !slices.Contains(r.Resources, "events") {
 			assert.NotContains(t, r.Verbs, "update", "patches only (JSON patches of its own fields): %+v", r)
+		}
+		if slices.Contains(r.Resources, "namespaces") {
+			assert.ElementsMatch(t, []string{"get", "list", "watch"}, r.Verbs, "namespaces are read only")
 		}
 		if slices.Contains(r.APIGroups, "kueue.x-k8s.io") && !slices.Contains(r.Resources, "workloads") {
 			assert.ElementsMatch(t, []string{"get", "list", "watch"}, r.Verbs, "Kueue's queues and flavors are read only")
@@ -72,14 +76,17 @@ var kueueGatedKinds = []string{"batch/jobs", "jobset.x-k8s.io/jobsets", "kubeflo
 // queued GPU job of the gated kinds (the test in the mutation, reinvoked:
 // a queue label a later webhook adds is seen), let only gpusched-kueue's
 // account remove it from any of them, whose gate its RBAC lets it remove,
-// and refuse the queued GPU workloads of the kinds the gate cannot hold.
-// Before #40: batch/v1 Jobs only, containers only, reinvocationPolicy
-// Never with the queue label in a match condition.
+// refuse an update that puts an ungated GPU job into a queue (the gate is
+// added at creation only), and refuse the queued GPU workloads of the
+// kinds the gate cannot hold. Before #40: batch/v1 Jobs only, containers
+// only, reinvocationPolicy Never with the queue label in a match
+// condition; before its review, the queue label could be added after
+// creation (no gpusched-kueue-gate-queue).
 func TestKueuePolicies(t *testing.T) {
 	d := kueueDeployment(t)
 	user := "system:serviceaccount:" + d.Namespace + ":" + d.Spec.Template.Spec.ServiceAccountName
 	ps := policiesOf(t, "kueue-policies.yaml")
-	assert.Equal(t, []string{"gpusched-kueue-gate", "gpusched-kueue-gate-owner", "gpusched-kueue-other-kinds"}, ps.names())
+	assert.Equal(t, []string{"gpusched-kueue-gate", "gpusched-kueue-gate-owner", "gpusched-kueue-gate-queue", "gpusched-kueue-other-kinds"}, ps.names())
 	ps.boundTo(t, "gpusched.io/kueue")
 	mut := ps.maps["gpusched-kueue-gate"]
 	require.NotNil(t, mut)
@@ -107,6 +114,25 @@ func TestKueuePolicies(t *testing.T) {
 	for _, v := range owner.Spec.Variables {
 		assert.Contains(t, v.Expression, "'"+kueue.DefaultGate+"'")
 	}
+
+	queue := ps.vaps["gpusched-kueue-gate-queue"]
+	require.NotNil(t, queue, "no policy against a queue label added after creation")
+	assert.Equal(t, kueueGatedKinds, resourcesOf(queue.Spec.MatchConstraints.ResourceRules, admissionv1.Update), "every gated kind")
+	assert.Equal(t, conditions(owner.Spec.MatchConditions), conditions(queue.Spec.MatchConditions[:1]), "the gate owner's exemptions")
+	assert.Contains(t, conditions(queue.Spec.MatchConditions), "'"+kueue.LabelQueueName+"' in object.metadata.labels")
+	qvars := variables(queue.Spec.Variables)
+	gpuCheck(t, queue.Name, qvars, conditions(queue.Spec.MatchConditions))
+	assert.Equal(t, vars["gpuResources"], qvars["gpuResources"], "the gate's GPU resources")
+	for _, k := range kueueGatedKinds {
+		_, res, _ := strings.Cut(k, "/")
+		assert.Contains(t, qvars["podSpecs"], "'"+res+"'", "the pod specs of %s", k)
+	}
+	assert.Contains(t, qvars["sameQueue"], "oldObject.metadata.labels['"+kueue.LabelQueueName+"'] == object.metadata.labels['"+kueue.LabelQueueName+"']")
+	assert.Contains(t, qvars["gated"], "'"+kueue.AnnotationAdmissionGatedBy+"'")
+	assert.Contains(t, qvars["gated"], "'"+kueue.DefaultGate+"'")
+	require.Len(t, queue.Spec.Validations, 1)
+	assert.Equal(t, "!variables.asksForGPUs[0] || variables.gated || (variables.sameQueue && variables.asksForGPUs[1])", queue.Spec.Validations[0].Expression)
+	assert.Equal(t, admissionv1.Fail, *queue.Spec.FailurePolicy)
 
 	// gpusched-kueue can remove its gate from every kind the gate holds.
 	rb := rules(objects(t, "kueue-rbac.yaml"), d.Namespace+"/"+d.Spec.Template.Spec.ServiceAccountName)

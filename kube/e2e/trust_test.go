@@ -25,8 +25,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	batchv1client "k8s.io/client-go/kubernetes/typed/batch/v1"
 	"k8s.io/client-go/rest"
 )
 
@@ -336,7 +338,8 @@ func kueueGated(ann map[string]string) bool {
 // JobSets and Kubeflow's jobs too (stub CRDs of their shapes), and the
 // tenant cannot take the gate off them; a queued GPU workload of a kind
 // the gate cannot hold (a RayJob, a plain pod, a Deployment) is refused;
-// CPU jobs, unqueued jobs and MIG slices are left alone.
+// CPU jobs, unqueued jobs and MIG slices are left alone; an ungated GPU
+// job cannot be put into a queue after its creation (kueueGateOnUpdate).
 func TestE2EKueuePolicies(t *testing.T) {
 	c, _ := controlPlane(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -445,6 +448,8 @@ func TestE2EKueuePolicies(t *testing.T) {
 		}
 	}
 
+	kueueGateOnUpdate(ctx, t, c, tdyn, jobs, ns)
+
 	// JobSets and Kubeflow's jobs are gated as Jobs are, and the tenant
 	// cannot take gpusched's gate off them.
 	js := queuedObject(jobSetGVR, "JobSet", ns, "js", map[string]any{"replicatedJobs": []any{
@@ -496,6 +501,64 @@ func TestE2EKueuePolicies(t *testing.T) {
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "serve"}}, Spec: gpuPod(ns, "x", 1, nil).Spec}}}
 	if _, err := tc.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("a queued GPU Deployment: %v (want forbidden)", err)
+	}
+}
+
+// kueueGateOnUpdate plays gpusched-kueue-gate-queue (review of #40): the
+// gate is added at creation only, so a tenant that creates its GPU Job
+// suspended without the queue label (not gated) cannot label it
+// afterwards (Kueue takes a queue label on a suspended job and would
+// queue it ungated), nor make a queued ungated JobSet ask for a GPU; a
+// gated Job may change queue, a CPU Job may be queued, and an admin may
+// label a GPU Job. jobs is the tenant's, as tdyn; the gated Job "plain" of
+// queue q exists.
+func kueueGateOnUpdate(ctx context.Context, t *testing.T, c *kubetest.ControlPlane, tdyn dynamic.Interface, jobs batchv1client.JobInterface, ns string) {
+	t.Helper()
+	label := func(q string) []byte {
+		return fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, kueue.LabelQueueName, q)
+	}
+	for _, j := range []struct {
+		name string
+		gpus int
+	}{{"late-label", 1}, {"late-cpu", 0}} {
+		late := kueueJob(ns, j.name, "q", j.gpus, nil, nil, false)
+		late.Labels = nil
+		late.Spec.Suspend = ptr(true)
+		if j.gpus == 0 {
+			late.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+		}
+		got, err := jobs.Create(ctx, late, metav1.CreateOptions{})
+		must(t, err, "create Job %s", j.name)
+		if kueueGated(got.Annotations) {
+			t.Errorf("Job %s of no queue was gated: %v", j.name, got.Annotations)
+		}
+	}
+	if j, err := jobs.Patch(ctx, "late-label", types.MergePatchType, label("q"), metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the tenant put its ungated GPU Job into queue q by labelling it after creation: %v (want forbidden; labels now %v)", err, j.GetLabels())
+	}
+	if _, err := jobs.Patch(ctx, "late-cpu", types.MergePatchType, label("q"), metav1.PatchOptions{}); err != nil {
+		t.Errorf("a CPU Job labelled for a queue after creation: %v (want allowed)", err)
+	}
+	if _, err := jobs.Patch(ctx, "plain", types.MergePatchType, label("q2"), metav1.PatchOptions{}); err != nil {
+		t.Errorf("a gated GPU Job moved to another queue: %v (want allowed)", err)
+	}
+	if _, err := c.Client.BatchV1().Jobs(ns).Patch(ctx, "late-label", types.MergePatchType, label("q"), metav1.PatchOptions{}); err != nil {
+		t.Errorf("the admin (system:masters) labelled a GPU Job: %v (want allowed)", err)
+	}
+	if _, err := jobs.Patch(ctx, "late-label", types.MergePatchType, label("q3"), metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the tenant moved its ungated GPU Job to another queue: %v (want forbidden)", err)
+	}
+	cpu := queuedObject(jobSetGVR, "JobSet", ns, "js-cpu", map[string]any{"replicatedJobs": []any{
+		map[string]any{"name": "workers", "template": map[string]any{"spec": map[string]any{"template": map[string]any{"spec": podSpecOf(0, false)}}}}}})
+	got, err := createCR(ctx, tdyn, jobSetGVR, cpu)
+	must(t, err, "create a queued CPU JobSet")
+	if kueueGated(got.GetAnnotations()) {
+		t.Errorf("a queued CPU JobSet was gated: %v", got.GetAnnotations())
+	}
+	got.Object["spec"] = map[string]any{"replicatedJobs": []any{
+		map[string]any{"name": "workers", "template": map[string]any{"spec": map[string]any{"template": map[string]any{"spec": podSpecOf(1, false)}}}}}}
+	if _, err := tdyn.Resource(jobSetGVR).Namespace(ns).Update(ctx, got, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the tenant made its queued ungated JobSet ask for a GPU: %v (want forbidden)", err)
 	}
 }
 

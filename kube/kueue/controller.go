@@ -24,10 +24,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -93,8 +96,9 @@ var (
 // required. New copies it; its Policy, Throughput, Recorder and Metrics
 // are shared with the controller. Safe for concurrent reads.
 type Config struct {
-	// Client writes events; Dynamic reads Kueue's objects and writes the
-	// Workloads' node selectors and the jobs' gates.
+	// Client writes events and watches the namespaces' labels (for the
+	// ClusterQueues' namespaceSelectors); Dynamic reads Kueue's objects
+	// and writes the Workloads' node selectors and the jobs' gates.
 	Client  kubernetes.Interface
 	Dynamic dynamic.Interface
 	// Namespace limits the Workloads to one namespace; "" watches all.
@@ -169,12 +173,15 @@ func (c *Config) model() perfmodel.ThroughputModel {
 // allocation policy chooses. It is safe for concurrent use: one mutex
 // serialises rounds.
 type Controller struct {
-	mu      sync.Mutex
-	cfg     Config
-	log     *slog.Logger
-	wl      cache.SharedIndexInformer
-	cq, lq  cache.SharedIndexInformer
-	rf      cache.SharedIndexInformer
+	mu     sync.Mutex
+	cfg    Config
+	log    *slog.Logger
+	wl     cache.SharedIndexInformer
+	cq, lq cache.SharedIndexInformer
+	rf     cache.SharedIndexInformer
+	// ns holds the namespaces' labels (ClusterQueues'
+	// namespaceSelectors select them).
+	ns      cache.SharedIndexInformer
 	trigger chan struct{}
 	rounds  int
 	// said is the last thing said about a workload, by UID and topic
@@ -275,7 +282,61 @@ func New(cfg Config) (*Controller, error) {
 	c.lq = inf(LocalQueuesGVR, transform[LocalQueue])
 	c.cq = inf(ClusterQueuesGVR, transform[ClusterQueue])
 	c.rf = inf(ResourceFlavorGVR, transform[ResourceFlavor])
+	c.ns = c.namespaceInformer()
 	return c, nil
+}
+
+// namespaceInformer watches the namespaces (only Config.Namespace when
+// set), keeping their names and labels: a ClusterQueue's
+// namespaceSelector says whose workloads Kueue admits there.
+func (c *Controller) namespaceInformer() cache.SharedIndexInformer {
+	opts := []informers.SharedInformerOption{informers.WithTransform(namespaceLabelsOnly)}
+	if ns := c.cfg.Namespace; ns != "" {
+		opts = append(opts, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", ns).String()
+		}))
+	}
+	i := informers.NewSharedInformerFactoryWithOptions(c.cfg.Client, 0, opts...).Core().V1().Namespaces().Informer()
+	_, _ = i.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.poke() },
+		UpdateFunc: func(old, cur any) { c.pokeIfRelabelled(old, cur) },
+		DeleteFunc: func(any) { c.poke() },
+	})
+	return i
+}
+
+// pokeIfRelabelled asks for a round when a namespace's labels changed
+// (its other updates, and resyncs, change nothing the controller reads).
+func (c *Controller) pokeIfRelabelled(old, cur any) {
+	o, ok1 := old.(*corev1.Namespace)
+	n, ok2 := cur.(*corev1.Namespace)
+	if !ok1 || !ok2 || !maps.Equal(o.Labels, n.Labels) {
+		c.poke()
+	}
+}
+
+// namespaceLabelsOnly keeps a namespace's name and labels (the store's
+// only use). Tombstones pass through.
+func namespaceLabelsOnly(obj any) (any, error) {
+	n, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels}}, nil
+}
+
+// namespaceLabels gives a namespace's labels, false when the informer
+// does not hold it.
+func (c *Controller) namespaceLabels(name string) (labels.Set, bool) {
+	o, ok, err := c.ns.GetStore().GetByKey(name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	n, ok := o.(*corev1.Namespace)
+	if !ok {
+		return nil, false
+	}
+	return labels.Set(n.Labels), true
 }
 
 // poke asks for a round (without blocking: one pending request is
@@ -301,10 +362,10 @@ func (c *Controller) Start(ctx context.Context) error {
 		}
 		return fmt.Errorf("kueue: listing Workloads: %w", err)
 	}
-	for _, i := range []cache.SharedIndexInformer{c.wl, c.lq, c.cq, c.rf} {
+	for _, i := range []cache.SharedIndexInformer{c.wl, c.lq, c.cq, c.rf, c.ns} {
 		go i.Run(ctx.Done())
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), c.wl.HasSynced, c.lq.HasSynced, c.cq.HasSynced, c.rf.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), c.wl.HasSynced, c.lq.HasSynced, c.cq.HasSynced, c.rf.HasSynced, c.ns.HasSynced) {
 		return fmt.Errorf("kueue: informers did not sync: %w", ctx.Err())
 	}
 	c.started = true
@@ -692,12 +753,18 @@ func (c *Controller) unreadable(r *read, res *RoundResult) {
 // ClusterQueue is stopped, stays gated, with an event: Kueue could not
 // admit it either, and the controller steers it once its queue is one of
 // its own (releasing it would let a tenant shed the gate by naming a
-// LocalQueue that does not exist yet).
+// LocalQueue that does not exist yet). So does one whose ClusterQueue's
+// namespaceSelector does not select its namespace (a LocalQueue the
+// tenant made for another tenant's ClusterQueue): Kueue never admits it
+// there, and it is not counted in that queue.
 func (c *Controller) notSteered(ctx context.Context, r *read, res *RoundResult) {
 	w, cq := r.w, r.cq
 	switch r.skip {
 	case skipNoLocalQueue:
 		c.say(w, corev1.EventTypeWarning, ReasonWaiting, fmt.Sprintf("waits gated: its LocalQueue %q does not exist in %s, or names no ClusterQueue that exists; gpusched steers it once it does", w.Spec.QueueName, w.Namespace), "nolq")
+	case skipNamespace:
+		c.say(w, corev1.EventTypeWarning, ReasonWaiting, fmt.Sprintf("waits gated: ClusterQueue %s (of its LocalQueue %q) does not take workloads of namespace %s (its namespaceSelector); Kueue admits it nowhere, and gpusched does not count it in that queue",
+			cq, w.Spec.QueueName, w.Namespace), "namespace")
 	case skipStopped:
 		c.say(w, corev1.EventTypeNormal, ReasonWaiting, fmt.Sprintf("waits gated: ClusterQueue %s is stopped (its stopPolicy)", cq), "stopped")
 	case skipNotSteered, skipNoGPU:

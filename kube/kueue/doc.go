@@ -7,8 +7,9 @@
 // Kueue picks a workload's ResourceFlavor by walking its ClusterQueue's
 // flavors in order and taking the first with room (package flavor models
 // the walk). The [Controller] watches Kueue's Workloads, ClusterQueues,
-// LocalQueues and ResourceFlavors through shared informers (a state index
-// on Workloads: pending, reserved, done), and at every change (at most
+// LocalQueues and ResourceFlavors, and the namespaces' labels, through
+// shared informers (a state index on Workloads: pending, reserved, done),
+// and at every change (at most
 // every Config.MinInterval, at least every Config.Interval) runs a round:
 //
 //  1. the GPU types are those of the flavors (a flavor's node label
@@ -20,7 +21,10 @@
 //     limits, its cohort, its preemption policies (flavor.Quotas: Kueue's
 //     quota accounting);
 //  2. the Workloads with quota reserved are charged to their flavors; the
-//     pending ones of gpusched's queues are read: GPUs (pod sets x GPUs per
+//     pending ones of gpusched's queues whose namespace the ClusterQueue's
+//     namespaceSelector selects (as in Kueue, a ClusterQueue without one
+//     takes no namespace's workloads; the others are no demand of that
+//     queue, and a gated one stays gated) are read: GPUs (pod sets x GPUs per
 //     pod, init containers and sidecars counted as Kubernetes does), the
 //     types they may run on (their own node selector on the
 //     type label, the gpusched.io/gpu-types annotation of the pod

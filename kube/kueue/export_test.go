@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Fingerprint is what the controller reads of a Workload, as text.
@@ -50,7 +51,8 @@ func ReadOne(ann map[string]string, selector string, gpus int64) (ours bool, rat
 	s := &snapshot{types: []topology.GPUType{"k80", "v100"}, typeIdx: map[topology.GPUType]int{"k80": 0, "v100": 1}, queues: q,
 		resources: [][]corev1.ResourceName{{"nvidia.com/gpu", "nvidia.com/gpu"}},
 		byName:    map[string]int{"cq": 0}, lq: map[string]string{"ns/q": "cq"},
-		values: map[string][]int{"Tesla-K80": {0}, "Tesla-V100-SXM2-16GB": {1}}}
+		values:    map[string][]int{"Tesla-K80": {0}, "Tesla-V100-SXM2-16GB": {1}},
+		selectors: map[string]labels.Selector{"cq": labels.Everything()}, namespace: func(string) (labels.Set, bool) { return nil, true }}
 	w := &Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w"}, Spec: WorkloadSpec{QueueName: "q", PodSets: []PodSet{{Name: "main", Count: 1,
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: ann}, Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)}}}}}}}}}}

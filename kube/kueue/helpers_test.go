@@ -10,6 +10,7 @@ import (
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/kube/kueue"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -69,7 +70,9 @@ func cqObj(name, cohort string, weight string, qs ...quota) *unstructured.Unstru
 		}
 		flavors = append(flavors, map[string]any{"name": q.flavor, "resources": []any{r}})
 	}
-	spec := map[string]any{"resourceGroups": []any{map[string]any{"coveredResources": []any{"nvidia.com/gpu"}, "flavors": flavors}}}
+	// namespaceSelector {} takes every namespace (Kueue's nil takes none).
+	spec := map[string]any{"resourceGroups": []any{map[string]any{"coveredResources": []any{"nvidia.com/gpu"}, "flavors": flavors}},
+		"namespaceSelector": map[string]any{}}
 	if cohort != "" {
 		spec["cohortName"] = cohort
 	}
@@ -158,9 +161,22 @@ func (w wl) objects() []*unstructured.Unstructured {
 	return []*unstructured.Unstructured{u, job}
 }
 
+// withNamespaceSelector sets a ClusterQueue's spec.namespaceSelector
+// (nil: none, as Kueue reads it: no namespace).
+func withNamespaceSelector(cq *unstructured.Unstructured, sel map[string]any) *unstructured.Unstructured {
+	spec := cq.Object["spec"].(map[string]any)
+	if sel == nil {
+		delete(spec, "namespaceSelector")
+	} else {
+		spec["namespaceSelector"] = sel
+	}
+	return cq
+}
+
 // cluster is a fake API with Kueue's objects, and a controller over it.
 type cluster struct {
 	t    testing.TB
+	cs   *fake.Clientset
 	dyn  *dynamicfake.FakeDynamicClient
 	rec  *record.FakeRecorder
 	ctrl *kueue.Controller
@@ -181,7 +197,7 @@ func newCluster(t testing.TB, pol allocation.Policy, objs ...*unstructured.Unstr
 	for i, o := range objs {
 		ros[i] = o
 	}
-	c := &cluster{t: t, dyn: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(sch, lists, ros...), rec: record.NewFakeRecorder(1 << 16)}
+	c := &cluster{t: t, cs: fake.NewClientset(namespaces(objs)...), dyn: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(sch, lists, ros...), rec: record.NewFakeRecorder(1 << 16)}
 	c.ctrl = c.controller(pol)
 	return c
 }
@@ -191,7 +207,7 @@ func (c *cluster) controller(pol allocation.Policy) *kueue.Controller {
 	if pol == nil {
 		pol = &allocation.MaxMinFairness{}
 	}
-	cfg := kueue.Config{Client: fake.NewClientset(), Dynamic: c.dyn, Policy: pol, PolicyName: "max-min-fairness",
+	cfg := kueue.Config{Client: c.cs, Dynamic: c.dyn, Policy: pol, PolicyName: "max-min-fairness",
 		Recorder: c.rec, Metrics: c.metrics, MinInterval: time.Millisecond, Interval: time.Second}
 	if c.tune != nil {
 		c.tune(&cfg)
@@ -202,6 +218,20 @@ func (c *cluster) controller(pol allocation.Policy) *kueue.Controller {
 	c.t.Cleanup(cancel)
 	require.NoError(c.t, ctrl.Start(ctx))
 	return ctrl
+}
+
+// namespaces are the namespaces of the objects, each labelled with its
+// name (kubernetes.io/metadata.name, as the API server labels them).
+func namespaces(objs []*unstructured.Unstructured) []runtime.Object {
+	var out []runtime.Object
+	seen := map[string]bool{}
+	for _, o := range objs {
+		if ns := o.GetNamespace(); ns != "" && !seen[ns] {
+			seen[ns] = true
+			out = append(out, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{corev1.LabelMetadataName: ns}}})
+		}
+	}
+	return out
 }
 
 // round runs a round once the informers show the API's objects.

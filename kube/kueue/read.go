@@ -14,7 +14,9 @@ import (
 	"github.com/gpusched/gpusched/topology"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 )
@@ -88,6 +90,50 @@ type snapshot struct {
 	// stopped maps every ClusterQueue that exists (gpusched's or not) to
 	// whether its stopPolicy holds its workloads.
 	stopped map[string]bool
+	// selectors maps every ClusterQueue that exists to its
+	// namespaceSelector; namespace gives a namespace's labels (false: no
+	// such namespace); matches caches their verdicts by ClusterQueue and
+	// namespace.
+	selectors map[string]labels.Selector
+	namespace func(name string) (labels.Set, bool)
+	matches   map[[2]string]bool
+}
+
+// selectorOf is a ClusterQueue's spec.namespaceSelector as Kueue
+// v0.17 reads it (pkg/cache/scheduler/clusterqueue.go and
+// pkg/cache/queue/cluster_queue.go: metav1.LabelSelectorAsSelector): nil
+// selects no namespace, an empty selector every one. A selector that does
+// not parse (Kueue's webhook refuses it; Kueue's cache would not take the
+// ClusterQueue) selects none.
+func selectorOf(cq *ClusterQueue) labels.Selector {
+	sel, err := metav1.LabelSelectorAsSelector(cq.Spec.NamespaceSelector)
+	if err != nil {
+		return labels.Nothing()
+	}
+	return sel
+}
+
+// excludes reports whether ClusterQueue cq exists and its
+// namespaceSelector does not select namespace ns, or ns does not exist:
+// Kueue admits none of that namespace's workloads there ("Workload
+// namespace doesn't match ClusterQueue selector", pkg/scheduler/
+// scheduler.go), so they are no demand of that queue.
+func (s *snapshot) excludes(cq, ns string) bool {
+	sel, ok := s.selectors[cq]
+	if !ok {
+		return false
+	}
+	key := [2]string{cq, ns}
+	if m, ok := s.matches[key]; ok {
+		return !m
+	}
+	set, found := s.namespace(ns)
+	m := found && sel.Matches(set)
+	if s.matches == nil {
+		s.matches = map[[2]string]bool{}
+	}
+	s.matches[key] = m
+	return !m
 }
 
 // flavorType reads a ResourceFlavor's GPU type: its label LabelGPUType
@@ -135,7 +181,7 @@ type groupFlavor struct {
 // Kueue's alone).
 func (c *Controller) buildSnapshot() (*snapshot, error) {
 	s := &snapshot{flavors: map[string]flavorInfo{}, typeIdx: map[topology.GPUType]int{}, byName: map[string]int{}, lq: map[string]string{},
-		values: map[string][]int{}, stopped: map[string]bool{}}
+		values: map[string][]int{}, stopped: map[string]bool{}, selectors: map[string]labels.Selector{}, namespace: c.namespaceLabels}
 	for _, o := range c.rf.GetStore().List() {
 		rf, ok := o.(*ResourceFlavor)
 		if !ok || rf.decodeErr != nil {
@@ -150,6 +196,7 @@ func (c *Controller) buildSnapshot() (*snapshot, error) {
 		if cq, ok := o.(*ClusterQueue); ok && cq.decodeErr == nil {
 			cqs = append(cqs, cq)
 			s.stopped[cq.Name] = stopped(cq)
+			s.selectors[cq.Name] = selectorOf(cq)
 		}
 	}
 	slices.SortFunc(cqs, func(a, b *ClusterQueue) int { return cmp.Compare(a.Name, b.Name) })
@@ -343,6 +390,15 @@ func (c *Controller) readWorkload(s *snapshot, w *Workload) (r read, ok bool) {
 	}
 	cq, found := s.lq[w.Namespace+"/"+w.Spec.QueueName]
 	r.cq = cq
+	if found && s.excludes(cq, w.Namespace) {
+		// A LocalQueue of the tenant's own that names a ClusterQueue
+		// whose namespaceSelector leaves the tenant out: Kueue never
+		// admits the workload there, so it is none of that queue's
+		// demand (counted, it would take the queue's places and quota
+		// from its own workloads at every round).
+		r.skip = skipNamespace
+		return r, false
+	}
 	qi, isGPU := s.byName[cq]
 	if field, name := c.unsteered(w); field != "" && (isGPU || r.gated) {
 		return fail(field, fmt.Errorf("asks for %s, a GPU resource gpusched does not steer (gpusched-kueue --gpu-resources lists %s)", name, joinNames(c.cfg.Resources)))
@@ -518,16 +574,23 @@ func (s *snapshot) holds(qi int, res corev1.ResourceName, k int) bool {
 // GPU (MIG slices, nvidia.com/mig-*, or a name under nvidia.com/ with
 // "gpu", or ending in /gpu) but is not one of Config.Resources: the field
 // and the resource, or "" for none. Such a workload cannot be steered by
-// GPU type, and is refused rather than left unseen.
+// GPU type, and is refused rather than left unseen. The answer is the
+// same at every call: the smallest such name of the first pod set that
+// has one, in the first container that asks for it (containers before
+// init containers, each in order), so that the Warning, whose key holds
+// the error, is said once.
 func (c *Controller) unsteered(w *Workload) (field string, name corev1.ResourceName) {
 	for i := range w.Spec.PodSets[:min(len(w.Spec.PodSets), maxPodSets)] {
 		ps := &w.Spec.PodSets[i]
-		for kind, list := range map[string][]corev1.Container{"containers": ps.Template.Spec.Containers, "initContainers": ps.Template.Spec.InitContainers} {
-			for _, ctr := range list {
+		for _, l := range []struct {
+			kind string
+			list []corev1.Container
+		}{{"containers", ps.Template.Spec.Containers}, {"initContainers", ps.Template.Spec.InitContainers}} {
+			for _, ctr := range l.list {
 				for _, rl := range []corev1.ResourceList{ctr.Resources.Limits, ctr.Resources.Requests} {
 					for n := range rl {
 						if looksLikeGPU(n) && !slices.Contains(c.cfg.Resources, n) && (name == "" || n < name) {
-							field, name = podSetField(ps, fmt.Sprintf("template.spec.%s[%s].resources", kind, ctr.Name)), n
+							field, name = podSetField(ps, fmt.Sprintf("template.spec.%s[%s].resources", l.kind, ctr.Name)), n
 						}
 					}
 				}
@@ -621,6 +684,9 @@ const (
 	skipNotSteered
 	// skipNoGPU: it asks for none of Config.Resources.
 	skipNoGPU
+	// skipNamespace: its ClusterQueue's namespaceSelector does not
+	// select its namespace (Kueue admits it nowhere).
+	skipNamespace
 )
 
 // skipReason says why a workload of LocalQueue-derived ClusterQueue cq

@@ -121,6 +121,15 @@ type ClusterQueueSpec struct {
 	FairSharing       *FairSharing       `json:"fairSharing,omitempty"`
 	StopPolicy        *string            `json:"stopPolicy,omitempty"`
 	Preemption        *Preemption        `json:"preemption,omitempty"`
+	// NamespaceSelector says which namespaces may submit workloads to
+	// the ClusterQueue. As in Kueue v0.17 (the ClusterQueueSpec of its
+	// package apis/kueue/v1beta2: "Defaults to null which is a nothing
+	// selector (no namespaces eligible). If set to an empty selector
+	// `{}`, then all namespaces are eligible"; Kueue's ClusterQueue
+	// webhook defaults nothing, and its cache reads the field with
+	// metav1.LabelSelectorAsSelector), nil matches no namespace and an
+	// empty selector every one.
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 }
 
 // Preemption is a ClusterQueue's spec.preemption (absent fields are
