@@ -36,7 +36,8 @@ import (
 const (
 	// indexWorkload indexes pods by the workload they belong to: the
 	// workload key of a bare pod or a group member (workloadKey), and
-	// jobPodIndex(uid) for a pod a Job controls.
+	// jobPodIndex(namespace, uid) for a pod that names a Job as its
+	// controller.
 	indexWorkload = "gpusched.io/workload"
 	// ownTTL bounds how long an object the controller wrote overrides
 	// what the cache shows (the watch normally delivers it within
@@ -46,7 +47,12 @@ const (
 	syncWait = 2 * time.Minute
 )
 
-func jobPodIndex(uid types.UID) string { return "job-uid/" + string(uid) }
+// jobPodIndex is the index key of the pods that name the Job of a
+// namespace and UID as their controller. The namespace is the pod's own:
+// a pod of another namespace that names a Job's UID is none of that
+// Job's (issue #40 review), neither to the rounds (jobPods) nor to its
+// charges (podsHold, allBound).
+func jobPodIndex(ns string, uid types.UID) string { return "job-uid/" + ns + "/" + string(uid) }
 
 func podWorkloadIndex(obj any) ([]string, error) {
 	p, ok := obj.(*corev1.Pod)
@@ -54,7 +60,7 @@ func podWorkloadIndex(obj any) ([]string, error) {
 		return nil, nil
 	}
 	if o := controllerOf(p); o != nil && o.Kind == "Job" {
-		return []string{jobPodIndex(o.UID)}, nil
+		return []string{jobPodIndex(p.Namespace, o.UID)}, nil
 	}
 	key, _ := workloadKey(p)
 	return []string{key}, nil
