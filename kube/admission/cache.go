@@ -37,7 +37,7 @@ const (
 	// indexWorkload indexes pods by the workload they belong to: the
 	// workload key of a bare pod or a group member (workloadKey), and
 	// jobPodIndex(namespace, uid) for a pod that names a Job as its
-	// controller.
+	// controller (and jobOwnedIndex(its workload key), for Sweep).
 	indexWorkload = "gpusched.io/workload"
 	// ownTTL bounds how long an object the controller wrote overrides
 	// what the cache shows (the watch normally delivers it within
@@ -54,13 +54,19 @@ const (
 // charges (podsHold, allBound).
 func jobPodIndex(ns string, uid types.UID) string { return "job-uid/" + ns + "/" + string(uid) }
 
+// jobOwnedIndex is the index key, by its own workload key (workloadKey),
+// of a pod that names a Job as its controller: Sweep reads the pods an
+// event hinted by it, to tell the Job's own from forged ones.
+func jobOwnedIndex(key string) string { return "job-owned/" + key }
+
 func podWorkloadIndex(obj any) ([]string, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return nil, nil
 	}
 	if o := controllerOf(p); o != nil && o.Kind == "Job" {
-		return []string{jobPodIndex(p.Namespace, o.UID)}, nil
+		key, _ := workloadKey(p)
+		return []string{jobPodIndex(p.Namespace, o.UID), jobOwnedIndex(key)}, nil
 	}
 	key, _ := workloadKey(p)
 	return []string{key}, nil
@@ -180,29 +186,35 @@ func (k *caches) close() {
 // hint notes a GPU workload an event shows running without a gate (a pod
 // not gated, a Job not suspended): most are the controller's own
 // admissions, which Sweep recognises by its records; the others bypassed
-// admission.
+// admission. A pod that names a Job as its controller is noted by its own
+// key and by its Job's: it may be one of the Job's pods or a tenant's
+// forgery (a bare pod, issue #40 review), which only the selection of the
+// Job's pods (jobPods) tells apart.
 func (k *caches) hint(o any) {
-	var key string
+	var keys []string
 	switch v := o.(type) {
 	case *corev1.Pod:
 		if hasGate(v.Spec.SchedulingGates) || terminal(v) || v.DeletionTimestamp != nil {
 			return
 		}
+		key, _ := workloadKey(v)
+		keys = append(keys, key)
 		if o := controllerOf(v); o != nil && o.Kind == "Job" {
-			return // its Job is the workload
+			keys = append(keys, "job/"+v.Namespace+"/"+o.Name)
 		}
-		key, _ = workloadKey(v)
 	case *batchv1.Job:
 		if suspended(v) || jobFinished(v) {
 			return
 		}
-		key = "job/" + v.Namespace + "/" + v.Name
+		keys = append(keys, "job/"+v.Namespace+"/"+v.Name)
 	default:
 		return
 	}
 	k.hintMu.Lock()
-	if len(k.hints) < maxRecords {
-		k.hints[key] = true
+	for _, key := range keys {
+		if len(k.hints) < maxRecords {
+			k.hints[key] = true
+		}
 	}
 	k.hintMu.Unlock()
 }

@@ -1219,32 +1219,17 @@ func (c *Controller) Sweep(ctx context.Context) error {
 }
 
 // enforceHinted checks the workloads the watches showed running without a
-// gate (most are the controller's own admissions) and preempts those that
-// bypassed admission, as a round would. Before the first round of a clean
-// start it waits: the round adopts what runs.
+// gate (most are the controller's own admissions, which its records tell
+// apart) and preempts those that bypassed admission, as a round would
+// (hintedObjects). Before the first round of a clean start it waits: the
+// round adopts what runs.
 func (c *Controller) enforceHinted(ctx context.Context) error {
 	if c.adopt || c.ten == nil {
 		return nil
 	}
 	hints := c.caches.takeHints()
 	grown := c.preemptGrown(ctx, c.grownHinted(hints))
-	var pods []*corev1.Pod
-	var jobs []*batchv1.Job
-	for _, key := range sortedKeys(hints) {
-		if rec := c.state.Admitted[key]; rec != nil && rec.DeleteAfter == "" {
-			continue // admitted by the controller
-		}
-		kind, rest, _ := strings.Cut(key, "/")
-		switch kind {
-		case "job":
-			ns, name, _ := strings.Cut(rest, "/")
-			if j, err := c.caches.jobs.Jobs(ns).Get(name); err == nil {
-				jobs = append(jobs, j)
-			}
-		default:
-			pods = append(pods, c.podsOf(key)...)
-		}
-	}
+	pods, jobs := c.hintedObjects(hints)
 	if len(pods) == 0 && len(jobs) == 0 {
 		return c.saveIf(ctx, grown)
 	}
@@ -1259,6 +1244,61 @@ func (c *Controller) enforceHinted(ctx context.Context) error {
 		return nil
 	}
 	return c.save(ctx)
+}
+
+// hintedObjects reads the hinted workloads from the caches, as a round
+// would see them: the pods of each hinted pod or group key (those that
+// name a Job as their controller too), each hinted Job, admitted or not,
+// and with each Job all the pods that name it, so that the selection of
+// its pods (jobPods) is the round's: one that is not really the Job's is
+// a bare pod, preempted at once if it runs without admission (issue #40
+// review: before, a pod naming a Job was never checked between rounds,
+// and one forged after each round ran until the next). A workload the
+// controller admitted is read too: its records tell its pods from others.
+func (c *Controller) hintedObjects(hints map[string]bool) ([]*corev1.Pod, []*batchv1.Job) {
+	h := hinted{pods: map[types.UID]*corev1.Pod{}, jobs: map[types.UID]*batchv1.Job{}}
+	for _, key := range sortedKeys(hints) {
+		kind, rest, _ := strings.Cut(key, "/")
+		if kind == "job" {
+			ns, name, _ := strings.Cut(rest, "/")
+			c.hintJob(&h, ns, name, "")
+			continue
+		}
+		for _, p := range append(c.podsOf(key), c.podsOf(jobOwnedIndex(key))...) {
+			h.pods[p.UID] = p
+			if o := controllerOf(p); o != nil && o.Kind == "Job" {
+				c.hintJob(&h, p.Namespace, o.Name, o.UID)
+			}
+		}
+	}
+	pods := slices.Collect(maps.Values(h.pods))
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	jobs := slices.Collect(maps.Values(h.jobs))
+	slices.SortFunc(jobs, func(a, b *batchv1.Job) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return pods, jobs
+}
+
+// hinted are the pods and Jobs a Sweep reads, by UID.
+type hinted struct {
+	pods map[types.UID]*corev1.Pod
+	jobs map[types.UID]*batchv1.Job
+}
+
+// hintJob adds the cached Job of a namespace and name (if it has the UID,
+// when one is given) and every pod that names it as its controller.
+func (c *Controller) hintJob(h *hinted, ns, name string, uid types.UID) {
+	j, err := c.caches.jobs.Jobs(ns).Get(name)
+	if err != nil || uid != "" && j.UID != uid || h.jobs[j.UID] != nil {
+		return
+	}
+	h.jobs[j.UID] = j
+	for _, p := range c.podsOf(jobPodIndex(ns, j.UID)) {
+		h.pods[p.UID] = p
+	}
 }
 
 func (c *Controller) sweep(ctx context.Context) error {
