@@ -706,6 +706,7 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 	}
 	env := &specEnv{ten: c.ten, model: c.cfg.model(), known: c.types(), priorities: c.priorities, defaultPriority: c.defaultPriority}
 	var fresh []*workload
+	malformed := map[string]bool{}
 	for _, w := range ws {
 		if w.err == nil {
 			var err error
@@ -727,6 +728,7 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 		case w.err != nil:
 			c.tell(w, corev1.EventTypeWarning, ReasonMalformed, w.err.Error(), false)
 			res.Skipped = append(res.Skipped, w.key)
+			malformed[w.key] = true
 			continue
 		case w.done:
 			if known[w.key] {
@@ -751,8 +753,15 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 	}
 	for k := range known {
 		if present[k] == nil {
-			if err := c.sched.Remove(k); err != nil {
-				c.log.Warn("remove", "job", k, "err", err)
+			// A malformed workload's job that ran is held refused, its
+			// state kept (resize.go); one done or gone leaves.
+			if malformed[k] && c.refuse(k) {
+				continue
+			}
+			if !malformed[k] {
+				if err := c.sched.Remove(k); err != nil {
+					c.log.Warn("remove", "job", k, "err", err)
+				}
 			}
 			delete(known, k)
 			if !slices.Contains(res.Finished, k) && !slices.Contains(res.Skipped, k) {
@@ -775,9 +784,13 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 			if w == nil || w.place.Tenant == nil {
 				continue
 			}
+			st, serr := c.sched.Status(k)
+			if serr == nil && refusedSpec(st.Spec) {
+				continue // refused: syncDemand looks at it again every round
+			}
 			spec, _, err := w.spec(env)
 			if err == nil {
-				if st, serr := c.sched.Status(k); serr == nil {
+				if serr == nil {
 					spec.RemainingSteps = st.Spec.RemainingSteps
 				}
 				err = c.sched.Update(k, spec)
