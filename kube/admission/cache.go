@@ -36,7 +36,8 @@ import (
 const (
 	// indexWorkload indexes pods by the workload they belong to: the
 	// workload key of a bare pod or a group member (workloadKey), and
-	// jobPodIndex(uid) for a pod a Job controls.
+	// jobPodIndex(namespace, uid) for a pod that names a Job as its
+	// controller (and jobOwnedIndex(its workload key), for Sweep).
 	indexWorkload = "gpusched.io/workload"
 	// ownTTL bounds how long an object the controller wrote overrides
 	// what the cache shows (the watch normally delivers it within
@@ -46,7 +47,17 @@ const (
 	syncWait = 2 * time.Minute
 )
 
-func jobPodIndex(uid types.UID) string { return "job-uid/" + string(uid) }
+// jobPodIndex is the index key of the pods that name the Job of a
+// namespace and UID as their controller. The namespace is the pod's own:
+// a pod of another namespace that names a Job's UID is none of that
+// Job's (issue #40 review), neither to the rounds (jobPods) nor to its
+// charges (podsHold, allBound).
+func jobPodIndex(ns string, uid types.UID) string { return "job-uid/" + ns + "/" + string(uid) }
+
+// jobOwnedIndex is the index key, by its own workload key (workloadKey),
+// of a pod that names a Job as its controller: Sweep reads the pods an
+// event hinted by it, to tell the Job's own from forged ones.
+func jobOwnedIndex(key string) string { return "job-owned/" + key }
 
 func podWorkloadIndex(obj any) ([]string, error) {
 	p, ok := obj.(*corev1.Pod)
@@ -54,7 +65,8 @@ func podWorkloadIndex(obj any) ([]string, error) {
 		return nil, nil
 	}
 	if o := controllerOf(p); o != nil && o.Kind == "Job" {
-		return []string{jobPodIndex(o.UID)}, nil
+		key, _ := workloadKey(p)
+		return []string{jobPodIndex(p.Namespace, o.UID), jobOwnedIndex(key)}, nil
 	}
 	key, _ := workloadKey(p)
 	return []string{key}, nil
@@ -174,29 +186,35 @@ func (k *caches) close() {
 // hint notes a GPU workload an event shows running without a gate (a pod
 // not gated, a Job not suspended): most are the controller's own
 // admissions, which Sweep recognises by its records; the others bypassed
-// admission.
+// admission. A pod that names a Job as its controller is noted by its own
+// key and by its Job's: it may be one of the Job's pods or a tenant's
+// forgery (a bare pod, issue #40 review), which only the selection of the
+// Job's pods (jobPods) tells apart.
 func (k *caches) hint(o any) {
-	var key string
+	var keys []string
 	switch v := o.(type) {
 	case *corev1.Pod:
 		if hasGate(v.Spec.SchedulingGates) || terminal(v) || v.DeletionTimestamp != nil {
 			return
 		}
+		key, _ := workloadKey(v)
+		keys = append(keys, key)
 		if o := controllerOf(v); o != nil && o.Kind == "Job" {
-			return // its Job is the workload
+			keys = append(keys, "job/"+v.Namespace+"/"+o.Name)
 		}
-		key, _ = workloadKey(v)
 	case *batchv1.Job:
 		if suspended(v) || jobFinished(v) {
 			return
 		}
-		key = "job/" + v.Namespace + "/" + v.Name
+		keys = append(keys, "job/"+v.Namespace+"/"+v.Name)
 	default:
 		return
 	}
 	k.hintMu.Lock()
-	if len(k.hints) < maxRecords {
-		k.hints[key] = true
+	for _, key := range keys {
+		if len(k.hints) < maxRecords {
+			k.hints[key] = true
+		}
 	}
 	k.hintMu.Unlock()
 }

@@ -85,7 +85,7 @@ func (w chargeWindow) clip(t time.Time) time.Time {
 // index.
 func (w *workload) podIndex() string {
 	if w.kind == kindJob && w.job != nil {
-		return jobPodIndex(w.job.UID)
+		return jobPodIndex(w.job.Namespace, w.job.UID)
 	}
 	return w.key
 }

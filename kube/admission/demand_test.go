@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/gpusched/gpusched/kube/model"
@@ -206,4 +207,61 @@ func TestSweepPreemptsGrownJobs(t *testing.T) {
 	}
 	assert.Equal(t, 3, reasons(t, cs, testNS)[ReasonResized])
 	checkInvariants(t, cs, res)
+}
+
+// A Job that ran and is then resized past every node while suspended
+// (8 GPUs a pod on nodes of 4) is refused but kept in the core with what
+// it ran (its attained time and rounds); resized back to 4 GPUs, it comes
+// back to the rounds with them, and an event says so. Before the fix it
+// left the core when refused and came back as a new job, its attained
+// time 0: a head start over the tenants it had been sharing with.
+func TestRefusedJobComesBackWithWhatItRan(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine test: nothing for -race to find, and slow under it")
+	}
+	p := newPlayground(t, DefaultPolicy, "", nil, append(victimPods(), apiJob("att", "train", 1, 4))...)
+	const key = "job/att/train"
+	resize := func(gpus int64) {
+		j := p.job("att", "train")
+		c := &j.Spec.Template.Spec.Containers[0]
+		c.Resources.Limits[model.ResourceGPU] = *resource.NewQuantity(gpus, resource.DecimalSI)
+		p.updateJob(j)
+	}
+	attained := func() float64 {
+		st, err := p.c.sched.Status(key)
+		require.NoError(t, err, "the job stays in the core")
+		got := 0.0
+		for _, v := range st.Attained {
+			got += v
+		}
+		return got
+	}
+	state, ranBefore := 0, 0.0 // 0: runs; 1: refused; 2: back
+	refusedRounds := 0
+	for r := range 30 {
+		switch j := p.job("att", "train"); {
+		case state == 0 && r > 0 && suspended(j) && attained() > 0:
+			ranBefore = attained()
+			resize(8)
+			state = 1
+		case state == 1 && refusedRounds == 3:
+			resize(4)
+			state = 2
+		}
+		res := p.round(r)
+		if state == 1 {
+			refusedRounds++
+			_, admitted := res.Admitted[key]
+			assert.False(t, admitted, "round %d: refused, never admitted", r)
+			assert.InDelta(t, ranBefore, attained(), 1, "round %d: refused, it keeps what it ran (its last pods' exit charged)", r)
+		}
+	}
+	require.Equal(t, 2, state, "the Job ran, was refused and resized back: %v", p)
+	assert.Greater(t, attained(), ranBefore, "back in the rounds, it runs again from what it ran")
+	assert.Positive(t, reasons(t, p.cs, "att")[ReasonUnrunnable])
+	found := false
+	for _, m := range reasonMessages(t, p.cs, ReasonResized) {
+		found = found || strings.Contains(m, "back in the rounds with the time it ran")
+	}
+	assert.True(t, found, "its return is told")
 }

@@ -50,18 +50,30 @@ func jobWidth(j *batchv1.Job) int {
 	return n
 }
 
+// recordedPods returns the UIDs in the controller's records: the pods it
+// admitted as workloads of their own (and the Jobs it admitted). O(the
+// records' UIDs): a round builds it once.
+func recordedPods(recs map[string]*record) map[types.UID]bool {
+	n := 0
+	for _, r := range recs {
+		n += len(r.UIDs)
+	}
+	out := make(map[types.UID]bool, n)
+	for _, r := range recs {
+		for _, u := range r.UIDs {
+			out[u] = true
+		}
+	}
+	return out
+}
+
 // jobPods returns the UIDs of the pods that are their Jobs' (of jobs), as
-// above; recs are the controller's records.
-func jobPods(pods []*corev1.Pod, jobs []*batchv1.Job, res corev1.ResourceName, recs map[string]*record) map[types.UID]bool {
+// above; recorded are the UIDs of the controller's records
+// (recordedPods). O(pods + jobs), and a sort of each Job's pods.
+func jobPods(pods []*corev1.Pod, jobs []*batchv1.Job, res corev1.ResourceName, recorded map[types.UID]bool) map[types.UID]bool {
 	byUID := make(map[types.UID]*claimed, len(jobs))
 	for _, j := range jobs {
 		byUID[j.UID] = &claimed{job: j}
-	}
-	recorded := map[types.UID]bool{}
-	for _, r := range recs {
-		for _, u := range r.UIDs {
-			recorded[u] = true
-		}
 	}
 	out := map[types.UID]bool{}
 	for _, p := range pods {

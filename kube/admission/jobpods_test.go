@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -58,10 +59,16 @@ func jobPodsObjs() []runtime.Object {
 // controller reference, the Job's selector matching its labels, the GPUs
 // of the Job's template, ungated, and no more of them than the Job runs.
 // Any other GPU pod is a bare pod of its own: one that runs without
-// admission is preempted (GPUSchedBypass) at the next round. Before the
-// fix such a pod was never managed: it ran for good beside the tenant's
-// honest share (the job controller keeps it: it counts it among the
-// Job's pods, and leaves a finished Job's alone).
+// admission is preempted (GPUSchedBypass) at the next round, or at once
+// by Sweep, which the pod's events hint as they do a plain ungated pod's.
+// Before the fix such a pod was never managed: it ran for good beside the
+// tenant's honest share (the job controller keeps it: it counts it among
+// the Job's pods, and leaves a finished Job's alone). Before the review's
+// fix, Sweep never looked at a pod that names a Job (nor at an admitted
+// Job's pods): a tenant that forged one again after every round, naming a
+// Job of any UID, had it run until the next round, deleted without a
+// copy, and forged it again: attacker 68 GPU-rounds, victims 32, 32 and
+// 28 (now 40, and 40 each).
 func TestForgedJobPodsManaged(t *testing.T) {
 	if raceEnabled {
 		t.Skip("single-goroutine test: nothing for -race to find, and slow under it")
@@ -82,25 +89,40 @@ func TestForgedJobPodsManaged(t *testing.T) {
 		}
 		return nil
 	}
+	// anyJob forges a pod that names as its controller a Job of no
+	// object: any name, any UID (a new one each time).
+	anyJob := func(p *playground) *corev1.Pod {
+		f := forgedJobPod(p.job("att", "done"), "forged", 4)
+		f.OwnerReferences[0].Name, f.OwnerReferences[0].UID = "none", types.UID(fmt.Sprintf("any-%d", p.seq))
+		return f
+	}
 	for _, c := range []struct {
 		name string
 		// forge returns the tenant's pod, or nil while it waits for its
 		// moment.
 		forge func(p *playground) *corev1.Pod
+		// again: the tenant forges it again after every round (once it
+		// is gone), and the controller sweeps between rounds (as Run
+		// does every second).
+		again bool
 	}{
-		{"owned by its completed Job", func(p *playground) *corev1.Pod { return forgedJobPod(p.job("att", "done"), "forged", 4) }},
-		{"in place of a pod of its Job of no GPUs", func(p *playground) *corev1.Pod { return replace(p, "cpu") }},
-		{"in place of a 2-GPU pod of its running Job", func(p *playground) *corev1.Pod { return replace(p, "train") }},
+		{"owned by its completed Job", func(p *playground) *corev1.Pod { return forgedJobPod(p.job("att", "done"), "forged", 4) }, false},
+		{"in place of a pod of its Job of no GPUs", func(p *playground) *corev1.Pod { return replace(p, "cpu") }, false},
+		{"in place of a 2-GPU pod of its running Job", func(p *playground) *corev1.Pod { return replace(p, "train") }, false},
+		{"owned by a Job of any UID, forged again after every round", anyJob, true},
+		{"owned by its completed Job, forged again after every round", func(p *playground) *corev1.Pod { return forgedJobPod(p.job("att", "done"), "forged", 4) }, true},
+		{"owned by its running Job, forged again after every round", func(p *playground) *corev1.Pod { return forgedJobPod(p.job("att", "train"), "forged", 4) }, true},
 	} {
 		p := newPlayground(t, DefaultPolicy, "", nil, jobPodsObjs()...)
 		done := false
+		p.sweep = c.again
 		p.tenant = func(int) {
 			if _, err := p.cs.CoreV1().Pods("att").Get(p.ctx, "forged", metav1.GetOptions{}); err == nil || done {
 				return
 			}
 			if f := c.forge(p); f != nil {
 				p.create(f)
-				done = true
+				done = !c.again
 			}
 		}
 		p.run(20, nil)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpusched/gpusched/kube/tenancy"
+	"github.com/gpusched/gpusched/scheduler"
 	"github.com/gpusched/gpusched/topology"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -31,7 +33,15 @@ import (
 //     a Normal event GPUSchedResized says so;
 //   - if it can no longer run (a pod larger than every node of its types)
 //     or its spec no longer reads, it leaves the rounds with the event of
-//     that (GPUSchedUnrunnable, GPUSchedMalformed): refused.
+//     that (GPUSchedUnrunnable, GPUSchedMalformed): refused. A job that
+//     never ran leaves the core; one that ran stays in it, held there
+//     unrunnable (refuse), so that it comes back when its workload can
+//     run again with what it ran (its attained time and rounds), its
+//     arrival and its remaining work. Taken out of the core, it came back
+//     as a new job, with none of it: a head start (issue #40 review). So
+//     does a job whose workload no longer reads at all (ErrMalformed, a
+//     Job's parallelism set to 0, say), and only a job that never ran
+//     leaves the rounds to make room for other tenants' (slots.go).
 //
 // A Job's update is also seen by Sweep (the watch hints it), which
 // preempts an admitted Job that grew at once, rather than at the next
@@ -51,8 +61,8 @@ func (c *Controller) syncDemand(ctx context.Context, present map[string]*workloa
 			continue // a requeued pod's job, or one in its preemption's grace
 		}
 		st, err := c.sched.Status(k)
-		if err != nil || st.Spec.GPUs == w.gpus && st.Spec.SingleServer == w.singleServer() {
-			continue
+		if err != nil || st.Spec.GPUs == w.gpus && st.Spec.SingleServer == w.singleServer() && !refusedSpec(st.Spec) {
+			continue // a refused job is looked at again every round
 		}
 		changed = append(changed, w)
 		old[k] = st.Spec.GPUs
@@ -86,10 +96,9 @@ func (c *Controller) syncDemand(ctx context.Context, present map[string]*workloa
 // the rounds).
 func (c *Controller) resized(w *workload, was int, env *specEnv, largest map[topology.GPUType]int, present map[string]*workload, known map[string]bool, res *RoundResult) bool {
 	leave := func() {
-		if err := c.sched.Remove(w.key); err != nil {
-			c.log.Warn("remove", "job", w.key, "err", err)
+		if !c.refuse(w.key) {
+			delete(known, w.key)
 		}
-		delete(known, w.key)
 		delete(present, w.key)
 		delete(res.GPUs, w.key)
 	}
@@ -106,9 +115,11 @@ func (c *Controller) resized(w *workload, was int, env *specEnv, largest map[top
 		c.scratch.unrunnable = append(c.scratch.unrunnable, unrunnableWorkload{w, msg})
 		return false
 	}
+	back := false
 	if err == nil {
 		if st, serr := c.sched.Status(w.key); serr == nil {
 			spec.RemainingSteps = st.Spec.RemainingSteps
+			back = refusedSpec(st.Spec)
 		}
 		err = c.sched.Update(w.key, spec)
 	}
@@ -116,8 +127,66 @@ func (c *Controller) resized(w *workload, was int, env *specEnv, largest map[top
 		c.log.Warn("update spec", "job", w.key, "err", err)
 		return false
 	}
-	c.event(w, corev1.EventTypeNormal, ReasonResized, fmt.Sprintf("%s: it is re-admitted at its new size against its tenant's share", changeOf(w, was)))
+	msg := fmt.Sprintf("%s: it is re-admitted at its new size against its tenant's share", changeOf(w, was))
+	if back {
+		msg = fmt.Sprintf("%s: it can run again, and is back in the rounds with the time it ran and its remaining work", changeOf(w, was))
+	}
+	c.event(w, corev1.EventTypeNormal, ReasonResized, msg)
 	return true
+}
+
+// refusedType is the one type the core's spec of a refused job that ran
+// allows (refuse): no node has it (a type read from a node's product
+// label never holds '_'), so the core holds the job Unrunnable
+// (scheduler.ReasonNoType), out of its rounds, until its spec is
+// updated.
+const refusedType topology.GPUType = "gpusched_refused"
+
+// refusedSpec reports whether a core's spec is that of a refused job.
+func refusedSpec(spec scheduler.JobSpec) bool {
+	return len(spec.Types) == 1 && spec.Types[0] == refusedType
+}
+
+// ran reports whether a core's job ran: in a round, or charged time.
+func ran(st scheduler.JobStatus) bool { return st.Rounds > 0 || len(st.Attained) > 0 }
+
+// refuse takes a job whose workload cannot run out of the rounds: one
+// that never ran leaves the core (scheduler.Remove); one that ran stays
+// in it, refused (its spec's types refusedType alone), with its state. It
+// reports whether the job stays in the core.
+func (c *Controller) refuse(key string) bool {
+	st, err := c.sched.Status(key)
+	if err == nil && ran(st) {
+		if refusedSpec(st.Spec) {
+			return true
+		}
+		spec := st.Spec
+		spec.Types = []topology.GPUType{refusedType}
+		if err = c.sched.Update(key, spec); err == nil {
+			return true
+		}
+		c.log.Warn("refuse", "job", key, "err", err)
+	}
+	if err := c.sched.Remove(key); err != nil {
+		c.log.Warn("remove", "job", key, "err", err)
+	}
+	return false
+}
+
+// refusedTenant returns the tenant of a job held refused (nil for any
+// other): that of its workload's namespace.
+func (c *Controller) refusedTenant(key string) *tenancy.TenantInfo {
+	st, err := c.sched.Status(key)
+	if err != nil || !refusedSpec(st.Spec) {
+		return nil
+	}
+	_, rest, _ := strings.Cut(key, "/")
+	ns, _, _ := strings.Cut(rest, "/")
+	pl, err := c.ten.Resolve(ns, nil)
+	if err != nil {
+		return nil
+	}
+	return pl.Tenant
 }
 
 // preemptGrown preempts the workloads that run with more GPUs than they

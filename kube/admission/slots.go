@@ -62,9 +62,15 @@ func (c *Controller) newSlots(present map[string]*workload, known map[string]boo
 		weight[t.Name], most[t.Name] = t.Weight, t.MaxJobs
 	}
 	for k := range known {
-		if w := present[k]; w != nil && w.place.Tenant != nil {
-			s.count[w.place.Tenant.Name]++
-			note(w.place.Tenant)
+		var t *tenancy.TenantInfo
+		if w := present[k]; w != nil {
+			t = w.place.Tenant
+		} else {
+			t = c.refusedTenant(k) // a refused job is its tenant's (resize.go)
+		}
+		if t != nil {
+			s.count[t.Name]++
+			note(t)
 		}
 	}
 	attributed := 0
@@ -164,7 +170,9 @@ func shareOut(part map[string]int, names []string, left int, weight map[string]f
 // makeRoom takes jobs that wait in the rounds out of them while the
 // rounds hold more than the tenancy's maxJobs: those of the tenants above
 // their parts, from the one furthest above first, its newest first; it
-// never takes one that runs, is being preempted or has pods requeued.
+// never takes one that runs, is being preempted or has pods requeued, nor
+// one that ran (its attained time, rounds and remaining work are the
+// core's: taken out, it would come back as a new job, a head start).
 func (c *Controller) makeRoom(s *slots, present map[string]*workload, known map[string]bool, res *RoundResult) {
 	if s.total <= s.limit {
 		return
@@ -173,6 +181,9 @@ func (c *Controller) makeRoom(s *slots, present map[string]*workload, known map[
 	for k := range known {
 		w := present[k]
 		if w == nil || w.place.Tenant == nil || w.admitted != "" || w.preempting || c.state.Admitted[k] != nil || len(c.state.Requeue[k]) > 0 {
+			continue
+		}
+		if st, err := c.sched.Status(k); err != nil || ran(st) {
 			continue
 		}
 		waiting[w.place.Tenant.Name] = append(waiting[w.place.Tenant.Name], w)

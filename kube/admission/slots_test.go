@@ -28,25 +28,17 @@ func slotsTenancy() string {
 
 // The tenancy's maxJobs is shared by the tenants, water-filled by their
 // weights: eight older tenants with three 1-GPU jobs each hold 2 slots
-// each, all 16; the ninth tenant's job, created before round 3, enters
-// the rounds at round 3 and runs. Before the fix (the 16 slots to the
+// each, all 16; the ninth tenant's job, created before round 1, enters
+// the rounds at round 1 and runs. Before the fix (the 16 slots to the
 // oldest jobs of any tenant) it waited outside for good. The slot it takes
-// is one of an older tenant's jobs that waits in the rounds (not one
-// that runs): it leaves the rounds, back to waiting outside, with an
-// event that says why.
+// is one of an older tenant's jobs that waits in the rounds and never ran
+// (not one that runs, nor one that ran): it leaves the rounds, back to
+// waiting outside, with an event that says why.
 func TestNewTenantEntersAFullTenancy(t *testing.T) {
-	var objs []runtime.Object
-	for i := 1; i <= 8; i++ {
-		for j := range 3 {
-			objs = append(objs, gatedPod(fmt.Sprintf("t%d", i), fmt.Sprintf("job-%d", j), 1, rates("v100=1")))
-		}
-	}
-	// The policy solves at every change of the jobs (not once in 1920 s),
-	// so that the new tenant's share shows from the round it enters.
-	p := newPlayground(t, DefaultPolicy, slotsTenancy(), func(cfg *Config) { cfg.MinResetInterval = -1 }, objs...)
+	p := fullTenancy(t)
 	entered, ran := -1, 0
 	for r := range 12 {
-		if r == 3 {
+		if r == 1 {
 			p.create(gatedPod("t9", "job", 1, rates("v100=1")))
 		}
 		res := p.round(r)
@@ -58,13 +50,13 @@ func TestNewTenantEntersAFullTenancy(t *testing.T) {
 		if _, ok := res.Admitted["pod/t9/job"]; ok {
 			ran++
 		}
-		if r < 3 {
+		if r < 1 {
 			assert.Len(t, res.Waiting, 8, "round %d: each older tenant's third job waits", r)
 		}
 	}
-	t.Logf("the new tenant's job entered at round %d (created before round 3), ran %d of 9 rounds (%d GPU-rounds of t9)", entered, ran, p.held["t9"])
-	assert.Equal(t, 3, entered, "the new tenant's job enters the rounds at once")
-	assert.GreaterOrEqual(t, ran, 7, "9 tenants share 8 GPUs: the new one runs 8 rounds of 9, within one")
+	t.Logf("the new tenant's job entered at round %d (created before round 1), ran %d of 11 rounds (%d GPU-rounds of t9)", entered, ran, p.held["t9"])
+	assert.Equal(t, 1, entered, "the new tenant's job enters the rounds at once")
+	assert.GreaterOrEqual(t, ran, 9, "9 tenants share 8 GPUs: the new one runs 8 rounds of 9, within one")
 	assert.Positive(t, reasons(t, p.cs, "t9")[ReasonAdmitted])
 	evs := reasonMessages(t, p.cs, ReasonWaiting)
 	require.NotEmpty(t, evs)
@@ -76,10 +68,73 @@ func TestNewTenantEntersAFullTenancy(t *testing.T) {
 		}
 	}
 	// The parts of 16 over 9 tenants: t9 1, t1 to t7 2, t8 1 (waterFill):
-	// t8's job that waited in the rounds left them for t9's.
+	// t8's job that waited in the rounds, and never ran, left them for
+	// t9's.
 	require.Len(t, left, 1, "%q", evs)
 	assert.True(t, strings.HasPrefix(left[0], "t8/"), left[0])
 	t.Log(left[0])
+}
+
+// fullTenancy is the playground of slotsTenancy with eight tenants of
+// three 1-GPU jobs each; the policy solves at every change of the jobs
+// (not once in 1920 s), so that a new tenant's share shows from the
+// round it enters.
+func fullTenancy(t *testing.T) *playground {
+	var objs []runtime.Object
+	for i := 1; i <= 8; i++ {
+		for j := range 3 {
+			objs = append(objs, gatedPod(fmt.Sprintf("t%d", i), fmt.Sprintf("job-%d", j), 1, rates("v100=1")))
+		}
+	}
+	return newPlayground(t, DefaultPolicy, slotsTenancy(), func(cfg *Config) { cfg.MinResetInterval = -1 }, objs...)
+}
+
+// A job that ran never leaves the rounds to make room: it would come back
+// as a new job, without the time it ran (a head start). The ninth tenant
+// comes before round 3, when each older tenant's jobs in the rounds have
+// all run: none leaves, and the rounds hold 17 (the tenancy's 16, and the
+// new tenant's part of one) until a job ends; the new tenant's job runs
+// at once all the same. Its job deleted before round 7 (and t8's third,
+// which waited outside), the rounds hold 16 again. No job's attained time
+// ever goes down. Before the fix t8's job-1, which had run a round (360
+// s), left the rounds at round 3 and came back at round 7 as a new job,
+// with 0 s.
+func TestJobThatRanStaysInTheRounds(t *testing.T) {
+	p := fullTenancy(t)
+	attained := map[string]float64{}
+	ran := 0
+	for r := range 12 {
+		switch r {
+		case 3:
+			p.create(gatedPod("t9", "job", 1, rates("v100=1")))
+		case 7:
+			require.NoError(t, p.cs.CoreV1().Pods("t9").Delete(p.ctx, "job", metav1.DeleteOptions{}))
+			require.NoError(t, p.cs.CoreV1().Pods("t8").Delete(p.ctx, "job-2", metav1.DeleteOptions{}))
+		}
+		res := p.round(r)
+		if _, ok := res.Admitted["pod/t9/job"]; ok {
+			ran++
+		}
+		for _, k := range p.c.sched.Jobs() {
+			st, err := p.c.sched.Status(k)
+			require.NoError(t, err)
+			got := 0.0
+			for _, v := range st.Attained {
+				got += v
+			}
+			assert.GreaterOrEqual(t, got, attained[k], "round %d: %s lost the time it ran (%v s, %d rounds)", r, k, got, st.Rounds)
+			attained[k] = max(attained[k], got)
+		}
+		want := 16
+		if r >= 3 && r < 7 {
+			want = 17
+		}
+		assert.Len(t, p.c.sched.Jobs(), want, "round %d", r)
+	}
+	assert.GreaterOrEqual(t, ran, 3, "the new tenant's job runs 3 or 4 of its 4 rounds")
+	for _, m := range reasonMessages(t, p.cs, ReasonWaiting) {
+		assert.NotContains(t, m, "left the rounds", "no job that ran leaves them")
+	}
 }
 
 // Jobs that run never keep a tenant out: four tenants' 2-GPU jobs run on

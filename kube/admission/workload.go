@@ -15,6 +15,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // kind is what a workload is made of.
@@ -134,8 +135,13 @@ func workloadKey(p *corev1.Pod) (string, kind) {
 // pods that are really a Job's (jobPods) belong to the Job; every other
 // managed pod is a bare pod or a group member.
 func collect(pods []*corev1.Pod, jobs []*batchv1.Job, res corev1.ResourceName, managed func(string) bool, recs map[string]*record) []*workload {
+	return collectClaimed(pods, jobs, res, managed, recs, jobPods(pods, jobs, res, recordedPods(recs)))
+}
+
+// collectClaimed is collect with the UIDs of the pods that are their
+// Jobs' (jobPods) already selected.
+func collectClaimed(pods []*corev1.Pod, jobs []*batchv1.Job, res corev1.ResourceName, managed func(string) bool, recs map[string]*record, theirs map[types.UID]bool) []*workload {
 	byKey := map[string]*workload{}
-	theirs := jobPods(pods, jobs, res, recs)
 	for _, p := range pods {
 		if !managed(p.Namespace) || theirs[p.UID] || !managedPod(p, res) {
 			continue
