@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"errors"
 	"maps"
 	"slices"
 	"time"
@@ -175,9 +176,11 @@ func (c *Controller) allBound(index string) bool {
 // reportLast reports the last round, now over, to the core: the jobs it
 // ran, as written at its start, and the GPU time the workloads followed
 // after their leases held in it. It starts the window of the next round
-// at now. A report the core refuses for its Held part is sent again
-// without it (the runs are credited, the held time not), one it refuses
-// whole is logged (the core then credits the round in full).
+// at now. A report the core refuses for an entry of its Held part
+// (scheduler.ReportError naming scheduler.FieldHeld) is sent again
+// without it (the runs are credited, the held time not); one it refuses
+// otherwise is logged, not sent again (the core took none of it, and
+// credits the round in full at the next).
 func (c *Controller) reportLast(now time.Time) {
 	c.countAfterLease(now)
 	rep := c.state.Report
@@ -185,16 +188,7 @@ func (c *Controller) reportLast(now time.Time) {
 	if rep != nil {
 		c.withoutWaits(rep)
 		rep.Held = c.heldInRound(rep)
-
-		err := c.sched.Report(*rep)
-		if err != nil && len(rep.Held) > 0 {
-			c.log.Warn("report: the GPU time held after leases is not charged", "round", rep.Start, "err", err)
-			rep.Held = nil
-			err = c.sched.Report(*rep)
-		}
-		if err != nil {
-			c.log.Warn("report", "round", rep.Start, "err", err)
-		}
+		c.sendReport(rep)
 	}
 	for key, a := range c.afterLease {
 		clear(a.held)
@@ -204,6 +198,21 @@ func (c *Controller) reportLast(now time.Time) {
 	}
 	clear(c.admittedWaits)
 	c.window = chargeWindow{start: now, length: time.Duration(c.cfg.roundSeconds() * float64(time.Second))}
+}
+
+// sendReport sends a round's report to the core, and again without its
+// Held part if the core refuses an entry of that part.
+func (c *Controller) sendReport(rep *scheduler.RoundReport) {
+	err := c.sched.Report(*rep)
+	var re *scheduler.ReportError
+	if errors.As(err, &re) && re.Field == scheduler.FieldHeld {
+		c.log.Warn("report: the GPU time held after leases is not charged", "round", rep.Start, "err", err)
+		rep.Held = nil
+		err = c.sched.Report(*rep)
+	}
+	if err != nil {
+		c.log.Warn("report", "round", rep.Start, "err", err)
+	}
 }
 
 // withoutWaits takes from the runs of a round's report the time the
