@@ -25,17 +25,20 @@ type RoundReport struct {
 	// placed afresh at the next round. A job is listed at most once, in
 	// Ran or in Failed (ErrInvalid otherwise).
 	Failed []string `json:"failed,omitempty"`
-	// Held lists GPU time jobs held in the round outside their turn: GPUs
-	// a job's processes kept after its lease ended (a preempted job whose
-	// pods are still terminating), which no other job could use. Each is
-	// charged as if it had run for that time (see Held). A job listed in
-	// Ran is not listed here (what it held is its run), and a job is
-	// listed at most once per type (ErrInvalid otherwise).
+	// Held lists GPU time jobs held in the round outside their turn, which
+	// no other job could use: GPUs a job's processes kept after its lease
+	// ended (a preempted job whose pods are still terminating), or beyond
+	// its lease while it ran (processes of its earlier run still going
+	// beside those of its new one: a Job's pods deleted and replaced).
+	// Each is charged as if it had run for that time (see Held), a job
+	// listed in Ran as well for its run. A job is listed at most once per
+	// type (ErrInvalid otherwise).
 	Held []Held `json:"held,omitempty"`
 }
 
-// Held is GPU time one job held on one type in a round outside its turn:
-// a plain value, safe for concurrent reads.
+// Held is GPU time one job held on one type in a round outside its turn
+// (after its lease, or beyond it): a plain value, safe for concurrent
+// reads.
 //
 // The unit is the GPU-second (one GPU held for one second), the time an
 // embedder measures on its nodes, where a preempted job's processes go one
@@ -44,10 +47,10 @@ type RoundReport struct {
 // running, so a job is charged GPUSeconds / JobSpec.GPUs seconds (its GPUs
 // at the report): 4 GPUs held for 35 s charge a 4-GPU job 35 s, 2 of them
 // for 35 s charge it 17.5 s, and the same 4 GPUs charge an 8-GPU job
-// 17.5 s. A job holds at most its GPUs for the round: GPUSeconds is in [0,
-// round length x JobSpec.GPUs], summed over the job's entries, as a run
-// is at most the round (an elastic job's extra GPUs are not charged, as
-// they are not while it runs).
+// 17.5 s. A job holds at most its GPUs for the round so (beside its run,
+// if it ran): GPUSeconds is in [0, round length x JobSpec.GPUs], summed
+// over the job's entries, as a run is at most the round (an elastic job's
+// extra GPUs are not charged, as they are not while it runs).
 type Held struct {
 	Job  string           `json:"job"`
 	Type topology.GPUType `json:"type"`
@@ -96,9 +99,9 @@ type Ran struct {
 // is charged there nothing. Held time is charged within the round (at most
 // its length, whatever Compat says) and does not count as a round run
 // (JobStatus.Rounds). An entry for a job not submitted wraps
-// ErrStaleReport and ErrUnknownJob; one for a job of Ran, twice for a job
-// and type, for a type the cluster has none of, or with GPU-seconds out
-// of range or NaN wraps ErrInvalid.
+// ErrStaleReport and ErrUnknownJob; one twice for a job and type, for a
+// type the cluster has none of, or with GPU-seconds out of range or NaN
+// wraps ErrInvalid.
 //
 // A report is taken whole or not at all: an error changes nothing (no
 // attained time, round count, remaining work, lease or mechanism), and
@@ -289,7 +292,7 @@ func (s *Scheduler) countDown(j *job, steps float64) bool {
 
 // checkHeld checks a report's Held entries against the last round (of
 // length s.last.Length) and returns the charges, in memory reused from
-// report to report. Jobs of the report's Ran carry s.mark.
+// report to report.
 func (s *Scheduler) checkHeld(held []Held) ([]heldCredit, error) {
 	if len(held) == 0 {
 		return nil, nil
@@ -327,8 +330,6 @@ func (s *Scheduler) checkHeldEntry(h Held, seen map[heldKey]bool, total map[*job
 	length := s.last.Length
 	most := length * float64(j.spec.GPUs)
 	switch {
-	case j.mark == s.mark:
-		return heldCredit{}, fmt.Errorf("%w: job %q is reported both as run and as holding GPUs", ErrInvalid, h.Job)
 	case k < 0:
 		return heldCredit{}, fmt.Errorf("%w: job %q held GPUs of type %q, which the cluster has none of", ErrInvalid, h.Job, h.Type)
 	case seen[heldKey{j, k}]:
