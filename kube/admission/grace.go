@@ -362,13 +362,20 @@ func (h holding) heldRan(held []string, now time.Time, length float64) []schedul
 // expediteDeletions cuts short the deletions of the managed namespaces'
 // terminating GPU pods that run past the admin's bound, and force-deletes
 // those still there past it (backed off and within their tenants'
-// budgets).
+// budgets), once: a pod deleted with grace 0 already (by the controller or
+// anyone) that is still there is kept by its finalizers or a kubelet that
+// does not confirm, and deleting it again changes nothing (it cost a
+// request of its tenant's budget at every sweep, each success resetting
+// its backoff).
 func (c *Controller) expediteDeletions(ctx context.Context) {
 	if c.ten == nil {
 		return
 	}
 	now, bound := c.wall(), c.cfg.maxDeletionGrace()
 	for _, p := range c.terminatingPods() {
+		if g := p.DeletionGracePeriodSeconds; g != nil && *g == 0 {
+			continue
+		}
 		end, tooLong := deletionEnd(p, bound)
 		force := !now.Before(end.Add(forceSlack))
 		if !tooLong && !force || !c.ten.Managed(p.Namespace) {
