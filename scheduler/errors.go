@@ -20,3 +20,32 @@ var (
 	// a job that was not in it.
 	ErrStaleReport = errors.New("scheduler: report does not match the last round")
 )
+
+// ReportField names a field of RoundReport, for ReportError.
+type ReportField string
+
+// The fields of RoundReport whose entries Report checks.
+const (
+	FieldRan    ReportField = "Ran"
+	FieldFailed ReportField = "Failed"
+	FieldHeld   ReportField = "Held"
+)
+
+// ReportError is Report's error for an entry of a RoundReport that it
+// refuses: Field is the report's field and Index the entry's index in it,
+// so that a caller can tell a refused Held part (which it may send again
+// without) from a refused run. It wraps the error's kind: ErrInvalid, or
+// ErrStaleReport (and ErrUnknownJob for a Held entry of a job not
+// submitted). It is a plain value, safe for concurrent reads.
+type ReportError struct {
+	Field ReportField
+	Index int
+	Err   error
+}
+
+// Error returns the message of the error it wraps, which names the job
+// and what is wrong.
+func (e *ReportError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the error's kind.
+func (e *ReportError) Unwrap() error { return e.Err }

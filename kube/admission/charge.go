@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"errors"
 	"maps"
 	"slices"
 	"time"
@@ -29,27 +30,51 @@ import (
 // jobs it ran, written at its start (ctrlState.Report, saved with the
 // core's snapshot), and scheduler.RoundReport.Held, what each followed
 // workload's pods held in it, per type, at most its GPUs for the round (a
-// workload the round ran is not charged again; a workload the core does
-// not know, or a type it no longer has, is not charged). The time is
+// workload the round ran is not charged again for what it held after its
+// lease, which is its run: heldRan; a workload the core does not know, or
+// a type it no longer has, is not charged). The time is
 // that of the counts: a pod that went between two counts is charged to
 // the later one (at most a second late under Run). The core planned the
 // round that preempted them before it did, on the GPUs their pods still
 // held: a workload that round admitted is charged its round less the time
 // its pods were not all bound while followed workloads' pods held GPUs of
 // its type (it waited for them). A workload admitted
-// again is no longer followed (its lease covers its pods); the followed
-// workloads are in memory only: after a restart, those whose pods still
-// hold GPUs are followed again from the first round (terminating pods,
-// preempted pods in their grace).
+// again is followed only for what its terminating pods hold beyond its
+// lease (its lease covers its pods but those).
+//
+// A workload that has a lease may hold more than it (review of #40): a
+// tenant deletes its admitted Job's pods (or lowers its parallelism and
+// restores it), the job controller replaces them at once, and the old
+// pods hold their GPUs until gone (at most Config.MaxDeletionGrace and
+// forceSlack), while the new ones take GPUs the core gave to others. Such
+// a workload is followed from the first count that finds it with
+// terminating pods (followBeyond, by the controller's records) for what
+// its bound pods, live and terminating, hold past its lease (at most
+// what the terminating ones hold: beyondLease); that time is charged to
+// it (RoundReport.Held, beside its run), the GPUs are out of the next
+// round's plan while held (heldGPUs), and a workload admitted meanwhile
+// waits on them as on those of a workload whose lease ended.
+//
+// The followed workloads are in memory only: after a restart, those whose
+// pods still hold GPUs are followed again from the first round
+// (terminating pods, preempted pods in their grace) or count.
 
-// afterLease is one workload followed after its lease ended.
+// afterLease is one workload followed after its lease ended, or while it
+// has one for what its terminating pods hold beyond it.
 type afterLease struct {
 	// index is its pods' key in the pod cache's workload index.
 	index string
+	// lease is the GPUs its lease covers (0: the lease ended), of type
+	// typ, in namespace ns: while it has one, only what its terminating
+	// pods hold beyond it is counted (beyondLease).
+	lease int
+	typ   topology.GPUType
+	ns    string
 	// gpus is what its pods held at the last count, by type.
 	gpus map[topology.GPUType]int
-	// held is the GPU-seconds held in the round's window so far, by type.
-	held map[topology.GPUType]float64
+	// held is the GPU-seconds held in the round's window so far after
+	// its lease, by type; beyond, those held beyond its lease.
+	held, beyond map[topology.GPUType]float64
 }
 
 // admittedWait is a workload the round admitted, whose pods may wait for
@@ -90,13 +115,63 @@ func (w *workload) podIndex() string {
 	return w.key
 }
 
-// follow starts following a workload whose lease ended (no-op if it
-// is followed already).
+// follow starts following a workload whose lease ended, or goes on
+// following it so if it was followed for what it held beyond its lease.
 func (c *Controller) follow(key, index string) {
-	if c.afterLease[key] != nil {
+	a := c.afterLease[key]
+	if a == nil {
+		a = &afterLease{index: index, held: map[topology.GPUType]float64{}, beyond: map[topology.GPUType]float64{}}
+		c.afterLease[key] = a
+	} else if a.lease == 0 {
 		return
 	}
-	c.afterLease[key] = &afterLease{index: index, gpus: c.podsHold(index), held: map[topology.GPUType]float64{}}
+	a.lease = 0
+	a.gpus = c.holds(a)
+}
+
+// leased follows a workload that has a lease (of type typ, in namespace
+// ns; the core's size of the workload) for what its terminating pods hold
+// beyond it: from now on, whether or not it was followed (after an
+// earlier lease, or beyond this one). A workload the core does not know
+// is not followed.
+func (c *Controller) leased(key, index, ns string, typ topology.GPUType) {
+	lease := c.leaseGPUs(key)
+	if lease <= 0 {
+		delete(c.afterLease, key)
+		return
+	}
+	a := c.afterLease[key]
+	if a == nil {
+		a = &afterLease{index: index, held: map[topology.GPUType]float64{}, beyond: map[topology.GPUType]float64{}}
+		c.afterLease[key] = a
+	}
+	a.lease, a.typ, a.ns = lease, typ, ns
+	a.gpus = c.holds(a)
+}
+
+// leaseGPUs returns the GPUs an admitted workload's lease covers: its
+// size in the core (what it is charged for), 0 if the core does not know
+// it.
+func (c *Controller) leaseGPUs(key string) int {
+	st, err := c.sched.Status(key)
+	if err != nil {
+		return 0
+	}
+	return st.Spec.GPUs
+}
+
+// holds returns what a followed workload's pods hold now, by type: all
+// its pods that hold GPUs after its lease (podsHold), its terminating
+// pods' GPUs beyond its lease while it has one (beyondLease).
+func (c *Controller) holds(a *afterLease) map[topology.GPUType]int {
+	if a.lease == 0 {
+		return c.podsHold(a.index)
+	}
+	out := map[topology.GPUType]int{}
+	for _, g := range c.beyondLease(a.ns, a.index, a.lease, a.typ) {
+		out[g.typ] += g.gpus
+	}
+	return out
 }
 
 // podsHold returns the GPUs the pods of a workload (by their index key)
@@ -116,16 +191,44 @@ func (c *Controller) podsHold(index string) map[topology.GPUType]int {
 	return out
 }
 
+// followBeyond follows, for what they hold beyond its lease, each
+// admitted workload (by the controller's record) that has terminating
+// pods and is not followed yet: a tenant may delete its admitted Job's
+// pods, which the job controller replaces at once while they hold their
+// GPUs until gone. (They may hold nothing beyond it yet: while the pods
+// that replace them wait.)
+func (c *Controller) followBeyond() {
+	for _, p := range c.terminatingPods() {
+		key, owner := podWorkload(p)
+		if c.afterLease[key] != nil {
+			continue
+		}
+		rec := c.state.Admitted[key]
+		if rec == nil || rec.DeleteAfter != "" || rec.NS != p.Namespace || owner != "" && !rec.has(owner) {
+			continue // not admitted (a preempted one is followed already)
+		}
+		if index, err := podWorkloadIndex(p); err == nil && len(index) == 1 {
+			c.leased(key, index[0], rec.NS, rec.Type)
+		}
+	}
+}
+
 // countAfterLease adds to each followed workload what its pods held since
-// the last count, and to each workload the round admitted the time it
-// waited, within the round's window; and counts them again.
+// the last count (after its lease, or beyond it), and to each workload
+// the round admitted the time it waited, within the round's window; and
+// counts them again, following the admitted workloads whose terminating
+// pods may hold GPUs beyond their leases.
 func (c *Controller) countAfterLease(now time.Time) {
 	d := c.window.clip(now).Sub(c.window.clip(c.lastCount)).Seconds()
 	c.lastCount = now
 	if d > 0 {
 		for _, a := range c.afterLease {
+			into := a.held
+			if a.lease > 0 {
+				into = a.beyond
+			}
 			for t, g := range a.gpus {
-				a.held[t] += float64(g) * d
+				into[t] += float64(g) * d
 			}
 		}
 		for _, w := range c.admittedWaits {
@@ -135,15 +238,17 @@ func (c *Controller) countAfterLease(now time.Time) {
 		}
 	}
 	for _, a := range c.afterLease {
-		a.gpus = c.podsHold(a.index)
+		a.gpus = c.holds(a)
 	}
+	c.followBeyond()
 	c.countWaits()
 }
 
 // countWaits marks the workloads the round admitted that wait for GPUs
-// while followed workloads hold some of their type: some of their pods
-// not bound (or none created yet). Their runs are charged without that
-// time: the followed workloads are charged for it.
+// while followed workloads hold some of their type (after their leases,
+// or beyond them): some of their pods not bound (or none created yet).
+// Their runs are charged without that time: the followed workloads are
+// charged for it.
 func (c *Controller) countWaits() {
 	held := map[topology.GPUType]int{}
 	for _, a := range c.afterLease {
@@ -175,9 +280,11 @@ func (c *Controller) allBound(index string) bool {
 // reportLast reports the last round, now over, to the core: the jobs it
 // ran, as written at its start, and the GPU time the workloads followed
 // after their leases held in it. It starts the window of the next round
-// at now. A report the core refuses for its Held part is sent again
-// without it (the runs are credited, the held time not), one it refuses
-// whole is logged (the core then credits the round in full).
+// at now. A report the core refuses for an entry of its Held part
+// (scheduler.ReportError naming scheduler.FieldHeld) is sent again
+// without it (the runs are credited, the held time not); one it refuses
+// otherwise is logged, not sent again (the core took none of it, and
+// credits the round in full at the next).
 func (c *Controller) reportLast(now time.Time) {
 	c.countAfterLease(now)
 	rep := c.state.Report
@@ -185,25 +292,32 @@ func (c *Controller) reportLast(now time.Time) {
 	if rep != nil {
 		c.withoutWaits(rep)
 		rep.Held = c.heldInRound(rep)
-
-		err := c.sched.Report(*rep)
-		if err != nil && len(rep.Held) > 0 {
-			c.log.Warn("report: the GPU time held after leases is not charged", "round", rep.Start, "err", err)
-			rep.Held = nil
-			err = c.sched.Report(*rep)
-		}
-		if err != nil {
-			c.log.Warn("report", "round", rep.Start, "err", err)
-		}
+		c.sendReport(rep)
 	}
 	for key, a := range c.afterLease {
 		clear(a.held)
+		clear(a.beyond)
 		if len(a.gpus) == 0 {
 			delete(c.afterLease, key) // its pods are gone
 		}
 	}
 	clear(c.admittedWaits)
 	c.window = chargeWindow{start: now, length: time.Duration(c.cfg.roundSeconds() * float64(time.Second))}
+}
+
+// sendReport sends a round's report to the core, and again without its
+// Held part if the core refuses an entry of that part.
+func (c *Controller) sendReport(rep *scheduler.RoundReport) {
+	err := c.sched.Report(*rep)
+	var re *scheduler.ReportError
+	if errors.As(err, &re) && re.Field == scheduler.FieldHeld {
+		c.log.Warn("report: the GPU time held after leases is not charged", "round", rep.Start, "err", err)
+		rep.Held = nil
+		err = c.sched.Report(*rep)
+	}
+	if err != nil {
+		c.log.Warn("report", "round", rep.Start, "err", err)
+	}
 }
 
 // withoutWaits takes from the runs of a round's report the time the
@@ -223,9 +337,11 @@ func (c *Controller) withoutWaits(rep *scheduler.RoundReport) {
 }
 
 // heldInRound returns the Held part of a round's report: for each
-// followed workload the core knows and the round did not run, the
-// GPU-seconds its pods held on each type the core has, at most its GPUs
-// for the round in all.
+// followed workload the core knows, the GPU-seconds its pods held on each
+// type the core has, beyond its lease while it had one and, if the round
+// did not run it, after its lease (what a workload the round ran held
+// after its lease is its run: heldRan), at most its GPUs for the round in
+// all.
 func (c *Controller) heldInRound(rep *scheduler.RoundReport) []scheduler.Held {
 	ran := make(map[string]bool, len(rep.Ran))
 	for _, r := range rep.Ran {
@@ -234,7 +350,13 @@ func (c *Controller) heldInRound(rep *scheduler.RoundReport) []scheduler.Held {
 	var out []scheduler.Held
 	for _, key := range slices.Sorted(maps.Keys(c.afterLease)) {
 		a := c.afterLease[key]
-		if ran[key] || len(a.held) == 0 {
+		held := maps.Clone(a.beyond)
+		if !ran[key] {
+			for t, v := range a.held {
+				held[t] += v
+			}
+		}
+		if len(held) == 0 {
 			continue
 		}
 		st, err := c.sched.Status(key)
@@ -242,8 +364,8 @@ func (c *Controller) heldInRound(rep *scheduler.RoundReport) []scheduler.Held {
 			continue
 		}
 		left := c.window.length.Seconds() * float64(st.Spec.GPUs)
-		for _, t := range slices.Sorted(maps.Keys(a.held)) {
-			v := min(a.held[t], left)
+		for _, t := range slices.Sorted(maps.Keys(held)) {
+			v := min(held[t], left)
 			if _, ok := c.products[t]; !ok || v <= 0 {
 				continue
 			}
@@ -254,8 +376,9 @@ func (c *Controller) heldInRound(rep *scheduler.RoundReport) []scheduler.Held {
 	return out
 }
 
-// followAfterRound drops the workloads the round admitted (their lease
-// covers their pods), and follows those of the round whose pods hold GPUs
+// followAfterRound follows the workloads the round admitted for what
+// their terminating pods hold beyond their leases (their leases cover
+// their pods but those), and those of the round whose pods hold GPUs
 // without a lease that no preemption of this process began (after a
 // restart, or a tenant's own deletion): terminating pods (c.hold) and
 // preempted pods in their grace (records with DeleteAfter). It watches
@@ -269,9 +392,9 @@ func (c *Controller) followAfterRound(present map[string]*workload, started []st
 			c.admittedWaits[key] = &admittedWait{index: w.podIndex(), typ: w.admitted}
 		}
 	}
-	for key := range c.afterLease {
+	for _, key := range slices.Sorted(maps.Keys(c.afterLease)) {
 		if w := present[key]; w != nil && w.admitted != "" {
-			delete(c.afterLease, key)
+			c.leased(key, w.podIndex(), w.ns, w.admitted)
 		}
 	}
 	for _, key := range slices.Sorted(maps.Keys(c.hold.until)) {
@@ -284,4 +407,5 @@ func (c *Controller) followAfterRound(present map[string]*workload, started []st
 			c.follow(key, w.podIndex())
 		}
 	}
+	c.followBeyond()
 }

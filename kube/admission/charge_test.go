@@ -1,11 +1,15 @@
 package admission
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpusched/gpusched/kube/tenancy"
+	"github.com/gpusched/gpusched/scheduler"
 	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -108,5 +112,51 @@ func TestReportSavedWithTheState(t *testing.T) {
 		require.NoError(t, err)
 		assert.InDelta(t, 1640, st.Spec.RemainingSteps, 1e-9, "restart %v", restart)
 		assert.InDelta(t, 360, st.Attained[topology.V100], 1e-9, "restart %v", restart)
+	}
+}
+
+// A report the core refuses is sent again without its Held part only when
+// the core refused an entry of that part (scheduler.ReportError naming
+// scheduler.FieldHeld): then the runs are credited. Refused for anything
+// else, it is not sent again (review of #40: it was, on any error, and a
+// core that had credited the runs before failing credited them twice).
+// One node of 4 V100s: att's 4-GPU pod runs in round 0, v1's waits.
+func TestReportResentOnlyWithoutABadHeld(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4))
+	for _, ns := range []string{"att", "v1"} {
+		_, err := cs.CoreV1().Pods(ns).Create(ctx, gatedPod(ns, "job", 4, rates("v100=1")), metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	ten, err := tenancy.Parse([]byte(attackTenancy))
+	require.NoError(t, err)
+	var logs bytes.Buffer
+	clk := &testClock{}
+	c := newController(t, cs, clk, func(cfg *Config) {
+		cfg.Tenancy = ten
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	res, err := syncRound(ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, []string{"pod/att/job"}, res.Started)
+	ran := scheduler.Ran{Job: "pod/att/job", Seconds: 360}
+	held := scheduler.Held{Job: "pod/v1/job", Type: topology.V100, GPUSeconds: 4 * 35}
+
+	// A run the core refuses: sent once. Before: sent again without Held.
+	logs.Reset()
+	c.sendReport(&scheduler.RoundReport{Ran: []scheduler.Ran{ran, {Job: "nope", Seconds: 1}}, Held: []scheduler.Held{held}})
+	assert.Equal(t, 1, strings.Count(logs.String(), "msg=report "), logs.String())
+	assert.NotContains(t, logs.String(), "not charged")
+
+	// A Held entry the core refuses: sent again without Held, the runs
+	// credited.
+	logs.Reset()
+	c.sendReport(&scheduler.RoundReport{Ran: []scheduler.Ran{ran}, Held: []scheduler.Held{held, {Job: "nope", Type: topology.V100, GPUSeconds: 1}}})
+	assert.Contains(t, logs.String(), "not charged")
+	assert.NotContains(t, logs.String(), "msg=report ")
+	for key, want := range map[string]float64{"pod/att/job": 360, "pod/v1/job": 0} {
+		st, err := c.sched.Status(key)
+		require.NoError(t, err)
+		assert.InDelta(t, want, st.Attained[topology.V100], 1e-9, key)
 	}
 }

@@ -28,9 +28,10 @@ import (
 // with any) is deleted again with what is left of the bound (the API
 // server shortens a pending deletion, and the kubelet its kill); one
 // still there shortly past it (a kubelet that does not confirm) is
-// force-deleted, grace 0. Until gone, a terminating pod holds its GPUs:
-// the core plans each round without them (they are failed in its cluster
-// while held: scheduler.FailGPUs), the admissions count them, and a job
+// force-deleted, grace 0. Until gone, a terminating pod holds its GPUs
+// (an admitted workload's, those beyond its lease: beyondLease): the core
+// plans each round without them (they are failed in its cluster while
+// held: scheduler.FailGPUs), the admissions count them, and a job
 // the core gives a turn while its own pods still hold GPUs is held back
 // and reported as having run for as long as they hold them. The time a
 // preempted job's pods run on after its turn (bounded by Config.Grace and
@@ -120,26 +121,32 @@ type holding struct {
 }
 
 // heldGPUs returns what the terminating pods on the controller's ready
-// nodes hold (at most their healthy GPUs), but those of admitted
-// workloads (their own GPUs in the core's plan already).
+// nodes hold (at most their healthy GPUs): those of a workload without a
+// lease all their GPUs; those of an admitted workload what they hold
+// beyond its lease (beyondLease: its lease's GPUs are in the core's plan
+// already). Only the former have an end in h.until: the latter are
+// charged beyond their workload's run (charge.go), which they do not hold
+// back.
 func (c *Controller) heldGPUs(ws []*workload) holding {
 	h := holding{byNode: map[string]int{}, byType: map[topology.GPUType]int{}, until: map[string]time.Time{}}
 	admitted := admittedObjects(ws)
+	leased := map[*workload]bool{}
 	now, bound := c.wall(), c.cfg.maxDeletionGrace()
 	for _, p := range c.terminatingPods() {
-		n, ok := c.nodes[p.Spec.NodeName]
 		key, owner := podWorkload(p)
-		if !ok || !n.ready || admitted[p.UID] || admitted[owner] {
+		if w := cmp.Or(admitted[p.UID], admitted[owner]); w != nil && w.ns == p.Namespace {
+			leased[w] = true
+			continue
+		}
+		n, ok := c.nodes[p.Spec.NodeName]
+		if !ok || !n.ready {
 			continue
 		}
 		g, err := model.PodGPUs(p, c.cfg.Resource)
 		if err != nil || g <= 0 {
 			continue
 		}
-		healthy := len(n.server.GPUs) - len(n.unhealthy)
-		g = min(g, healthy-h.byNode[p.Spec.NodeName])
-		h.byNode[p.Spec.NodeName] += g
-		h.byType[n.typ()] += g
+		h.add(p.Spec.NodeName, n, g)
 		end, _ := deletionEnd(p, bound)
 		until := end.Add(forceSlack)
 		if !now.Before(until) {
@@ -149,21 +156,100 @@ func (c *Controller) heldGPUs(ws []*workload) holding {
 			h.until[key] = until
 		}
 	}
+	for _, w := range ws {
+		if !leased[w] {
+			continue
+		}
+		for _, g := range c.beyondLease(w.ns, w.podIndex(), c.leaseGPUs(w.key), w.admitted) {
+			h.add(g.node, c.nodes[g.node], g.gpus)
+		}
+	}
 	return h
 }
 
-// admittedObjects returns the UIDs of the admitted workloads' Jobs and
-// pods (never "").
-func admittedObjects(ws []*workload) map[types.UID]bool {
-	out := map[types.UID]bool{}
+// add counts g GPUs held on node name (n), at most its healthy GPUs.
+func (h holding) add(name string, n nodeInfo, g int) {
+	healthy := len(n.server.GPUs) - len(n.unhealthy)
+	g = min(g, healthy-h.byNode[name])
+	h.byNode[name] += g
+	h.byType[n.typ()] += g
+}
+
+// goingPod is a terminating pod bound to a ready node of the
+// controller's (node, of type typ), and GPUs it holds.
+type goingPod struct {
+	pod  *corev1.Pod
+	node string
+	typ  topology.GPUType
+	gpus int
+}
+
+// beyondLease returns the terminating pods of an admitted workload (its
+// pods' index key, in namespace ns) that hold GPUs beyond its lease (lease
+// GPUs of type typ), each with the GPUs it holds beyond it. A terminating
+// pod holds its GPUs until gone, beside the live pods that replace it (a
+// Job's job controller replaces deleted pods at once): the workload's
+// bound pods, live and terminating, hold more than its lease by what they
+// hold past it, at most what the terminating ones hold. The lease covers
+// first the terminating pods on its type, then the others by name; pods
+// of other namespaces (an owner reference names any UID) are not the
+// workload's.
+func (c *Controller) beyondLease(ns, index string, lease int, typ topology.GPUType) []goingPod {
+	var going []goingPod
+	live, held := 0, 0
+	for _, p := range c.podsOf(index) {
+		n, ok := c.nodes[p.Spec.NodeName]
+		if p.Namespace != ns || p.Spec.NodeName == "" || !ok || !n.ready || terminal(p) {
+			continue
+		}
+		g, err := model.PodGPUs(p, c.cfg.Resource)
+		switch {
+		case err != nil || g <= 0:
+		case p.DeletionTimestamp == nil:
+			live += g
+		default:
+			going = append(going, goingPod{pod: p, node: p.Spec.NodeName, typ: n.typ(), gpus: g})
+			held += g
+		}
+	}
+	slices.SortFunc(going, func(a, b goingPod) int {
+		return cmp.Or(cmpBool(a.typ != typ, b.typ != typ), cmp.Compare(a.pod.Name, b.pod.Name))
+	})
+	covered := min(held, max(0, lease-live))
+	out := going[:0]
+	for _, g := range going {
+		cut := min(covered, g.gpus)
+		covered -= cut
+		if g.gpus -= cut; g.gpus > 0 {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
+}
+
+// admittedObjects returns the admitted workloads by the UIDs of their
+// Jobs and pods (never "").
+func admittedObjects(ws []*workload) map[types.UID]*workload {
+	out := map[types.UID]*workload{}
 	for _, w := range ws {
 		switch {
 		case w.admitted == "":
 		case w.kind == kindJob:
-			out[w.job.UID] = true
+			out[w.job.UID] = w
 		default:
 			for _, p := range w.pods {
-				out[p.UID] = true
+				out[p.UID] = w
 			}
 		}
 	}
@@ -276,13 +362,20 @@ func (h holding) heldRan(held []string, now time.Time, length float64) []schedul
 // expediteDeletions cuts short the deletions of the managed namespaces'
 // terminating GPU pods that run past the admin's bound, and force-deletes
 // those still there past it (backed off and within their tenants'
-// budgets).
+// budgets), once: a pod deleted with grace 0 already (by the controller or
+// anyone) that is still there is kept by its finalizers or a kubelet that
+// does not confirm, and deleting it again changes nothing (it cost a
+// request of its tenant's budget at every sweep, each success resetting
+// its backoff).
 func (c *Controller) expediteDeletions(ctx context.Context) {
 	if c.ten == nil {
 		return
 	}
 	now, bound := c.wall(), c.cfg.maxDeletionGrace()
 	for _, p := range c.terminatingPods() {
+		if g := p.DeletionGracePeriodSeconds; g != nil && *g == 0 {
+			continue
+		}
 		end, tooLong := deletionEnd(p, bound)
 		force := !now.Before(end.Add(forceSlack))
 		if !tooLong && !force || !c.ten.Managed(p.Namespace) {

@@ -363,3 +363,58 @@ func TestExpediteOnlyManagedGPUPods(t *testing.T) {
 	assert.Equal(t, map[string]topology.GPUType{"pod/v1/job": topology.V100}, res.Assigned, "its GPUs are back in the plan")
 	assert.Positive(t, reasons(t, cs, "att")[ReasonGraceCapped])
 }
+
+// A pod force-deleted already (grace 0) that its finalizers and its
+// kubelet keep is not force-deleted again (review of #40): deleting it
+// again changes nothing, and each delete cost a request of its tenant's
+// budget. att's 2-GPU pod (a
+// finalizer, a kubelet that never confirms) is deleted by its tenant with
+// a day's grace; the controller cuts the deletion to 30 s, force-deletes
+// it 5 s past that, and leaves it be; the controller sweeps every second
+// for 120 s. Before, it force-deleted it at every sweep from 35 s on (86
+// deletes: each succeeded, which reset its backoff; the Warning event,
+// the same each time, was written once). Its GPUs stay out of the plan.
+func TestForceDeletedOnce(t *testing.T) {
+	ctx := context.Background()
+	day := int64(86400)
+	p := gatedPod("att", "gpu", 2, rates("v100=1"))
+	p.Spec.SchedulingGates, p.Spec.NodeName, p.Spec.TerminationGracePeriodSeconds = nil, "n1", &day
+	p.Finalizers = []string{"example.com/hold"}
+	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), p, gatedPod("v1", "job", 4, rates("v100=1")))
+	wall := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	sim := newKubeSim(t, cs, &wall, map[string]int{"n1": 4})
+	sim.stuck["att/*"] = true
+	ten, err := tenancy.Parse([]byte(attackTenancy))
+	require.NoError(t, err)
+	clk := &testClock{}
+	c := newController(t, cs, clk, func(cfg *Config) {
+		cfg.Tenancy = ten
+		cfg.Now = func() time.Time { return wall }
+	})
+	require.NoError(t, cs.CoreV1().Pods("att").Delete(ctx, "gpu", metav1.DeleteOptions{}))
+	_, err = syncRound(ctx, c)
+	require.NoError(t, err)
+	for range 120 {
+		wall = wall.Add(time.Second)
+		sim.step()
+		syncSweep(ctx, t, c)
+	}
+	assert.Equal(t, 1, sim.deletes["0s"], "force-deletes")
+	assert.Equal(t, 1, sim.deletes["30s"], "the deletion cut to the bound")
+	warnings := 0
+	evs, err := cs.CoreV1().Events("att").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, e := range evs.Items {
+		if e.Reason == ReasonGraceCapped && strings.HasPrefix(e.Message, "force-deleted") {
+			warnings++
+		}
+	}
+	assert.Equal(t, 1, warnings, "Warnings that it was force-deleted")
+	got := getPod(t, cs, "att", "gpu")
+	require.NotNil(t, got.DeletionGracePeriodSeconds)
+	assert.Zero(t, *got.DeletionGracePeriodSeconds, "force-deleted, still there")
+	clk.t = 360
+	res, err := syncRound(ctx, c)
+	require.NoError(t, err)
+	assert.NotContains(t, res.Assigned, "pod/v1/job", "its 2 GPUs are still held: 2 of 4 left")
+}

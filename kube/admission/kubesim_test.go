@@ -25,7 +25,9 @@ var podsGVR = corev1.SchemeGroupVersion.WithResource("pods")
 // (a bound pod's delete sets its deletionTimestamp to now + the grace,
 // DeleteOptions' or else the pod's terminationGracePeriodSeconds, default
 // 30 s; a later delete only shortens it; grace 0, or an unbound pod, goes
-// at once, but for one with finalizers, which stays), the kubelet (a
+// at once, but for one with finalizers, which stays: a terminating one's
+// deletion grace becomes 0 and its deletionTimestamp its deletion's
+// start, as the API server's BeforeDelete does, once), the kubelet (a
 // terminating pod is removed at its deletionTimestamp, or ends if it has
 // finalizers, unless stuck names it: a kubelet that never confirms), and
 // the kube-scheduler (an ungated pod is bound, on the node
@@ -78,6 +80,14 @@ func (k *kubeSim) delete(a k8stesting.Action) (bool, runtime.Object, error) {
 		grace = 0
 		if len(p.Finalizers) == 0 {
 			return true, nil, k.cs.Tracker().Delete(podsGVR, p.Namespace, p.Name)
+		}
+		if g := p.DeletionGracePeriodSeconds; p.DeletionTimestamp != nil && g != nil {
+			if *g == 0 {
+				return true, p, nil
+			}
+			start := p.DeletionTimestamp.Add(-time.Duration(*g) * time.Second)
+			p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &metav1.Time{Time: start}, &grace
+			return true, p, k.cs.Tracker().Update(podsGVR, p, p.Namespace)
 		}
 	}
 	at := k.now.Add(time.Duration(grace) * time.Second)
