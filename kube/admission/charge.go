@@ -207,7 +207,9 @@ func (c *Controller) followBeyond() {
 		if rec == nil || rec.DeleteAfter != "" || rec.NS != p.Namespace || owner != "" && !rec.has(owner) {
 			continue // not admitted (a preempted one is followed already)
 		}
-		if index, err := podWorkloadIndex(p); err == nil && len(index) == 1 {
+		// The first index key is the workload's pods' (jobPodIndex for a
+		// Job's; a Job's pod has Sweep's second, jobOwnedIndex).
+		if index, err := podWorkloadIndex(p); err == nil && len(index) > 0 {
 			c.leased(key, index[0], rec.NS, rec.Type)
 		}
 	}
