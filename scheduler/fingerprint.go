@@ -66,7 +66,7 @@ const maxDifferences = 256
 func (s *Scheduler) settings() map[string]string {
 	c := &s.cfg
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	return map[string]string{
+	m := map[string]string{
 		"policy":             describe(c.Policy, 0),
 		"round_length":       f(s.roundLength()),
 		"min_reset_interval": f(c.MinResetInterval),
@@ -85,6 +85,11 @@ func (s *Scheduler) settings() map[string]string {
 		"throughput_model":   typeName(c.Throughput),
 		"colocation_model":   typeName(c.Colocation),
 	}
+	if c.Estimator != nil { // only then: older snapshots have none
+		m["estimator"] = typeName(c.Estimator)
+		m["explore"] = fmt.Sprintf("budget %s, sigmas %s, resolve %s", f(c.Explore.budget()), f(c.Explore.sigmas()), f(c.Explore.resolve()))
+	}
+	return m
 }
 
 func typeName(v any) string {

@@ -78,6 +78,13 @@ type JobSpec struct {
 	// Deadline is the time by which the job should finish (same clock as
 	// the rounds), in [0, allocation.MaxTime] seconds; 0 means none.
 	Deadline float64 `json:"deadline,omitempty"`
+	// Learn makes the job's rates the scheduler's Config.Estimator's, fed
+	// by the job's progress (Scheduler.Progress): Throughput, if set, is
+	// then its tenant's claim (weak evidence, learn.JobInfo.Claims) and
+	// Model its kind (the table prior, learn.JobInfo.Kind), neither its
+	// rates. With neither, it starts type-agnostic (the same rate on
+	// every type) until the estimator knows better. See Explore.
+	Learn bool `json:"learn,omitempty"`
 }
 
 func (j *JobSpec) maxGPUs() int {
@@ -91,7 +98,7 @@ func (j *JobSpec) maxGPUs() int {
 // package allocation, so that an accepted job cannot make a round fail);
 // hasModel says whether the scheduler has a throughput model. Its errors
 // name the field; callers prefix the job's key.
-func (j *JobSpec) validate(hasModel bool) error {
+func (j *JobSpec) validate(hasModel, hasEstimator bool) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 	}
@@ -106,11 +113,13 @@ func (j *JobSpec) validate(hasModel bool) error {
 		return bad("RemainingSteps %v (want 0 to %g)", j.RemainingSteps, allocation.MaxSteps)
 	case !validTime(j.Deadline):
 		return bad("Deadline %v (want 0 to %g s)", j.Deadline, allocation.MaxTime)
+	case j.Learn && !hasEstimator:
+		return bad("the job learns its rates (Learn) but the scheduler has no Config.Estimator")
 	case j.Throughput != nil && j.Model != nil:
 		return bad("both Throughput and Model are set (give one)")
-	case j.Throughput == nil && j.Model == nil:
-		return bad("neither Throughput nor Model is set: the job's rates are unknown")
-	case j.Model != nil && !hasModel:
+	case j.Throughput == nil && j.Model == nil && !j.Learn:
+		return bad("neither Throughput nor Model is set, nor Learn: the job's rates are unknown")
+	case j.Model != nil && !hasModel && !j.Learn:
 		return bad("the job names a model (%s) but the scheduler has no Config.Throughput", j.Model.Name())
 	case j.Model != nil && j.Model.ScaleFactor != 0 && j.Model.ScaleFactor != j.GPUs:
 		return bad("model scale factor %d for a job of %d GPUs", j.Model.ScaleFactor, j.GPUs)
@@ -184,6 +193,7 @@ type job struct {
 	raw     []float64 // per scheduler type, with spec.GPUs GPUs
 	rates   []float64 // raw, 0 where it cannot fit one server when it must
 	class   int       // co-location class, -1 for none
+	learn   learnState
 
 	// Accounting from reports.
 	attained []float64 // seconds run per scheduler type
@@ -220,6 +230,12 @@ func (s *Scheduler) ratesFor(j *job) error {
 	for k, t := range s.types {
 		j.raw[k] = 0
 		if !j.allows(t) {
+			continue
+		}
+		if j.spec.Learn {
+			if k < len(j.learn.rates) {
+				j.raw[k] = j.learn.rates[k]
+			}
 			continue
 		}
 		if j.spec.Model == nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/cluster"
 	"github.com/gpusched/gpusched/elastic"
+	"github.com/gpusched/gpusched/perfmodel/learn"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -86,6 +87,11 @@ type RoundStats struct {
 	// BusyGPUs and HealthyGPUs count the GPUs held after the round and the
 	// healthy ones.
 	BusyGPUs, HealthyGPUs int
+	// Exploring counts the learned jobs placed on a type their rate there
+	// was optimistic about (Explore); ExploredGPUSeconds is the GPU time
+	// the rounds planned for them so far, in all.
+	Exploring          int
+	ExploredGPUSeconds float64
 	// Took is the round's wall time, solves included.
 	Took time.Duration
 }
@@ -135,6 +141,10 @@ type scratch struct {
 	// undo.
 	credited []creditedJob
 	lasts    []*allocation.Round
+	// estimates, learnRates and learnOpt are refreshLearned's buffers.
+	estimates  []learn.Estimate
+	learnRates []float64
+	learnOpt   []bool
 }
 
 // creditedJob is a job's attained time on one type and rounds before
@@ -199,6 +209,9 @@ func (s *Scheduler) round(ctx context.Context, now float64) (*Round, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("scheduler: round at %v: %w", now, err)
 	}
+	// Learned rates are read first (a round that fails below has read
+	// them: they are the estimator's, not the round's).
+	s.refreshLearned()
 	// Crediting the last round and the tiers' mechanisms may fail (a
 	// policy's error, ctx cancelled during a solve): what they changed is
 	// undone, so that a round that fails changes nothing.
@@ -223,7 +236,9 @@ func (s *Scheduler) round(ctx context.Context, now float64) (*Round, error) {
 	units = s.refill(units, s.admitGangs(units))
 	s.consolidate(units)
 	s.grow(units)
+	s.newSegments(units, now)
 	r := s.publish(units, now)
+	s.countExplore(units, r.Length)
 	s.stats.Took = time.Since(t0)
 	r.Stats = s.stats
 	s.last = r

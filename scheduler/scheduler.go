@@ -10,6 +10,7 @@ import (
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/cluster"
 	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/learn"
 	"github.com/gpusched/gpusched/placement"
 	"github.com/gpusched/gpusched/topology"
 )
@@ -27,6 +28,16 @@ type Config struct {
 	Cluster *topology.Cluster
 	// Throughput gives the rates of jobs given by a model key (JobSpec.Model).
 	Throughput perfmodel.ThroughputModel
+	// Estimator, when set, gives the rates of the jobs that learn them
+	// (JobSpec.Learn) from their progress (Progress): each round refits
+	// it (learn.Estimator.Refresh) and reads their estimates, within
+	// Explore's bounds. It must be safe for concurrent use; the embedder
+	// snapshots and restores it beside the scheduler (learn.Learner's
+	// Snapshot and Restore). perfmodel/learn's *Learner is one.
+	Estimator learn.Estimator
+	// Explore bounds the exploration of learned jobs' types and when
+	// their estimates re-solve the policy (zero value: the defaults).
+	Explore Explore
 	// Colocation, when set, gives the rates of two model-keyed jobs
 	// sharing GPUs, and lets space-sharing policies pair them. A pair the
 	// model returns an error for on a type cannot share GPUs of that type
@@ -129,6 +140,12 @@ type Scheduler struct {
 	stats     RoundStats
 	scratch   scratch
 	roundsRun int
+
+	// learned counts the jobs that learn their rates; explored and
+	// clusterTime are the GPU-seconds the rounds planned for exploration
+	// and the cluster's GPU-seconds over them (see Explore).
+	learned               int
+	explored, clusterTime float64
 }
 
 // tier holds the jobs of one priority and their round mechanism.
@@ -158,6 +175,9 @@ func New(cfg Config) (*Scheduler, error) {
 		if !(f.v >= -allocation.MaxTime && f.v <= allocation.MaxTime) {
 			return nil, fmt.Errorf("%w: Config.%s %v (want a number from %g to %g)", ErrInvalid, f.name, f.v, -allocation.MaxTime, allocation.MaxTime)
 		}
+	}
+	if err := cfg.Explore.validate(); err != nil {
+		return nil, err
 	}
 	if cfg.SpreadPenalty < 0 || cfg.SpreadPenalty > 1 {
 		return nil, fmt.Errorf("%w: Config.SpreadPenalty %v (want 0 to 1)", ErrInvalid, cfg.SpreadPenalty)
@@ -246,6 +266,9 @@ func (s *Scheduler) refreshTypes() {
 		s.typeIdx[t] = k
 	}
 	for _, j := range s.jobs {
+		if j.spec.Learn {
+			s.remapLearned(j, oldTypes)
+		}
 		// The rates were valid for the old types; a model that cannot rate
 		// a new type leaves the job off it.
 		if err := s.ratesFor(j); err != nil {
@@ -336,7 +359,7 @@ func (s *Scheduler) Submit(key string, spec JobSpec, now float64) error {
 	if !validTime(now) {
 		return fmt.Errorf("%w: job %q: arrival %v (want 0 to %g s)", ErrInvalid, key, now, allocation.MaxTime)
 	}
-	if err := spec.validate(s.cfg.Throughput != nil); err != nil {
+	if err := spec.validate(s.cfg.Throughput != nil, s.cfg.Estimator != nil); err != nil {
 		return fmt.Errorf("job %q: %w", key, err)
 	}
 	spec = cloneSpec(spec)
@@ -346,10 +369,19 @@ func (s *Scheduler) Submit(key string, spec JobSpec, now float64) error {
 		return fmt.Errorf("%w: %q", ErrDuplicateJob, key)
 	}
 	j := &job{key: key, id: s.nextID, spec: spec, arrival: now, pidx: -1, class: -1}
+	if spec.Learn {
+		if err := s.register(key, spec); err != nil {
+			return err
+		}
+		s.scratch.estimates, _ = s.learnRates(j, s.exploreLeft(), s.scratch.estimates)
+	}
 	if err := s.ratesFor(j); err != nil {
+		if spec.Learn {
+			s.cfg.Estimator.Forget(key)
+		}
 		return err
 	}
-	if s.classes != nil && spec.Model != nil {
+	if s.classes != nil && spec.Model != nil && !spec.Learn {
 		c, err := s.classes.classOf(s.modelKey(j))
 		if err != nil {
 			return fmt.Errorf("%w: job %q: %w", ErrInvalid, key, err)
@@ -358,6 +390,9 @@ func (s *Scheduler) Submit(key string, spec JobSpec, now float64) error {
 	}
 	j.attained = make([]float64, len(s.types))
 	s.nextID++
+	if spec.Learn {
+		s.learned++
+	}
 	s.jobs[key] = j
 	s.byID[j.id] = j
 	s.order = append(s.order, j)
@@ -402,15 +437,25 @@ func (s *Scheduler) Update(key string, spec JobSpec) error {
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownJob, key)
 	}
-	if err := spec.validate(s.cfg.Throughput != nil); err != nil {
+	if err := spec.validate(s.cfg.Throughput != nil, s.cfg.Estimator != nil); err != nil {
 		return fmt.Errorf("job %q: %w", key, err)
 	}
 	spec = cloneSpec(spec)
 	if (spec.Model == nil) != (j.spec.Model == nil) || spec.Model != nil && modelKeyOf(spec) != s.modelKey(j) {
 		return fmt.Errorf("%w: job %q: the model key cannot change", ErrInvalid, key)
 	}
+	if spec.Learn != j.spec.Learn {
+		return fmt.Errorf("%w: job %q: Learn cannot change", ErrInvalid, key)
+	}
+	if err := s.register(key, spec); err != nil {
+		return err
+	}
 	old := j.spec
 	j.spec = spec
+	if spec.Learn {
+		j.learn.rates = nil // read again at the new size and types
+		s.scratch.estimates, _ = s.learnRates(j, s.exploreLeft(), s.scratch.estimates)
+	}
 	if err := s.ratesFor(j); err != nil {
 		j.spec = old
 		_ = s.ratesFor(j)
@@ -501,6 +546,10 @@ func (s *Scheduler) Remove(key string) error {
 	}
 	delete(s.jobs, key)
 	delete(s.byID, j.id)
+	if j.spec.Learn {
+		s.learned--
+		s.cfg.Estimator.Forget(key)
+	}
 	if i, ok := slices.BinarySearchFunc(s.order, j.id, func(a *job, id int) int { return a.id - id }); ok {
 		s.order = slices.Delete(s.order, i, i+1)
 	}
@@ -745,6 +794,12 @@ type JobStatus struct {
 	Attained map[topology.GPUType]float64
 	// Rounds counts the rounds it ran in.
 	Rounds int
+	// Estimates are a learned job's (JobSpec.Learn) estimates on every
+	// type the estimator knows, with their uncertainty and source
+	// (measured, claim, prior, none); Exploring the types its rate is
+	// optimistic on now (Explore). Both nil for other jobs.
+	Estimates []learn.Estimate
+	Exploring []topology.GPUType
 }
 
 // Status returns a job's status.
@@ -766,6 +821,14 @@ func (s *Scheduler) Status(key string) (JobStatus, error) {
 	if l := j.lease; l != nil {
 		out.Type = l.typeName
 		out.Devices = s.devices(s.st.Held(l.holder), nil)
+	}
+	if j.spec.Learn {
+		out.Estimates = s.cfg.Estimator.Estimates(key, nil)
+		for k, v := range j.learn.optimistic {
+			if v {
+				out.Exploring = append(out.Exploring, s.types[k])
+			}
+		}
 	}
 	return out, nil
 }

@@ -42,6 +42,9 @@ type snapshot struct {
 	Failed  []Device           `json:"failed,omitempty"`
 	Tiers   []snapTier         `json:"tiers,omitempty"`
 	Last    *snapRound         `json:"last_round,omitempty"`
+	// Explored and ClusterTime: the exploration's account (Explore).
+	Explored    float64 `json:"explored,omitempty"`
+	ClusterTime float64 `json:"cluster_time,omitempty"`
 }
 
 // snapServer is a server of the cluster a snapshot was taken on: its id,
@@ -65,6 +68,14 @@ type snapJob struct {
 	Finished  bool   `json:"finished,omitempty"`
 	Announced bool   `json:"announced,omitempty"`
 	Wait      Reason `json:"wait,omitempty"`
+	// Learned, Optimistic and the segment: a learned job's rates as the
+	// rounds see them (by type), the types they are optimistic on, and
+	// its current run (see learnState).
+	Learned    map[topology.GPUType]float64 `json:"learned,omitempty"`
+	Optimistic []topology.GPUType           `json:"optimistic,omitempty"`
+	Segment    uint64                       `json:"segment,omitempty"`
+	SegStart   float64                      `json:"segment_start,omitempty"`
+	SegGPUs    int                          `json:"segment_gpus,omitempty"`
 }
 
 type snapLease struct {
@@ -114,12 +125,16 @@ type snapUnit struct {
 func (s *Scheduler) Snapshot() ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	snap := snapshot{Version: snapshotVersion, NextID: s.nextID, Settings: s.settings(), Cluster: s.servers()}
+	snap := snapshot{Version: snapshotVersion, NextID: s.nextID, Settings: s.settings(), Cluster: s.servers(),
+		Explored: s.explored, ClusterTime: s.clusterTime}
 	if s.classes != nil {
 		snap.Classes = s.classes.keys
 	}
 	for _, j := range s.order {
 		sj := snapJob{Key: j.key, ID: j.id, Spec: j.spec, Arrival: j.arrival, Rounds: j.rounds, Finished: j.finished, Announced: j.announced, Wait: j.wait}
+		if j.spec.Learn {
+			s.snapLearned(j, &sj)
+		}
 		for k, v := range j.attained {
 			if v > 0 {
 				if sj.Attained == nil {
@@ -233,7 +248,7 @@ func (s *Scheduler) Restore(data []byte) error {
 	if len(s.jobs) > 0 {
 		return fmt.Errorf("%w: restore into a scheduler that has %d jobs", ErrInvalid, len(s.jobs))
 	}
-	if err := snap.check(s.cfg.Throughput != nil, s.cfg.Colocation != nil); err != nil {
+	if err := snap.check(s.cfg.Throughput != nil, s.cfg.Colocation != nil, s.cfg.Estimator != nil); err != nil {
 		return err
 	}
 	if diffs := s.differences(snap); len(diffs) > 0 {
@@ -289,7 +304,7 @@ func (s *Scheduler) Adopt(data []byte) (*Adoption, error) {
 	if len(s.jobs) > 0 {
 		return nil, fmt.Errorf("%w: adopt into a scheduler that has %d jobs", ErrInvalid, len(s.jobs))
 	}
-	if err := snap.check(s.cfg.Throughput != nil, s.cfg.Colocation != nil); err != nil {
+	if err := snap.check(s.cfg.Throughput != nil, s.cfg.Colocation != nil, s.cfg.Estimator != nil); err != nil {
 		return nil, err
 	}
 	ad := &Adoption{Differences: s.differences(snap)}
@@ -351,7 +366,7 @@ func invalidUTF8At(data []byte) int {
 // looked at: hasModel and hasColocation say whether the scheduler has a
 // throughput model and a co-location model. Errors wrap ErrInvalid and
 // name the field.
-func (snap *snapshot) check(hasModel, hasColocation bool) error {
+func (snap *snapshot) check(hasModel, hasColocation, hasEstimator bool) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: snapshot: %s", ErrInvalid, fmt.Sprintf(format, args...))
 	}
@@ -364,6 +379,8 @@ func (snap *snapshot) check(hasModel, hasColocation bool) error {
 		return bad("%d servers, %d failed devices", len(snap.Cluster), len(snap.Failed))
 	case len(snap.Tiers) > maxSnapshotTiers || len(snap.Settings) > maxSnapshotSettings:
 		return bad("%d tiers, %d settings", len(snap.Tiers), len(snap.Settings))
+	case !(snap.Explored >= 0 && snap.Explored <= maxAttained) || !(snap.ClusterTime >= 0 && snap.ClusterTime <= maxAttained*MaxJobGPUs*1e3):
+		return bad("explored %v GPU-seconds of %v", snap.Explored, snap.ClusterTime)
 	}
 	jobs := make(map[string]*snapJob, len(snap.Jobs))
 	ids := make(map[int]*snapJob, len(snap.Jobs))
@@ -372,8 +389,18 @@ func (snap *snapshot) check(hasModel, hasColocation bool) error {
 		if err := checkKey(sj.Key); err != nil {
 			return fmt.Errorf("snapshot job %d: %w", i, err)
 		}
-		if err := sj.Spec.validate(hasModel); err != nil {
+		if err := sj.Spec.validate(hasModel, hasEstimator); err != nil {
 			return fmt.Errorf("snapshot job %q: %w", sj.Key, err)
+		}
+		for t, v := range sj.Learned {
+			if err := t.Validate(); err != nil || !allocation.ValidRate(v) || v == 0 {
+				return bad("job %q: learned rate %v on %q (want %g to %g steps/s)", sj.Key, v, t, allocation.MinRate, allocation.MaxRate)
+			}
+		}
+		for _, t := range sj.Optimistic {
+			if err := t.Validate(); err != nil {
+				return bad("job %q: optimistic type: %v", sj.Key, err)
+			}
 		}
 		switch {
 		case jobs[sj.Key] != nil || ids[sj.ID] != nil:
@@ -388,6 +415,10 @@ func (snap *snapshot) check(hasModel, hasColocation bool) error {
 			return bad("job %q: finished with %v steps left", sj.Key, sj.Spec.RemainingSteps)
 		case sj.Announced && !sj.Finished:
 			return bad("job %q: announced as finished but not finished", sj.Key)
+		case !sj.Spec.Learn && (sj.Learned != nil || sj.Optimistic != nil || sj.Segment != 0 || sj.SegStart != 0 || sj.SegGPUs != 0):
+			return bad("job %q: learned rates or a segment for a job that does not learn", sj.Key)
+		case len(sj.Learned) > 1024 || len(sj.Optimistic) > 1024 || !validTime(sj.SegStart) || sj.SegGPUs < 0 || sj.SegGPUs > MaxJobGPUs:
+			return bad("job %q: %d learned rates, %d optimistic types, segment from %v s on %d GPUs", sj.Key, len(sj.Learned), len(sj.Optimistic), sj.SegStart, sj.SegGPUs)
 		case sj.Wait.unrunnable() || int(sj.Wait) >= len(reasonNames):
 			return bad("job %q: waits for %v", sj.Key, sj.Wait)
 		case len(sj.Attained) > 1024:
@@ -467,7 +498,7 @@ func (snap *snapshot) checkLeases(jobs map[string]*snapJob) error {
 				return bad("lease %d: %d devices for job %q of %d GPUs", i, len(sl.Devices), key, sj.Spec.GPUs)
 			case len(sj.Spec.Types) > 0 && !slices.Contains(sj.Spec.Types, sl.Type):
 				return bad("lease %d: job %q may not run on %s", i, key, sl.Type)
-			case sj.Spec.Throughput != nil && !(sj.Spec.Throughput[sl.Type] > 0):
+			case sj.Spec.Throughput != nil && !sj.Spec.Learn && !(sj.Spec.Throughput[sl.Type] > 0):
 				return bad("lease %d: job %q has no rate on %s", i, key, sl.Type)
 			}
 			leased[key] = true
@@ -705,10 +736,14 @@ func (s *Scheduler) apply(snap *snapshot, p *restorePlan) {
 		sj := &snap.Jobs[i]
 		j := &job{key: sj.Key, id: sj.ID, spec: cloneSpec(sj.Spec), arrival: sj.Arrival, pidx: -1, class: -1, rounds: sj.Rounds,
 			finished: sj.Finished, announced: sj.Announced}
+		if j.spec.Learn {
+			s.restoreLearned(j, sj)
+			s.learned++
+		}
 		if err := s.ratesFor(j); err != nil {
 			s.log.Warn("restore: job rates", "job", j.key, "err", err)
 		}
-		if s.classes != nil && j.spec.Model != nil {
+		if s.classes != nil && j.spec.Model != nil && !j.spec.Learn {
 			if c, err := s.classes.classOf(s.modelKey(j)); err == nil {
 				j.class = c
 			}
@@ -726,6 +761,7 @@ func (s *Scheduler) apply(snap *snapshot, p *restorePlan) {
 		s.joinGang(j)
 	}
 	s.nextID = snap.NextID
+	s.explored, s.clusterTime = snap.Explored, snap.ClusterTime
 	s.refreshAll()
 	for i, j := range s.order {
 		j.wait = snap.Jobs[i].Wait

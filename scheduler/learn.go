@@ -1,0 +1,383 @@
+package scheduler
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/perfmodel/learn"
+	"github.com/gpusched/gpusched/topology"
+)
+
+// Explore bounds how the scheduler explores the GPU types of jobs whose
+// rates it learns (JobSpec.Learn, Config.Estimator), and when their
+// estimates re-solve the policy (issue #41). The zero value means the
+// defaults. A plain value, safe for concurrent reads.
+//
+// A learned job's rate on a type is its estimate's median, exp(LogMean)
+// (learn.Estimate.Rate at the job's GPUs). On a type where the job is not
+// measured, and only where the decision could change, it is optimistic:
+// exp(LogMean + Sigmas x Sigma), the upper confidence bound of UCB1
+// (Auer, Cesa-Bianchi and Fischer, 2002) as a bandit would explore. The
+// decision could change where that bound is above the job's best rate on
+// a type it was measured on (or it has none): measuring the type may make
+// it the job's best; below, the policy would move the job there no more
+// than its prior says already. Exploration is bounded: while the GPU time
+// the rounds planned for jobs on types they were optimistic about is
+// above Budget of the cluster's GPU time so far, every learned rate is a
+// median. A round reports what it planned to explore
+// (RoundStats.Exploring, ExploredGPUSeconds).
+type Explore struct {
+	// Budget is the most of the cluster's GPU time (healthy GPUs x round
+	// length, summed over the rounds) planned for exploration: 0 means
+	// 0.05, a negative value none (medians only); at most 1.
+	Budget float64
+	// Sigmas is how far above the median, in posterior sigmas of the log
+	// rate, an optimistic rate sits: 0 means 1; at most 10.
+	Sigmas float64
+	// Resolve is the relative change of a learned rate (up or down) that
+	// makes its tier's policy solve again at the next round: 0 means 0.1;
+	// at most 10. Smaller changes leave the rates the policy solved with
+	// as they are (no churn from noise).
+	Resolve float64
+}
+
+// Defaults of Explore.
+const (
+	DefaultExploreBudget  = 0.05
+	DefaultExploreSigmas  = 1.0
+	DefaultExploreResolve = 0.1
+)
+
+func (e Explore) validate() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+		most float64
+	}{{"Budget", e.Budget, 1}, {"Sigmas", e.Sigmas, 10}, {"Resolve", e.Resolve, 10}} {
+		if math.IsNaN(f.v) || f.v > f.most || f.v < 0 && f.name != "Budget" || f.v < -1 {
+			return fmt.Errorf("%w: Config.Explore.%s %v (want 0 for the default, or up to %g)", ErrInvalid, f.name, f.v, f.most)
+		}
+	}
+	return nil
+}
+
+func (e Explore) budget() float64 {
+	switch {
+	case e.Budget == 0:
+		return DefaultExploreBudget
+	case e.Budget < 0:
+		return 0
+	}
+	return e.Budget
+}
+
+func (e Explore) sigmas() float64 {
+	if e.Sigmas == 0 {
+		return DefaultExploreSigmas
+	}
+	return e.Sigmas
+}
+
+func (e Explore) resolve() float64 {
+	if e.Resolve == 0 {
+		return DefaultExploreResolve
+	}
+	return e.Resolve
+}
+
+// learnState is a learned job's part of the scheduler: the rates the
+// rounds see (per scheduler type, as raw), which of them are optimistic,
+// and the segment its progress reports fall in.
+type learnState struct {
+	rates      []float64
+	optimistic []bool
+	// segment numbers the job's uninterrupted runs (a new lease, a move,
+	// another GPU count); segStart is when the current one started and
+	// segGPUs its GPUs.
+	segment  uint64
+	segStart float64
+	segGPUs  int
+}
+
+// register declares a learned job to the estimator: its reference GPU
+// count, its kind (Model) and its tenant's claims (Throughput).
+func (s *Scheduler) register(key string, spec JobSpec) error {
+	if !spec.Learn {
+		return nil
+	}
+	info := learn.JobInfo{GPUs: spec.GPUs, Kind: spec.Model}
+	if len(spec.Throughput) > 0 {
+		info.Claims = spec.Throughput
+	}
+	if err := s.cfg.Estimator.Register(key, info); err != nil {
+		return fmt.Errorf("%w: job %q: the estimator refused it: %w", ErrInvalid, key, err)
+	}
+	return nil
+}
+
+// learnRates computes a learned job's rates from the estimator into
+// j.learn (see Explore); explore tells whether the budget allows
+// optimism. It reports whether they moved beyond Explore.Resolve (or
+// between 0 and not 0) from those it had.
+func (s *Scheduler) learnRates(j *job, explore bool, buf []learn.Estimate) ([]learn.Estimate, bool) {
+	ls := &j.learn
+	n := len(s.types)
+	old := ls.rates
+	if len(old) != n {
+		old = nil
+	}
+	buf = s.cfg.Estimator.Estimates(j.key, buf[:0])
+	byType := func(t topology.GPUType) (learn.Estimate, bool) {
+		for _, e := range buf {
+			if e.Type == t {
+				return e, e.Source != learn.SourceNone
+			}
+		}
+		return learn.Estimate{}, false
+	}
+	// The job's best measured rate, and the mean of what it knows: the
+	// rate of a type it knows nothing about (none known: 1 on every
+	// type, type-agnostic).
+	best, sum, known := 0.0, 0.0, 0
+	for _, t := range s.types {
+		if e, ok := byType(t); ok && j.allows(t) {
+			if e.Source == learn.SourceMeasured {
+				best = max(best, e.Rate(j.spec.GPUs))
+			}
+			sum += math.Log(e.Rate(j.spec.GPUs))
+			known++
+		}
+	}
+	fallback := 1.0
+	if known > 0 {
+		fallback = math.Exp(sum / float64(known))
+	}
+	sc := &s.scratch
+	sc.learnRates, sc.learnOpt = resize(sc.learnRates, n), resize(sc.learnOpt, n)
+	rates, opt := sc.learnRates, sc.learnOpt
+	clear(rates)
+	clear(opt)
+	k := s.cfg.Explore.sigmas()
+	for i, t := range s.types {
+		if !j.allows(t) {
+			continue
+		}
+		e, ok := byType(t)
+		if !ok {
+			rates[i] = clampRate(fallback)
+			continue
+		}
+		v := e.Rate(j.spec.GPUs)
+		if explore && e.Source != learn.SourceMeasured {
+			if up := v * math.Exp(k*e.Sigma); best == 0 || up > best {
+				v, opt[i] = up, true
+			}
+		}
+		rates[i] = clampRate(v)
+	}
+	moved := old == nil
+	if !moved {
+		limit := math.Log1p(s.cfg.Explore.resolve())
+		for i := range rates {
+			switch {
+			case (rates[i] == 0) != (old[i] == 0):
+				moved = true
+			case rates[i] > 0 && math.Abs(math.Log(rates[i]/old[i])) > limit:
+				moved = true
+			}
+		}
+	}
+	if moved {
+		ls.rates = append(resize(ls.rates, 0), rates...)
+		ls.optimistic = append(resize(ls.optimistic, 0), opt...)
+	} else {
+		copy(ls.optimistic, opt) // optimism may change with the budget alone
+	}
+	return buf, moved
+}
+
+// clampRate keeps a learned rate in the policies' range.
+func clampRate(v float64) float64 {
+	return min(max(v, allocation.MinRate), allocation.MaxRate)
+}
+
+// refreshLearned is a round's first step with an estimator: the
+// population refit (Refresh), then every learned job's rates, each tier
+// with a job whose rates moved beyond Explore.Resolve solving again.
+func (s *Scheduler) refreshLearned() {
+	if s.cfg.Estimator == nil || s.learned == 0 {
+		return
+	}
+	s.cfg.Estimator.Refresh()
+	explore := s.exploreLeft()
+	buf := s.scratch.estimates
+	for _, j := range s.order {
+		if !j.spec.Learn || j.finished {
+			continue
+		}
+		var moved bool
+		buf, moved = s.learnRates(j, explore, buf)
+		if !moved {
+			continue
+		}
+		_ = s.ratesFor(j) // learned rates are in range: no error
+		if j.inTier {
+			j.tier.dirty = true
+			j.tier.mech.ForceReset()
+		}
+		s.refreshJob(j)
+	}
+	s.scratch.estimates = buf
+}
+
+// exploreLeft tells whether the exploration budget allows optimism this
+// round.
+func (s *Scheduler) exploreLeft() bool {
+	b := s.cfg.Explore.budget()
+	return b > 0 && s.explored <= b*s.clusterTime
+}
+
+// countExplore adds a published round's planned GPU time to the
+// cluster's, and that of the units whose job runs on a type its rate
+// there was optimistic about to the explored time.
+func (s *Scheduler) countExplore(units []unit, length float64) {
+	if s.cfg.Estimator == nil {
+		return
+	}
+	s.clusterTime += float64(s.stats.HealthyGPUs) * length
+	for i := range units {
+		u := &units[i]
+		if !u.placed {
+			continue
+		}
+		for _, j := range u.jobs {
+			if j == nil || !j.spec.Learn {
+				continue
+			}
+			if u.typ >= 0 && u.typ < len(j.learn.optimistic) && j.learn.optimistic[u.typ] {
+				s.stats.Exploring++
+				s.explored += float64(u.gpus+u.extra) * length
+			}
+		}
+	}
+	s.stats.ExploredGPUSeconds = s.explored
+}
+
+// newSegments starts a new segment for each learned job of a published
+// round that does not run on as it did (a new lease, a move, another GPU
+// count): its progress reports from then on are a new run's.
+func (s *Scheduler) newSegments(units []unit, now float64) {
+	if s.cfg.Estimator == nil {
+		return
+	}
+	for i := range units {
+		u := &units[i]
+		if !u.placed {
+			continue
+		}
+		for _, j := range u.jobs {
+			if j == nil || !j.spec.Learn {
+				continue
+			}
+			gpus := u.gpus + u.extra
+			if !u.kept || u.moved || j.learn.segGPUs != gpus || j.learn.segment == 0 {
+				j.learn.segment++
+				j.learn.segStart, j.learn.segGPUs = now, gpus
+			}
+		}
+	}
+}
+
+// ErrNotRunning is returned by Progress for a job that holds no GPUs, or
+// a report from before its current run started.
+var ErrNotRunning = fmt.Errorf("%w: the job does not run", ErrInvalid)
+
+// Progress feeds the estimator one progress report of a learned job: its
+// cumulative steps (a training loop's global step) at time at, on the
+// clock of the rounds. The GPU type and count are the scheduler's (where
+// the job runs now), never the reporter's: a job's reports move only its
+// own estimates, on the type it really runs on. A report of a job that
+// holds no GPUs, or from before its current run started, is refused
+// (ErrNotRunning); so are steps or times that go back within a run, and
+// values out of range (the estimator's errors, wrapped). Cost: the
+// estimator's Observe (O(1), no allocation once the job's track exists).
+func (s *Scheduler) Progress(key string, steps, at float64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[key]
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: %q", ErrUnknownJob, key)
+	case !j.spec.Learn || s.cfg.Estimator == nil:
+		return fmt.Errorf("%w: job %q does not learn its rates (JobSpec.Learn)", ErrInvalid, key)
+	case j.lease == nil || j.learn.segment == 0:
+		return fmt.Errorf("%w: job %q holds no GPUs", ErrNotRunning, key)
+	case !(at >= j.learn.segStart):
+		return fmt.Errorf("%w: job %q: a report at %v s, before its run started at %v s", ErrNotRunning, key, at, j.learn.segStart)
+	}
+	o := learn.Observation{Type: j.lease.typeName, GPUs: j.learn.segGPUs, Segment: j.learn.segment, Steps: steps, Time: at}
+	if err := s.cfg.Estimator.Observe(key, o); err != nil {
+		return fmt.Errorf("%w: job %q: %w", ErrInvalid, key, err)
+	}
+	return nil
+}
+
+// snapLearned records a learned job's rates, optimism and segment.
+func (s *Scheduler) snapLearned(j *job, sj *snapJob) {
+	ls := &j.learn
+	for k, v := range ls.rates {
+		if v > 0 && k < len(s.types) {
+			if sj.Learned == nil {
+				sj.Learned = map[topology.GPUType]float64{}
+			}
+			sj.Learned[s.types[k]] = v
+		}
+	}
+	for k, v := range ls.optimistic {
+		if v && k < len(s.types) {
+			sj.Optimistic = append(sj.Optimistic, s.types[k])
+		}
+	}
+	sj.Segment, sj.SegStart, sj.SegGPUs = ls.segment, ls.segStart, ls.segGPUs
+}
+
+// restoreLearned sets a learned job's state from its snapshot, over the
+// scheduler's types (a type the snapshot lacks gets no rate until the
+// next round reads the estimator).
+func (s *Scheduler) restoreLearned(j *job, sj *snapJob) {
+	ls := &j.learn
+	ls.rates = make([]float64, len(s.types))
+	ls.optimistic = make([]bool, len(s.types))
+	for k, t := range s.types {
+		ls.rates[k] = sj.Learned[t]
+	}
+	for _, t := range sj.Optimistic {
+		if k, ok := s.typeIdx[t]; ok {
+			ls.optimistic[k] = true
+		}
+	}
+	ls.segment, ls.segStart, ls.segGPUs = sj.Segment, sj.SegStart, sj.SegGPUs
+}
+
+// remapLearned moves a learned job's rates and optimism from the old
+// types' order to the scheduler's; a new type gets the estimator's rate
+// (a median: its optimism is decided at the next round).
+func (s *Scheduler) remapLearned(j *job, oldTypes []topology.GPUType) {
+	ls := &j.learn
+	rates := make([]float64, len(s.types))
+	opt := make([]bool, len(s.types))
+	for k, t := range oldTypes {
+		if n, ok := s.typeIdx[t]; ok && k < len(ls.rates) {
+			rates[n], opt[n] = ls.rates[k], ls.optimistic[k]
+		}
+	}
+	for n, t := range s.types {
+		if rates[n] == 0 && j.allows(t) {
+			if e := s.cfg.Estimator.Estimate(j.key, t); e.Source != learn.SourceNone {
+				rates[n] = clampRate(e.Rate(j.spec.GPUs))
+			}
+		}
+	}
+	ls.rates, ls.optimistic = rates, opt
+}
