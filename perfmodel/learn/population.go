@@ -108,6 +108,13 @@ type popFit struct {
 const (
 	minResidual = 1e-4
 	ridgeLevel  = 1e-6
+	// maxFactor bounds a factor's variance p (a log-rate spread of 10,
+	// e^10 in rate, is beyond any job's): the rows' ridge s^2/p stays
+	// above s^2/maxFactor, so that a type measured by one row, whose
+	// factor the data do not pin, cannot trade scale with the rows'
+	// factors until they overflow (a fit went to p = +Inf, and every
+	// completed rate to NaN, on a simulated trace: issue #41).
+	maxFactor = 100
 )
 
 // effectiveRank is the rank a fit of cols types uses: at most the number
@@ -165,7 +172,7 @@ func (f *popFit) init(warm *population) {
 		}
 	}
 	f.s2 = max(ss/float64(max(len(f.col), 1)), minResidual)
-	if warm != nil && warm.k == f.k && warm.cols == f.in.cols {
+	if warm != nil && warm.k == f.k && warm.cols == f.in.cols && warm.finite() {
 		copy(f.m, warm.m)
 		copy(f.v, warm.v)
 		f.s2, f.p = max(warm.s2, minResidual), warm.p
@@ -324,7 +331,7 @@ func (f *popFit) normalise() {
 				n++
 			}
 		}
-		if !(ms > 0) || n == 0 {
+		if !(ms > 0 && ms < math.Inf(1)) || n == 0 {
 			continue
 		}
 		c := math.Sqrt(ms / float64(n))
@@ -334,9 +341,15 @@ func (f *popFit) normalise() {
 		for j := range f.in.rows {
 			f.z[j*(f.k+1)+1+l] *= c
 		}
-		f.p[1+l] *= c * c
+		f.p[1+l] = min(f.p[1+l]*c*c, maxFactor)
 	}
 	for t := range f.in.cols {
+		if f.colCnt[t] == 0 {
+			// A type no row measured has no factor: rescaled with the
+			// others sweep after sweep, fit after fit (warm starts), its
+			// start value grew to +Inf.
+			clear(f.v[t*f.k : (t+1)*f.k])
+		}
 		f.h[t][0] = 1
 		copy(f.h[t][1:1+f.k], f.v[t*f.k:])
 	}
@@ -407,7 +420,7 @@ func (f *popFit) solveRows(reweight, cols bool) {
 		f.s2 = max(ss/max(sw-rowEff-f.colEff, 1), minResidual)
 	}
 	for d := 1; d < dim; d++ {
-		f.p[d] = pu[d]/float64(max(in.rows, 1)) + minResidual*minResidual
+		f.p[d] = min(pu[d]/float64(max(in.rows, 1))+minResidual*minResidual, maxFactor)
 	}
 }
 
@@ -530,4 +543,17 @@ func (f *popFit) result(references int) *population {
 		}
 	}
 	return p
+}
+
+// finite reports whether the fit's values are all numbers, as a warm
+// start must be.
+func (p *population) finite() bool {
+	for _, xs := range [][]float64{p.m, p.v, p.p[:]} {
+		for _, x := range xs {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return false
+			}
+		}
+	}
+	return true
 }
