@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/perfmodel/learn"
@@ -36,10 +37,22 @@ type Explore struct {
 	// rate, an optimistic rate sits: 0 means 1; at most 10.
 	Sigmas float64
 	// Resolve is the relative change of a learned rate (up or down) that
-	// makes its tier's policy solve again at the next round: 0 means 0.1;
-	// at most 10. Smaller changes leave the rates the policy solved with
-	// as they are (no churn from noise).
+	// updates the rates the policy sees: 0 means 0.1; at most 10. Smaller
+	// changes leave them as they are (no churn from noise). An update
+	// takes effect at the policy's next solve (jobs come or go, at most
+	// every MinResetInterval), or at the next round when a rate changed
+	// by a factor of 2 or more, or to or from 0.
 	Resolve float64
+	// Refit is the least time between two refits of the estimator's
+	// population (learn.Estimator.Refresh), in seconds on the clock of
+	// the rounds: 0 means 1,800 (5 rounds of 360 s); negative: every
+	// round; at most allocation.MaxTime. With an estimator that versions
+	// its estimates (learn.Learner.Version), it is also the most time a
+	// job's rates go unread once it has run on every type it will:
+	// they are read again at the round after it first runs on a type,
+	// and at least every Refit; what other jobs measured counts at the
+	// next refit.
+	Refit float64
 }
 
 // Defaults of Explore.
@@ -47,6 +60,7 @@ const (
 	DefaultExploreBudget  = 0.05
 	DefaultExploreSigmas  = 1.0
 	DefaultExploreResolve = 0.1
+	DefaultExploreRefit   = 1800.0
 )
 
 func (e Explore) validate() error {
@@ -54,8 +68,9 @@ func (e Explore) validate() error {
 		name string
 		v    float64
 		most float64
-	}{{"Budget", e.Budget, 1}, {"Sigmas", e.Sigmas, 10}, {"Resolve", e.Resolve, 10}} {
-		if math.IsNaN(f.v) || f.v > f.most || f.v < 0 && f.name != "Budget" || f.v < -1 {
+	}{{"Budget", e.Budget, 1}, {"Sigmas", e.Sigmas, 10}, {"Resolve", e.Resolve, 10}, {"Refit", e.Refit, allocation.MaxTime}} {
+		signed := f.name == "Budget" || f.name == "Refit"
+		if math.IsNaN(f.v) || f.v > f.most || f.v < 0 && !signed || f.v < -1 && f.name == "Budget" || f.v < -allocation.MaxTime {
 			return fmt.Errorf("%w: Config.Explore.%s %v (want 0 for the default, or up to %g)", ErrInvalid, f.name, f.v, f.most)
 		}
 	}
@@ -79,6 +94,13 @@ func (e Explore) sigmas() float64 {
 	return e.Sigmas
 }
 
+func (e Explore) refit() float64 {
+	if e.Refit == 0 {
+		return DefaultExploreRefit
+	}
+	return max(e.Refit, 0)
+}
+
 func (e Explore) resolve() float64 {
 	if e.Resolve == 0 {
 		return DefaultExploreResolve
@@ -92,6 +114,14 @@ func (e Explore) resolve() float64 {
 type learnState struct {
 	rates      []float64
 	optimistic []bool
+	// ver is the estimator's Version of the job when its rates were
+	// read (0: not read), at readAt, when it had run on readTypes of
+	// the types ran, with explore the budget's answer then.
+	ver       uint64
+	readAt    float64
+	readTypes int
+	ran       []topology.GPUType
+	explore   bool
 	// segment numbers the job's uninterrupted runs (a new lease, a move,
 	// another GPU count); segStart is when the current one started and
 	// segGPUs its GPUs.
@@ -119,8 +149,9 @@ func (s *Scheduler) register(key string, spec JobSpec) error {
 // learnRates computes a learned job's rates from the estimator into
 // j.learn (see Explore); explore tells whether the budget allows
 // optimism. It reports whether they moved beyond Explore.Resolve (or
-// between 0 and not 0) from those it had.
-func (s *Scheduler) learnRates(j *job, explore bool, buf []learn.Estimate) ([]learn.Estimate, bool) {
+// between 0 and not 0) from those it had, and whether by forceFactor or
+// more (or from none).
+func (s *Scheduler) learnRates(j *job, explore bool, buf []learn.Estimate) ([]learn.Estimate, bool, bool) {
 	ls := &j.learn
 	n := len(s.types)
 	old := ls.rates
@@ -169,6 +200,10 @@ func (s *Scheduler) learnRates(j *job, explore bool, buf []learn.Estimate) ([]le
 			continue
 		}
 		v := e.Rate(j.spec.GPUs)
+		if !(v > 0 && v < math.Inf(1)) || math.IsNaN(e.Sigma) {
+			rates[i] = clampRate(fallback) // not a number: as if unknown
+			continue
+		}
 		if explore && e.Source != learn.SourceMeasured {
 			if up := v * math.Exp(k*e.Sigma); best == 0 || up > best {
 				v, opt[i] = up, true
@@ -176,15 +211,17 @@ func (s *Scheduler) learnRates(j *job, explore bool, buf []learn.Estimate) ([]le
 		}
 		rates[i] = clampRate(v)
 	}
-	moved := old == nil
+	moved, force := old == nil, old == nil
 	if !moved {
 		limit := math.Log1p(s.cfg.Explore.resolve())
 		for i := range rates {
 			switch {
 			case (rates[i] == 0) != (old[i] == 0):
-				moved = true
-			case rates[i] > 0 && math.Abs(math.Log(rates[i]/old[i])) > limit:
-				moved = true
+				moved, force = true, true
+			case rates[i] > 0:
+				d := math.Abs(math.Log(rates[i] / old[i]))
+				moved = moved || d > limit
+				force = force || d >= math.Ln2
 			}
 		}
 	}
@@ -194,7 +231,7 @@ func (s *Scheduler) learnRates(j *job, explore bool, buf []learn.Estimate) ([]le
 	} else {
 		copy(ls.optimistic, opt) // optimism may change with the budget alone
 	}
-	return buf, moved
+	return buf, moved, force
 }
 
 // clampRate keeps a learned rate in the policies' range.
@@ -202,29 +239,51 @@ func clampRate(v float64) float64 {
 	return min(max(v, allocation.MinRate), allocation.MaxRate)
 }
 
+// versioner is an estimator that tells when a job's estimates may have
+// changed (learn.Learner.Version): a job whose version and exploration
+// budget did not change keeps its rates without reading its estimates.
+type versioner interface{ Version(job string) uint64 }
+
 // refreshLearned is a round's first step with an estimator: the
-// population refit (Refresh), then every learned job's rates, each tier
-// with a job whose rates moved beyond Explore.Resolve solving again.
-func (s *Scheduler) refreshLearned() {
+// population refit (Refresh, at most every Explore.Refit seconds), then
+// every learned job's rates (those whose estimates may have changed),
+// each tier with a job whose rates moved beyond Explore.Resolve solving
+// again.
+func (s *Scheduler) refreshLearned(now float64) {
 	if s.cfg.Estimator == nil || s.learned == 0 {
 		return
 	}
-	s.cfg.Estimator.Refresh()
+	if !s.refitted || now-s.lastRefit >= s.cfg.Explore.refit() {
+		s.cfg.Estimator.Refresh()
+		s.refitted, s.lastRefit = true, now
+	}
 	explore := s.exploreLeft()
+	vs, _ := s.cfg.Estimator.(versioner)
 	buf := s.scratch.estimates
 	for _, j := range s.order {
 		if !j.spec.Learn || j.finished {
 			continue
 		}
-		var moved bool
-		buf, moved = s.learnRates(j, explore, buf)
+		if vs != nil {
+			ls := &j.learn
+			v := vs.Version(j.key)
+			same := v == ls.ver || len(ls.ran) == ls.readTypes && now-ls.readAt < s.cfg.Explore.refit()
+			if v != 0 && ls.ver != 0 && same && explore == ls.explore {
+				continue
+			}
+			ls.ver, ls.explore, ls.readAt, ls.readTypes = v, explore, now, len(ls.ran)
+		}
+		var moved, force bool
+		buf, moved, force = s.learnRates(j, explore, buf)
 		if !moved {
 			continue
 		}
 		_ = s.ratesFor(j) // learned rates are in range: no error
 		if j.inTier {
 			j.tier.dirty = true
-			j.tier.mech.ForceReset()
+			if force {
+				j.tier.mech.ForceReset()
+			}
 		}
 		s.refreshJob(j)
 	}
@@ -284,6 +343,9 @@ func (s *Scheduler) newSegments(units []unit, now float64) {
 			if !u.kept || u.moved || j.learn.segGPUs != gpus || j.learn.segment == 0 {
 				j.learn.segment++
 				j.learn.segStart, j.learn.segGPUs = now, gpus
+				if t := s.types[u.typ]; !slices.Contains(j.learn.ran, t) {
+					j.learn.ran = append(j.learn.ran, t)
+				}
 			}
 		}
 	}
@@ -340,6 +402,13 @@ func (s *Scheduler) snapLearned(j *job, sj *snapJob) {
 		}
 	}
 	sj.Segment, sj.SegStart, sj.SegGPUs = ls.segment, ls.segStart, ls.segGPUs
+	sj.Ran = slices.Clone(ls.ran)
+	if ls.ver != 0 {
+		sj.Read = &snapRead{At: ls.readAt, Types: ls.readTypes, Explore: ls.explore, Stale: true}
+		if vs, ok := s.cfg.Estimator.(versioner); ok {
+			sj.Read.Stale = vs.Version(j.key) != ls.ver
+		}
+	}
 }
 
 // restoreLearned sets a learned job's state from its snapshot, over the
@@ -358,7 +427,21 @@ func (s *Scheduler) restoreLearned(j *job, sj *snapJob) {
 		}
 	}
 	ls.segment, ls.segStart, ls.segGPUs = sj.Segment, sj.SegStart, sj.SegGPUs
+	ls.ran = slices.Clone(sj.Ran)
+	if r := sj.Read; r != nil {
+		ls.readAt, ls.readTypes, ls.explore = r.At, r.Types, r.Explore
+		// The restored estimator's versions are its own: the job's now,
+		// unless its estimates may have changed since they were read
+		// (then none equals it, as none equalled it before).
+		ls.ver = staleVersion
+		if vs, ok := s.cfg.Estimator.(versioner); ok && !r.Stale {
+			ls.ver = vs.Version(j.key)
+		}
+	}
 }
+
+// staleVersion is a version no estimator's equals (see restoreLearned).
+const staleVersion = math.MaxUint64
 
 // remapLearned moves a learned job's rates and optimism from the old
 // types' order to the scheduler's; a new type gets the estimator's rate

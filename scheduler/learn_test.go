@@ -22,6 +22,7 @@ import (
 // each type, and the rounds' statistics.
 type truthRun struct {
 	steps map[string]float64
+	total map[string]float64 // every job's steps, all rounds
 	on    map[string]map[topology.GPUType]int
 	stats []RoundStats
 }
@@ -61,6 +62,7 @@ func runTruth(t *testing.T, s *Scheduler, truth map[string]map[topology.GPUType]
 		}
 		require.NoError(t, s.Report(rep))
 	}
+	out.total = global
 	return out
 }
 
@@ -239,9 +241,11 @@ func TestLearnValidation(t *testing.T) {
 	require.True(t, errors.Is(err, ErrUnknownJob), "refused whole")
 }
 
-// A snapshot carries the learned jobs' rates, optimism and runs, and the
-// exploration's account: a scheduler restored from it, with the
-// estimator restored from its own snapshot, makes the same rounds.
+// A snapshot carries the learned jobs' rates, optimism, runs and reads,
+// the exploration's account and the last refit: a scheduler restored from
+// it, with the estimator restored from its own snapshot first, makes the
+// same rounds as the one that took it, fed the same reports, 13 rounds
+// on (two refits), and ends with the same estimates.
 func TestLearnedSnapshotRestore(t *testing.T) {
 	truth := threeJobs()
 	l := newLearner(t)
@@ -249,7 +253,7 @@ func TestLearnedSnapshotRestore(t *testing.T) {
 	for _, k := range []string{"a", "b", "c"} {
 		require.NoError(t, s.Submit(k, JobSpec{GPUs: 4, Learn: true}, 0))
 	}
-	runTruth(t, s, truth, 7, 0)
+	first := runTruth(t, s, truth, 7, 0)
 	data, err := s.Snapshot()
 	require.NoError(t, err)
 	ldata, err := l.Snapshot()
@@ -259,7 +263,11 @@ func TestLearnedSnapshotRestore(t *testing.T) {
 	s2 := newSched(t, func(c *Config) { c.Estimator = l2 })
 	require.NoError(t, s2.Restore(data))
 	ctx := context.Background()
-	for r := 7; r < 12; r++ {
+	global := map[string]float64{}
+	for k := range truth {
+		global[k] = first.total[k]
+	}
+	for r := 7; r < 20; r++ {
 		now := float64(r) * 360
 		r1, err := s.Round(ctx, now)
 		require.NoError(t, err)
@@ -271,11 +279,25 @@ func TestLearnedSnapshotRestore(t *testing.T) {
 		rep.Start = now
 		for _, a := range r1.Assignments {
 			for _, k := range a.Jobs {
+				rate := truth[k][a.Type]
+				for i := 0; i <= 6; i++ {
+					at, steps := now+60*float64(i), global[k]+rate*60*float64(i)
+					require.NoError(t, s.Progress(k, steps, at))
+					require.NoError(t, s2.Progress(k, steps, at))
+				}
+				global[k] += rate * 360
 				rep.Ran = append(rep.Ran, Ran{Job: k, Seconds: 360})
 			}
 		}
 		require.NoError(t, s.Report(rep))
 		require.NoError(t, s2.Report(rep))
+	}
+	for k := range truth {
+		st1, err := s.Status(k)
+		require.NoError(t, err)
+		st2, err := s2.Status(k)
+		require.NoError(t, err)
+		assert.Equal(t, st1.Estimates, st2.Estimates, k)
 	}
 	// Without an estimator, a snapshot of learned jobs is refused.
 	s3 := newSched(t, nil)

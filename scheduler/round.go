@@ -211,7 +211,7 @@ func (s *Scheduler) round(ctx context.Context, now float64) (*Round, error) {
 	}
 	// Learned rates are read first (a round that fails below has read
 	// them: they are the estimator's, not the round's).
-	s.refreshLearned()
+	s.refreshLearned(now)
 	// Crediting the last round and the tiers' mechanisms may fail (a
 	// policy's error, ctx cancelled during a solve): what they changed is
 	// undone, so that a round that fails changes nothing.

@@ -32,8 +32,10 @@ type Config struct {
 	// (JobSpec.Learn) from their progress (Progress): each round refits
 	// it (learn.Estimator.Refresh) and reads their estimates, within
 	// Explore's bounds. It must be safe for concurrent use; the embedder
-	// snapshots and restores it beside the scheduler (learn.Learner's
-	// Snapshot and Restore). perfmodel/learn's *Learner is one.
+	// snapshots it beside the scheduler and restores it first
+	// (learn.Learner's Snapshot and Restore), so that a restored
+	// scheduler makes the rounds the other would have. perfmodel/learn's
+	// *Learner is one.
 	Estimator learn.Estimator
 	// Explore bounds the exploration of learned jobs' types and when
 	// their estimates re-solve the policy (zero value: the defaults).
@@ -146,6 +148,8 @@ type Scheduler struct {
 	// and the cluster's GPU-seconds over them (see Explore).
 	learned               int
 	explored, clusterTime float64
+	refitted              bool    // the estimator was refitted
+	lastRefit             float64 // when, on the clock of the rounds
 }
 
 // tier holds the jobs of one priority and their round mechanism.
@@ -373,7 +377,7 @@ func (s *Scheduler) Submit(key string, spec JobSpec, now float64) error {
 		if err := s.register(key, spec); err != nil {
 			return err
 		}
-		s.scratch.estimates, _ = s.learnRates(j, s.exploreLeft(), s.scratch.estimates)
+		s.scratch.estimates, _, _ = s.learnRates(j, s.exploreLeft(), s.scratch.estimates)
 	}
 	if err := s.ratesFor(j); err != nil {
 		if spec.Learn {
@@ -454,7 +458,7 @@ func (s *Scheduler) Update(key string, spec JobSpec) error {
 	j.spec = spec
 	if spec.Learn {
 		j.learn.rates = nil // read again at the new size and types
-		s.scratch.estimates, _ = s.learnRates(j, s.exploreLeft(), s.scratch.estimates)
+		s.scratch.estimates, _, _ = s.learnRates(j, s.exploreLeft(), s.scratch.estimates)
 	}
 	if err := s.ratesFor(j); err != nil {
 		j.spec = old

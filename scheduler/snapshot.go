@@ -45,6 +45,10 @@ type snapshot struct {
 	// Explored and ClusterTime: the exploration's account (Explore).
 	Explored    float64 `json:"explored,omitempty"`
 	ClusterTime float64 `json:"cluster_time,omitempty"`
+	// Refitted and LastRefit: whether and when the estimator was last
+	// refitted (Explore.Refit).
+	Refitted  bool    `json:"refitted,omitempty"`
+	LastRefit float64 `json:"last_refit,omitempty"`
 }
 
 // snapServer is a server of the cluster a snapshot was taken on: its id,
@@ -76,6 +80,20 @@ type snapJob struct {
 	Segment    uint64                       `json:"segment,omitempty"`
 	SegStart   float64                      `json:"segment_start,omitempty"`
 	SegGPUs    int                          `json:"segment_gpus,omitempty"`
+	// Ran are the types a learned job ran on; Read when its rates were
+	// last read (see learnState), nil before.
+	Ran  []topology.GPUType `json:"ran,omitempty"`
+	Read *snapRead          `json:"read,omitempty"`
+}
+
+// snapRead is when a learned job's rates were last read: at At, after
+// it ran on Types types, with Explore the budget's answer; Stale says its
+// estimates may have changed since.
+type snapRead struct {
+	At      float64 `json:"at"`
+	Types   int     `json:"types"`
+	Explore bool    `json:"explore,omitempty"`
+	Stale   bool    `json:"stale,omitempty"`
 }
 
 type snapLease struct {
@@ -126,7 +144,7 @@ func (s *Scheduler) Snapshot() ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := snapshot{Version: snapshotVersion, NextID: s.nextID, Settings: s.settings(), Cluster: s.servers(),
-		Explored: s.explored, ClusterTime: s.clusterTime}
+		Explored: s.explored, ClusterTime: s.clusterTime, Refitted: s.refitted, LastRefit: s.lastRefit}
 	if s.classes != nil {
 		snap.Classes = s.classes.keys
 	}
@@ -381,6 +399,8 @@ func (snap *snapshot) check(hasModel, hasColocation, hasEstimator bool) error {
 		return bad("%d tiers, %d settings", len(snap.Tiers), len(snap.Settings))
 	case !(snap.Explored >= 0 && snap.Explored <= maxAttained) || !(snap.ClusterTime >= 0 && snap.ClusterTime <= maxAttained*MaxJobGPUs*1e3):
 		return bad("explored %v GPU-seconds of %v", snap.Explored, snap.ClusterTime)
+	case !validTime(snap.LastRefit) || snap.LastRefit != 0 && !snap.Refitted:
+		return bad("last refit at %v s (refitted %v)", snap.LastRefit, snap.Refitted)
 	}
 	jobs := make(map[string]*snapJob, len(snap.Jobs))
 	ids := make(map[int]*snapJob, len(snap.Jobs))
@@ -397,9 +417,9 @@ func (snap *snapshot) check(hasModel, hasColocation, hasEstimator bool) error {
 				return bad("job %q: learned rate %v on %q (want %g to %g steps/s)", sj.Key, v, t, allocation.MinRate, allocation.MaxRate)
 			}
 		}
-		for _, t := range sj.Optimistic {
+		for _, t := range slices.Concat(sj.Optimistic, sj.Ran) {
 			if err := t.Validate(); err != nil {
-				return bad("job %q: optimistic type: %v", sj.Key, err)
+				return bad("job %q: optimistic or ran type: %v", sj.Key, err)
 			}
 		}
 		switch {
@@ -417,7 +437,11 @@ func (snap *snapshot) check(hasModel, hasColocation, hasEstimator bool) error {
 			return bad("job %q: announced as finished but not finished", sj.Key)
 		case !sj.Spec.Learn && (sj.Learned != nil || sj.Optimistic != nil || sj.Segment != 0 || sj.SegStart != 0 || sj.SegGPUs != 0):
 			return bad("job %q: learned rates or a segment for a job that does not learn", sj.Key)
-		case len(sj.Learned) > 1024 || len(sj.Optimistic) > 1024 || !validTime(sj.SegStart) || sj.SegGPUs < 0 || sj.SegGPUs > MaxJobGPUs:
+		case !sj.Spec.Learn && (sj.Ran != nil || sj.Read != nil):
+			return bad("job %q: types ran or a read for a job that does not learn", sj.Key)
+		case sj.Read != nil && (!validTime(sj.Read.At) || sj.Read.Types < 0 || sj.Read.Types > len(sj.Ran)):
+			return bad("job %q: read at %v s after %d types of %d", sj.Key, sj.Read.At, sj.Read.Types, len(sj.Ran))
+		case len(sj.Learned) > 1024 || len(sj.Optimistic) > 1024 || len(sj.Ran) > 1024 || !validTime(sj.SegStart) || sj.SegGPUs < 0 || sj.SegGPUs > MaxJobGPUs:
 			return bad("job %q: %d learned rates, %d optimistic types, segment from %v s on %d GPUs", sj.Key, len(sj.Learned), len(sj.Optimistic), sj.SegStart, sj.SegGPUs)
 		case sj.Wait.unrunnable() || int(sj.Wait) >= len(reasonNames):
 			return bad("job %q: waits for %v", sj.Key, sj.Wait)
@@ -762,6 +786,7 @@ func (s *Scheduler) apply(snap *snapshot, p *restorePlan) {
 	}
 	s.nextID = snap.NextID
 	s.explored, s.clusterTime = snap.Explored, snap.ClusterTime
+	s.refitted, s.lastRefit = snap.Refitted, snap.LastRefit
 	s.refreshAll()
 	for i, j := range s.order {
 		j.wait = snap.Jobs[i].Wait

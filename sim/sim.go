@@ -87,6 +87,11 @@ type Config struct {
 	Progress func(done, total int)
 	// MaxRounds bounds the rounds (0 means DefaultMaxSteps).
 	MaxRounds int
+	// Hidden, when set, hides the truth (Throughput's rates) from the
+	// policies, which see what Hidden.Rates says (learned from the jobs'
+	// progress, by default), and makes progress noisy, with a warm-up
+	// after every start (issue #41). Not with Compat or Colocation.
+	Hidden *Hidden
 }
 
 // Record is what happened to one job.
@@ -144,7 +149,10 @@ type Result struct {
 	Allocations  int
 	SolveTime    time.Duration
 	LPIterations int
-	prices       []float64
+	// ExploredGPUSeconds is the GPU time the rounds planned for learned
+	// jobs on types they explored (Config.Hidden, scheduler.Explore).
+	ExploredGPUSeconds float64
+	prices             []float64
 }
 
 // Sample is one point of a time series.
@@ -240,6 +248,7 @@ type roundEngine struct {
 	gavelStart, gavelEnd float64
 	report               scheduler.RoundReport
 	unitEnd              []float64 // per entry of report.Ran, its unit's longest run
+	hidden               *hiddenState
 }
 
 // newRoundEngine is the preparation step: rates looked up once, jobs that
@@ -278,6 +287,14 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 		e.length = 360
 	}
 	e.res = &Result{Types: cfg.Types, Capacity: cfg.Capacity, prices: prices(cfg)}
+	if cfg.Hidden != nil {
+		if e.gavel || cfg.Colocation != nil {
+			return nil, invalid("Hidden with Compat or Colocation (Gavel's loop and pairs run on the rates the policies see)")
+		}
+		if e.hidden, err = newHidden(*cfg.Hidden, cfg.Types, e.length); err != nil {
+			return nil, err
+		}
+	}
 	if err := checkJobCount(len(jobs)); err != nil {
 		return nil, err
 	}
@@ -317,6 +334,9 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 		f := floats[2*nk*len(runs):]
 		rate, secs := f[:nk:nk], f[nk:2*nk:2*nk]
 		copy(rate, tput)
+		if e.hidden != nil {
+			e.hidden.truth(rate)
+		}
 		recs = append(recs, Record{Job: j, Start: -1, Finish: -1, GPUSeconds: secs})
 		runs = append(runs, running{key: strconv.Itoa(j.ID), rec: &recs[len(recs)-1], remaining: j.Steps, tput: rate})
 		e.all = append(e.all, &runs[len(runs)-1])
@@ -345,7 +365,7 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 	for k := range cfg.Types {
 		e.gpus += cfg.Capacity[k]
 	}
-	e.sched, err = scheduler.New(scheduler.Config{
+	scfg := scheduler.Config{
 		Policy: cfg.Policy, Cluster: c, Throughput: e.model, Colocation: cfg.Colocation, Types: cfg.Types,
 		Mechanism: cfg.Mechanism, TenantQuotas: cfg.TenantQuotas,
 		// Gavel's model: placement does not change rates, so jobs never
@@ -353,7 +373,11 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 		Placer: &placement.Consolidated{}, MigrationCost: -1,
 		// execute reads each round before the next is asked for.
 		ReuseRounds: true,
-	})
+	}
+	if h := e.hidden; h != nil {
+		scfg.Throughput, scfg.Estimator, scfg.Explore = nil, h.cfg.Estimator, h.cfg.Explore
+	}
+	e.sched, err = scheduler.New(scfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -410,6 +434,12 @@ func (e *roundEngine) admit(ctx context.Context) (bool, error) {
 		if r.rec.SLO > 0 {
 			spec.Deadline = r.rec.Arrival + r.rec.SLO
 		}
+		if e.hidden != nil {
+			var err error
+			if spec, err = e.hidden.spec(e, r, spec); err != nil {
+				return false, err
+			}
+		}
 		if err := e.sched.Submit(r.key, spec, r.rec.Arrival); err != nil {
 			return false, fmt.Errorf("sim: job %d: %w", r.rec.ID, err)
 		}
@@ -450,6 +480,7 @@ func (e *roundEngine) typeIndex(t topology.GPUType) int {
 // returns when the last job of the round stops.
 func (e *roundEngine) execute(r *scheduler.Round) (float64, error) {
 	e.res.Rounds++
+	e.res.ExploredGPUSeconds = r.Stats.ExploredGPUSeconds
 	if r.Reset {
 		e.res.Allocations += r.Stats.Solves
 		e.res.SolveTime += r.Stats.SolveTime
@@ -480,11 +511,30 @@ func (e *roundEngine) execute(r *scheduler.Round) (float64, error) {
 				e.report.Ran = append(e.report.Ran, scheduler.Ran{Job: rj.key})
 				continue
 			}
-			steps := math.Min(math.Floor(rate*e.length), rj.remaining)
-			if steps <= 0 {
-				steps = math.Min(rate*e.length, rj.remaining)
+			var steps, d float64
+			if e.hidden != nil {
+				var err error
+				if steps, d, err = e.hidden.run(e, rj, rate, as.Kept, e.t); err != nil {
+					return 0, err
+				}
+				if steps == 0 { // its warm-up took the round
+					longest = math.Max(longest, d)
+					rj.ranNow = true
+					rj.rec.Rounds++
+					rj.rec.GPUSeconds[k] += float64(rj.rec.Key.ScaleFactor) * d
+					if rj.rec.Start < 0 {
+						rj.rec.Start = e.t
+					}
+					e.report.Ran = append(e.report.Ran, scheduler.Ran{Job: rj.key, Seconds: d})
+					continue
+				}
+			} else {
+				steps = math.Min(math.Floor(rate*e.length), rj.remaining)
+				if steps <= 0 {
+					steps = math.Min(rate*e.length, rj.remaining)
+				}
+				d = steps / rate
 			}
-			d := steps / rate
 			longest = math.Max(longest, d)
 			if sf := rj.rec.Key.ScaleFactor; e.gavel && sf > 1 && steps < float64(sf) {
 				// Each of the job's workers but the last gets floor(steps

@@ -58,6 +58,7 @@ import (
 
 type options struct {
 	trace, format, cluster, policies, window, out, compat string
+	rates                                                 string
 	rate                                                  float64
 	jobs                                                  int
 	seed                                                  uint64
@@ -91,6 +92,7 @@ func command(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress on standard error")
 	fs.BoolVar(&o.vertex, "vertex", false, "solve the LP policies for a vertex of the optimal face (crossover) instead of its centre")
 	fs.IntVar(&o.parallel, "parallel", 2, "policies simulated at once, 1 to 64")
+	fs.StringVar(&o.rates, "rates", "", "hide the truth (Gavel's table) from the round policies, which see, per run: "+strings.Join(rateNames, ", ")+" (a list: each policy runs once per setting; progress noisy, a warm-up at every start; sim.Hidden; issue #41); empty: the table, as it is")
 	return cli.Main(fs, args, stderr, func(ctx context.Context) error {
 		fs.Visit(func(f *flag.Flag) {
 			o.windowSet = o.windowSet || f.Name == "window"
@@ -146,6 +148,12 @@ func (o *options) check() error {
 		c.OutputDir("out", o.out)
 	}
 	c.Int("parallel", o.parallel, 1, 64)
+	if o.rates != "" {
+		c.List("rates", o.rates, false, rateNames...)
+		if o.compat != "none" {
+			c.Fail("rates", o.rates, "no -rates with -compat gavel (Gavel's loop runs on the rates the policies see)")
+		}
+	}
 	return c.Err()
 }
 
@@ -333,13 +341,32 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 		}
 	}
 	var names []string
+	var hidden []*sim.Hidden // per name: nil for the table as it is
+	settings := []string{""}
+	if o.rates != "" {
+		settings = strings.Split(o.rates, ",")
+	}
 	for _, n := range strings.Split(o.policies, ",") {
 		n = strings.TrimSpace(n)
 		_, event := eventPolicies[n]
 		if _, ok := policies[n]; !ok && !event {
 			return fmt.Errorf("unknown policy %q (known: %s)", n, strings.Join(policyNames(), ", "))
 		}
-		names = append(names, n)
+		for _, r := range settings {
+			r = strings.TrimSpace(r)
+			if r == "" {
+				names, hidden = append(names, n), append(hidden, nil)
+				continue
+			}
+			if event || policies[n].spaceSharing {
+				return cli.Usage("rates", o.rates, "round policies without space sharing only (%s is not)", n)
+			}
+			h, err := hiddenFor(r, o.seed)
+			if err != nil {
+				return err
+			}
+			names, hidden = append(names, n+"/"+r), append(hidden, h)
+		}
 	}
 	mechanism := "ours (a queue per type, fastest type first, work-conserving)"
 	if compat == allocation.CompatGavel {
@@ -376,7 +403,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 				}
 				return
 			}
-			spec := policies[name]
+			spec := policies[strings.SplitN(name, "/", 2)[0]]
 			pol := spec.make(o.seed, compat)
 			if o.vertex {
 				setVertex(pol)
@@ -392,6 +419,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 			if spec.spaceSharing {
 				cfg.Colocation = measuredPairs{gavel.Simulation()}
 			}
+			cfg.Hidden = hidden[i]
 			res, err := sim.Run(ctx, cfg, jobs)
 			results[i] = outcome{name: name, result: res, took: time.Since(start), err: err}
 			if err == nil {

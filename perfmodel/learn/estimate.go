@@ -374,6 +374,7 @@ func (l *Learner) Refresh() FitStats {
 	l.mu.Lock()
 	if l.gen == gen {
 		l.pop = p
+		l.bumpAll()
 	}
 	l.mu.Unlock()
 	return st

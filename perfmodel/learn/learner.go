@@ -41,6 +41,10 @@ type Learner struct {
 	pop     *population
 	gen     uint64 // bumped by Restore: a fit of an older state is dropped
 	seq     uint64 // counts measured windows: the rows' recency
+	// clock counts the changes estimates depend on; popVer is the clock
+	// at the last change of what every job's do (a fit, a type, a
+	// Restore), a job's ver at the last of its own (Version).
+	clock, popVer uint64
 }
 
 // job is a job's state.
@@ -53,6 +57,7 @@ type job struct {
 	last    float64 // time of the latest report
 	seen    bool    // has had a report
 	seq     uint64
+	ver     uint64 // see Learner.clock
 }
 
 // histRow is a finished job's measured log rates at its reference GPU
@@ -91,7 +96,27 @@ func (l *Learner) addType(t topology.GPUType) int {
 	l.typeIdx[t] = i
 	at, _ := slices.BinarySearchFunc(l.byName, t, func(k int, t topology.GPUType) int { return strings.Compare(string(l.types[k]), string(t)) })
 	l.byName = slices.Insert(l.byName, at, i)
+	l.bumpAll()
 	return i
+}
+
+// bump notes a change of j's own estimates; bumpAll one of every job's.
+func (l *Learner) bump(j *job) { l.clock++; j.ver = l.clock }
+func (l *Learner) bumpAll()    { l.clock++; l.popVer = l.clock }
+
+// Version identifies what a job's estimates are computed from: it
+// changes whenever they may have (a report of the job, its Register, a
+// refit of the population, a new type, a Restore), never otherwise, so
+// that a caller may keep a job's estimates while it stays the same (the
+// scheduler's rounds do). 0 for an unknown job. O(1).
+func (l *Learner) Version(job string) uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	j := l.jobs[job]
+	if j == nil {
+		return 0
+	}
+	return max(l.popVer, j.ver)
 }
 
 // checkType returns the index of type t, or -1 if it is new and may be
@@ -130,6 +155,7 @@ func (l *Learner) checkName(name string) error {
 // newJob adds a job (its name checked).
 func (l *Learner) newJob(name string) *job {
 	j := &job{}
+	l.bump(j)
 	j.seg.ring = make([]float64, l.cfg.MaxWindows)
 	j.seg.sorted = make([]float64, 0, l.cfg.MaxWindows)
 	l.jobs[name] = j
@@ -157,6 +183,7 @@ func (l *Learner) Register(name string, info JobInfo) error {
 	if info.GPUs > 0 {
 		j.ref = info.GPUs
 	}
+	l.bump(j)
 	return nil
 }
 
@@ -290,6 +317,7 @@ func (j *job) findTrack(ti, gpus int) int {
 
 // apply takes a checked observation.
 func (l *Learner) apply(j *job, ti int, o *Observation) {
+	l.bump(j)
 	if j.ref == 0 {
 		j.ref = o.GPUs
 	}

@@ -170,6 +170,7 @@ func (l *Learner) Restore(data []byte) error {
 	l.jobs, l.history, l.histAt, l.seq = n.jobs, n.history, 0, n.seq
 	l.pop = nil
 	l.gen++
+	l.bumpAll()
 	return nil
 }
 

@@ -1,0 +1,154 @@
+package sim
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
+	"github.com/gpusched/gpusched/perfmodel/hw"
+	"github.com/gpusched/gpusched/scheduler"
+	"github.com/gpusched/gpusched/topology"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// hiddenRun runs Gavel's continuous single-GPU experiment in small (its
+// generator's jobs at rate jobs/h on 12 V100, 12 P100 and 12 K80, the
+// jobs measured from..to) with the truth hidden, the policies seeing
+// rates; it returns the measured jobs' mean JCT in hours and the result.
+var capacity = []int{12, 12, 12}
+
+func hiddenRun(t testing.TB, rates Rates, n, from, to int, rate float64, seed uint64) (float64, *Result) {
+	t.Helper()
+	jobs, err := (&GavelWorkload{Rate: rate, Seed: seed}).Generate(n)
+	require.NoError(t, err)
+	model, err := profileModel()
+	require.NoError(t, err)
+	ids := make([]int, 0, to-from)
+	for _, j := range jobs[from:to] {
+		ids = append(ids, j.ID)
+	}
+	cfg := Config{
+		Types: []topology.GPUType{topology.V100, topology.P100, topology.K80}, Capacity: capacity,
+		Policy: &allocation.MaxMinFairness{}, JobsToComplete: ids,
+		Hidden: &Hidden{Rates: rates, Model: model, Seed: seed},
+	}
+	res, err := Run(context.Background(), cfg, jobs)
+	require.NoError(t, err, "%s", rates)
+	sum, cnt := 0.0, 0
+	want := map[int]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	for _, r := range res.Records {
+		if want[r.ID] {
+			sum += r.JCT()
+			cnt++
+		}
+	}
+	require.Equal(t, len(ids), cnt)
+	return sum / float64(cnt) / 3600, res
+}
+
+// profileModel is the spec model (perfmodel/hw) given each of Gavel's
+// jobs measured on one V100 (a profile on one type, as Sia takes at
+// submission): it predicts the other types from their specifications.
+func profileModel() (*perfmodel.SpecModel, error) {
+	var obs []perfmodel.Observation
+	for _, o := range perfmodel.Observations(gavel.Simulation(), perfmodel.FP32, "Gavel's simulation table, V100 only") {
+		if o.Type == topology.V100 {
+			obs = append(obs, o)
+		}
+	}
+	return hw.Model(obs)
+}
+
+// Gavel's continuous single-GPU experiment in small, the truth (Gavel's
+// simulation table) hidden, with noisy progress and a warm-up at every
+// start: learning from nothing, the mean JCT of the measured jobs is
+// within 5% of the oracle's (every rate known), and nearer it than the
+// type-agnostic scheduler's and the spec model's (each job profiled on
+// one V100, perfmodel/hw predicting the other types); exploration stays
+// within its budget (5% of the cluster's GPU time, and a round).
+func TestHiddenLearnedNearOracle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("four simulations of 400 jobs")
+	}
+	jct := map[Rates]float64{}
+	var learned *Result
+	for _, r := range []Rates{RatesOracle, RatesLearned, RatesModel, RatesAgnostic} {
+		var res *Result
+		jct[r], res = hiddenRun(t, r, 400, 100, 300, 1.6, 0)
+		t.Logf("%-8s mean JCT %.2f h, explored %.1f GPU-h, rounds %d", r, jct[r], res.ExploredGPUSeconds/3600, res.Rounds)
+		if r == RatesLearned {
+			learned = res
+		}
+	}
+	o := jct[RatesOracle]
+	assert.InDelta(t, 1, jct[RatesLearned]/o, 0.05, "learned over oracle")
+	for _, r := range []Rates{RatesModel, RatesAgnostic} {
+		assert.Less(t, math.Abs(jct[RatesLearned]-o), math.Abs(jct[r]-o), "learned nearer the oracle than %s", r)
+	}
+	cluster := 36 * 360 * float64(learned.Rounds)
+	assert.LessOrEqual(t, learned.ExploredGPUSeconds, 0.05*cluster+36*360)
+}
+
+// A Hidden simulation is deterministic for its seed (noise, bias, the
+// learner), and the bias makes the truth slower than the model.
+func TestHiddenDeterministicAndBiased(t *testing.T) {
+	run := func(h Hidden) *Result {
+		jobs, err := (&GavelWorkload{Rate: 3, Seed: 1}).Generate(60)
+		require.NoError(t, err)
+		cfg := Config{Types: []topology.GPUType{topology.V100, topology.K80}, Capacity: []int{4, 4}, Policy: &allocation.MaxMinFairness{}, Hidden: &h}
+		res, err := Run(context.Background(), cfg, jobs)
+		require.NoError(t, err)
+		return res
+	}
+	a, b := run(Hidden{Seed: 3, Bias: [2]float64{1.2, 1.8}}), run(Hidden{Seed: 3, Bias: [2]float64{1.2, 1.8}})
+	require.Equal(t, a.Records, b.Records)
+	fast, slow := run(Hidden{Seed: 3, Rates: RatesOracle}), run(Hidden{Seed: 3, Rates: RatesOracle, Bias: [2]float64{1.2, 1.8}})
+	mean := func(r *Result) float64 {
+		s := 0.0
+		for _, rec := range r.Records {
+			s += rec.JCT()
+		}
+		return s / float64(len(r.Records))
+	}
+	t.Logf("oracle mean JCT %.2f h unbiased, %.2f h with the truth 1.2 to 1.8 times slower", mean(fast)/3600, mean(slow)/3600)
+	assert.Greater(t, mean(slow), 1.1*mean(fast))
+}
+
+// Hidden's settings are checked, each error naming the field.
+func TestHiddenInvalid(t *testing.T) {
+	jobs, err := (&GavelWorkload{Rate: 3}).Generate(5)
+	require.NoError(t, err)
+	base := Config{Types: []topology.GPUType{topology.V100}, Capacity: []int{4}, Policy: &allocation.MaxMinFairness{}}
+	for _, c := range []struct {
+		h    Hidden
+		mod  func(*Config)
+		want string
+	}{
+		{Hidden{Rates: RatesModel}, nil, "Hidden.Model"},
+		{Hidden{Rates: 9}, nil, "Hidden.Rates"},
+		{Hidden{Window: 400}, nil, "Hidden.Window"},
+		{Hidden{Noise: math.NaN()}, nil, "Hidden.Noise"},
+		{Hidden{Warmup: 1000}, nil, "Hidden.Warmup"},
+		{Hidden{Bias: [2]float64{0.5, 2}}, nil, "Hidden.Bias"},
+		{Hidden{Bias: [2]float64{2, 1.5}}, nil, "Hidden.Bias"},
+		{Hidden{}, func(c *Config) { c.Compat = allocation.CompatGavel }, "Compat"},
+		{Hidden{Explore: scheduler.Explore{Budget: 3}}, nil, "Explore.Budget"},
+	} {
+		cfg := base
+		h := c.h
+		cfg.Hidden = &h
+		if c.mod != nil {
+			c.mod(&cfg)
+		}
+		_, err := Run(context.Background(), cfg, jobs)
+		require.ErrorIs(t, err, ErrInvalid, "%+v", c.h)
+		assert.Contains(t, err.Error(), c.want)
+	}
+}
