@@ -21,7 +21,8 @@ var (
 	ErrStaleReport = errors.New("scheduler: report does not match the last round")
 )
 
-// ReportField names a field of RoundReport, for ReportError.
+// ReportField names a field of RoundReport, for ReportError. Its values
+// are constants, safe for concurrent use.
 type ReportField string
 
 // The fields of RoundReport whose entries Report checks.

@@ -56,7 +56,8 @@ type Hidden struct {
 	Seed uint64
 }
 
-// Rates says what the policies of a Hidden simulation see.
+// Rates says what the policies of a Hidden simulation see. Its values are
+// constants, safe for concurrent use.
 type Rates uint8
 
 const (
