@@ -54,6 +54,12 @@ type Hidden struct {
 	Bias [2]float64
 	// Seed seeds the noise and the bias.
 	Seed uint64
+	// Misreport, if set, gives the factor by which a job (by ID) scales
+	// the steps it reports on a type (1: the truth): a tenant that
+	// inflates, deflates or sandbags a type. It moves only what the
+	// estimator sees, never the job's real progress. Factors must be
+	// above 0.
+	Misreport func(job int, t topology.GPUType) float64
 }
 
 // Rates says what the policies of a Hidden simulation see. Its values are
@@ -213,21 +219,27 @@ func (e *roundEngine) ratesMap(tput []float64, f func(k int, v float64) float64)
 	return m
 }
 
-// run runs a job alone on its type (true rate rate) for at most the
+// run runs a job alone on type typ (true rate rate) for at most the
 // round, from start: no progress during the warm-up of a new run (kept
 // false), then window after window at the rate times a lognormal noise of
 // mean 1, reporting its cumulative steps to the scheduler at the run's
 // start and at the end of every window when it learns. It returns the
 // steps made and the time they took (the round, or less if the job
 // finished).
-func (hs *hiddenState) run(e *roundEngine, rj *running, rate float64, kept bool, start float64) (steps, d float64, err error) {
+func (hs *hiddenState) run(e *roundEngine, rj *running, rate float64, typ topology.GPUType, kept bool, start float64) (steps, d float64, err error) {
 	learned := hs.cfg.Rates == RatesLearned
 	total := hs.steps[rj.key]
+	lie := 1.0
+	if hs.cfg.Misreport != nil {
+		if lie = hs.cfg.Misreport(rj.rec.ID, typ); !(lie > 0 && lie < math.Inf(1)) {
+			return 0, 0, invalid("Hidden.Misreport: job %d: factor %v (want above 0)", rj.rec.ID, lie)
+		}
+	}
 	report := func(at float64) error {
 		if !learned {
 			return nil
 		}
-		if err := e.sched.Progress(rj.key, total, at); err != nil {
+		if err := e.sched.Progress(rj.key, min(total*lie, learn.MaxSteps), at); err != nil {
 			return fmt.Errorf("sim: job %d: progress: %w", rj.rec.ID, err)
 		}
 		return nil

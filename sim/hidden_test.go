@@ -152,3 +152,80 @@ func TestHiddenInvalid(t *testing.T) {
 		assert.Contains(t, err.Error(), c.want)
 	}
 }
+
+// Tenants that misreport their progress (Hidden.Misreport: every fourth
+// job of the trace is the liar's) against learning from honest reports:
+// the liar's mean JCT and the others', each lie beside the honest run.
+// What a lie moves is the estimator's view of the liar's own jobs, on the
+// types they really ran on: inflating or deflating every report scales
+// every rate alike (the policies normalise it away); inflating one type,
+// or sandbagging one, moves the liar's own jobs between types. The goal
+// of issue #41: no lie wins the liar more than a few percent, nor costs
+// the others more.
+func TestHiddenMisreport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("five simulations of 400 jobs")
+	}
+	liar := func(id int) bool { return id%4 == 0 }
+	lies := []struct {
+		name string
+		f    func(t topology.GPUType) float64
+	}{
+		{"honest", nil},
+		{"inflates x3", func(topology.GPUType) float64 { return 3 }},
+		{"deflates x0.3", func(topology.GPUType) float64 { return 0.3 }},
+		{"inflates v100 x3", func(t topology.GPUType) float64 { return map[bool]float64{true: 3, false: 1}[t == topology.V100] }},
+		{"inflates v100 x30", func(t topology.GPUType) float64 { return map[bool]float64{true: 30, false: 1}[t == topology.V100] }},
+		{"sandbags k80 x0.03", func(t topology.GPUType) float64 { return map[bool]float64{true: 0.03, false: 1}[t == topology.K80] }},
+		{"sandbags k80 x0.3", func(t topology.GPUType) float64 { return map[bool]float64{true: 0.3, false: 1}[t == topology.K80] }},
+	}
+	var honestLiar, honestOthers float64
+	for _, lie := range lies {
+		jobs, err := (&GavelWorkload{Rate: 1.6}).Generate(400)
+		require.NoError(t, err)
+		var ids []int
+		for _, j := range jobs[100:300] {
+			ids = append(ids, j.ID)
+		}
+		h := &Hidden{}
+		if lie.f != nil {
+			h.Misreport = func(id int, t topology.GPUType) float64 {
+				if liar(id) {
+					return lie.f(t)
+				}
+				return 1
+			}
+		}
+		res, err := Run(context.Background(), Config{
+			Types: []topology.GPUType{topology.V100, topology.P100, topology.K80}, Capacity: []int{12, 12, 12},
+			Policy: &allocation.MaxMinFairness{}, JobsToComplete: ids, Hidden: h,
+		}, jobs)
+		require.NoError(t, err)
+		var l, o []float64
+		for _, r := range res.Records {
+			if r.ID < jobs[100].ID || r.ID > jobs[299].ID {
+				continue
+			}
+			if liar(r.ID) {
+				l = append(l, r.JCT())
+			} else {
+				o = append(o, r.JCT())
+			}
+		}
+		ml, mo := meanOf(l)/3600, meanOf(o)/3600
+		if lie.f == nil {
+			honestLiar, honestOthers = ml, mo
+		}
+		t.Logf("%-18s liar's mean JCT %.2f h (%+.1f%%), the others' %.2f h (%+.1f%%)", lie.name, ml, 100*(ml/honestLiar-1), mo, 100*(mo/honestOthers-1))
+		assert.GreaterOrEqual(t, ml, 0.95*honestLiar, "%s: the liar gains", lie.name)
+		assert.LessOrEqual(t, mo, 1.05*honestOthers, "%s: the others lose", lie.name)
+	}
+}
+
+func meanOf(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(max(len(xs), 1))
+}

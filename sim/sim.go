@@ -514,7 +514,7 @@ func (e *roundEngine) execute(r *scheduler.Round) (float64, error) {
 			var steps, d float64
 			if e.hidden != nil {
 				var err error
-				if steps, d, err = e.hidden.run(e, rj, rate, as.Kept, e.t); err != nil {
+				if steps, d, err = e.hidden.run(e, rj, rate, as.Type, as.Kept, e.t); err != nil {
 					return 0, err
 				}
 				if steps == 0 { // its warm-up took the round
