@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 
@@ -305,22 +306,31 @@ func (s *Scheduler) countExplore(units []unit, length float64) {
 		return
 	}
 	s.clusterTime += float64(s.stats.HealthyGPUs) * length
-	for i := range units {
-		u := &units[i]
-		if !u.placed {
-			continue
-		}
-		for _, j := range u.jobs {
-			if j == nil || !j.spec.Learn {
-				continue
-			}
-			if u.typ >= 0 && u.typ < len(j.learn.optimistic) && j.learn.optimistic[u.typ] {
-				s.stats.Exploring++
-				s.explored += float64(u.gpus+u.extra) * length
-			}
+	for u, j := range learnedRuns(units) {
+		if u.typ >= 0 && u.typ < len(j.learn.optimistic) && j.learn.optimistic[u.typ] {
+			s.stats.Exploring++
+			s.explored += float64(u.gpus+u.extra) * length
 		}
 	}
 	s.stats.ExploredGPUSeconds = s.explored
+}
+
+// learnedRuns yields each learned job of a round's placed units, with its
+// unit.
+func learnedRuns(units []unit) iter.Seq2[*unit, *job] {
+	return func(yield func(*unit, *job) bool) {
+		for i := range units {
+			u := &units[i]
+			if !u.placed {
+				continue
+			}
+			for _, j := range u.jobs {
+				if j != nil && j.spec.Learn && !yield(u, j) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // newSegments starts a new segment for each learned job of a published
@@ -330,22 +340,13 @@ func (s *Scheduler) newSegments(units []unit, now float64) {
 	if s.cfg.Estimator == nil {
 		return
 	}
-	for i := range units {
-		u := &units[i]
-		if !u.placed {
-			continue
-		}
-		for _, j := range u.jobs {
-			if j == nil || !j.spec.Learn {
-				continue
-			}
-			gpus := u.gpus + u.extra
-			if !u.kept || u.moved || j.learn.segGPUs != gpus || j.learn.segment == 0 {
-				j.learn.segment++
-				j.learn.segStart, j.learn.segGPUs = now, gpus
-				if t := s.types[u.typ]; !slices.Contains(j.learn.ran, t) {
-					j.learn.ran = append(j.learn.ran, t)
-				}
+	for u, j := range learnedRuns(units) {
+		gpus := u.gpus + u.extra
+		if !u.kept || u.moved || j.learn.segGPUs != gpus || j.learn.segment == 0 {
+			j.learn.segment++
+			j.learn.segStart, j.learn.segGPUs = now, gpus
+			if t := s.types[u.typ]; !slices.Contains(j.learn.ran, t) {
+				j.learn.ran = append(j.learn.ran, t)
 			}
 		}
 	}
