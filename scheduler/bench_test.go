@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/perfmodel/learn"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -15,17 +16,30 @@ import (
 // 15% 4, 5% 8), rates drawn so that A100 > V100 > K80 for most jobs,
 // heterogeneity-aware max-min fairness.
 func benchScheduler(b *testing.B, resetInterval float64) (*Scheduler, *rand.Rand) {
+	return benchSchedulerLearning(b, resetInterval, nil, nil)
+}
+
+// benchSchedulerLearning is benchScheduler with est as Config.Estimator
+// (nil: none) and every job learning its rates, its benchSpec rates its
+// tenant's claims, when there is one; before, if set, sees each job's key
+// and spec before its Submit.
+func benchSchedulerLearning(b *testing.B, resetInterval float64, est learn.Estimator, before func(key string, spec JobSpec)) (*Scheduler, *rand.Rand) {
 	c, err := topology.ParseCompact("v100:344:8,a100:344:8,k80:336:8", 8)
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := New(Config{Policy: &allocation.MaxMinFairness{}, Cluster: c, Mechanism: allocation.Mechanism{MinResetInterval: resetInterval}})
+	s, err := New(Config{Policy: &allocation.MaxMinFairness{}, Cluster: c, Mechanism: allocation.Mechanism{MinResetInterval: resetInterval}, Estimator: est})
 	if err != nil {
 		b.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(17, 17))
 	for i := range 10000 {
-		if err := s.Submit(fmt.Sprint("job-", i), benchSpec(rng), 0); err != nil {
+		spec := benchSpec(rng)
+		spec.Learn = est != nil
+		if before != nil {
+			before(fmt.Sprint("job-", i), spec)
+		}
+		if err := s.Submit(fmt.Sprint("job-", i), spec, 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -83,6 +97,42 @@ func BenchmarkSchedulerRound(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(r.Stats.Kept)/float64(max(r.Stats.Placed, 1)), "kept/placed")
+	})
+	b.Run("steady-learned", func(b *testing.B) {
+		// Every job learns its rates, measured on one of the three types
+		// before (a population of 10,000 rows), its rates its claims,
+		// with no reports during the benchmark: a round pays the refits
+		// and the reads that fall due (each job read again once per
+		// Explore.Refit, 5 rounds: all 10,000 at once here, every fifth
+		// round), not solves.
+		l, err := learn.New(learn.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		types := []topology.GPUType{topology.K80, topology.V100, topology.A100}
+		n := 0
+		s, _ := benchSchedulerLearning(b, 0, l, func(key string, spec JobSpec) {
+			t := types[n%3]
+			n++
+			for w := range 5 {
+				o := learn.Observation{Type: t, GPUs: spec.GPUs, Segment: 1, Steps: spec.Throughput[t] * 60 * float64(w), Time: 60 * float64(w)}
+				if err := l.Observe(key, o); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		now := 0.0
+		r, err := s.Round(context.Background(), now)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			report(b, s, r)
+			now += 360
+			if r, err = s.Round(context.Background(), now); err != nil {
+				b.Fatal(err)
+			}
+		}
 	})
 	b.Run("resolve", func(b *testing.B) {
 		s, rng := benchScheduler(b, -1)
