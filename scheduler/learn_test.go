@@ -365,3 +365,4 @@ func BenchmarkProgress(b *testing.B) {
 		}
 	}
 }
+

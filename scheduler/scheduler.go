@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 
@@ -456,8 +457,9 @@ func (s *Scheduler) Update(key string, spec JobSpec) error {
 	}
 	old := j.spec
 	j.spec = spec
-	if spec.Learn {
-		j.learn.rates = nil // read again at the new size and types
+	if spec.Learn && (spec.GPUs != old.GPUs || !slices.Equal(spec.Types, old.Types) || !maps.Equal(spec.Throughput, old.Throughput)) {
+		j.learn.rates = nil // read again at the new size, types or claims
+		j.learn.ver = 0
 		s.scratch.estimates, _, _ = s.learnRates(j, s.exploreLeft(), s.scratch.estimates)
 	}
 	if err := s.ratesFor(j); err != nil {
