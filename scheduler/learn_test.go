@@ -365,4 +365,3 @@ func BenchmarkProgress(b *testing.B) {
 		}
 	}
 }
-
