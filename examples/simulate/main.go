@@ -441,7 +441,11 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 			_, werr = fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 		}
 	}
-	line("policy", "jobs", "mean JCT (h)", "median (h)", "p95 (h)", "p99 (h)", "queueing (h)", "makespan (h)", "utilisation", "mean rho", "rho>1", "allocations", "run time")
+	head := []string{"policy", "jobs", "mean JCT (h)", "median (h)", "p95 (h)", "p99 (h)", "queueing (h)", "makespan (h)", "utilisation", "mean rho", "rho>1", "allocations", "run time"}
+	if o.rates != "" {
+		head = append(head, "explored (GPU-h)")
+	}
+	line(head...)
 	for _, r := range results {
 		s := r.summary
 		h := func(v float64) string { return cli.Fixed(v/3600, 2) }
@@ -451,8 +455,12 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 		if !hasRho(r.result) {
 			rho, above = "-", "-"
 		}
-		line(r.name, strconv.Itoa(s.Jobs), h(s.MeanJCT), h(s.MedianJCT), h(s.P95JCT), h(s.P99JCT), h(s.MeanQueueing), h(s.Makespan),
-			cli.Percent(s.Utilisation), rho, above, strconv.Itoa(r.result.Allocations), r.took.Round(10*time.Millisecond).String())
+		cells := []string{r.name, strconv.Itoa(s.Jobs), h(s.MeanJCT), h(s.MedianJCT), h(s.P95JCT), h(s.P99JCT), h(s.MeanQueueing), h(s.Makespan),
+			cli.Percent(s.Utilisation), rho, above, strconv.Itoa(r.result.Allocations), r.took.Round(10*time.Millisecond).String()}
+		if o.rates != "" {
+			cells = append(cells, cli.Fixed(r.result.ExploredGPUSeconds/3600, 1))
+		}
+		line(cells...)
 	}
 	if werr != nil {
 		return werr
