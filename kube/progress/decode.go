@@ -50,12 +50,11 @@ func Decode(body []byte) (Report, error) {
 		return Report{}, newError(ErrTooLarge, fmt.Sprintf("%d bytes, at most %d", len(body), MaxBody))
 	}
 	var raw struct {
-		Steps *json.Number `json:"steps"`
-		Total *json.Number `json:"total"`
+		Steps json.RawMessage `json:"steps"`
+		Total json.RawMessage `json:"total"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	dec.UseNumber()
 	if err := dec.Decode(&raw); err != nil {
 		return Report{}, malformed(err)
 	}
@@ -67,11 +66,11 @@ func Decode(body []byte) (Report, error) {
 	}
 	var r Report
 	var err error
-	if r.Steps, err = number("steps", *raw.Steps); err != nil {
+	if r.Steps, err = number("steps", raw.Steps); err != nil {
 		return Report{}, err
 	}
 	if raw.Total != nil {
-		if r.Total, err = number("total", *raw.Total); err != nil {
+		if r.Total, err = number("total", raw.Total); err != nil {
 			return Report{}, err
 		}
 	}
@@ -100,8 +99,12 @@ func malformed(err error) *Error {
 	}
 }
 
-// number parses one JSON number of the body.
-func number(field string, n json.Number) (float64, error) {
+// number parses one JSON value of the body, which must be a number (not
+// a string holding one, not null).
+func number(field string, n json.RawMessage) (float64, error) {
+	if len(n) == 0 || n[0] != '-' && (n[0] < '0' || n[0] > '9') {
+		return 0, newError(ErrMalformed, fmt.Sprintf("%q is not a number", field))
+	}
 	v, err := strconv.ParseFloat(string(n), 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 		// A literal such as 1e999 parses to ±Inf with a range error.
