@@ -95,7 +95,8 @@ type Config struct {
 	Burst    int
 	// MaxPods bounds the pods whose last steps and bucket the server
 	// keeps (65,536 by default); the one that reported least recently is
-	// forgotten first (its next report is taken as its first).
+	// forgotten first (its next report is taken as its first: it may go
+	// back, and the core refuses it then if it goes back within a run).
 	MaxPods int
 	// Now is the server's clock (time.Now by default); the sink's times
 	// come from it.
@@ -133,6 +134,9 @@ type Server struct {
 type podState struct {
 	uid  types.UID
 	elem *list.Element // in Server.order; guarded by Server.mu
+	// users counts the reports that hold the state; a state in use is
+	// never forgotten. Guarded by Server.mu.
+	users int
 	mu   sync.Mutex    // serializes the pod's reports, from check to sink
 	b    bucket        // guarded by mu
 	last float64       // the last accepted steps; guarded by mu
@@ -272,6 +276,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (Caller, *Error) 
 	// other report of its pod.
 	body, rerr := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	p := s.pod(c.UID)
+	defer s.release(p)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := s.now()
@@ -316,26 +321,49 @@ func sinkError(err error) *Error {
 	return e
 }
 
-// pod returns the pod's state, made if new (the least recently used
-// forgotten beyond MaxPods), and marks it used.
+// pod returns the pod's state, made if new, marked used and held (until
+// release). Beyond MaxPods the least recently used state that no report
+// holds is forgotten; while every state is held (as many reports in
+// flight as MaxPods) the bound is exceeded by those.
 func (s *Server) pod(uid types.UID) *podState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p, ok := s.pods[uid]; ok {
 		s.order.MoveToBack(p.elem)
+		p.users++
 		return p
 	}
-	for len(s.pods) >= s.cfg.MaxPods {
-		front := s.order.Front()
-		old := front.Value.(*podState)
-		s.order.Remove(front)
-		delete(s.pods, old.uid)
-		s.stats["pods_evicted"]++
-	}
-	p := &podState{uid: uid, b: bucket{every: s.cfg.Interval, burst: s.cfg.Burst}}
+	s.trim(s.cfg.MaxPods - 1)
+	p := &podState{uid: uid, users: 1, b: bucket{every: s.cfg.Interval, burst: s.cfg.Burst}}
 	p.elem = s.order.PushBack(p)
 	s.pods[uid] = p
 	return p
+}
+
+// release lets go of a state pod returned, and forgets the states the
+// bound could not while they were held.
+func (s *Server) release(p *podState) {
+	s.mu.Lock()
+	p.users--
+	if len(s.pods) > s.cfg.MaxPods {
+		s.trim(s.cfg.MaxPods)
+	}
+	s.mu.Unlock()
+}
+
+// trim forgets the least recently used states no report holds until at
+// most n are left. The caller holds s.mu.
+func (s *Server) trim(n int) {
+	for el := s.order.Front(); el != nil && len(s.pods) > n; {
+		old := el.Value.(*podState)
+		next := el.Next()
+		if old.users == 0 {
+			s.order.Remove(el)
+			delete(s.pods, old.uid)
+			s.stats["pods_evicted"]++
+		}
+		el = next
+	}
 }
 
 func (s *Server) count(what string) {
