@@ -137,10 +137,10 @@ type podState struct {
 	// users counts the reports that hold the state; a state in use is
 	// never forgotten. Guarded by Server.mu.
 	users int
-	mu   sync.Mutex    // serializes the pod's reports, from check to sink
-	b    bucket        // guarded by mu
-	last float64       // the last accepted steps; guarded by mu
-	seen bool          // whether any report was accepted; guarded by mu
+	mu    sync.Mutex // serializes the pod's reports, from check to sink
+	b     bucket     // guarded by mu
+	last  float64    // the last accepted steps; guarded by mu
+	seen  bool       // whether any report was accepted; guarded by mu
 }
 
 // New checks cfg, fills its defaults and returns a Server. Errors wrap
