@@ -78,6 +78,7 @@ type Error struct {
 	Message string
 }
 
+// Error is the status and the server's message, one line.
 func (e *Error) Error() string {
 	if e.Message != "" {
 		return fmt.Sprintf("progress client: server answered %d: %s", e.Status, e.Message)

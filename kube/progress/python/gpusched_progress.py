@@ -19,7 +19,8 @@ Configuration, from the environment (see kube/docs/progress.md):
 - GPUSCHED_PROGRESS_TOKEN_FILE: the projected service account token,
   /var/run/secrets/gpusched/token by default, read again at every report
   (the kubelet rotates it);
-- GPUSCHED_PROGRESS_CA_FILE: a PEM bundle of CAs to trust (optional).
+- GPUSCHED_PROGRESS_CA_FILE: a PEM bundle of CAs to trust besides the
+  system's (optional).
 """
 
 import json
@@ -73,7 +74,10 @@ class Reporter:
             if parts.path in ("", "/"):
                 parts = parts._replace(path=PATH)
             self._url = urllib.parse.urlunsplit(parts)
-            self._ctx = ssl.create_default_context(cafile=ca_file or os.environ.get(ENV_CA_FILE) or None)
+            self._ctx = ssl.create_default_context()
+            ca_file = ca_file or os.environ.get(ENV_CA_FILE)
+            if ca_file:
+                self._ctx.load_verify_locations(cafile=ca_file)
         except Exception as e:  # never raise into the training script
             self._url = None
             self._fail(e)
