@@ -114,12 +114,16 @@ func bearer(header string) (string, *Error) {
 		return "", newError(ErrUnauthenticated, "bearer token empty or too long")
 	}
 	for i := 0; i < len(tok); i++ {
-		c := tok[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+		if !jwtByte(tok[i]) {
 			return "", newError(ErrUnauthenticated, "bearer token is not a JWT")
 		}
 	}
 	return tok, nil
+}
+
+// jwtByte reports whether c may be in a JWT (base64url and dots).
+func jwtByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.'
 }
 
 // authenticate returns the caller of a token: from the cache, or by a

@@ -46,6 +46,14 @@ type Report struct {
 // ErrMalformed or ErrOutOfRange; their details name the field and never
 // echo the body.
 func Decode(body []byte) (Report, error) {
+	r, err := decode(body)
+	if err != nil {
+		return Report{}, err
+	}
+	return r, nil
+}
+
+func decode(body []byte) (Report, *Error) {
 	if len(body) > MaxBody {
 		return Report{}, newError(ErrTooLarge, fmt.Sprintf("%d bytes, at most %d", len(body), MaxBody))
 	}
@@ -65,7 +73,7 @@ func Decode(body []byte) (Report, error) {
 		return Report{}, newError(ErrMalformed, `no number "steps"`)
 	}
 	var r Report
-	var err error
+	var err *Error
 	if r.Steps, err = number("steps", raw.Steps); err != nil {
 		return Report{}, err
 	}
@@ -101,7 +109,7 @@ func malformed(err error) *Error {
 
 // number parses one JSON value of the body, which must be a number (not
 // a string holding one, not null).
-func number(field string, n json.RawMessage) (float64, error) {
+func number(field string, n json.RawMessage) (float64, *Error) {
 	if len(n) == 0 || n[0] != '-' && (n[0] < '0' || n[0] > '9') {
 		return 0, newError(ErrMalformed, fmt.Sprintf("%q is not a number", field))
 	}

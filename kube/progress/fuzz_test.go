@@ -28,7 +28,8 @@ func FuzzDecode(f *testing.F) {
 		r, err := progress.Decode(body)
 		if err != nil {
 			var pe *progress.Error
-			if !errors.As(err, &pe) || !(errors.Is(err, progress.ErrMalformed) || errors.Is(err, progress.ErrOutOfRange) || errors.Is(err, progress.ErrTooLarge)) {
+			bodyKind := errors.Is(err, progress.ErrMalformed) || errors.Is(err, progress.ErrOutOfRange) || errors.Is(err, progress.ErrTooLarge)
+			if !errors.As(err, &pe) || !bodyKind {
 				t.Fatalf("error %v is not a body's *progress.Error", err)
 			}
 			if len(body) >= 8 && strings.Contains(err.Error(), string(body)) {

@@ -62,8 +62,8 @@ func (f SinkFunc) Progress(workload string, steps float64, at time.Time) error {
 }
 
 // Config configures a [Server]; zero values take the defaults. A Config
-// is read once by New: sharing one between goroutines is safe as long as
-// none writes it.
+// is read once by New: it is safe for concurrent use as long as no one
+// writes it.
 type Config struct {
 	// Client reviews the tokens (authentication.k8s.io/v1 TokenReview;
 	// the server's account needs create on tokenreviews). Required.
@@ -291,9 +291,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (Caller, *Error) 
 		}
 		return c, newError(ErrMalformed, "body not read")
 	}
-	rep, derr := Decode(body)
+	rep, derr := decode(body)
 	if derr != nil {
-		return c, derr.(*Error)
+		return c, derr
 	}
 	if p.seen && rep.Steps < p.last {
 		return c, newError(ErrNotMonotone, fmt.Sprintf("%g after %g", rep.Steps, p.last))

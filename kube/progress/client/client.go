@@ -86,8 +86,8 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("progress client: server answered %d", e.Status)
 }
 
-// Config configures a [Client]. It is read once by New: sharing one
-// between goroutines is safe as long as none writes it.
+// Config configures a [Client]. It is read once by New: it is safe for
+// concurrent use as long as no one writes it.
 type Config struct {
 	// URL of the channel (https). A URL without a path gets Path.
 	URL string
@@ -273,7 +273,7 @@ func (c *Client) send(ctx context.Context, steps float64) error {
 	if err != nil {
 		return err
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	msg, _ := io.ReadAll(io.LimitReader(res.Body, 4<<10))
 	if res.StatusCode/100 == 2 {
 		return nil
@@ -298,7 +298,7 @@ func readToken(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrToken, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile))
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrToken, err)
