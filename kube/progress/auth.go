@@ -133,10 +133,11 @@ func (s *Server) authenticate(ctx context.Context, tok string) (Caller, *Error) 
 	now := s.now()
 	if r, ok := s.reviews.get(key, now); ok {
 		s.count("review_cached")
-		if r.err != nil {
-			return Caller{}, r.err
-		}
 		return r.caller, nil
+	}
+	if r, ok := s.refusals.get(key, now); ok {
+		s.count("review_cached")
+		return Caller{}, r.err
 	}
 	s.reviewMu.Lock()
 	wait, ok := s.reviewLimit.take(now)
@@ -168,7 +169,11 @@ func (s *Server) authenticate(ctx context.Context, tok string) (Caller, *Error) 
 		// server's).
 		r.expires = exp
 	}
-	s.reviews.put(r)
+	if e != nil {
+		s.refusals.put(r) // kept apart: refused tokens never push out accepted ones
+	} else {
+		s.reviews.put(r)
+	}
 	return caller, e
 }
 

@@ -39,9 +39,9 @@
 // steps monotone per pod; a token bucket per pod (one report per 5 s,
 // bursts of 3, by default; 429 with Retry-After beyond it); at most
 // 65,536 pods tracked (the least recently reporting forgotten first);
-// reviews cached by the token's SHA-256 for a minute (never past the
-// token's expiry; refusals for 10 s), at most 4,096 of them, and at most
-// 20 new reviews a second. Every refusal is an [*Error] of one of the Err
+// reviews cached by the token's SHA-256 for two minutes (never past the
+// token's expiry; refusals for 10 s, kept apart), at most 65,536 of them,
+// and at most 50 new reviews a second. Every refusal is an [*Error] of one of the Err
 // kinds, answered with its HTTP status and a JSON body that names what
 // was wrong and never echoes the token or the cause.
 //

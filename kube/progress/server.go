@@ -74,19 +74,24 @@ type Config struct {
 	Sink Sink
 	// Audience the tokens must be issued for; DefaultAudience if empty.
 	Audience string
-	// ReviewTTL is how long an accepted token's review is reused (60 s
-	// by default; never past the token's expiry); RefusalTTL how long a
-	// refused token's is (10 s). A pod's token is reviewed again at most
-	// once a ReviewTTL, however often it reports.
+	// ReviewTTL is how long an accepted token's review is reused (2 min
+	// by default, as kube-apiserver's webhook token authenticator; never
+	// past the token's expiry); RefusalTTL how long a refused token's is
+	// (10 s). A pod's token is reviewed again at most once a ReviewTTL,
+	// however often it reports; the pod's deletion is seen sooner, by the
+	// Resolver.
 	ReviewTTL, RefusalTTL time.Duration
-	// MaxReviews bounds the cached reviews (4,096 by default); the
-	// oldest goes first.
+	// MaxReviews bounds the accepted reviews kept (65,536 by default, as
+	// MaxPods); the oldest goes first. Refused ones are kept apart, at
+	// most MaxReviews/16 (at least 16), so that a flood of bad tokens
+	// never pushes out the good ones.
 	MaxReviews int
 	// ReviewTimeout bounds one TokenReview (5 s by default).
 	ReviewTimeout time.Duration
 	// ReviewQPS and ReviewBurst bound the TokenReviews the server sends
-	// (tokens it has no review of): 20 a second, bursts of 40, by
-	// default. Beyond them a report is answered 429.
+	// (tokens it has no review of): 50 a second, bursts of 100, by
+	// default, which reviews the tokens of 6,000 pods once every
+	// ReviewTTL. Beyond them a report is answered 429.
 	ReviewQPS   float64
 	ReviewBurst int
 	// Interval and Burst are each pod's token bucket: one report per
@@ -120,7 +125,8 @@ type Config struct {
 // pod).
 type Server struct {
 	cfg         Config
-	reviews     reviewCache
+	reviews     reviewCache // accepted tokens
+	refusals    reviewCache // refused tokens
 	reviewMu    sync.Mutex
 	reviewLimit *bucket // guarded by reviewMu
 
@@ -157,7 +163,7 @@ func New(cfg Config) (*Server, error) {
 		p    *time.Duration
 		def  time.Duration
 	}{
-		{"ReviewTTL", &cfg.ReviewTTL, time.Minute},
+		{"ReviewTTL", &cfg.ReviewTTL, 2 * time.Minute},
 		{"RefusalTTL", &cfg.RefusalTTL, 10 * time.Second},
 		{"ReviewTimeout", &cfg.ReviewTimeout, 5 * time.Second},
 		{"Interval", &cfg.Interval, 5 * time.Second},
@@ -175,8 +181,8 @@ func New(cfg Config) (*Server, error) {
 		p        *int
 		def, max int
 	}{
-		{"MaxReviews", &cfg.MaxReviews, 4096, 1 << 20},
-		{"ReviewBurst", &cfg.ReviewBurst, 40, 1 << 20},
+		{"MaxReviews", &cfg.MaxReviews, 1 << 16, 1 << 22},
+		{"ReviewBurst", &cfg.ReviewBurst, 100, 1 << 20},
 		{"Burst", &cfg.Burst, 3, 1000},
 		{"MaxPods", &cfg.MaxPods, 1 << 16, 1 << 22},
 	}
@@ -189,7 +195,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	if cfg.ReviewQPS == 0 {
-		cfg.ReviewQPS = 20
+		cfg.ReviewQPS = 50
 	}
 	if !(cfg.ReviewQPS > 0 && cfg.ReviewQPS <= 1e6) {
 		return nil, fmt.Errorf("%w: ReviewQPS %v not in (0, 1e6]", ErrConfig, cfg.ReviewQPS)
@@ -203,6 +209,7 @@ func New(cfg Config) (*Server, error) {
 		stats: map[string]uint64{},
 	}
 	s.reviews = reviewCache{max: cfg.MaxReviews, byKey: map[[32]byte]*review{}}
+	s.refusals = reviewCache{max: max(16, cfg.MaxReviews/16), byKey: map[[32]byte]*review{}}
 	s.reviewLimit = &bucket{every: time.Duration(float64(time.Second) / cfg.ReviewQPS), burst: cfg.ReviewBurst}
 	return s, nil
 }
@@ -375,7 +382,7 @@ func (s *Server) count(what string) {
 // Stats returns counters of what the server did since New: "accepted",
 // each refusal's code ("not_monotone", "rate_limited", ...), "review"
 // (TokenReviews sent), "review_cached" (reviews reused), "pods_evicted";
-// and the gauges "pods" and "reviews_cached". Its keys are fixed words,
+// and the gauges "pods", "reviews_cached" and "refusals_cached". Its keys are fixed words,
 // never a name a tenant writes.
 func (s *Server) Stats() map[string]uint64 {
 	s.mu.Lock()
@@ -386,6 +393,7 @@ func (s *Server) Stats() map[string]uint64 {
 	out["pods"] = uint64(len(s.pods))
 	s.mu.Unlock()
 	out["reviews_cached"] = uint64(s.reviews.len())
+	out["refusals_cached"] = uint64(s.refusals.len())
 	return out
 }
 

@@ -294,10 +294,10 @@ func TestReviewCache(t *testing.T) {
 	e := newEnv(t, progress.Config{Burst: 1000})
 	for i := range 10 {
 		e.want(e.post(e.tok, steps(float64(i))), 204, "")
-		e.clock.Add(5 * time.Second) // 50 s in all, within the minute
+		e.clock.Add(11 * time.Second) // 110 s in all, within the 2 min
 	}
 	if n := e.api.reviews.Load(); n != 1 {
-		t.Errorf("%d reviews for 10 reports in 50 s, want 1", n)
+		t.Errorf("%d reviews for 10 reports in 110 s, want 1", n)
 	}
 	e.clock.Add(10 * time.Second)
 	e.want(e.post(e.tok, steps(20)), 204, "")
@@ -355,6 +355,18 @@ func TestReviewCache(t *testing.T) {
 	e2.want(e2.post(toks[0], steps(2)), 204, "") // the oldest, dropped: reviewed again
 	if n := e2.api.reviews.Load(); n != 4 {
 		t.Errorf("%d reviews, want 4", n)
+	}
+	// Refused tokens are kept apart: a flood of them pushes out no
+	// accepted review.
+	e3 := newEnv(t, progress.Config{MaxReviews: 32, ReviewQPS: 1e6, ReviewBurst: 1e5})
+	e3.want(e3.post(e3.tok, steps(1)), 204, "")
+	for i := range 100 {
+		e3.want(e3.post(fmt.Sprintf("eyJ.eyJ.flood%d", i), steps(1)), 401, "unauthenticated")
+	}
+	e3.clock.Add(5 * time.Second)
+	e3.want(e3.post(e3.tok, steps(2)), 204, "")
+	if n, s := e3.api.reviews.Load(), e3.srv.Stats(); n != 101 || s["refusals_cached"] != 16 || s["reviews_cached"] != 1 {
+		t.Errorf("%d reviews (want 101), stats %v", n, s)
 	}
 }
 
@@ -448,7 +460,7 @@ func TestLog(t *testing.T) {
 func TestConfig(t *testing.T) {
 	e := newEnv(t, progress.Config{})
 	c := e.srv.Config()
-	if c.Audience != progress.DefaultAudience || c.Interval != 5*time.Second || c.Burst != 3 || c.MaxPods != 65536 || c.ReviewTTL != time.Minute {
+	if c.Audience != progress.DefaultAudience || c.Interval != 5*time.Second || c.Burst != 3 || c.MaxPods != 65536 || c.ReviewTTL != 2*time.Minute || c.MaxReviews != 65536 || c.ReviewQPS != 50 {
 		t.Errorf("defaults %+v", c)
 	}
 	good := progress.Config{Client: e.api.cs, Resolver: e.res, Sink: e.sink}
