@@ -40,8 +40,8 @@ type Report struct {
 }
 
 // Decode reads a report's body: one JSON object with the number "steps"
-// and at most the number "total", nothing else (no other field, no
-// second value, no null), at most [MaxBody] bytes, the numbers finite and
+// and at most the number "total", nothing else (no other field, none
+// twice, field names as written here, no second value, no null), at most [MaxBody] bytes, the numbers finite and
 // in [0, [MaxSteps]]. Its errors are [*Error] of kind ErrTooLarge,
 // ErrMalformed or ErrOutOfRange; their details name the field and never
 // echo the body.
@@ -57,62 +57,76 @@ func decode(body []byte) (Report, *Error) {
 	if len(body) > MaxBody {
 		return Report{}, newError(ErrTooLarge, fmt.Sprintf("%d bytes, at most %d", len(body), MaxBody))
 	}
-	var raw struct {
-		Steps json.RawMessage `json:"steps"`
-		Total json.RawMessage `json:"total"`
-	}
+	// Token by token, so that field names match exactly (encoding/json
+	// would take "STEPS" for "steps") and none comes twice.
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&raw); err != nil {
-		return Report{}, malformed(err)
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return Report{}, malformed(err, "not a JSON object")
+	}
+	var r Report
+	var seenSteps, seenTotal bool
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return Report{}, malformed(err, "")
+		}
+		var dst *float64
+		switch k, _ := t.(string); {
+		case k == "steps" && !seenSteps:
+			dst, seenSteps = &r.Steps, true
+		case k == "total" && !seenTotal:
+			dst, seenTotal = &r.Total, true
+		case k == "steps" || k == "total":
+			return Report{}, newError(ErrMalformed, fmt.Sprintf("%q given twice", k))
+		default:
+			// The caller's field name is not repeated back.
+			return Report{}, newError(ErrMalformed, `fields other than "steps" and "total"`)
+		}
+		field := t.(string)
+		v, err := dec.Token()
+		if err != nil {
+			return Report{}, malformed(err, "")
+		}
+		n, ok := v.(json.Number)
+		if !ok {
+			return Report{}, newError(ErrMalformed, fmt.Sprintf("%q is not a number", field))
+		}
+		var e *Error
+		if *dst, e = number(field, n); e != nil {
+			return Report{}, e
+		}
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return Report{}, malformed(err, "")
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Report{}, newError(ErrMalformed, "data after the object")
 	}
-	if raw.Steps == nil {
+	if !seenSteps {
 		return Report{}, newError(ErrMalformed, `no number "steps"`)
-	}
-	var r Report
-	var err *Error
-	if r.Steps, err = number("steps", raw.Steps); err != nil {
-		return Report{}, err
-	}
-	if raw.Total != nil {
-		if r.Total, err = number("total", raw.Total); err != nil {
-			return Report{}, err
-		}
 	}
 	return r, nil
 }
 
-// malformed names what the JSON decoder found wrong without the body's
-// bytes (a field name the caller wrote is not repeated either).
-func malformed(err error) *Error {
+// malformed names what the JSON decoder found wrong (or, without an
+// error, what), without the body's bytes.
+func malformed(err error, what string) *Error {
 	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return newError(ErrMalformed, "empty or truncated JSON")
 	case errors.As(err, &syn):
 		return newError(ErrMalformed, fmt.Sprintf("invalid JSON at byte %d", syn.Offset))
-	case errors.As(err, &typ):
-		if typ.Field == "steps" || typ.Field == "total" {
-			return newError(ErrMalformed, fmt.Sprintf("%q is not a number", typ.Field))
-		}
-		return newError(ErrMalformed, "not a JSON object")
+	case what != "":
+		return newError(ErrMalformed, what)
 	default:
-		// Unknown fields and the like: their text quotes the caller's
-		// field name, which is not sent back.
-		return newError(ErrMalformed, `fields other than "steps" and "total"`)
+		return newError(ErrMalformed, "invalid JSON")
 	}
 }
 
-// number parses one JSON value of the body, which must be a number (not
-// a string holding one, not null).
-func number(field string, n json.RawMessage) (float64, *Error) {
-	if len(n) == 0 || n[0] != '-' && (n[0] < '0' || n[0] > '9') {
-		return 0, newError(ErrMalformed, fmt.Sprintf("%q is not a number", field))
-	}
+// number parses one JSON number of the body.
+func number(field string, n json.Number) (float64, *Error) {
 	v, err := strconv.ParseFloat(string(n), 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 		// A literal such as 1e999 parses to ±Inf with a range error.
