@@ -205,7 +205,7 @@ func (s *sink) setErr(err error) {
 // env is a server over a fake API server, a resolver and a sink; pod
 // "a/p1" (UID u1) is workload "job/a/train".
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	clock *clock
 	api   *apiServer
 	res   *resolver
@@ -216,7 +216,7 @@ type env struct {
 
 var t0 = time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC)
 
-func newEnv(t *testing.T, cfg progress.Config) *env {
+func newEnv(t testing.TB, cfg progress.Config) *env {
 	t.Helper()
 	e := &env{t: t, clock: &clock{t: t0}, res: &resolver{}, sink: &sink{}}
 	e.api = newAPIServer(e.clock)
