@@ -229,9 +229,9 @@ func TestBodies(t *testing.T) {
 		}
 	}
 	// The largest body allowed, and the bounds themselves, are taken.
-	max := `{"steps": 1e15}`
-	max += strings.Repeat(" ", progress.MaxBody-len(max))
-	e.want(e.post(e.tok, max), 204, "")
+	largest := `{"steps": 1e15}`
+	largest += strings.Repeat(" ", progress.MaxBody-len(largest))
+	e.want(e.post(e.tok, largest), 204, "")
 	e2 := newEnv(t, progress.Config{})
 	e2.want(e2.post(e2.tok, `{"steps": 0, "total": 0}`), 204, "")
 	// A body not declared as JSON.

@@ -2,7 +2,7 @@
 // channel (package kube/progress) from Go. It uses the standard library
 // only. In three lines:
 //
-//	c, err := client.FromEnv()                 // once; err when not configured
+//	c, err := client.FromEnv()                 // once; err (and c nil) when not configured
 //	...
 //	c.ReportAsync(float64(step))               // in the loop: never blocks
 //
@@ -115,7 +115,9 @@ func FromEnv() (*Client, error) {
 
 // Client sends progress reports. It is safe for concurrent use: a
 // report made while another is in flight, or within Interval of the last
-// sent, is skipped (ErrSkipped).
+// sent, is skipped (ErrSkipped). A nil *Client (FromEnv's where the
+// environment names no URL) sends nothing: ReportAsync and Wait do
+// nothing, Report returns ErrConfig, so a training loop needs no check.
 type Client struct {
 	cfg Config
 	url string
@@ -182,6 +184,9 @@ func New(cfg Config) (*Client, error) {
 // [*Error] when the server refused it, another error when it could not
 // be sent.
 func (c *Client) Report(ctx context.Context, steps float64) error {
+	if c == nil {
+		return fmt.Errorf("%w: no client", ErrConfig)
+	}
 	if err := c.begin(steps); err != nil {
 		return err
 	}
@@ -194,6 +199,9 @@ func (c *Client) Report(ctx context.Context, steps float64) error {
 // the report is dropped if one is in flight or the last was sent less
 // than Config.Interval ago. LastError says how the last sent one went.
 func (c *Client) ReportAsync(steps float64) {
+	if c == nil {
+		return
+	}
 	if err := c.begin(steps); err != nil {
 		return
 	}
@@ -206,11 +214,18 @@ func (c *Client) ReportAsync(steps float64) {
 }
 
 // Wait waits until no report is in flight.
-func (c *Client) Wait() { c.inflight.Wait() }
+func (c *Client) Wait() {
+	if c != nil {
+		c.inflight.Wait()
+	}
+}
 
 // LastError is the outcome of the last report sent (nil if it was taken
 // or none was sent).
 func (c *Client) LastError() error {
+	if c == nil {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.lastErr

@@ -202,6 +202,17 @@ func TestConfig(t *testing.T) {
 			t.Errorf("URL %q: %v, want ErrConfig", u, err)
 		}
 	}
+	// Not configured: a nil client, which does nothing.
+	t.Setenv(client.EnvURL, "")
+	c, err := client.FromEnv()
+	if !errors.Is(err, client.ErrConfig) || c != nil {
+		t.Fatalf("FromEnv without a URL: %v, %v", c, err)
+	}
+	c.ReportAsync(1)
+	c.Wait()
+	if err := c.Report(context.Background(), 1); !errors.Is(err, client.ErrConfig) || c.LastError() != nil {
+		t.Errorf("a nil client's Report: %v", err)
+	}
 	if _, err := client.New(client.Config{URL: "https://x", CAFile: "/nonexistent"}); !errors.Is(err, client.ErrConfig) {
 		t.Errorf("missing CA file: %v, want ErrConfig", err)
 	}
@@ -216,7 +227,7 @@ func TestConfig(t *testing.T) {
 	t.Setenv(client.EnvURL, s.URL)
 	t.Setenv(client.EnvTokenFile, tokFile)
 	t.Setenv(client.EnvCAFile, ca)
-	c, err := client.FromEnv()
+	c, err = client.FromEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
