@@ -40,9 +40,9 @@ type Explore struct {
 	// Resolve is the relative change of a learned rate (up or down) that
 	// updates the rates the policy sees: 0 means 0.1; at most 10. Smaller
 	// changes leave them as they are (no churn from noise). An update
-	// takes effect at the policy's next solve (jobs come or go, at most
-	// every MinResetInterval), or at the next round when a rate changed
-	// by a factor of 2 or more, or to or from 0.
+	// takes effect at the policy's next solve (jobs come or go), at the
+	// latest MinResetInterval after its last one, and at the next round
+	// when a rate changed by a factor of 2 or more, or to or from 0.
 	Resolve float64
 	// Refit is the least time between two refits of the estimator's
 	// population (learn.Estimator.Refresh), in seconds on the clock of
@@ -54,6 +54,15 @@ type Explore struct {
 	// and at least every Refit; what other jobs measured counts at the
 	// next refit.
 	Refit float64
+	// Normalise divides each learned job's rates by its fastest one, so
+	// that the policies see the shape of its rates, never their scale:
+	// what its reports say of its speed against other jobs'. Policies
+	// that add rates across jobs (allocation.MaxThroughput, cost,
+	// makespan) otherwise give more to a job that inflates every report
+	// (issue #41: x3 inflated reports cut a liar's mean JCT by 30% under
+	// max throughput); the fair ones normalise already. The controllers'
+	// claims are normalised alike (kube/tenancy's MaxRatio).
+	Normalise bool
 }
 
 // Defaults of Explore.
@@ -123,23 +132,33 @@ type learnState struct {
 	readTypes int
 	ran       []topology.GPUType
 	explore   bool
+	// withdrawn are the types whose claims were withdrawn: the job ran
+	// there a whole round and reported nothing the estimator measured.
+	withdrawn []topology.GPUType
 	// segment numbers the job's uninterrupted runs (a new lease, a move,
 	// another GPU count); segStart is when the current one started and
-	// segGPUs its GPUs.
+	// segGPUs and segType its GPUs (0: none, its lease released) and
+	// their type.
 	segment  uint64
 	segStart float64
 	segGPUs  int
+	segType  topology.GPUType
 }
 
 // register declares a learned job to the estimator: its reference GPU
 // count, its kind (Model) and its tenant's claims (Throughput).
-func (s *Scheduler) register(key string, spec JobSpec) error {
+func (s *Scheduler) register(key string, spec JobSpec, withdrawn []topology.GPUType) error {
 	if !spec.Learn {
 		return nil
 	}
 	info := learn.JobInfo{GPUs: spec.GPUs, Kind: spec.Model}
-	if len(spec.Throughput) > 0 {
-		info.Claims = spec.Throughput
+	for t, v := range spec.Throughput {
+		if !slices.Contains(withdrawn, t) {
+			if info.Claims == nil {
+				info.Claims = make(map[topology.GPUType]float64, len(spec.Throughput))
+			}
+			info.Claims[t] = v
+		}
 	}
 	if err := s.cfg.Estimator.Register(key, info); err != nil {
 		return fmt.Errorf("%w: job %q: the estimator refused it: %w", ErrInvalid, key, err)
@@ -160,6 +179,9 @@ func (s *Scheduler) learnRates(j *job, explore bool, buf []learn.Estimate) ([]le
 		old = nil
 	}
 	buf = s.cfg.Estimator.Estimates(j.key, buf[:0])
+	if s.silent(j, buf) {
+		buf = buf[:0] // type-agnostic: 1 on every type (below)
+	}
 	byType := func(t topology.GPUType) (learn.Estimate, bool) {
 		for _, e := range buf {
 			if e.Type == t {
@@ -212,6 +234,15 @@ func (s *Scheduler) learnRates(j *job, explore bool, buf []learn.Estimate) ([]le
 		}
 		rates[i] = clampRate(v)
 	}
+	if s.cfg.Explore.Normalise {
+		if top := slices.Max(rates); top > 0 {
+			for i, v := range rates {
+				if v > 0 {
+					rates[i] = clampRate(v / top)
+				}
+			}
+		}
+	}
 	moved, force := old == nil, old == nil
 	if !moved {
 		limit := math.Log1p(s.cfg.Explore.resolve())
@@ -235,9 +266,67 @@ func (s *Scheduler) learnRates(j *job, explore bool, buf []learn.Estimate) ([]le
 	return buf, moved, force
 }
 
+// silent reports whether a learned job has run a whole round and has
+// been measured on no type (est its estimates): it does not report its
+// progress, and its rates are type-agnostic, 1 on every type, as a job
+// that does not learn with no rates of its own; not the population's
+// prior, which would rate a job that never shows what it does as the
+// median job (issue #41's review: a silent job outran measured ones
+// under throughput maximisation).
+func (s *Scheduler) silent(j *job, est []learn.Estimate) bool {
+	if sum(j.attained) < s.roundLength() {
+		return false
+	}
+	for _, e := range est {
+		if e.Source == learn.SourceMeasured {
+			return false
+		}
+	}
+	return true
+}
+
 // clampRate keeps a learned rate in the policies' range.
 func clampRate(v float64) float64 {
 	return min(max(v, allocation.MinRate), allocation.MaxRate)
+}
+
+// refitState is when the estimator was last refitted, for undo.
+type refitState struct {
+	done bool
+	at   float64
+}
+
+// savedLearn is a learned job's state before a round read its rates, and
+// its tier's dirty flag then, for undo.
+type savedLearn struct {
+	j     *job
+	st    learnState
+	dirty bool
+}
+
+// clone copies a learnState, its slices too.
+func (ls learnState) clone() learnState {
+	ls.rates, ls.optimistic = slices.Clone(ls.rates), slices.Clone(ls.optimistic)
+	ls.ran, ls.withdrawn = slices.Clone(ls.ran), slices.Clone(ls.withdrawn)
+	return ls
+}
+
+// undoLearned returns the learned jobs a failed round read to what they
+// were before it (their withdrawn claims stay: the estimator's), and
+// their rates with them.
+func (s *Scheduler) undoLearned() {
+	sc := &s.scratch
+	for _, sv := range slices.Backward(sc.learnSaved) {
+		withdrawn := sv.j.learn.withdrawn
+		sv.j.learn = sv.st
+		sv.j.learn.withdrawn = withdrawn
+		_ = s.ratesFor(sv.j)
+		if sv.j.inTier {
+			sv.j.tier.dirty = sv.j.tier.dirty || sv.dirty
+		}
+	}
+	sc.learnSaved = sc.learnSaved[:0]
+	s.refitted, s.lastRefit = sc.refitSaved.done, sc.refitSaved.at
 }
 
 // versioner is an estimator that tells when a job's estimates may have
@@ -254,6 +343,8 @@ func (s *Scheduler) refreshLearned(now float64) {
 	if s.cfg.Estimator == nil || s.learned == 0 {
 		return
 	}
+	sc := &s.scratch
+	sc.learnSaved, sc.refitSaved = sc.learnSaved[:0], refitState{s.refitted, s.lastRefit}
 	if !s.refitted || now-s.lastRefit >= s.cfg.Explore.refit() {
 		s.cfg.Estimator.Refresh()
 		s.refitted, s.lastRefit = true, now
@@ -272,7 +363,13 @@ func (s *Scheduler) refreshLearned(now float64) {
 			if v != 0 && ls.ver != 0 && same && explore == ls.explore {
 				continue
 			}
+			sc.learnSaved = append(sc.learnSaved, savedLearn{j, ls.clone(), j.tier.dirty})
 			ls.ver, ls.explore, ls.readAt, ls.readTypes = v, explore, now, len(ls.ran)
+		} else {
+			sc.learnSaved = append(sc.learnSaved, savedLearn{j, j.learn.clone(), j.tier.dirty})
+		}
+		if s.withdrawClaims(j) {
+			j.learn.ver = 0 // read again below, without them
 		}
 		var moved, force bool
 		buf, moved, force = s.learnRates(j, explore, buf)
@@ -281,7 +378,7 @@ func (s *Scheduler) refreshLearned(now float64) {
 		}
 		_ = s.ratesFor(j) // learned rates are in range: no error
 		if j.inTier {
-			j.tier.dirty = true
+			j.tier.dirty, j.tier.learned = true, true
 			if force {
 				j.tier.mech.ForceReset()
 			}
@@ -289,6 +386,38 @@ func (s *Scheduler) refreshLearned(now float64) {
 		s.refreshJob(j)
 	}
 	s.scratch.estimates = buf
+}
+
+// withdrawClaims withdraws a learned job's claims on the types it ran on
+// for a whole round (its attained time there) with nothing measured there
+// (its estimate's source still the claim): a job
+// that claims a rate and never reports keeps no claimed rate on a type
+// where it could have shown it (issue #41's review: under max
+// throughput a silent claimer took every round). It reports whether it
+// withdrew any (the job is registered again without them).
+func (s *Scheduler) withdrawClaims(j *job) bool {
+	ls := &j.learn
+	if len(j.spec.Throughput) == 0 || len(ls.ran) == 0 {
+		return false
+	}
+	changed := false
+	for _, t := range ls.ran {
+		k, ok := s.typeIdx[t]
+		if !ok || !(j.spec.Throughput[t] > 0) || slices.Contains(ls.withdrawn, t) || k >= len(j.attained) || j.attained[k] < s.roundLength() {
+			continue
+		}
+		e := s.cfg.Estimator.Estimate(j.key, t)
+		if e.Source == learn.SourceClaim {
+			ls.withdrawn = append(ls.withdrawn, t)
+			changed = true
+		}
+	}
+	if changed {
+		if err := s.register(j.key, j.spec, ls.withdrawn); err != nil {
+			s.log.Warn("withdraw claims", "job", j.key, "err", err)
+		}
+	}
+	return changed
 }
 
 // exploreLeft tells whether the exploration budget allows optimism this
@@ -342,9 +471,9 @@ func (s *Scheduler) newSegments(units []unit, now float64) {
 	}
 	for u, j := range learnedRuns(units) {
 		gpus := u.gpus + u.extra
-		if !u.kept || u.moved || j.learn.segGPUs != gpus || j.learn.segment == 0 {
+		if !u.kept || u.moved || j.learn.segGPUs != gpus || j.learn.segType != s.types[u.typ] || j.learn.segment == 0 {
 			j.learn.segment++
-			j.learn.segStart, j.learn.segGPUs = now, gpus
+			j.learn.segStart, j.learn.segGPUs, j.learn.segType = now, gpus, s.types[u.typ]
 			if t := s.types[u.typ]; !slices.Contains(j.learn.ran, t) {
 				j.learn.ran = append(j.learn.ran, t)
 			}
@@ -359,11 +488,14 @@ var ErrNotRunning = fmt.Errorf("%w: the job does not run", ErrInvalid)
 // Progress feeds the estimator one progress report of a learned job: its
 // cumulative steps (a training loop's global step) at time at, on the
 // clock of the rounds. The GPU type and count are the scheduler's (where
-// the job runs now), never the reporter's: a job's reports move only its
-// own estimates, on the type it really runs on. A report of a job that
-// holds no GPUs, or from before its current run started, is refused
-// (ErrNotRunning); so are steps or times that go back within a run, and
-// values out of range (the estimator's errors, wrapped). Cost: the
+// the job runs now), never the reporter's: a job's reports measure it on
+// the type it really runs on, and reach other jobs only as one row of the
+// estimator's population, which sets their priors on types they have not
+// run on. A report of a job that holds no GPUs, from before its current
+// run started, or after its GPUs changed outside a round, is refused
+// (ErrNotRunning); so are steps or times that go back within a run, a
+// time past the round's end and a round, and values out of range (the
+// estimator's errors, wrapped). Cost: the
 // estimator's Observe (O(1), no allocation once the job's track exists).
 func (s *Scheduler) Progress(key string, steps, at float64) error {
 	s.mu.Lock()
@@ -374,10 +506,16 @@ func (s *Scheduler) Progress(key string, steps, at float64) error {
 		return fmt.Errorf("%w: %q", ErrUnknownJob, key)
 	case !j.spec.Learn || s.cfg.Estimator == nil:
 		return fmt.Errorf("%w: job %q does not learn its rates (JobSpec.Learn)", ErrInvalid, key)
-	case j.lease == nil || j.learn.segment == 0:
+	case j.lease == nil || j.learn.segment == 0 || j.learn.segGPUs == 0:
 		return fmt.Errorf("%w: job %q holds no GPUs", ErrNotRunning, key)
+	case j.lease.typeName != j.learn.segType || len(s.st.Held(j.lease.holder)) != j.learn.segGPUs:
+		// Its GPUs changed outside a round (bound again, elastic GPUs
+		// released): its reports resume with the next round's run.
+		return fmt.Errorf("%w: job %q: its GPUs changed since its run started; reports resume at the next round", ErrNotRunning, key)
 	case !(at >= j.learn.segStart):
 		return fmt.Errorf("%w: job %q: a report at %v s, before its run started at %v s", ErrNotRunning, key, at, j.learn.segStart)
+	case at > s.lastEnd+s.roundLength():
+		return fmt.Errorf("%w: job %q: a report at %v s, past the round's end (%v s) and a round", ErrInvalid, key, at, s.lastEnd)
 	}
 	o := learn.Observation{Type: j.lease.typeName, GPUs: j.learn.segGPUs, Segment: j.learn.segment, Steps: steps, Time: at}
 	if err := s.cfg.Estimator.Observe(key, o); err != nil {
@@ -402,8 +540,9 @@ func (s *Scheduler) snapLearned(j *job, sj *snapJob) {
 			sj.Optimistic = append(sj.Optimistic, s.types[k])
 		}
 	}
-	sj.Segment, sj.SegStart, sj.SegGPUs = ls.segment, ls.segStart, ls.segGPUs
+	sj.Segment, sj.SegStart, sj.SegGPUs, sj.SegType = ls.segment, ls.segStart, ls.segGPUs, ls.segType
 	sj.Ran = slices.Clone(ls.ran)
+	sj.Withdrawn = slices.Clone(ls.withdrawn)
 	if ls.ver != 0 {
 		sj.Read = &snapRead{At: ls.readAt, Types: ls.readTypes, Explore: ls.explore, Stale: true}
 		if vs, ok := s.cfg.Estimator.(versioner); ok {
@@ -427,8 +566,17 @@ func (s *Scheduler) restoreLearned(j *job, sj *snapJob) {
 			ls.optimistic[k] = true
 		}
 	}
-	ls.segment, ls.segStart, ls.segGPUs = sj.Segment, sj.SegStart, sj.SegGPUs
+	ls.segment, ls.segStart, ls.segGPUs, ls.segType = sj.Segment, sj.SegStart, sj.SegGPUs, sj.SegType
 	ls.ran = slices.Clone(sj.Ran)
+	ls.withdrawn = slices.Clone(sj.Withdrawn)
+	if vs, ok := s.cfg.Estimator.(versioner); ok && vs.Version(j.key) == 0 {
+		// An estimator that does not know the job (restored from a
+		// snapshot taken before it came, or a new one): its claims, kind
+		// and reference GPU count, as at Submit.
+		if err := s.register(j.key, j.spec, ls.withdrawn); err != nil {
+			s.log.Warn("restore: register a learned job", "job", j.key, "err", err)
+		}
+	}
 	if r := sj.Read; r != nil {
 		ls.readAt, ls.readTypes, ls.explore = r.At, r.Types, r.Explore
 		// The restored estimator's versions are its own: the job's now,
@@ -464,4 +612,5 @@ func (s *Scheduler) remapLearned(j *job, oldTypes []topology.GPUType) {
 		}
 	}
 	ls.rates, ls.optimistic = rates, opt
+	ls.ver = 0 // read again at the next round, with the new types
 }

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -29,6 +30,13 @@ type truthRun struct {
 
 func runTruth(t *testing.T, s *Scheduler, truth map[string]map[topology.GPUType]float64, rounds, tail int) truthRun {
 	t.Helper()
+	return runTruthSilent(t, s, truth, rounds, tail, nil)
+}
+
+// runTruthSilent is runTruth where the jobs of silent never report their
+// progress.
+func runTruthSilent(t *testing.T, s *Scheduler, truth map[string]map[topology.GPUType]float64, rounds, tail int, silent map[string]bool) truthRun {
+	t.Helper()
 	ctx := context.Background()
 	out := truthRun{steps: map[string]float64{}, on: map[string]map[topology.GPUType]int{}}
 	global := map[string]float64{}
@@ -45,7 +53,7 @@ func runTruth(t *testing.T, s *Scheduler, truth map[string]map[topology.GPUType]
 				st, err := s.Status(key)
 				require.NoError(t, err)
 				for i := 0; i <= 6; i++ {
-					if st.Spec.Learn {
+					if st.Spec.Learn && !silent[key] {
 						require.NoError(t, s.Progress(key, global[key]+rate*60*float64(i), now+60*float64(i)), "%s round %d", key, r)
 					}
 				}
@@ -223,11 +231,14 @@ func TestLearnValidation(t *testing.T) {
 		_, err := New(Config{Policy: &allocation.MaxMinFairness{}, Estimator: newLearner(t), Explore: e})
 		require.ErrorIs(t, err, ErrInvalid, "%+v", e)
 	}
-	s = newSched(t, func(c *Config) { c.Estimator = newLearner(t) })
+	l, err := learn.New(learn.Config{Types: []topology.GPUType{topology.K80, topology.V100}})
+	require.NoError(t, err)
+	s = newSched(t, func(c *Config) { c.Estimator = l })
 	require.NoError(t, s.Submit("a", JobSpec{GPUs: 1, Learn: true, Throughput: rates(4, 1)}, 0))
 	require.ErrorIs(t, s.Update("a", JobSpec{GPUs: 1, Throughput: rates(4, 1)}), ErrInvalid)
 	st, err := s.Status("a")
 	require.NoError(t, err)
+	require.Len(t, st.Estimates, 2, "the claims reach the estimator")
 	for _, e := range st.Estimates {
 		assert.Equal(t, learn.SourceClaim, e.Source, "%+v", e)
 	}
@@ -364,4 +375,104 @@ func BenchmarkProgress(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// A tenant that claims a high rate on a type (JobSpec.Throughput with
+// Learn) and never reports gains nothing: its claim on a type where it
+// ran a whole round without a measurement is withdrawn, a claim never
+// sets its level on other types, and a job measured nowhere after a round
+// is type-agnostic (1 on every type), not the population's median job.
+// Under Gavel's throughput maximisation (which adds rates across jobs),
+// on sixJobs with b4 the liar (truly 1.2x on V100; claiming 100 steps/s
+// there and 1 on K80, silent): over the last 20 of 40 rounds the liar
+// makes no more steps than honestly, within a round, and the others no
+// fewer. Before, the liar ran all 20 rounds and b1 to b3 none.
+func TestSilentClaimerWinsNothing(t *testing.T) {
+	truth := sixJobs()
+	run := func(lie bool) truthRun {
+		s := newSched(t, func(c *Config) { c.Policy, c.Estimator = &allocation.MaxThroughput{}, newLearner(t) })
+		for _, k := range slices.Sorted(maps.Keys(truth)) {
+			spec := JobSpec{GPUs: 4, Learn: true}
+			if lie && k == "b4" {
+				spec.Throughput = rates(100, 1)
+			}
+			require.NoError(t, s.Submit(k, spec, 0))
+		}
+		return runTruthSilent(t, s, truth, 40, 20, map[string]bool{"b4": lie})
+	}
+	honest, liar := run(false), run(true)
+	others := func(r truthRun) float64 {
+		n := 0.0
+		for k, v := range r.steps {
+			if k != "b4" {
+				n += v
+			}
+		}
+		return n
+	}
+	t.Logf("honest: steps %v; the liar: steps %v", honest.steps, liar.steps)
+	assert.LessOrEqual(t, liar.steps["b4"], honest.steps["b4"]+360*1.2, "the liar makes no more steps than honestly")
+	assert.GreaterOrEqual(t, others(liar), others(honest)-360*1.2, "the others make no fewer")
+}
+
+// Exploration finds a type a job is unusually good at: a population of 12
+// jobs measured on V100 and K80 (K80 from half to twice as fast as V100),
+// and a new 4-GPU job, alone, truly 3 times faster on V100. Its first run
+// is on K80 (its rates equal, the types in order of name); without
+// exploration it never leaves it, for its measured K80 rate is above its
+// prior on V100; with it, the V100's upper bound is above the K80's
+// measurement, it runs there, is measured at 3, and stays.
+func TestExplorationFindsABetterType(t *testing.T) {
+	run := func(budget float64) (onV100 int, explored float64) {
+		l := newLearner(t)
+		for i := range 12 {
+			ratio := 0.5 + 1.5*float64(i)/11
+			for seg, typ := range []topology.GPUType{topology.V100, topology.K80} {
+				rate := 1.0
+				if typ == topology.K80 {
+					rate = ratio
+				}
+				for w := range 6 {
+					o := learn.Observation{Type: typ, GPUs: 4, Segment: uint64(seg + 1), Steps: rate * 60 * float64(w), Time: float64(1000*seg) + 60*float64(w)}
+					require.NoError(t, l.Observe(fmt.Sprint("pop-", i), o))
+				}
+			}
+		}
+		s := newSched(t, func(c *Config) { c.Estimator, c.Explore.Budget = l, budget })
+		require.NoError(t, s.Submit("x", JobSpec{GPUs: 4, Learn: true}, 0))
+		got := runTruth(t, s, map[string]map[topology.GPUType]float64{"x": rates(3, 1)}, 20, 10)
+		return got.on["x"][topology.V100], got.stats[len(got.stats)-1].ExploredGPUSeconds
+	}
+	with, explored := run(0.2)
+	without, none := run(-1)
+	t.Logf("rounds on V100 of 20: %d exploring (%.0f GPU-seconds), %d without", with, explored, without)
+	assert.Greater(t, with, without+5, "exploration moves it to the type it is best at")
+	assert.Positive(t, explored)
+	assert.Zero(t, none)
+}
+
+// A round that fails changes nothing of the learned jobs either: their
+// rates, reads and runs, the last refit (issue #41's review: the refit's
+// time and every read moved when a round failed after them). Three
+// learned jobs report for 5 rounds (the population refitted at 0 and
+// 1,800 s); the policy fails at the 6th, forced to solve; the snapshot
+// after the failure is the one before.
+func TestFailedRoundLearned(t *testing.T) {
+	pol := &lowFails{id: 0}
+	s := newSched(t, func(c *Config) { c.Policy, c.Estimator = pol, newLearner(t) })
+	truth := threeJobs()
+	for _, k := range []string{"a", "b", "c"} {
+		require.NoError(t, s.Submit(k, JobSpec{GPUs: 4, Learn: true}, 0))
+	}
+	runTruth(t, s, truth, 5, 0)
+	s.ForceReset()
+	before, err := s.Snapshot()
+	require.NoError(t, err)
+	pol.fail = true
+	_, err = s.Round(context.Background(), 5*360)
+	require.ErrorContains(t, err, "solver failed")
+	pol.fail = false
+	after, err := s.Snapshot()
+	require.NoError(t, err)
+	assert.JSONEq(t, string(before), string(after), "a failed round changes nothing")
 }

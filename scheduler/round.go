@@ -107,6 +107,12 @@ type lease struct {
 	pos      int // in Scheduler.leaseList
 }
 
+// tierSolve is a tier's learned and solved, for undo.
+type tierSolve struct {
+	learned bool
+	solved  float64
+}
+
 // unit is one assignment of the round being built.
 type unit struct {
 	jobs   [2]*job
@@ -141,10 +147,14 @@ type scratch struct {
 	// undo.
 	credited []creditedJob
 	lasts    []*allocation.Round
+	solves   []tierSolve
 	// estimates, learnRates and learnOpt are refreshLearned's buffers.
 	estimates  []learn.Estimate
 	learnRates []float64
 	learnOpt   []bool
+	// learnSaved and refitSaved are what refreshLearned changed, for undo.
+	learnSaved []savedLearn
+	refitSaved refitState
 }
 
 // creditedJob is a job's attained time on one type and rounds before
@@ -209,14 +219,14 @@ func (s *Scheduler) round(ctx context.Context, now float64) (*Round, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("scheduler: round at %v: %w", now, err)
 	}
-	// Learned rates are read first (a round that fails below has read
-	// them: they are the estimator's, not the round's).
-	s.refreshLearned(now)
 	// Crediting the last round and the tiers' mechanisms may fail (a
 	// policy's error, ctx cancelled during a solve): what they changed is
-	// undone, so that a round that fails changes nothing.
+	// undone, so that a round that fails changes nothing (but the
+	// estimator's refit and a claim it withdrew: its state, not the
+	// scheduler's).
 	s.checkpoint()
 	stats, reported := s.stats, s.reported
+	s.refreshLearned(now) // the learned rates, saved for undo
 	if err := s.creditUnreported(now); err != nil {
 		s.undo(stats, reported)
 		return nil, err
@@ -256,9 +266,11 @@ func (s *Scheduler) round(ctx context.Context, now float64) (*Round, error) {
 // times it changes.
 func (s *Scheduler) checkpoint() {
 	s.scratch.lasts = s.scratch.lasts[:0]
+	s.scratch.solves = s.scratch.solves[:0]
 	for _, t := range s.tiers {
 		t.mech.Checkpoint()
 		s.scratch.lasts = append(s.scratch.lasts, t.last)
+		s.scratch.solves = append(s.scratch.solves, tierSolve{t.learned, t.solved})
 	}
 	s.scratch.credited = s.scratch.credited[:0]
 }
@@ -267,9 +279,11 @@ func (s *Scheduler) checkpoint() {
 // tiers' mechanisms and last rounds, the attained times and the report
 // flag creditUnreported changed, the statistics.
 func (s *Scheduler) undo(stats RoundStats, reported bool) {
+	s.undoLearned()
 	for i, t := range s.tiers {
 		t.mech.Rollback()
 		t.last = s.scratch.lasts[i]
+		t.learned, t.solved = s.scratch.solves[i].learned, s.scratch.solves[i].solved
 	}
 	for _, c := range slices.Backward(s.scratch.credited) {
 		if c.k >= 0 {
@@ -296,12 +310,16 @@ func (s *Scheduler) allocate(ctx context.Context, now float64) error {
 			t.problem.Capacity[k] = max(0, s.st.Capacity(typ)-reserved[k])
 		}
 		t.problem.Now = now
+		if t.learned && now-t.solved >= t.mech.EffectiveResetInterval() {
+			t.mech.ForceReset() // learned rates that moved wait no longer
+		}
 		rd, err := t.mech.Next(ctx, &t.problem, now)
 		if err != nil {
 			return fmt.Errorf("scheduler: round at %v, priority %d: %w", now, t.priority, s.nameJob(t, err))
 		}
 		t.last = rd
 		if rd.Reset {
+			t.learned, t.solved = false, now
 			s.stats.Reset = true
 			s.stats.Solves++
 			s.stats.SolveTime += rd.Stats.SolveTime
@@ -509,6 +527,7 @@ func (s *Scheduler) releaseLease(holder string) {
 	for _, j := range l.jobs {
 		if j != nil && j.lease == l {
 			j.lease = nil
+			j.learn.segGPUs = 0 // its run is over: reports wait for the next
 		}
 	}
 	*l = lease{extra: l.extra[:0]}

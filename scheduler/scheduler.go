@@ -163,6 +163,11 @@ type tier struct {
 	pairs    *pairView
 	last     *allocation.Round
 	reserved []int // GPUs per type its allocation uses, for lower tiers
+	// learned says learned rates changed since the policy last solved
+	// (at solved): they count at its next solve, forced once
+	// MinResetInterval has passed (Explore.Resolve).
+	learned bool
+	solved  float64
 }
 
 // New returns a scheduler for cfg.
@@ -375,7 +380,7 @@ func (s *Scheduler) Submit(key string, spec JobSpec, now float64) error {
 	}
 	j := &job{key: key, id: s.nextID, spec: spec, arrival: now, pidx: -1, class: -1}
 	if spec.Learn {
-		if err := s.register(key, spec); err != nil {
+		if err := s.register(key, spec, nil); err != nil {
 			return err
 		}
 		s.scratch.estimates, _, _ = s.learnRates(j, s.exploreLeft(), s.scratch.estimates)
@@ -452,7 +457,7 @@ func (s *Scheduler) Update(key string, spec JobSpec) error {
 	if spec.Learn != j.spec.Learn {
 		return fmt.Errorf("%w: job %q: Learn cannot change", ErrInvalid, key)
 	}
-	if err := s.register(key, spec); err != nil {
+	if err := s.register(key, spec, j.learn.withdrawn); err != nil {
 		return err
 	}
 	old := j.spec

@@ -20,6 +20,7 @@ const snapshotVersion = 2
 
 // Bounds of what a snapshot may hold.
 const (
+	maxSegment          = 1 << 53 // a learned job's runs (see learnState)
 	maxSnapshotJobs     = 1 << 22
 	maxSnapshotServers  = 1 << 20
 	maxSnapshotDevices  = 1 << 24
@@ -80,10 +81,13 @@ type snapJob struct {
 	Segment    uint64                       `json:"segment,omitempty"`
 	SegStart   float64                      `json:"segment_start,omitempty"`
 	SegGPUs    int                          `json:"segment_gpus,omitempty"`
+	SegType    topology.GPUType             `json:"segment_type,omitempty"`
 	// Ran are the types a learned job ran on; Read when its rates were
 	// last read (see learnState), nil before.
 	Ran  []topology.GPUType `json:"ran,omitempty"`
 	Read *snapRead          `json:"read,omitempty"`
+	// Withdrawn are the types whose claims were withdrawn.
+	Withdrawn []topology.GPUType `json:"withdrawn,omitempty"`
 }
 
 // snapRead is when a learned job's rates were last read: at At, after
@@ -110,6 +114,10 @@ type snapTier struct {
 	Priority int             `json:"priority"`
 	Rounds   json.RawMessage `json:"rounds,omitempty"`
 	Last     bool            `json:"last,omitempty"`
+	// Learned and Solved: learned rates changed since the policy solved,
+	// at Solved (see tier).
+	Learned bool    `json:"learned,omitempty"`
+	Solved  float64 `json:"solved,omitempty"`
 }
 
 // snapRound is the last round: when it started and ended, whether it was
@@ -198,7 +206,7 @@ func (s *Scheduler) Snapshot() ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("scheduler: snapshot of priority %d: %w", t.priority, err)
 		}
-		snap.Tiers = append(snap.Tiers, snapTier{Priority: t.priority, Rounds: raw, Last: t.last != nil})
+		snap.Tiers = append(snap.Tiers, snapTier{Priority: t.priority, Rounds: raw, Last: t.last != nil, Learned: t.learned, Solved: t.solved})
 	}
 	if s.last != nil {
 		lr := &snapRound{Start: s.last.Start, Length: s.last.Length, End: s.lastEnd, Reported: s.reported}
@@ -417,7 +425,12 @@ func (snap *snapshot) check(hasModel, hasColocation, hasEstimator bool) error {
 				return bad("job %q: learned rate %v on %q (want %g to %g steps/s)", sj.Key, v, t, allocation.MinRate, allocation.MaxRate)
 			}
 		}
-		for _, t := range slices.Concat(sj.Optimistic, sj.Ran) {
+		if sj.SegType != "" {
+			if err := sj.SegType.Validate(); err != nil {
+				return bad("job %q: segment type: %v", sj.Key, err)
+			}
+		}
+		for _, t := range slices.Concat(sj.Optimistic, sj.Ran, sj.Withdrawn) {
 			if err := t.Validate(); err != nil {
 				return bad("job %q: optimistic or ran type: %v", sj.Key, err)
 			}
@@ -435,13 +448,13 @@ func (snap *snapshot) check(hasModel, hasColocation, hasEstimator bool) error {
 			return bad("job %q: finished with %v steps left", sj.Key, sj.Spec.RemainingSteps)
 		case sj.Announced && !sj.Finished:
 			return bad("job %q: announced as finished but not finished", sj.Key)
-		case !sj.Spec.Learn && (sj.Learned != nil || sj.Optimistic != nil || sj.Segment != 0 || sj.SegStart != 0 || sj.SegGPUs != 0):
+		case !sj.Spec.Learn && (sj.Learned != nil || sj.Optimistic != nil || sj.Segment != 0 || sj.SegStart != 0 || sj.SegGPUs != 0 || sj.SegType != ""):
 			return bad("job %q: learned rates or a segment for a job that does not learn", sj.Key)
-		case !sj.Spec.Learn && (sj.Ran != nil || sj.Read != nil):
+		case !sj.Spec.Learn && (sj.Ran != nil || sj.Read != nil || sj.Withdrawn != nil):
 			return bad("job %q: types ran or a read for a job that does not learn", sj.Key)
 		case sj.Read != nil && (!validTime(sj.Read.At) || sj.Read.Types < 0 || sj.Read.Types > len(sj.Ran)):
 			return bad("job %q: read at %v s after %d types of %d", sj.Key, sj.Read.At, sj.Read.Types, len(sj.Ran))
-		case len(sj.Learned) > 1024 || len(sj.Optimistic) > 1024 || len(sj.Ran) > 1024 || !validTime(sj.SegStart) || sj.SegGPUs < 0 || sj.SegGPUs > MaxJobGPUs:
+		case len(sj.Learned) > 1024 || len(sj.Optimistic) > 1024 || len(sj.Ran) > 1024 || len(sj.Withdrawn) > 1024 || !validTime(sj.SegStart) || sj.SegGPUs < 0 || sj.SegGPUs > MaxJobGPUs || sj.Segment > maxSegment || (sj.Segment == 0) != (sj.SegGPUs == 0) && sj.SegGPUs != 0:
 			return bad("job %q: %d learned rates, %d optimistic types, segment from %v s on %d GPUs", sj.Key, len(sj.Learned), len(sj.Optimistic), sj.SegStart, sj.SegGPUs)
 		case sj.Wait.unrunnable() || int(sj.Wait) >= len(reasonNames):
 			return bad("job %q: waits for %v", sj.Key, sj.Wait)
@@ -479,6 +492,9 @@ func (snap *snapshot) check(hasModel, hasColocation, hasEstimator bool) error {
 	for _, st := range snap.Tiers {
 		if prios[st.Priority] {
 			return bad("priority %d twice", st.Priority)
+		}
+		if !validTime(st.Solved) {
+			return bad("priority %d: solved at %v s", st.Priority, st.Solved)
 		}
 		prios[st.Priority] = true
 	}
@@ -755,6 +771,7 @@ func (s *Scheduler) apply(snap *snapshot, p *restorePlan) {
 		if m := p.mechs[st.Priority]; m != nil {
 			t.mech = m
 		}
+		t.learned, t.solved = st.Learned, st.Solved
 	}
 	for i := range snap.Jobs {
 		sj := &snap.Jobs[i]

@@ -38,14 +38,15 @@ type Hidden struct {
 	// Explore bounds the scheduler's exploration (scheduler.Explore).
 	Explore scheduler.Explore
 	// Window is the period of a job's progress reports, in seconds (0
-	// means learn.DefaultWindow, 60 s; at most the round).
+	// means learn.DefaultWindow, 60 s; else 1 s to the round).
 	Window float64
 	// Noise is the standard deviation of a window's log rate around the
-	// truth (0 means 0.05; negative: none), mean-preserving.
+	// truth (0 means 0.05; negative: none), mean-preserving; a function of
+	// Seed, the job and the window's time, the same in every setting.
 	Noise float64
 	// Warmup is the time a job makes no progress after each start or
 	// restart (a checkpoint restored, a compilation): 0 means 30 s;
-	// negative: none.
+	// negative: none; less than the round.
 	Warmup float64
 	// Bias, when its bounds are above 1, makes the truth slower than the
 	// model by a factor drawn per job and type uniformly in [Bias[0],
@@ -108,12 +109,12 @@ func (h *Hidden) check(types []topology.GPUType, length float64) error {
 		return invalid("Hidden.Rates is model but Hidden.Model is nil")
 	case h.KindPrior && h.Model == nil && h.Estimator == nil:
 		return invalid("Hidden.KindPrior without a Hidden.Model for the estimator's table")
-	case !(h.Window >= 0 && h.Window <= length):
-		return invalid("Hidden.Window %v s (want 0 to the round, %v s)", h.Window, length)
+	case !(h.Window == 0 || h.Window >= 1 && h.Window <= length):
+		return invalid("Hidden.Window %v s (want 0 for the default, or 1 s to the round, %v s)", h.Window, length)
 	case math.IsNaN(h.Noise) || h.Noise > 2:
 		return invalid("Hidden.Noise %v (want at most 2)", h.Noise)
-	case math.IsNaN(h.Warmup) || h.Warmup > length:
-		return invalid("Hidden.Warmup %v s (want at most the round, %v s)", h.Warmup, length)
+	case math.IsNaN(h.Warmup) || h.Warmup >= length:
+		return invalid("Hidden.Warmup %v s (want less than the round, %v s: a warm-up that takes whole rounds stalls every job)", h.Warmup, length)
 	case h.Bias != [2]float64{} && !(h.Bias[0] >= 1 && h.Bias[1] >= h.Bias[0] && h.Bias[1] <= 100):
 		return invalid("Hidden.Bias %v (want 1 <= low <= high <= 100)", h.Bias)
 	}
@@ -153,6 +154,31 @@ func newHidden(h Hidden, types []topology.GPUType, length float64) (*hiddenState
 		hs.cfg.Estimator = l
 	}
 	return hs, nil
+}
+
+// noiseAt is the noise factor of a job's window that starts at time at:
+// lognormal of mean 1 and log sigma Noise, a function of the seed, the
+// job and the window's index on the clock alone, so that every setting of
+// Rates on one seed runs the same noise for a job wherever it runs then.
+func (hs *hiddenState) noiseAt(job int, at float64) float64 {
+	if hs.noise == 0 {
+		return 1
+	}
+	x := splitmix(hs.cfg.Seed ^ splitmix(uint64(int64(job))) ^ splitmix(uint64(int64(math.Floor(at/hs.window)))+0x9e37))
+	y := splitmix(x)
+	u1 := (float64(x>>11) + 0.5) / (1 << 53)
+	u2 := float64(y>>11) / (1 << 53)
+	z := math.Sqrt(-2*math.Log(u1)) * math.Cos(2*math.Pi*u2) // Box and Muller, 1958
+	return math.Exp(hs.noise*z - hs.noise*hs.noise/2)
+}
+
+// splitmix is one step of SplitMix64 (Steele, Lea and Flood, OOPSLA
+// 2014): a fixed, portable hash of the noise's coordinates.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
 }
 
 // truth biases a job's model rates into its true ones (Hidden.Bias),
@@ -251,13 +277,15 @@ func (hs *hiddenState) run(e *roundEngine, rj *running, rate float64, typ topolo
 	if !kept {
 		t = min(hs.warmup, e.length)
 	}
-	for t < e.length && steps < rj.remaining {
-		w := min(hs.window-math.Mod(t, hs.window), e.length-t)
-		f := 1.0
-		if hs.noise > 0 {
-			f = math.Exp(hs.noise*hs.rng.NormFloat64() - hs.noise*hs.noise/2)
+	// Windows end at whole multiples of the window from the round's
+	// start (by index: a remainder of floats could round to no step).
+	for k := math.Floor(t / hs.window); t < e.length && steps < rj.remaining; k++ {
+		end := min((k+1)*hs.window, e.length)
+		if end <= t {
+			continue
 		}
-		r := rate * f
+		w := end - t
+		r := rate * hs.noiseAt(rj.rec.ID, start+t)
 		n := r * w
 		if steps+n >= rj.remaining {
 			w = (rj.remaining - steps) / r

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"math"
+	"time"
 	"testing"
 
 	"github.com/gpusched/gpusched/allocation"
@@ -134,6 +135,8 @@ func TestHiddenInvalid(t *testing.T) {
 		{Hidden{Rates: RatesModel}, nil, "Hidden.Model"},
 		{Hidden{Rates: 9}, nil, "Hidden.Rates"},
 		{Hidden{Window: 400}, nil, "Hidden.Window"},
+		{Hidden{Window: 0.1}, nil, "Hidden.Window"},
+		{Hidden{Warmup: 360}, nil, "Hidden.Warmup"},
 		{Hidden{Noise: math.NaN()}, nil, "Hidden.Noise"},
 		{Hidden{Warmup: 1000}, nil, "Hidden.Warmup"},
 		{Hidden{Bias: [2]float64{0.5, 2}}, nil, "Hidden.Bias"},
@@ -228,4 +231,73 @@ func meanOf(xs []float64) float64 {
 		s += x
 	}
 	return s / float64(max(len(xs), 1))
+}
+
+// Under Gavel's throughput maximisation, which adds rates across jobs, a
+// tenant that inflates every report by 3 shortens its jobs' mean JCT by
+// about 30% at the others' expense; with Explore.Normalise (each job's
+// rates over its fastest), it gains nothing: the policies see the shape
+// of its rates, not their scale.
+func TestHiddenMisreportMaxThroughput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("four simulations of 400 jobs")
+	}
+	liar := func(id int) bool { return id%4 == 0 }
+	run := func(lie float64, normalise bool) (float64, float64) {
+		jobs, err := (&GavelWorkload{Rate: 1.6}).Generate(400)
+		require.NoError(t, err)
+		var ids []int
+		for _, j := range jobs[100:300] {
+			ids = append(ids, j.ID)
+		}
+		h := &Hidden{Explore: scheduler.Explore{Normalise: normalise}, Misreport: func(id int, _ topology.GPUType) float64 {
+			if liar(id) {
+				return lie
+			}
+			return 1
+		}}
+		res, err := Run(context.Background(), Config{Types: []topology.GPUType{topology.V100, topology.P100, topology.K80}, Capacity: []int{12, 12, 12},
+			Policy: &allocation.MaxThroughput{}, JobsToComplete: ids, Hidden: h}, jobs)
+		require.NoError(t, err)
+		var l, o []float64
+		for _, r := range res.Records {
+			if r.ID < jobs[100].ID || r.ID > jobs[299].ID {
+				continue
+			}
+			if liar(r.ID) {
+				l = append(l, r.JCT())
+			} else {
+				o = append(o, r.JCT())
+			}
+		}
+		return meanOf(l) / 3600, meanOf(o) / 3600
+	}
+	for _, normalise := range []bool{false, true} {
+		hl, ho := run(1, normalise)
+		ll, lo := run(3, normalise)
+		t.Logf("normalise %v: honest: liar's %.2f h, others' %.2f h; inflating x3: liar's %.2f h (%+.1f%%), others' %.2f h (%+.1f%%)",
+			normalise, hl, ho, ll, 100*(ll/hl-1), lo, 100*(lo/ho-1))
+		if normalise {
+			assert.GreaterOrEqual(t, ll, 0.98*hl, "normalised: the liar gains nothing")
+			assert.LessOrEqual(t, lo, 1.02*ho, "normalised: the others lose nothing")
+		} else {
+			assert.Less(t, ll, 0.9*hl, "raw rates: the lie pays (what Normalise is for)")
+		}
+	}
+}
+
+// Windows that do not divide the round (7.3 s, 47 s) end: a window's end
+// is its index times the window, not a float remainder, which rounded to
+// no step at all (issue #41's review: Run never returned).
+func TestHiddenOddWindows(t *testing.T) {
+	for _, w := range []float64{7.3, 47, 1} {
+		jobs, err := (&GavelWorkload{Rate: 3, Seed: 2}).Generate(12)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		res, err := Run(ctx, Config{Types: []topology.GPUType{topology.V100, topology.K80}, Capacity: []int{4, 4}, Policy: &allocation.MaxMinFairness{},
+			Hidden: &Hidden{Window: w}}, jobs)
+		cancel()
+		require.NoError(t, err, "window %v s", w)
+		assert.Len(t, res.Records, 12, "window %v s", w)
+	}
 }

@@ -16,7 +16,7 @@ var rateNames = []string{"learned", "oracle", "model", "agnostic"}
 // hiddenFor returns the sim.Hidden of a -rates setting: the policies see
 // learned rates (from nothing), the truth, the spec model (perfmodel/hw,
 // each job profiled on one V100: Gavel's rate there) or the same rate on
-// every type; every setting runs the same truth, noise and warm-ups.
+// every type; every setting runs the same truth and noise.
 func hiddenFor(name string, seed uint64) (*sim.Hidden, error) {
 	h := &sim.Hidden{Seed: seed}
 	switch name {

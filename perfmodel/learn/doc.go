@@ -75,9 +75,10 @@
 //     job's level on its measured types, with sigma Config.ModelSigma.
 //
 // Source says what an estimate rests on: measured, claim, prior or none.
-// A job's evidence moves only its own estimates and, once it is measured
-// and not Private, the population's rows; claims never enter the
-// population.
+// A job's evidence moves its own estimates and, once it is measured and
+// not Private, its row of the population (other jobs' priors); claims
+// never enter the population, nor set the job's level for its priors on
+// other types.
 //
 // # Evidence
 //

@@ -124,9 +124,13 @@ func (l *Learner) row(j *job, buf []float64, tvs []trackVal) ([]float64, []track
 // view is what Estimates needs of a job, computed once: its evidence per
 // type (measured, else claimed) and the scaling.
 type view struct {
-	j        *job
-	b, bvar  float64
-	ev       []evidence
+	j       *job
+	b, bvar float64
+	ev      []evidence
+	// lev is the measured part of ev: the job's level for the priors
+	// (a claim is evidence on its own type only: a claim of 100 on one
+	// type set the priors on the others from it, issue #41's review).
+	lev      []evidence
 	byType   []int // index in ev of each type's evidence, or -1
 	measured []bool
 	counts   [][2]int // windows, segments per type
@@ -156,6 +160,9 @@ func (l *Learner) view(j *job) *view {
 		if ok {
 			v.byType[ti] = len(v.ev)
 			v.ev = append(v.ev, evidence{typ: ti, mean: m, vari: vari})
+			if v.measured[ti] {
+				v.lev = append(v.lev, evidence{typ: ti, mean: m, vari: vari})
+			}
 		}
 	}
 	return v
@@ -167,11 +174,11 @@ func (l *Learner) prior(v *view, ti int) (mean, vari float64, ok bool) {
 	prec, num := 0.0, 0.0
 	if l.pop.covers(ti) {
 		ws := v.all
-		if v.byType[ti] >= 0 {
-			v.one = l.pop.refWeights(v.ev, ti, l.kernel(), v.one)
+		if v.measured[ti] { // its own measurement left out of its prior
+			v.one = l.pop.refWeights(v.lev, ti, l.kernel(), v.one)
 			ws = v.one
 		} else if !v.hasAll {
-			v.all, v.hasAll = l.pop.refWeights(v.ev, -1, l.kernel(), nil), true
+			v.all, v.hasAll = l.pop.refWeights(v.lev, -1, l.kernel(), nil), true
 			ws = v.all
 		}
 		if m, vr, ok := l.pop.fromWeights(ws, ti, l.kernel(), v.buf); ok {
@@ -211,7 +218,7 @@ func (l *Learner) modelPrior(v *view, ti int) (mean, vari float64, ok bool) {
 	}
 	s2 := l.cfg.ModelSigma * l.cfg.ModelSigma
 	sw, swd := 0.0, 0.0
-	for _, e := range v.ev {
+	for _, e := range v.lev {
 		if e.typ == ti {
 			continue
 		}

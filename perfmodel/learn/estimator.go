@@ -86,9 +86,11 @@ type JobInfo struct {
 	Kind *perfmodel.JobKey
 	// Claims are the rates (steps per second at the reference GPU count)
 	// the job's tenant claims, per type: weak evidence, a pseudo-
-	// observation with sigma Config.ClaimSigma, ignored on any type the
-	// job has been measured on. At most MaxClaims, each 0 (cannot run
-	// there: ignored) or in [perfmodel.MinRate, perfmodel.MaxRate].
+	// observation with sigma Config.ClaimSigma on its own type only
+	// (never the job's level for the priors of other types), ignored on
+	// any type the job has been measured on. At most MaxClaims, each 0
+	// (cannot run there: ignored) or in [perfmodel.MinRate,
+	// perfmodel.MaxRate].
 	Claims map[topology.GPUType]float64
 	// Private keeps the job's measurements out of the population (they
 	// still set its own estimates): for a job whose reports are not
