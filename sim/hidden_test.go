@@ -3,8 +3,8 @@ package sim
 import (
 	"context"
 	"math"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/perfmodel"

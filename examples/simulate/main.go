@@ -456,7 +456,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 			rho, above = "-", "-"
 		}
 		cells := []string{r.name, strconv.Itoa(s.Jobs), h(s.MeanJCT), h(s.MedianJCT), h(s.P95JCT), h(s.P99JCT), h(s.MeanQueueing), h(s.Makespan),
-			cli.Percent(s.Utilisation), rho, above, strconv.Itoa(r.result.Allocations), r.took.Round(10*time.Millisecond).String()}
+			cli.Percent(s.Utilisation), rho, above, strconv.Itoa(r.result.Allocations), r.took.Round(10 * time.Millisecond).String()}
 		if o.rates != "" {
 			cells = append(cells, cli.Fixed(r.result.ExploredGPUSeconds/3600, 1))
 		}
