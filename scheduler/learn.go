@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"iter"
 	"math"
@@ -518,7 +519,17 @@ func (s *Scheduler) Progress(key string, steps, at float64) error {
 		return fmt.Errorf("%w: job %q: a report at %v s, past the round's end (%v s) and a round", ErrInvalid, key, at, s.lastEnd)
 	}
 	o := learn.Observation{Type: j.lease.typeName, GPUs: j.learn.segGPUs, Segment: j.learn.segment, Steps: steps, Time: at}
-	if err := s.cfg.Estimator.Observe(key, o); err != nil {
+	err := s.cfg.Estimator.Observe(key, o)
+	if le := (*learn.Error)(nil); errors.As(err, &le) && le.Field == "Steps" && errors.Is(err, learn.ErrOutOfOrder) {
+		// Steps that went back where the job runs on: it restarted in
+		// place (its container, from a checkpoint). Its next run starts
+		// here, its warm-up left out as after any start.
+		j.learn.segment++
+		j.learn.segStart = at
+		o.Segment = j.learn.segment
+		err = s.cfg.Estimator.Observe(key, o)
+	}
+	if err != nil {
 		return fmt.Errorf("%w: job %q: %w", ErrInvalid, key, err)
 	}
 	return nil
