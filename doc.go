@@ -24,19 +24,27 @@
 //   - [github.com/gpusched/gpusched/cluster]: the live cluster state: who holds
 //     each GPU, its health, free counts.
 //   - [github.com/gpusched/gpusched/perfmodel]: job identities and throughput
-//     models, with Gavel's measured table embedded in perfmodel/gavel.
+//     models, with Gavel's measured table embedded in perfmodel/gavel, the
+//     spec model in perfmodel/hw, and rates learned from progress in
+//     perfmodel/learn.
 //   - [github.com/gpusched/gpusched/allocation]: LP-based allocation policies
 //     and the round-based mechanism; allocation/lp is the LP solver.
-//   - [github.com/gpusched/gpusched/placement]: placement of jobs on servers and GPUs.
+//   - [github.com/gpusched/gpusched/placement]: placement of jobs on servers
+//     and GPUs; placement/ring is ring-all-reduce placement (SJF-BCO).
 //   - [github.com/gpusched/gpusched/gang]: all-or-nothing admission, queue
 //     orders, backfilling.
 //   - [github.com/gpusched/gpusched/elastic]: elastic scaling, capacity
 //     loaning, Pollux's goodput, Sia.
+//   - [github.com/gpusched/gpusched/flavor]: how Kueue chooses a workload's
+//     flavor (GPU type), and gpusched's steering of that choice.
 //   - [github.com/gpusched/gpusched/sim]: the simulator's engines and trace loaders.
 //
-// Packages that need cgo (an LP solver binding, NVML discovery) live in their
-// own subpackages behind build tags, so importing any package above needs no
-// cgo and no system library. The repository's docs folder has a guide per
+// Packages that need cgo (an LP solver binding, allocation/lp/clp; NVML
+// discovery, topology/nvml) live in their own subpackages behind build
+// tags, so importing any package above needs no cgo and no system library;
+// allocation/lp/lptest holds the tests every LP backend passes. The
+// examples folder holds runnable programs; internal holds helpers of no
+// use outside. The Kubernetes parts are the nested module kube. The repository's docs folder has a guide per
 // audience: embedding the core, the simulator, Kubernetes, reproductions of
 // the papers, benchmarks, input limits and the architecture.
 package gpusched

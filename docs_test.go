@@ -498,3 +498,61 @@ func TestREADMESnippet(t *testing.T) {
 		t.Errorf("README.md's program differs from examples/embed/main.go (after its package comment); copy one onto the other.\nREADME:\n%s\nexamples/embed/main.go:\n%s", program[0], want)
 	}
 }
+
+// TestDocNamesEveryPackage checks that docs/architecture.md names every
+// package of both modules (a group such as `examples/*` or
+// `kube/cmd/*` names its members) and that the root package's
+// documentation (doc.go) names every package of the root module by its
+// path (examples and internal by their folder), so that a package added
+// without its place in the picture fails here (issue #44).
+func TestDocNamesEveryPackage(t *testing.T) {
+	arch, err := os.ReadFile("docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pkgs []string
+	err = filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); p != "." && (strings.HasPrefix(name, ".") || name == "testdata" || p == "kube/hack") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(p, ".go") && filepath.Dir(p) != "." && !slices.Contains(pkgs, filepath.ToSlash(filepath.Dir(p))) {
+			pkgs = append(pkgs, filepath.ToSlash(filepath.Dir(p)))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := func(text []byte, pkg string) bool {
+		for p := pkg; p != "." && p != ""; p = path.Dir(p) {
+			if bytes.Contains(text, []byte("`"+p+"`")) || bytes.Contains(text, []byte("`"+p+"/*`")) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range pkgs {
+		if !named(arch, p) {
+			t.Errorf("docs/architecture.md does not name package %s", p)
+		}
+		if strings.HasPrefix(p, "kube/") || strings.HasPrefix(p, "examples/") || strings.HasPrefix(p, "internal/") {
+			continue
+		}
+		if !regexp.MustCompile(`(^|[\s/\[(])` + regexp.QuoteMeta(p) + `([\s\].,;:)]|$)`).Match(doc) {
+			t.Errorf("doc.go does not name package %s", p)
+		}
+	}
+	if len(pkgs) < 30 {
+		t.Errorf("found %d packages, fewer than the repository holds", len(pkgs))
+	}
+}
