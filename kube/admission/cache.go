@@ -156,6 +156,7 @@ func (c *Controller) startCaches(ctx context.Context) error {
 		}
 	}
 	c.caches = k
+	c.shared.caches.Store(k)
 	for _, f := range k.factories {
 		f.Start(ictx.Done())
 	}

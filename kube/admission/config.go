@@ -12,6 +12,7 @@ import (
 	"github.com/gpusched/gpusched/kube/tenancy"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
+	"github.com/gpusched/gpusched/perfmodel/learn"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -180,6 +181,17 @@ type Config struct {
 	// job's rates count only relative to each other (tenancy.RateRules);
 	// nil means Gavel's table (perfmodel/gavel.Simulation).
 	Throughput perfmodel.ThroughputModel
+
+	// Estimator, when set, learns every workload's rates from its
+	// progress (issue #41; scheduler.JobSpec.Learn): its claimed rates,
+	// after the tenancy's rules, are claims (weak evidence, withdrawn on
+	// a type it ran on without reporting), and the core normalises each
+	// job's rates (scheduler.Explore.Normalise), so that a report's scale
+	// buys nothing. Reports reach it through Progress (the progress
+	// channel's sink; Workload is its resolver: kube/progress). What it
+	// learned is not kept across restarts (it learns again); nil: no
+	// learning, the claims are the rates.
+	Estimator learn.Estimator
 
 	// StateNamespace (required unless NoState) and StateName locate the
 	// ConfigMap that keeps the state across restarts, in the controller's

@@ -35,6 +35,9 @@ type Controller struct {
 	cfg   Config
 	log   *slog.Logger
 	sched *scheduler.Scheduler
+	// shared holds what the progress channel reads without the mutex
+	// (progress.go).
+	shared shared
 
 	ten        *tenancy.Tenancy
 	tenancyRV  string // resourceVersion of the tenancy ConfigMap last read
@@ -210,11 +213,13 @@ func (c *Controller) resetScheduler() error {
 		Mechanism: allocation.Mechanism{RoundLength: c.cfg.roundSeconds(), MinResetInterval: c.cfg.MinResetInterval},
 		// Admission decides types, not devices: a job may span nodes.
 		MigrationCost: -1, Logger: c.log,
+		Estimator: c.cfg.Estimator, Explore: scheduler.Explore{Normalise: true},
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	c.sched = s
+	c.shared.sched.Store(s)
 	c.nodes = map[string]nodeInfo{}
 	c.specKey = ""
 	return c.syncNodes()
@@ -704,7 +709,8 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 	for _, k := range c.sched.Jobs() {
 		known[k] = true
 	}
-	env := &specEnv{ten: c.ten, model: c.cfg.model(), known: c.types(), priorities: c.priorities, defaultPriority: c.defaultPriority}
+	env := &specEnv{ten: c.ten, model: c.cfg.model(), known: c.types(), priorities: c.priorities, defaultPriority: c.defaultPriority,
+		learn: c.cfg.Estimator != nil}
 	var fresh []*workload
 	malformed := map[string]bool{}
 	for _, w := range ws {

@@ -293,6 +293,9 @@ type specEnv struct {
 	// defaultPriority is the value of the globalDefault PriorityClass (0
 	// without one).
 	defaultPriority int32
+	// learn makes the rates learned (Config.Estimator): the claims are
+	// claims, none are none.
+	learn bool
 }
 
 // priority returns the value of the workload's PriorityClass. A pod's
@@ -383,6 +386,12 @@ func (w *workload) spec(env *specEnv) (spec scheduler.JobSpec, notes []string, e
 		return spec, nil, bad("annotation %s rates none of the cluster's types %v it may run on", AnnotationThroughput, allowed)
 	}
 	spec.Throughput = rates
+	if env.learn {
+		spec.Learn = true
+		if len(claimed) == 0 {
+			spec.Throughput = nil // nothing claimed: learned from nothing
+		}
+	}
 	return spec, notes, nil
 }
 

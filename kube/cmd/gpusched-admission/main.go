@@ -16,6 +16,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,7 +34,9 @@ import (
 
 	"github.com/gpusched/gpusched/kube/admission"
 	"github.com/gpusched/gpusched/kube/internal/leader"
+	"github.com/gpusched/gpusched/kube/progress"
 	"github.com/gpusched/gpusched/kube/tenancy"
+	"github.com/gpusched/gpusched/perfmodel/learn"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -60,6 +63,35 @@ type options struct {
 	apiQPS, eventQPS                            float64
 	apiBurst, eventBurst                        int
 	removal                                     removalOptions
+	learning                                    learnOptions
+}
+
+// learnOptions are the flags of learned rates and the progress channel
+// (issue #41).
+type learnOptions struct {
+	learn                     bool
+	addr, cert, key, audience string
+}
+
+func (l *learnOptions) flags(fs *flag.FlagSet) {
+	fs.BoolVar(&l.learn, "learn", false, "learn every workload's rates from its progress (its claimed rates are claims, withdrawn where it runs without reporting); what was learned is not kept across restarts")
+	fs.StringVar(&l.addr, "progress-bind-address", "0", "address of the progress channel (HTTPS POST /v1/progress, kube/docs/progress.md), served by the leader; 0 turns it off; needs --learn and a certificate")
+	fs.StringVar(&l.cert, "progress-tls-cert-file", "", "the progress channel's TLS certificate (PEM)")
+	fs.StringVar(&l.key, "progress-tls-key-file", "", "the progress channel's TLS key (PEM)")
+	fs.StringVar(&l.audience, "progress-audience", progress.DefaultAudience, "the audience of the pods' projected tokens that the channel accepts")
+}
+
+func (l *learnOptions) check() error {
+	serve := l.addr != "0" && l.addr != ""
+	switch {
+	case serve && !l.learn:
+		return errors.New("--progress-bind-address without --learn: the reports would feed nothing")
+	case serve && (l.cert == "" || l.key == ""):
+		return errors.New("--progress-bind-address needs --progress-tls-cert-file and --progress-tls-key-file: the pods' tokens travel in the requests")
+	case serve && l.audience == "":
+		return errors.New("--progress-audience is empty")
+	}
+	return nil
 }
 
 // removalOptions are the flags of preemption's deletions, the requeued
@@ -129,6 +161,7 @@ func parse(args []string) (options, error) {
 	fs.Float64Var(&o.eventQPS, "event-qps", admission.DefaultEventQPS, "events and pod condition writes per second (a token bucket shared by both; the rest wait, and events past a queue of 1,000 are dropped)")
 	fs.IntVar(&o.eventBurst, "event-burst", admission.DefaultEventBurst, "burst of events and pod condition writes")
 	o.removal.flags(fs)
+	o.learning.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -164,6 +197,9 @@ func (o *options) checkValues() error {
 			o.apiQPS, o.apiBurst, o.eventQPS, o.eventBurst)
 	}
 	if _, err := admission.PolicyByName(o.policy); err != nil {
+		return err
+	}
+	if err := o.learning.check(); err != nil {
 		return err
 	}
 	return o.removal.check()
@@ -251,12 +287,31 @@ func run(args []string) error {
 	}
 	start := func(ctx context.Context) error {
 		// The state is read when leading, so a new leader continues from
-		// the last one's.
+		// the last one's; a leader learns afresh.
+		cfg := cfg
+		if o.learning.learn {
+			est, err := learn.New(learn.Config{})
+			if err != nil {
+				return err
+			}
+			cfg.Estimator = est
+		}
 		c, err := admission.New(ctx, cfg)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
+		if addr := o.learning.addr; addr != "0" && addr != "" {
+			srv, err := progress.New(progress.Config{Client: cs, Resolver: c, Sink: c, Audience: o.learning.audience})
+			if err != nil {
+				return err
+			}
+			bound, err := serveTLS(ctx, addr, o.learning.cert, o.learning.key, srv)
+			if err != nil {
+				return fmt.Errorf("--progress-bind-address %s: %w", addr, err)
+			}
+			log.Info("serving the progress channel", "address", bound)
+		}
 		log.Info("admission controller running", "policy", o.policy, "round", o.round, "preemption", !o.noPreemption)
 		return c.Run(ctx)
 	}
@@ -321,6 +376,33 @@ func share(s *tenancy.TypeShare) string {
 
 // serveMetrics serves /metrics (the gatherer's) and /healthz on addr
 // until ctx ends; it returns the address it listens on.
+// serveTLS serves h over TLS (certificate and key files) at addr until
+// ctx ends, and returns the address it listens on.
+func serveTLS(ctx context.Context, addr, cert, key string, h http.Handler) (string, error) {
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		return "", err
+	}
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
+		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}}
+	go func() {
+		if err := srv.ServeTLS(l, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintln(os.Stderr, "gpusched-admission: progress server:", err)
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	return l.Addr().String(), nil
+}
+
 func serveMetrics(ctx context.Context, addr string, g prometheus.Gatherer) (string, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics.HandlerFor(g, metrics.HandlerOpts{ErrorHandling: metrics.ContinueOnError}))

@@ -91,3 +91,28 @@ func TestCopyKeyFlags(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, got)
 }
+
+// The progress channel's flags: served only with --learn and a
+// certificate; --learn alone learns without a channel (reports through
+// another one, or none).
+func TestLearnFlags(t *testing.T) {
+	o, err := parse([]string{"--state-namespace", "x", "--learn"})
+	require.NoError(t, err)
+	assert.True(t, o.learning.learn)
+	assert.Equal(t, "0", o.learning.addr, "no channel unless asked")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--progress-bind-address", ":8443"}, "without --learn"},
+		{[]string{"--learn", "--progress-bind-address", ":8443"}, "--progress-tls-cert-file"},
+		{[]string{"--learn", "--progress-bind-address", ":8443", "--progress-tls-cert-file", "c", "--progress-tls-key-file", "k", "--progress-audience", ""}, "--progress-audience"},
+	} {
+		_, err := parse(append([]string{"--state-namespace", "x"}, c.args...))
+		require.Error(t, err, "%q", c.args)
+		assert.Contains(t, err.Error(), c.want)
+	}
+	o, err = parse([]string{"--state-namespace", "x", "--learn", "--progress-bind-address", ":8443", "--progress-tls-cert-file", "c", "--progress-tls-key-file", "k"})
+	require.NoError(t, err)
+	assert.Equal(t, "gpusched-progress", o.learning.audience)
+}
