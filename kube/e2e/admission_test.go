@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/gpusched/gpusched/kube/model"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
+	"github.com/gpusched/gpusched/perfmodel/learn"
 	"github.com/gpusched/gpusched/sim"
 	"github.com/gpusched/gpusched/topology"
 	corev1 "k8s.io/api/core/v1"
@@ -160,6 +162,12 @@ type admOptions struct {
 	// rates gives the completer a job's rates when they are not the
 	// table's (throughput annotation, or the default of 1 step/s).
 	rates map[string]map[topology.GPUType]float64
+	// hideKinds creates the pods without their job kind (the controller
+	// knows nothing of their rates; the completer runs them at the
+	// table's); learn gives the controller an estimator and serves the
+	// progress channel, through which the completer reports each running
+	// job's steps every 60 s of the round, as the job would (learn_test.go).
+	hideKinds, learn bool
 }
 
 // runAdmission drives the controller round by round on a virtual clock
@@ -175,13 +183,23 @@ func runAdmission(ctx context.Context, t *testing.T, cs kubernetes.Interface, jo
 	t.Helper()
 	tab := gavel.Simulation()
 	clock := 0.0
+	var clockBits atomic.Uint64 // clock, for the progress channel's goroutines
 	zero := int64(0)
 	cfg := admission.Config{
 		Client: cs, Namespace: o.ns, NodeSelector: map[string]string{admPoolLabel: admPool}, Policy: o.policy,
-		RoundSeconds: admRound, Clock: func() float64 { return clock }, PodDeletionGrace: &zero, StateNamespace: o.ns,
+		RoundSeconds: admRound, Clock: func() float64 { return math.Float64frombits(clockBits.Load()) }, PodDeletionGrace: &zero, StateNamespace: o.ns,
+	}
+	if o.learn {
+		est, err := learn.New(learn.Config{})
+		must(t, err, "estimator")
+		cfg.Estimator = est
 	}
 	ctl, err := admission.New(ctx, cfg)
 	must(t, err, "controller")
+	var ch *progressChannel
+	if o.learn {
+		ch = startProgressChannel(ctx, t, cs, o.ns, ctl)
+	}
 	t.Cleanup(func() { ctl.Close() })
 	t.Cleanup(func() { admDeletePods(cs, o.ns) })
 	run := &admRun{finish: map[string]float64{}, ran: map[string]map[topology.GPUType]int{}}
@@ -202,10 +220,29 @@ func runAdmission(ctx context.Context, t *testing.T, cs kubernetes.Interface, jo
 	created := 0
 	createdNames := map[string]bool{}
 	start := time.Now()
+	done := map[string]float64{} // steps done, by pod name (the jobs' global steps)
 	for round := 0; round < o.maxRounds && len(run.finish) < len(jobs)-len(bad); round++ {
 		clock = float64(round) * admRound
+		clockBits.Store(math.Float64bits(clock))
 		for created < len(jobs) && jobs[created].arrival <= clock {
-			_, err := cs.CoreV1().Pods(o.ns).Create(ctx, jobs[created].pod(o.ns), metav1.CreateOptions{})
+			pod := jobs[created].pod(o.ns)
+			if o.hideKinds {
+				// Its kind unknown, but not where it fits: the types it can
+				// run on (its memory), as its tenant would say.
+				delete(pod.Annotations, admission.AnnotationJobKind)
+				delete(pod.Annotations, admission.AnnotationBatchSize)
+				var fits []string
+				for _, at := range admTypes {
+					if r, err := tab.Throughput(jobs[created].key, at.typ); err == nil && r > 0 {
+						fits = append(fits, string(at.typ))
+					}
+				}
+				pod.Annotations[model.AnnotationGPUTypes] = strings.Join(fits, ",")
+			}
+			if o.learn {
+				pod.Spec.ServiceAccountName = "default" // its token is bound to it
+			}
+			_, err := cs.CoreV1().Pods(o.ns).Create(ctx, pod, metav1.CreateOptions{})
 			must(t, err, "create %s", jobs[created].name)
 			createdNames[jobs[created].name] = true
 			created++
@@ -292,6 +329,21 @@ func runAdmission(ctx context.Context, t *testing.T, cs kubernetes.Interface, jo
 			}
 			if rate <= 0 {
 				t.Fatalf("round %d: %s admitted on %s where it cannot run", round, name, typ)
+			}
+			if ch != nil {
+				// The job reports its steps every 60 s of the round until it
+				// finishes, through the channel, authenticated as its pod.
+				secs := min(admRound, remaining[name]/rate)
+				ch.running(ctx, t, name)
+				for at := 0.0; ; at = min(at+60, secs) {
+					clockBits.Store(math.Float64bits(clock + at))
+					ch.report(ctx, t, name, done[name]+rate*at)
+					if at >= secs {
+						break
+					}
+				}
+				clockBits.Store(math.Float64bits(clock))
+				done[name] += rate * secs
 			}
 			if left := remaining[name]; left <= rate*admRound {
 				run.finish[name] = clock + left/rate

@@ -1,0 +1,160 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/kube/admission"
+	"github.com/gpusched/gpusched/kube/progress"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+)
+
+// progressChannel is the progress channel the admission controller
+// serves (kube/progress, TLS), and the jobs' side of it: each job posts
+// its steps with its pod's bound service-account token, which the test
+// asks the TokenRequest API for as the kubelet would project it (no
+// kubelet runs here).
+type progressChannel struct {
+	cs     kubernetes.Interface
+	ns     string
+	url    string
+	client *http.Client
+	tokens map[types.UID]string
+	uids   map[string]types.UID // by pod name
+}
+
+// startProgressChannel serves the channel in front of ctl (its resolver
+// and sink), the real API server reviewing the tokens, and makes the
+// pods' service account.
+func startProgressChannel(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string, ctl *admission.Controller) *progressChannel {
+	t.Helper()
+	_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("service account: %v", err)
+	}
+	// The reports of a round come at once here (its 60 s steps on the
+	// virtual clock): no rate limit but the bounds.
+	srv, err := progress.New(progress.Config{Client: cs, Resolver: ctl, Sink: ctl, Interval: time.Microsecond, Burst: 1000})
+	must(t, err, "progress server")
+	ts := httptest.NewTLSServer(srv)
+	t.Cleanup(ts.Close)
+	return &progressChannel{cs: cs, ns: ns, url: ts.URL + "/v1/progress", client: ts.Client(), tokens: map[types.UID]string{}, uids: map[string]types.UID{}}
+}
+
+// running marks a bound pod Running, as its kubelet would, and gets its
+// token once.
+func (c *progressChannel) running(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := c.cs.CoreV1().Pods(c.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		c.uids[name] = p.UID
+		if p.Status.Phase == corev1.PodRunning {
+			return nil
+		}
+		p.Status.Phase = corev1.PodRunning
+		_, err = c.cs.CoreV1().Pods(c.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		return err
+	})
+	must(t, err, "%s running", name)
+	uid := c.uids[name]
+	if c.tokens[uid] != "" {
+		return
+	}
+	exp := int64(3600)
+	tr, err := c.cs.CoreV1().ServiceAccounts(c.ns).CreateToken(ctx, "default", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		Audiences: []string{progress.DefaultAudience}, ExpirationSeconds: &exp,
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: name, UID: uid},
+	}}, metav1.CreateOptions{})
+	must(t, err, "token of %s", name)
+	c.tokens[uid] = tr.Status.Token
+}
+
+// report posts a job's cumulative steps; the channel must take it, the
+// controller's informer seeing the pod Running (it may lag a moment).
+func (c *progressChannel) report(ctx context.Context, t *testing.T, name string, steps float64) {
+	t.Helper()
+	var last string
+	for range 50 {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, strings.NewReader(fmt.Sprintf(`{"steps": %.3f}`, steps)))
+		must(t, err, "request")
+		req.Header.Set("Authorization", "Bearer "+c.tokens[c.uids[name]])
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.client.Do(req)
+		must(t, err, "report of %s", name)
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode == http.StatusNoContent {
+			return
+		}
+		last = fmt.Sprintf("%d %s", resp.StatusCode, body)
+		if resp.StatusCode != http.StatusNotFound { // 404: the pod not in the cache yet
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("report of %s (%.0f steps): %s", name, steps, last)
+}
+
+// TestE2ELearnAdmission: the admission controller starts with no rates
+// and learns them from what the jobs report through the progress channel
+// (the real API server reviewing each pod's bound token), beside the same
+// workload with every job's kind known (Gavel's table, the truth the
+// completer runs) and with nothing known (one rate on every type). 30
+// jobs of Gavel's kinds, 0.5 to 4 h each on a V100, at 12 an hour, on 8
+// K80, 8 P100 and 8 V100 GPUs, under max-min fairness. It prints
+// oracle / learned / none and holds learned within 10% of the oracle's
+// mean JCT (issue #41).
+func TestE2ELearnAdmission(t *testing.T) {
+	controlPlane(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	jct := map[string]float64{}
+	for _, c := range []struct {
+		name             string
+		hideKinds, learn bool
+	}{{"oracle", false, false}, {"learned", true, true}, {"none", true, false}} {
+		// Each in a subtest of its own: its nodes, its kube-scheduler and
+		// its pods go with it (the controller selects the pool's nodes).
+		t.Run(c.name, func(t *testing.T) {
+			ns := "learn-" + c.name
+			cs := admSetup(ctx, t, ns)
+			createNodes(ctx, t, cs, admNodes(ns))
+			startStock(t)
+			jobs := admWorkload(30, 12, 5)
+			run := runAdmission(ctx, t, cs, jobs, nil, admOptions{ns: ns, nodes: ns, policy: &allocation.MaxMinFairness{}, restartAt: -1, maxRounds: 400,
+				hideKinds: c.hideKinds, learn: c.learn})
+			if len(run.finish) != len(jobs) {
+				t.Fatalf("%d of %d jobs finished in %d rounds", len(run.finish), len(jobs), run.rounds)
+			}
+			sum := 0.0
+			for _, j := range jobs {
+				sum += run.finish[j.name] - j.arrival
+			}
+			jct[c.name] = sum / float64(len(jobs)) / 3600
+			t.Logf("mean JCT %.2f h, %d rounds, %v", jct[c.name], run.rounds, run.wall.Round(time.Second))
+		})
+	}
+	if t.Failed() {
+		return
+	}
+	t.Logf("oracle / learned / none: mean JCT %.2f / %.2f / %.2f h", jct["oracle"], jct["learned"], jct["none"])
+	if jct["learned"] > 1.1*jct["oracle"] {
+		t.Errorf("learned %.2f h, more than 10%% above the oracle's %.2f h", jct["learned"], jct["oracle"])
+	}
+}
