@@ -82,6 +82,10 @@ const (
 	// share, preempted first if it ran with more GPUs than it was admitted
 	// for.
 	ReasonResized = "GPUSchedResized"
+	// ReasonLearned (Normal) says what the core learned of a workload's
+	// rates (Config.Estimator) once it is measured on two GPU types, and
+	// again when that changes: "learned: 3.1x faster on v100 than k80".
+	ReasonLearned = "GPUSchedLearned"
 	// ReasonBypass: a workload ran without the controller's admission and
 	// was preempted.
 	ReasonBypass = "GPUSchedBypass"

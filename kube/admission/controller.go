@@ -38,6 +38,9 @@ type Controller struct {
 	// shared holds what the progress channel reads without the mutex
 	// (progress.go).
 	shared shared
+	// learnedSaid is the last ReasonLearned message of each workload
+	// (learned.go), dropped when it leaves the rounds.
+	learnedSaid map[string]string
 
 	ten        *tenancy.Tenancy
 	tenancyRV  string // resourceVersion of the tenancy ConfigMap last read
@@ -519,10 +522,20 @@ func (c *Controller) round(ctx context.Context) (*RoundResult, *roundView, error
 			res.Started = append(res.Started, pa.key)
 		}
 		r := scheduler.Ran{Job: pa.key, Seconds: r.Length}
-		if st, err := c.sched.Status(pa.key); err == nil && st.Spec.RemainingSteps > 0 {
+		st, err := c.sched.Status(pa.key)
+		if err == nil && st.Spec.RemainingSteps > 0 {
 			// The work of the round at the job's (trusted) rate counts
-			// the admin's model of its remaining work down.
-			r.Steps = r.Seconds * st.Spec.Throughput[pa.typ]
+			// the admin's model of its remaining work down; a learned
+			// job's rate is its estimate over its fastest (normalised,
+			// as the claims are).
+			rate := st.Spec.Throughput[pa.typ]
+			if st.Spec.Learn {
+				rate = learnedShare(st, pa.typ)
+			}
+			r.Steps = r.Seconds * rate
+		}
+		if err == nil && st.Spec.Learn && pa.w != nil {
+			c.tellLearned(pa.w, st)
 		}
 		report.Ran = append(report.Ran, r)
 	}
@@ -769,6 +782,7 @@ func (c *Controller) syncJobs(ctx context.Context, ws []*workload, now float64, 
 					c.log.Warn("remove", "job", k, "err", err)
 				}
 			}
+			delete(c.learnedSaid, k)
 			delete(known, k)
 			if !slices.Contains(res.Finished, k) && !slices.Contains(res.Skipped, k) {
 				res.Finished = append(res.Finished, k)

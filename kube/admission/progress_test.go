@@ -2,6 +2,7 @@ package admission
 
 import (
 	"math"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -136,4 +137,44 @@ func TestProgressChannelConcurrent(t *testing.T) {
 		p.round(r)
 	}
 	<-done
+}
+
+// A learned workload measured on two types is told so: three 4-GPU pods
+// on 8 V100s and 4 K80s take turns on the K80s; each reports its steps
+// at its true rate on the type the round gave it (a: 3 steps/s on V100,
+// 1 on K80); once measured on both, a says "learned: 3.0x faster on v100
+// than k80" in a GPUSchedLearned event, once (not at every round).
+func TestLearnedEvent(t *testing.T) {
+	l, err := learn.New(learn.Config{})
+	require.NoError(t, err)
+	p := newPlayground(t, DefaultPolicy, "", func(cfg *Config) { cfg.Estimator = l },
+		gatedPod("v1", "a", 4, nil), gatedPod("v2", "b", 4, nil), gatedPod("v3", "c", 4, nil), gpuNode("k1", "Tesla-K80", 4))
+	truth := map[string]map[topology.GPUType]float64{
+		"pod/v1/a": {topology.V100: 3, topology.K80: 1}, "pod/v2/b": {topology.V100: 1.2, topology.K80: 1}, "pod/v3/c": {topology.V100: 1.2, topology.K80: 1},
+	}
+	steps := map[string]float64{}
+	for r := range 12 {
+		res := p.round(r)
+		setRunning(t, p)
+		for key, typ := range res.Admitted {
+			rate := truth[key][typ]
+			start := p.clk.t
+			for i := 0; i <= 6; i++ {
+				p.clk.t = start + 60*float64(i)
+				require.NoError(t, p.c.Progress(key, steps[key]+rate*60*float64(i), time.Now()), "round %d: %s on %s", r, key, typ)
+			}
+			steps[key] += rate * 360
+			p.clk.t = start
+		}
+	}
+	msgs := reasonMessages(t, p.cs, ReasonLearned)
+	var a []string
+	for _, m := range msgs {
+		if strings.Contains(m, "learned: 3.0x faster on v100 than k80") {
+			a = append(a, m)
+		}
+	}
+	t.Logf("%q", msgs)
+	require.NotEmpty(t, a, "a is told what was learned")
+	assert.Len(t, a, 1, "once, not at every round")
 }
