@@ -389,9 +389,17 @@ func serveTLS(ctx context.Context, addr, cert, key string, h http.Handler) (stri
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
 		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}}
+	serve(ctx, srv, "progress", func() error { return srv.ServeTLS(l, "", "") })
+	return l.Addr().String(), nil
+}
+
+// serve runs srv (by run) until ctx ends, then shuts it down within
+// 5 s; an error other than the shutdown's is printed with the server's
+// name.
+func serve(ctx context.Context, srv *http.Server, name string, run func() error) {
 	go func() {
-		if err := srv.ServeTLS(l, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			fmt.Fprintln(os.Stderr, "gpusched-admission: progress server:", err)
+		if err := run(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(os.Stderr, "gpusched-admission: %s server: %v\n", name, err)
 		}
 	}()
 	go func() {
@@ -400,7 +408,6 @@ func serveTLS(ctx context.Context, addr, cert, key string, h http.Handler) (stri
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	return l.Addr().String(), nil
 }
 
 func serveMetrics(ctx context.Context, addr string, g prometheus.Gatherer) (string, error) {
@@ -412,16 +419,6 @@ func serveMetrics(ctx context.Context, addr string, g prometheus.Gatherer) (stri
 		return "", fmt.Errorf("--metrics-bind-address %s: %w", addr, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			fmt.Fprintln(os.Stderr, "gpusched-admission: metrics server:", err)
-		}
-	}()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
+	serve(ctx, srv, "metrics", func() error { return srv.Serve(l) })
 	return l.Addr().String(), nil
 }
