@@ -62,6 +62,27 @@ func benchSpec(rng *rand.Rand) JobSpec {
 	}}
 }
 
+// benchRounds runs a round, then one more, reported, per iteration of b, and
+// returns the last; with steady, a round that solves again fails b.
+func benchRounds(b *testing.B, s *Scheduler, steady bool) *Round {
+	now := 0.0
+	r, err := s.Round(context.Background(), now)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		report(b, s, r)
+		now += 360
+		if r, err = s.Round(context.Background(), now); err != nil {
+			b.Fatal(err)
+		}
+		if steady && r.Reset {
+			b.Fatal("a steady round re-solved")
+		}
+	}
+	return r
+}
+
 // report credits every job of the round with the whole round.
 func report(b *testing.B, s *Scheduler, r *Round) {
 	ran := make([]Ran, 0, len(r.Assignments))
@@ -81,21 +102,7 @@ func report(b *testing.B, s *Scheduler, r *Round) {
 func BenchmarkSchedulerRound(b *testing.B) {
 	b.Run("steady", func(b *testing.B) {
 		s, _ := benchScheduler(b, 0)
-		now := 0.0
-		r, err := s.Round(context.Background(), now)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for b.Loop() {
-			report(b, s, r)
-			now += 360
-			if r, err = s.Round(context.Background(), now); err != nil {
-				b.Fatal(err)
-			}
-			if r.Reset {
-				b.Fatal("a steady round re-solved")
-			}
-		}
+		r := benchRounds(b, s, true)
 		b.ReportMetric(float64(r.Stats.Kept)/float64(max(r.Stats.Placed, 1)), "kept/placed")
 	})
 	b.Run("steady-learned", func(b *testing.B) {
@@ -121,18 +128,7 @@ func BenchmarkSchedulerRound(b *testing.B) {
 				}
 			}
 		})
-		now := 0.0
-		r, err := s.Round(context.Background(), now)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for b.Loop() {
-			report(b, s, r)
-			now += 360
-			if r, err = s.Round(context.Background(), now); err != nil {
-				b.Fatal(err)
-			}
-		}
+		benchRounds(b, s, false)
 	})
 	b.Run("resolve", func(b *testing.B) {
 		s, rng := benchScheduler(b, -1)

@@ -357,17 +357,18 @@ func (s *Scheduler) refreshLearned(now float64) {
 		if !j.spec.Learn || j.finished {
 			continue
 		}
+		ls := &j.learn
+		var v uint64
 		if vs != nil {
-			ls := &j.learn
-			v := vs.Version(j.key)
+			v = vs.Version(j.key)
 			same := v == ls.ver || len(ls.ran) == ls.readTypes && now-ls.readAt < s.cfg.Explore.refit()
 			if v != 0 && ls.ver != 0 && same && explore == ls.explore {
 				continue
 			}
-			sc.learnSaved = append(sc.learnSaved, savedLearn{j, ls.clone(), j.tier.dirty})
+		}
+		sc.learnSaved = append(sc.learnSaved, savedLearn{j, ls.clone(), j.tier.dirty})
+		if vs != nil {
 			ls.ver, ls.explore, ls.readAt, ls.readTypes = v, explore, now, len(ls.ran)
-		} else {
-			sc.learnSaved = append(sc.learnSaved, savedLearn{j, j.learn.clone(), j.tier.dirty})
 		}
 		if s.withdrawClaims(j) {
 			j.learn.ver = 0 // read again below, without them

@@ -99,6 +99,9 @@ type hiddenState struct {
 	// steps are each job's cumulative steps (its global step, as a
 	// training loop counts them), by key.
 	steps map[string]float64
+	// noiseRand draws from noisePCG, seeded again for each window.
+	noisePCG  rand.PCG
+	noiseRand *rand.Rand
 }
 
 func (h *Hidden) check(types []topology.GPUType, length float64) error {
@@ -128,6 +131,7 @@ func newHidden(h Hidden, types []topology.GPUType, length float64) (*hiddenState
 		return nil, err
 	}
 	hs := &hiddenState{cfg: h, rng: rand.New(rand.NewPCG(h.Seed, 0x6869646465)), steps: map[string]float64{}}
+	hs.noiseRand = rand.New(&hs.noisePCG)
 	hs.window = h.Window
 	if hs.window == 0 {
 		hs.window = min(learn.DefaultWindow, length)
@@ -157,28 +161,17 @@ func newHidden(h Hidden, types []topology.GPUType, length float64) (*hiddenState
 }
 
 // noiseAt is the noise factor of a job's window that starts at time at:
-// lognormal of mean 1 and log sigma Noise, a function of the seed, the
-// job and the window's index on the clock alone, so that every setting of
-// Rates on one seed runs the same noise for a job wherever it runs then.
+// lognormal of mean 1 and log sigma Noise, drawn from a PCG seeded by the
+// seed, the job and the window's index on the clock alone, so that every
+// setting of Rates on one seed runs the same noise for a job wherever it
+// runs then.
 func (hs *hiddenState) noiseAt(job int, at float64) float64 {
 	if hs.noise == 0 {
 		return 1
 	}
-	x := splitmix(hs.cfg.Seed ^ splitmix(uint64(int64(job))) ^ splitmix(uint64(int64(math.Floor(at/hs.window)))+0x9e37))
-	y := splitmix(x)
-	u1 := (float64(x>>11) + 0.5) / (1 << 53)
-	u2 := float64(y>>11) / (1 << 53)
-	z := math.Sqrt(-2*math.Log(u1)) * math.Cos(2*math.Pi*u2) // Box and Muller, 1958
+	hs.noisePCG.Seed(hs.cfg.Seed^uint64(int64(job)), uint64(int64(math.Floor(at/hs.window))))
+	z := hs.noiseRand.NormFloat64()
 	return math.Exp(hs.noise*z - hs.noise*hs.noise/2)
-}
-
-// splitmix is one step of SplitMix64 (Steele, Lea and Flood, OOPSLA
-// 2014): a fixed, portable hash of the noise's coordinates.
-func splitmix(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
 }
 
 // truth biases a job's model rates into its true ones (Hidden.Bias),

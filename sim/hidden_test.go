@@ -169,7 +169,6 @@ func TestHiddenMisreport(t *testing.T) {
 	if testing.Short() {
 		t.Skip("five simulations of 400 jobs")
 	}
-	liar := func(id int) bool { return id%4 == 0 }
 	lies := []struct {
 		name string
 		f    func(t topology.GPUType) float64
@@ -184,38 +183,7 @@ func TestHiddenMisreport(t *testing.T) {
 	}
 	var honestLiar, honestOthers float64
 	for _, lie := range lies {
-		jobs, err := (&GavelWorkload{Rate: 1.6}).Generate(400)
-		require.NoError(t, err)
-		var ids []int
-		for _, j := range jobs[100:300] {
-			ids = append(ids, j.ID)
-		}
-		h := &Hidden{}
-		if lie.f != nil {
-			h.Misreport = func(id int, t topology.GPUType) float64 {
-				if liar(id) {
-					return lie.f(t)
-				}
-				return 1
-			}
-		}
-		res, err := Run(context.Background(), Config{
-			Types: []topology.GPUType{topology.V100, topology.P100, topology.K80}, Capacity: []int{12, 12, 12},
-			Policy: &allocation.MaxMinFairness{}, JobsToComplete: ids, Hidden: h,
-		}, jobs)
-		require.NoError(t, err)
-		var l, o []float64
-		for _, r := range res.Records {
-			if r.ID < jobs[100].ID || r.ID > jobs[299].ID {
-				continue
-			}
-			if liar(r.ID) {
-				l = append(l, r.JCT())
-			} else {
-				o = append(o, r.JCT())
-			}
-		}
-		ml, mo := meanOf(l)/3600, meanOf(o)/3600
+		ml, mo := misreportRun(t, &allocation.MaxMinFairness{}, scheduler.Explore{}, lie.f)
 		if lie.f == nil {
 			honestLiar, honestOthers = ml, mo
 		}
@@ -223,6 +191,48 @@ func TestHiddenMisreport(t *testing.T) {
 		assert.GreaterOrEqual(t, ml, 0.95*honestLiar, "%s: the liar gains", lie.name)
 		assert.LessOrEqual(t, mo, 1.05*honestOthers, "%s: the others lose", lie.name)
 	}
+}
+
+// misreportRun runs the trace in small (400 jobs at 1.6 an hour on 12 +
+// 12 + 12, jobs 100 to 300 measured) under pol with hidden truth, every
+// fourth job the liar's, its reports on a type scaled by lie (nil: the
+// truth), and returns the mean JCT in hours of the liar's measured jobs
+// and of the others'.
+func misreportRun(t *testing.T, pol allocation.Policy, explore scheduler.Explore, lie func(topology.GPUType) float64) (liarJCT, othersJCT float64) {
+	t.Helper()
+	liar := func(id int) bool { return id%4 == 0 }
+	jobs, err := (&GavelWorkload{Rate: 1.6}).Generate(400)
+	require.NoError(t, err)
+	var ids []int
+	for _, j := range jobs[100:300] {
+		ids = append(ids, j.ID)
+	}
+	h := &Hidden{Explore: explore}
+	if lie != nil {
+		h.Misreport = func(id int, t topology.GPUType) float64 {
+			if liar(id) {
+				return lie(t)
+			}
+			return 1
+		}
+	}
+	res, err := Run(context.Background(), Config{
+		Types: []topology.GPUType{topology.V100, topology.P100, topology.K80}, Capacity: []int{12, 12, 12},
+		Policy: pol, JobsToComplete: ids, Hidden: h,
+	}, jobs)
+	require.NoError(t, err)
+	var l, o []float64
+	for _, r := range res.Records {
+		if r.ID < jobs[100].ID || r.ID > jobs[299].ID {
+			continue
+		}
+		if liar(r.ID) {
+			l = append(l, r.JCT())
+		} else {
+			o = append(o, r.JCT())
+		}
+	}
+	return meanOf(l) / 3600, meanOf(o) / 3600
 }
 
 func meanOf(xs []float64) float64 {
@@ -242,35 +252,8 @@ func TestHiddenMisreportMaxThroughput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("four simulations of 400 jobs")
 	}
-	liar := func(id int) bool { return id%4 == 0 }
 	run := func(lie float64, normalise bool) (float64, float64) {
-		jobs, err := (&GavelWorkload{Rate: 1.6}).Generate(400)
-		require.NoError(t, err)
-		var ids []int
-		for _, j := range jobs[100:300] {
-			ids = append(ids, j.ID)
-		}
-		h := &Hidden{Explore: scheduler.Explore{Normalise: normalise}, Misreport: func(id int, _ topology.GPUType) float64 {
-			if liar(id) {
-				return lie
-			}
-			return 1
-		}}
-		res, err := Run(context.Background(), Config{Types: []topology.GPUType{topology.V100, topology.P100, topology.K80}, Capacity: []int{12, 12, 12},
-			Policy: &allocation.MaxThroughput{}, JobsToComplete: ids, Hidden: h}, jobs)
-		require.NoError(t, err)
-		var l, o []float64
-		for _, r := range res.Records {
-			if r.ID < jobs[100].ID || r.ID > jobs[299].ID {
-				continue
-			}
-			if liar(r.ID) {
-				l = append(l, r.JCT())
-			} else {
-				o = append(o, r.JCT())
-			}
-		}
-		return meanOf(l) / 3600, meanOf(o) / 3600
+		return misreportRun(t, &allocation.MaxThroughput{}, scheduler.Explore{Normalise: normalise}, func(topology.GPUType) float64 { return lie })
 	}
 	for _, normalise := range []bool{false, true} {
 		hl, ho := run(1, normalise)
