@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -115,4 +116,12 @@ func TestLearnFlags(t *testing.T) {
 	o, err = parse([]string{"--state-namespace", "x", "--learn", "--progress-bind-address", ":8443", "--progress-tls-cert-file", "c", "--progress-tls-key-file", "k"})
 	require.NoError(t, err)
 	assert.Equal(t, "gpusched-progress", o.learning.audience)
+}
+
+// A certificate file that is not there is an error naming it, before
+// anything listens.
+func TestServeTLSMissingCert(t *testing.T) {
+	_, err := serveTLS(context.Background(), "127.0.0.1:0", "/nonexistent/cert.pem", "/nonexistent/key.pem", http.NotFoundHandler())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "/nonexistent/cert.pem")
 }
