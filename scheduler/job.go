@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/learn"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -85,6 +86,14 @@ type JobSpec struct {
 	// rates. With neither, it starts type-agnostic (the same rate on
 	// every type) until the estimator knows better. See Explore.
 	Learn bool `json:"learn,omitempty"`
+	// Group, with Learn, names the program the job runs
+	// (learn.JobInfo.Group; at most learn.MaxGroupLen bytes): on a type
+	// it has not run on, a learned job starts from what the other runs of
+	// its group at its GPU count measured there. The embedder computes it
+	// from what it sees of the job (its tenant, image, command and GPU
+	// count), never from a string the tenant writes: a group names whose
+	// measurements a job takes. Ignored without Learn.
+	Group string `json:"group,omitempty"`
 }
 
 func (j *JobSpec) maxGPUs() int {
@@ -123,6 +132,8 @@ func (j *JobSpec) validate(hasModel, hasEstimator bool) error {
 		return bad("the job names a model (%s) but the scheduler has no Config.Throughput", j.Model.Name())
 	case j.Model != nil && j.Model.ScaleFactor != 0 && j.Model.ScaleFactor != j.GPUs:
 		return bad("model scale factor %d for a job of %d GPUs", j.Model.ScaleFactor, j.GPUs)
+	case len(j.Group) > learn.MaxGroupLen:
+		return bad("Group of %d bytes (at most %d)", len(j.Group), learn.MaxGroupLen)
 	case len(j.Types) > 1024 || len(j.Throughput) > 1024:
 		return bad("%d types and %d rates (at most 1024)", len(j.Types), len(j.Throughput))
 	}

@@ -147,12 +147,13 @@ type learnState struct {
 }
 
 // register declares a learned job to the estimator: its reference GPU
-// count, its kind (Model) and its tenant's claims (Throughput).
+// count, its kind (Model), its group and its tenant's claims
+// (Throughput).
 func (s *Scheduler) register(key string, spec JobSpec, withdrawn []topology.GPUType) error {
 	if !spec.Learn {
 		return nil
 	}
-	info := learn.JobInfo{GPUs: spec.GPUs, Kind: spec.Model}
+	info := learn.JobInfo{GPUs: spec.GPUs, Kind: spec.Model, Group: spec.Group}
 	for t, v := range spec.Throughput {
 		if !slices.Contains(withdrawn, t) {
 			if info.Claims == nil {
@@ -197,7 +198,7 @@ func (s *Scheduler) learnRates(j *job, explore bool, buf []learn.Estimate) ([]le
 	best, sum, known := 0.0, 0.0, 0
 	for _, t := range s.types {
 		if e, ok := byType(t); ok && j.allows(t) {
-			if e.Source == learn.SourceMeasured {
+			if e.Source == learn.SourceMeasured || e.Source == learn.SourceGroup {
 				best = max(best, e.Rate(j.spec.GPUs))
 			}
 			sum += math.Log(e.Rate(j.spec.GPUs))
@@ -228,7 +229,7 @@ func (s *Scheduler) learnRates(j *job, explore bool, buf []learn.Estimate) ([]le
 			rates[i] = clampRate(fallback) // not a number: as if unknown
 			continue
 		}
-		if explore && e.Source != learn.SourceMeasured {
+		if explore && e.Source != learn.SourceMeasured && e.Source != learn.SourceGroup {
 			if up := v * math.Exp(k*e.Sigma); best == 0 || up > best {
 				v, opt[i] = up, true
 			}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gpusched/gpusched/allocation"
@@ -480,4 +481,54 @@ func TestFailedRoundLearned(t *testing.T) {
 	after, err := s.Snapshot()
 	require.NoError(t, err)
 	assert.JSONEq(t, string(before), string(after), "a failed round changes nothing")
+}
+
+// A new run of a program (JobSpec.Group) starts where the last run
+// ended: run-1 was measured 3 times faster on V100 than on K80 (on its
+// own, or in another scheduler) and left; run-2, of its group, runs on
+// V100 from its first round, its estimates the group's, exploring
+// nothing; a job of no group knows nothing of it. A Group longer than
+// learn.MaxGroupLen is refused.
+func TestGroupRunStartsWhereTheLastEnded(t *testing.T) {
+	l := newLearner(t)
+	s := newSched(t, func(c *Config) { c.Estimator = l })
+	require.NoError(t, s.Submit("run-1", JobSpec{GPUs: 4, Learn: true, Group: "team-a/train.py"}, 0))
+	for seg, typ := range []topology.GPUType{topology.V100, topology.K80} {
+		rate := 3.0 - 2*float64(seg)
+		for w := range 8 {
+			o := learn.Observation{Type: typ, GPUs: 4, Segment: uint64(seg + 1), Steps: rate * 60 * float64(w), Time: float64(1000*seg) + 60*float64(w)}
+			require.NoError(t, l.Observe("run-1", o))
+		}
+	}
+	require.NoError(t, s.Remove("run-1"))
+	now := 1800.0
+	require.NoError(t, s.Submit("run-2", JobSpec{GPUs: 4, Learn: true, Group: "team-a/train.py"}, now))
+	require.NoError(t, s.Submit("stranger", JobSpec{GPUs: 4, Learn: true}, now))
+	r, err := s.Round(context.Background(), now)
+	require.NoError(t, err)
+	st, err := s.Status("run-2")
+	require.NoError(t, err)
+	byType := map[topology.GPUType]learn.Estimate{}
+	for _, e := range st.Estimates {
+		byType[e.Type] = e
+	}
+	v, k := byType[topology.V100], byType[topology.K80]
+	assert.Equal(t, learn.SourceGroup, v.Source, "run-2 on V100: %+v", v)
+	assert.InDelta(t, 3, v.Mean/k.Mean, 0.3, "run-2's V100/K80 ratio is run-1's")
+	assert.Empty(t, st.Exploring, "run-2 explores nothing")
+	var onV100 bool
+	for _, a := range r.Assignments {
+		if slices.Contains(a.Jobs, "run-2") {
+			onV100 = a.Type == topology.V100
+		}
+	}
+	assert.True(t, onV100, "run-2 starts on V100: %+v", r.Assignments)
+	ss, err := s.Status("stranger")
+	require.NoError(t, err)
+	for _, e := range ss.Estimates {
+		assert.NotEqual(t, learn.SourceGroup, e.Source, "the stranger has no group: %+v", e)
+	}
+	err = s.Submit("long", JobSpec{GPUs: 1, Learn: true, Group: strings.Repeat("g", learn.MaxGroupLen+1)}, now)
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Contains(t, err.Error(), "Group")
 }

@@ -807,7 +807,7 @@ type JobStatus struct {
 	Rounds int
 	// Estimates are a learned job's (JobSpec.Learn) estimates on every
 	// type the estimator knows, with their uncertainty and source
-	// (measured, claim, prior, none); Exploring the types its rate is
+	// (measured, group, claim, prior, none); Exploring the types its rate is
 	// optimistic on now (Explore). Both nil for other jobs.
 	Estimates []learn.Estimate
 	Exploring []topology.GPUType

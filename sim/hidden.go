@@ -32,6 +32,12 @@ type Hidden struct {
 	// to the job's level (learn.JobInfo.Kind); otherwise it starts from
 	// nothing but what other jobs measured.
 	KindPrior bool
+	// Groups makes the jobs of one kind (Gavel's model and batch size) and
+	// GPU count runs of one program (scheduler.JobSpec.Group, a name the
+	// simulator makes from the kind, as a controller would from an image
+	// and command): a job starts from what the earlier runs of its kind
+	// measured, not from its table rate (which only KindPrior gives).
+	Groups bool
 	// Estimator learns the rates of RatesLearned; nil means a new
 	// learn.Learner with the defaults (and Model as its table).
 	Estimator learn.Estimator
@@ -222,6 +228,9 @@ func (hs *hiddenState) spec(e *roundEngine, r *running, spec scheduler.JobSpec) 
 		if hs.cfg.KindPrior {
 			key := r.rec.Key
 			spec.Model = &key
+		}
+		if hs.cfg.Groups {
+			spec.Group = r.rec.Key.WithScaleFactor(spec.GPUs).Name()
 		}
 	}
 	return spec, nil

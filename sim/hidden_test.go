@@ -22,7 +22,7 @@ import (
 // rates; it returns the measured jobs' mean JCT in hours and the result.
 var capacity = []int{12, 12, 12}
 
-func hiddenRun(t testing.TB, rates Rates, n, from, to int, rate float64, seed uint64) (float64, *Result) {
+func hiddenRun(t testing.TB, h Hidden, n, from, to int, rate float64, seed uint64) (float64, *Result) {
 	t.Helper()
 	jobs, err := (&GavelWorkload{Rate: rate, Seed: seed}).Generate(n)
 	require.NoError(t, err)
@@ -32,13 +32,14 @@ func hiddenRun(t testing.TB, rates Rates, n, from, to int, rate float64, seed ui
 	for _, j := range jobs[from:to] {
 		ids = append(ids, j.ID)
 	}
+	h.Model, h.Seed = model, seed
 	cfg := Config{
 		Types: []topology.GPUType{topology.V100, topology.P100, topology.K80}, Capacity: capacity,
 		Policy: &allocation.MaxMinFairness{}, JobsToComplete: ids,
-		Hidden: &Hidden{Rates: rates, Model: model, Seed: seed},
+		Hidden: &h,
 	}
 	res, err := Run(context.Background(), cfg, jobs)
-	require.NoError(t, err, "%s", rates)
+	require.NoError(t, err, "%s", h.Rates)
 	sum, cnt := 0.0, 0
 	want := map[int]bool{}
 	for _, id := range ids {
@@ -82,7 +83,7 @@ func TestHiddenLearnedNearOracle(t *testing.T) {
 	var learned *Result
 	for _, r := range []Rates{RatesOracle, RatesLearned, RatesModel, RatesAgnostic} {
 		var res *Result
-		jct[r], res = hiddenRun(t, r, 400, 100, 300, 1.6, 0)
+		jct[r], res = hiddenRun(t, Hidden{Rates: r}, 400, 100, 300, 1.6, 0)
 		t.Logf("%-8s mean JCT %.2f h, explored %.1f GPU-h, rounds %d", r, jct[r], res.ExploredGPUSeconds/3600, res.Rounds)
 		if r == RatesLearned {
 			learned = res
@@ -95,6 +96,21 @@ func TestHiddenLearnedNearOracle(t *testing.T) {
 	}
 	cluster := 36 * 360 * float64(learned.Rounds)
 	assert.LessOrEqual(t, learned.ExploredGPUSeconds, 0.05*cluster+36*360)
+}
+
+// With Groups (the jobs of one kind are runs of one program) a job
+// starts from what the earlier runs of its kind measured: learning is
+// then nearer the oracle than from nothing, and explores far less.
+func TestHiddenGroupsNearerTheOracle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three simulations of 400 jobs")
+	}
+	o, _ := hiddenRun(t, Hidden{Rates: RatesOracle}, 400, 100, 300, 1.6, 0)
+	l, lr := hiddenRun(t, Hidden{Rates: RatesLearned}, 400, 100, 300, 1.6, 0)
+	g, gr := hiddenRun(t, Hidden{Rates: RatesLearned, Groups: true}, 400, 100, 300, 1.6, 0)
+	t.Logf("oracle %.2f h; learned %.2f h, explored %.1f GPU-h; grouped %.2f h, explored %.1f GPU-h", o, l, lr.ExploredGPUSeconds/3600, g, gr.ExploredGPUSeconds/3600)
+	assert.InDelta(t, 1, g/o, 0.02, "grouped over oracle")
+	assert.Less(t, gr.ExploredGPUSeconds, lr.ExploredGPUSeconds/4, "grouped explores a quarter of what learning from nothing does, or less")
 }
 
 // A Hidden simulation is deterministic for its seed (noise, bias, the

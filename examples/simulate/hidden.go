@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
@@ -11,10 +12,11 @@ import (
 )
 
 // rateNames are -rates' settings, in sim.Rates' terms.
-var rateNames = []string{"learned", "oracle", "model", "agnostic"}
+var rateNames = []string{"learned", "grouped", "oracle", "model", "agnostic"}
 
 // hiddenFor returns the sim.Hidden of a -rates setting: the policies see
-// learned rates (from nothing), the truth, the spec model (perfmodel/hw,
+// learned rates (from nothing; grouped: each job of a kind starting from
+// what the earlier runs of its kind measured), the truth, the spec model (perfmodel/hw,
 // each job profiled on one V100: Gavel's rate there) or the same rate on
 // every type; every setting runs the same truth and noise.
 func hiddenFor(name string, seed uint64) (*sim.Hidden, error) {
@@ -22,6 +24,8 @@ func hiddenFor(name string, seed uint64) (*sim.Hidden, error) {
 	switch name {
 	case "learned":
 		h.Rates = sim.RatesLearned
+	case "grouped":
+		h.Rates, h.Groups = sim.RatesLearned, true
 	case "oracle":
 		h.Rates = sim.RatesOracle
 	case "agnostic":
@@ -40,7 +44,7 @@ func hiddenFor(name string, seed uint64) (*sim.Hidden, error) {
 		}
 		h.Model = m
 	default:
-		return nil, fmt.Errorf("unknown -rates setting %q (known: learned, oracle, model, agnostic)", name)
+		return nil, fmt.Errorf("unknown -rates setting %q (known: %s)", name, strings.Join(rateNames, ", "))
 	}
 	return h, nil
 }

@@ -39,6 +39,10 @@ import (
 //   - MinPriorSigma 0.2, ModelSigma 0.5, ClaimSigma 1: the priors' floors
 //     (held-out errors of a per-type scalar are 30% median, 100% p90:
 //     sigma 0.4 to 0.6), a table's sigma, a claim's.
+//   - GroupSigma 0.05: the least spread assumed between two runs of one
+//     program on one type (JobInfo.Group): the noise floor's, the
+//     spread between GPUs of one type (a new run differs from the last
+//     as a new segment does).
 //   - ScalingSigma 0.25: the prior of the GPU-count exponent is 1
 //     (linear, as Sia and Pollux assume before measuring) with this
 //     sigma.
@@ -73,8 +77,9 @@ type Config struct {
 	// LevelWidth and ShapeWidth (0.01 to 100, log rate) are the widths of
 	// the match to the reference rows.
 	LevelWidth, ShapeWidth float64
-	// MinPriorSigma, ModelSigma, ClaimSigma, ScalingSigma (0.001 to 10).
-	MinPriorSigma, ModelSigma, ClaimSigma, ScalingSigma float64
+	// MinPriorSigma, ModelSigma, ClaimSigma, ScalingSigma, GroupSigma
+	// (0.001 to 10).
+	MinPriorSigma, ModelSigma, ClaimSigma, ScalingSigma, GroupSigma float64
 	// Model, if not nil, gives the table prior of a job that declares its
 	// kind (JobInfo.Kind): Gavel's table (perfmodel/gavel), the spec
 	// model (perfmodel/hw). It must be safe for concurrent use.
@@ -110,6 +115,7 @@ const (
 	DefaultModelSigma    = 0.5
 	DefaultClaimSigma    = 1.0
 	DefaultScalingSigma  = 0.25
+	DefaultGroupSigma    = 0.05
 	DefaultMaxJobs       = 1 << 16
 	DefaultMaxTypes      = 64
 	DefaultMaxTracks     = 16
@@ -150,6 +156,7 @@ func (c Config) withDefaults() Config {
 	f(&c.ModelSigma, DefaultModelSigma)
 	f(&c.ClaimSigma, DefaultClaimSigma)
 	f(&c.ScalingSigma, DefaultScalingSigma)
+	f(&c.GroupSigma, DefaultGroupSigma)
 	i(&c.MaxJobs, DefaultMaxJobs)
 	i(&c.MaxTypes, DefaultMaxTypes)
 	i(&c.MaxTracks, DefaultMaxTracks)
@@ -180,6 +187,7 @@ func (c *Config) validate() error {
 		{"LevelWidth", c.LevelWidth, 0.01, 100}, {"ShapeWidth", c.ShapeWidth, 0.01, 100},
 		{"MinPriorSigma", c.MinPriorSigma, 0.001, 10}, {"ModelSigma", c.ModelSigma, 0.001, 10},
 		{"ClaimSigma", c.ClaimSigma, 0.001, 10}, {"ScalingSigma", c.ScalingSigma, 0.001, 10},
+		{"GroupSigma", c.GroupSigma, 0.001, 10},
 	} {
 		if !(r.v >= r.lo && r.v <= r.hi) {
 			return fail("", r.name, ErrInvalidConfig, fmt.Sprintf("%v (want %v to %v)", r.v, r.lo, r.hi))

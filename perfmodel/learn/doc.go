@@ -74,7 +74,18 @@
 //     table, perfmodel/gavel; the spec model, perfmodel/hw), moved to the
 //     job's level on its measured types, with sigma Config.ModelSigma.
 //
-// Source says what an estimate rests on: measured, claim, prior or none.
+// A job's group (JobInfo.Group: the runs of one program, which a
+// controller names from the job's namespace, image, command and GPU
+// count) comes before the priors: on a type the job has not measured,
+// what the group's other runs measured there (their mean, with variance
+// the larger of their spread and Config.GroupSigma^2, by 1 + 1/runs) is
+// its evidence, and its level for the priors of the other types, so that
+// a new run of a training script starts where the last one ended (Source
+// group; TestGroupRunsShareWhatTheyMeasured). The groups are taken at
+// each Refresh, from the active and remembered rows that are not Private.
+//
+// Source says what an estimate rests on: measured, group, claim, prior
+// or none.
 // A job's evidence moves its own estimates and, once it is measured and
 // not Private, its row of the population (other jobs' priors); claims
 // never enter the population, nor set the job's level for its priors on
@@ -96,7 +107,7 @@
 //     evidence + types * References), about 0.1 ms of CPU for 8 types and
 //     256 references (BenchmarkEstimates).
 //   - Refresh: O(sweeps * (entries * (k+1)^2 + (rows + types) * (k+1)^3) +
-//     rows log rows), under 100 ms of CPU at 10,000 jobs by 8 types
+//     rows log rows + rows * types for the groups), under 100 ms of CPU at 10,000 jobs by 8 types
 //     (BenchmarkRefresh, BenchmarkRefreshCold; docs/benchmarks.md).
 //   - Memory: per job, its tracks (at most MaxTracks) and one segment's
 //     windows (2 MaxWindows floats); per remembered job a row of types;

@@ -127,12 +127,14 @@ type view struct {
 	j       *job
 	b, bvar float64
 	ev      []evidence
-	// lev is the measured part of ev: the job's level for the priors
-	// (a claim is evidence on its own type only: a claim of 100 on one
-	// type set the priors on the others from it, issue #41's review).
+	// lev is the measured part of ev (by the job or its group): the
+	// job's level for the priors (a claim is evidence on its own type
+	// only: a claim of 100 on one type set the priors on the others from
+	// it, issue #41's review).
 	lev      []evidence
 	byType   []int // index in ev of each type's evidence, or -1
 	measured []bool
+	grouped  []bool   // the evidence is the group's (groupEvidence)
 	counts   [][2]int // windows, segments per type
 	buf      []weighted
 	// all are the reference rows' weights on all the evidence, for the
@@ -144,23 +146,24 @@ type view struct {
 
 // view gathers j's evidence.
 func (l *Learner) view(j *job) *view {
-	v := &view{j: j, byType: make([]int, len(l.types)), measured: make([]bool, len(l.types)), counts: make([][2]int, len(l.types))}
+	v := &view{j: j, byType: make([]int, len(l.types)), measured: make([]bool, len(l.types)), grouped: make([]bool, len(l.types)), counts: make([][2]int, len(l.types))}
 	tvs := l.trackVals(j, nil)
 	v.b, v.bvar = l.scaling(tvs)
 	for ti, t := range l.types {
 		v.byType[ti] = -1
 		m, vari, w, s, ok := measured(tvs, ti, j.ref, v.b, v.bvar)
 		v.counts[ti] = [2]int{w, s}
-		switch c := j.info.Claims[t]; {
-		case ok:
+		if ok {
 			v.measured[ti] = true
-		case c > 0:
+		} else if m, vari, ok = l.groupEvidence(j, ti); ok {
+			v.grouped[ti] = true
+		} else if c := j.info.Claims[t]; c > 0 {
 			m, vari, ok = math.Log(c), l.cfg.ClaimSigma*l.cfg.ClaimSigma, true
 		}
 		if ok {
 			v.byType[ti] = len(v.ev)
 			v.ev = append(v.ev, evidence{typ: ti, mean: m, vari: vari})
-			if v.measured[ti] {
+			if v.measured[ti] || v.grouped[ti] {
 				v.lev = append(v.lev, evidence{typ: ti, mean: m, vari: vari})
 			}
 		}
@@ -174,7 +177,7 @@ func (l *Learner) prior(v *view, ti int) (mean, vari float64, ok bool) {
 	prec, num := 0.0, 0.0
 	if l.pop.covers(ti) {
 		ws := v.all
-		if v.measured[ti] { // its own measurement left out of its prior
+		if v.measured[ti] || v.grouped[ti] { // its evidence on ti left out of its prior
 			v.one = l.pop.refWeights(v.lev, ti, l.kernel(), v.one)
 			ws = v.one
 		} else if !v.hasAll {
@@ -259,9 +262,13 @@ func (l *Learner) estimate(v *view, ti int) Estimate {
 		own := v.ev[i]
 		prec += 1 / own.vari
 		num += own.mean / own.vari
-		e.Source = SourceClaim
-		if v.measured[ti] {
+		switch {
+		case v.measured[ti]:
 			e.Source = SourceMeasured
+		case v.grouped[ti]:
+			e.Source = SourceGroup
+		default:
+			e.Source = SourceClaim
 		}
 	}
 	if prec == 0 {
@@ -370,6 +377,7 @@ func (l *Learner) Refresh() FitStats {
 	var p *population
 	if in.rows > 0 {
 		p = fitPopulation(in, fp, warm)
+		p.groups = groupsOf(in)
 		st.Rank, st.References, st.ResidualSigma, st.Sweeps = p.k, p.refs, math.Sqrt(p.s2), p.sweeps
 		for _, n := range p.n {
 			st.Entries += n
@@ -415,6 +423,7 @@ func (l *Learner) matrix() *popInput {
 		}
 		in.y = append(in.y, buf...)
 		in.rank = append(in.rank, j.seq)
+		in.group = append(in.group, groupKey{j.info.Group, j.ref})
 		in.rows++
 	}
 	for _, h := range l.history {
@@ -426,6 +435,7 @@ func (l *Learner) matrix() *popInput {
 			}
 		}
 		in.rank = append(in.rank, h.seq)
+		in.group = append(in.group, h.group)
 		in.rows++
 	}
 	return in

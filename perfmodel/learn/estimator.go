@@ -92,18 +92,28 @@ type JobInfo struct {
 	// (cannot run there: ignored) or in [perfmodel.MinRate,
 	// perfmodel.MaxRate].
 	Claims map[topology.GPUType]float64
-	// Private keeps the job's measurements out of the population (they
-	// still set its own estimates): for a job whose reports are not
-	// trusted to speak for others.
+	// Private keeps the job's measurements out of the population and its
+	// group (they still set its own estimates): for a job whose reports
+	// are not trusted to speak for others.
 	Private bool
+	// Group, if not empty (at most MaxGroupLen bytes), names the program
+	// the job runs: the jobs of one group and reference GPU count are runs
+	// of one program (a controller computes it from what it sees, such as
+	// the namespace, image, command and GPU count; never a string a
+	// tenant writes, which could name another tenant's group). On a type
+	// the job has not measured, what the other runs of its group
+	// measured there (at the latest Refresh) is its evidence, ahead of a
+	// claim (Source SourceGroup), and its level for the priors of the
+	// types nobody in the group measured.
+	Group string
 }
 
 // MaxClaims bounds the claims of one job.
 const MaxClaims = 64
 
 // Source says what an estimate rests on, from the strongest: measured on
-// the type, a claim for it, a prior (the population or the table), or
-// nothing. Its values are constants, safe for concurrent use.
+// the type, measured by the other runs of its group, a claim for it, a
+// prior (the population or the table), or nothing. Its values are constants, safe for concurrent use.
 type Source uint8
 
 // Sources of an estimate.
@@ -118,11 +128,17 @@ const (
 	// SourceMeasured: the job's own windows on the type, weighed with the
 	// prior.
 	SourceMeasured
+	// SourceGroup: what the other runs of the job's group (JobInfo.Group)
+	// measured on the type, weighed with the prior; stronger than a claim,
+	// weaker than the job's own measurement.
+	SourceGroup
 )
 
-// String returns "none", "prior", "claim" or "measured".
+// String returns "none", "prior", "claim", "measured" or "group".
 func (s Source) String() string {
 	switch s {
+	case SourceGroup:
+		return "group"
 	case SourcePrior:
 		return "prior"
 	case SourceClaim:

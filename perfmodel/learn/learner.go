@@ -63,8 +63,9 @@ type job struct {
 // histRow is a finished job's measured log rates at its reference GPU
 // count, by type index (NaN where not measured).
 type histRow struct {
-	vals []float64
-	seq  uint64
+	vals  []float64
+	seq   uint64
+	group groupKey // JobInfo.Group and reference GPU count
 }
 
 // New returns a Learner with the given settings (see Config).
@@ -199,6 +200,9 @@ func checkInfo(name string, info JobInfo) (JobInfo, error) {
 			return info, fail(name, "Kind", ErrInvalidJob, err.Error())
 		}
 		info.Kind = &k
+	}
+	if len(info.Group) > MaxGroupLen {
+		return info, fail(name, "Group", ErrInvalidJob, fmt.Sprintf("%d bytes, more than %d", len(info.Group), MaxGroupLen))
 	}
 	if len(info.Claims) > MaxClaims {
 		return info, fail(name, "Claims", ErrInvalidJob, fmt.Sprintf("%d claims, more than %d", len(info.Claims), MaxClaims))
@@ -362,7 +366,7 @@ func (l *Learner) Forget(name string) {
 	if n == 0 {
 		return
 	}
-	l.remember(histRow{vals: vals, seq: j.seq})
+	l.remember(histRow{vals: vals, seq: j.seq, group: groupKey{j.info.Group, j.ref}})
 }
 
 // remember adds a row to the history ring.

@@ -56,6 +56,8 @@ type population struct {
 	refVal []float64
 	refVar []float64
 	refRow []int // each reference's row in the fit's input
+	// groups are what each group's rows measured per type (groupsOf).
+	groups map[groupKey][]groupStat
 }
 
 // popInput is the matrix a fit starts from.
@@ -66,6 +68,9 @@ type popInput struct {
 	// rank orders the rows for the choice of references: more measured
 	// types first, then the higher rank (more recent).
 	rank []uint64
+	// group is each row's group (JobInfo.Group and reference GPU count;
+	// an empty name for none).
+	group []groupKey
 }
 
 // fitParams are the settings of a fit (from Config).

@@ -44,6 +44,7 @@ type snapInfo struct {
 	Kind    *snapKind                    `json:"kind,omitempty"`
 	Claims  map[topology.GPUType]float64 `json:"claims,omitempty"`
 	Private bool                         `json:"private,omitempty"`
+	Group   string                       `json:"group,omitempty"`
 }
 
 type snapKind struct {
@@ -77,6 +78,8 @@ type snapSegment struct {
 
 type snapRow struct {
 	Seq      uint64    `json:"seq,omitempty"`
+	Group    string    `json:"group,omitempty"`
+	GPUs     int       `json:"gpus,omitempty"` // the group's reference GPU count
 	Types    []int     `json:"types"`
 	LogRates []float64 `json:"log_rates"`
 }
@@ -101,7 +104,7 @@ func (l *Learner) Snapshot() ([]byte, error) {
 	}
 	for i := range l.history {
 		h := &l.history[(l.histAt+i)%len(l.history)]
-		r := snapRow{Seq: h.seq, Types: []int{}, LogRates: []float64{}}
+		r := snapRow{Seq: h.seq, Group: h.group.name, GPUs: h.group.ref, Types: []int{}, LogRates: []float64{}}
 		for t, v := range h.vals {
 			if !math.IsNaN(v) {
 				r.Types = append(r.Types, t)
@@ -116,7 +119,7 @@ func (l *Learner) Snapshot() ([]byte, error) {
 // snapOfJob is the JSON form of job j.
 func snapOfJob(name string, j *job) snapJob {
 	sj := snapJob{Name: name, GPUs: j.ref, Seen: j.seen, Last: j.last, Seq: j.seq,
-		Info: snapInfo{GPUs: j.info.GPUs, Private: j.info.Private}}
+		Info: snapInfo{GPUs: j.info.GPUs, Private: j.info.Private, Group: j.info.Group}}
 	if k := j.info.Kind; k != nil {
 		sj.Info.Kind = &snapKind{Model: k.Model, BatchSize: k.BatchSize}
 	}
@@ -275,7 +278,7 @@ func (n *Learner) restoreJob(sj *snapJob, i int) error {
 	if err := n.checkName(sj.Name); err != nil {
 		return fail(sj.Name, where+".name", ErrMalformedSnapshot, message(err))
 	}
-	info := JobInfo{GPUs: sj.Info.GPUs, Claims: sj.Info.Claims, Private: sj.Info.Private}
+	info := JobInfo{GPUs: sj.Info.GPUs, Claims: sj.Info.Claims, Private: sj.Info.Private, Group: sj.Info.Group}
 	if k := sj.Info.Kind; k != nil {
 		info.Kind = &perfmodel.JobKey{Model: k.Model, BatchSize: k.BatchSize, ScaleFactor: 1}
 	}
@@ -399,6 +402,12 @@ func (n *Learner) restoreRow(sr *snapRow, i int) error {
 	if sr.Seq > n.seq {
 		return fail("", where+".seq", ErrMalformedSnapshot, fmt.Sprintf("%d, after the learner's %d", sr.Seq, n.seq))
 	}
+	if len(sr.Group) > MaxGroupLen {
+		return fail("", where+".group", ErrMalformedSnapshot, fmt.Sprintf("%d bytes, more than %d", len(sr.Group), MaxGroupLen))
+	}
+	if err := snapCount(where+".gpus", sr.GPUs, 0, topology.MaxClusterGPUs); err != nil {
+		return err
+	}
 	vals := make([]float64, len(n.types))
 	for t := range vals {
 		vals[t] = math.NaN()
@@ -415,6 +424,6 @@ func (n *Learner) restoreRow(sr *snapRow, i int) error {
 		}
 		vals[t] = sr.LogRates[k]
 	}
-	n.history = append(n.history, histRow{vals: vals, seq: sr.Seq})
+	n.history = append(n.history, histRow{vals: vals, seq: sr.Seq, group: groupKey{sr.Group, sr.GPUs}})
 	return nil
 }

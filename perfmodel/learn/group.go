@@ -1,0 +1,83 @@
+package learn
+
+import (
+	"math"
+)
+
+// MaxGroupLen bounds JobInfo.Group, in bytes.
+const MaxGroupLen = 512
+
+// groupKey names the runs of one program at one reference GPU count.
+type groupKey struct {
+	name string
+	ref  int
+}
+
+// groupStat is what a group's rows measured on one type: how many, the
+// mean log rate and the spread between them (their sample variance, 0
+// for one row).
+type groupStat struct {
+	n          int
+	mean, vari float64
+}
+
+// groupsOf returns, per group of in's rows (in.group), what its rows
+// measured on each type, by Welford's one-pass mean and variance (Welford,
+// Technometrics 4(3), 1962). Rows without a group are left out. Cost:
+// O(rows * cols); memory O(groups * cols).
+func groupsOf(in *popInput) map[groupKey][]groupStat {
+	var out map[groupKey][]groupStat
+	for r := range in.rows {
+		g := in.group[r]
+		if g.name == "" {
+			continue
+		}
+		if out == nil {
+			out = map[groupKey][]groupStat{}
+		}
+		st := out[g]
+		if st == nil {
+			st = make([]groupStat, in.cols)
+			out[g] = st
+		}
+		for t, y := range in.y[r*in.cols : (r+1)*in.cols] {
+			if math.IsNaN(y) {
+				continue
+			}
+			s := &st[t]
+			s.n++
+			d := y - s.mean
+			s.mean += d / float64(s.n)
+			s.vari += d * (y - s.mean) // the sum of squares until below
+		}
+	}
+	for _, st := range out {
+		for t := range st {
+			if st[t].n > 1 {
+				st[t].vari /= float64(st[t].n - 1)
+			} else {
+				st[t].vari = 0
+			}
+		}
+	}
+	return out
+}
+
+// groupEvidence is the evidence the other runs of j's group give of its
+// log rate on type ti: their mean, with variance tau^2 (1 + 1/n) for n
+// runs, tau^2 the larger of their sample variance and GroupSigma^2 (a new
+// run of the program differs from its mean by the spread between runs,
+// and the mean is known to within tau^2 / n). ok is false when the group
+// measured nothing on ti (or the job names no group, or no fit holds it).
+func (l *Learner) groupEvidence(j *job, ti int) (mean, vari float64, ok bool) {
+	if j.info.Group == "" || l.pop == nil || l.pop.groups == nil {
+		return 0, 0, false
+	}
+	st := l.pop.groups[groupKey{j.info.Group, j.ref}]
+	if ti >= len(st) || st[ti].n == 0 {
+		return 0, 0, false
+	}
+	s := st[ti]
+	tau2 := max(s.vari, l.cfg.GroupSigma*l.cfg.GroupSigma)
+	return s.mean, tau2 * (1 + 1/float64(s.n)), true
+}
