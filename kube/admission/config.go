@@ -192,9 +192,14 @@ type Config struct {
 	// a type it ran on without reporting), and the core normalises each
 	// job's rates (scheduler.Explore.Normalise), so that a report's scale
 	// buys nothing. Reports reach it through Progress (the progress
-	// channel's sink; Workload is its resolver: kube/progress). What it
-	// learned is not kept across restarts (it learns again); nil: no
-	// learning, the claims are the rates.
+	// channel's sink; Workload is its resolver: kube/progress). Each
+	// workload's group (scheduler.JobSpec.Group) is its program as the
+	// cluster sees it (model.ProgramGroup: its namespace, its
+	// gpusched.io/job-kind or else its containers' images, commands and
+	// arguments, and its GPU count), so that a new run starts where the
+	// last one of its program ended. What it learned is not kept across
+	// restarts (it learns again); nil: no learning, the claims are the
+	// rates.
 	Estimator learn.Estimator
 
 	// StateNamespace (required unless NoState) and StateName locate the

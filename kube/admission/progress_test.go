@@ -152,8 +152,25 @@ func TestLearnedEvent(t *testing.T) {
 	truth := map[string]map[topology.GPUType]float64{
 		"pod/v1/a": {topology.V100: 3, topology.K80: 1}, "pod/v2/b": {topology.V100: 1.2, topology.K80: 1}, "pod/v3/c": {topology.V100: 1.2, topology.K80: 1},
 	}
-	steps := map[string]float64{}
-	for r := range 12 {
+	runAtTruth(t, p, truth, map[string]float64{}, 0, 12)
+	msgs := reasonMessages(t, p.cs, ReasonLearned)
+	var a []string
+	for _, m := range msgs {
+		if strings.Contains(m, "learned: 3.0x faster on v100 than k80") {
+			a = append(a, m)
+		}
+	}
+	t.Logf("%q", msgs)
+	require.NotEmpty(t, a, "a is told what was learned")
+	assert.Len(t, a, 1, "once, not at every round")
+}
+
+// runAtTruth runs rounds from, ..., to-1 of p, each admitted workload
+// reporting its progress every 60 s of the round at its truth on the
+// type it runs on (steps: each workload's steps so far).
+func runAtTruth(t *testing.T, p *playground, truth map[string]map[topology.GPUType]float64, steps map[string]float64, from, to int) {
+	t.Helper()
+	for r := from; r < to; r++ {
 		res := p.round(r)
 		setRunning(t, p)
 		for key, typ := range res.Admitted {
@@ -167,14 +184,4 @@ func TestLearnedEvent(t *testing.T) {
 			p.clk.t = start
 		}
 	}
-	msgs := reasonMessages(t, p.cs, ReasonLearned)
-	var a []string
-	for _, m := range msgs {
-		if strings.Contains(m, "learned: 3.0x faster on v100 than k80") {
-			a = append(a, m)
-		}
-	}
-	t.Logf("%q", msgs)
-	require.NotEmpty(t, a, "a is told what was learned")
-	assert.Len(t, a, 1, "once, not at every round")
 }

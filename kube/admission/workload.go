@@ -391,6 +391,9 @@ func (w *workload) spec(env *specEnv) (spec scheduler.JobSpec, notes []string, e
 		if len(claimed) == 0 {
 			spec.Throughput = nil // nothing claimed: learned from nothing
 		}
+		// Runs of one program (its namespace, images, commands and GPU
+		// count, or its kind) start where the last one ended.
+		spec.Group = model.ProgramGroup(w.ns, w.podSpec(), w.gpus, ann[AnnotationJobKind])
 	}
 	return spec, notes, nil
 }
