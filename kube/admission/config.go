@@ -22,14 +22,6 @@ const (
 	// GateName is the scheduling gate that holds a workload until it is
 	// admitted.
 	GateName = "gpusched.io/admission"
-	// AnnotationThroughput gives a job's rates per GPU type, in steps per
-	// second on all its GPUs: "v100=3.2,k80=1" (type or product names).
-	AnnotationThroughput = "gpusched.io/throughput"
-	// AnnotationJobKind names the job's model for the performance model
-	// ("ResNet-18"); AnnotationBatchSize its batch size (0 or absent for
-	// models of one batch size).
-	AnnotationJobKind   = "gpusched.io/job-kind"
-	AnnotationBatchSize = "gpusched.io/batch-size"
 	// AnnotationSteps and AnnotationWeight were a job's work in steps and
 	// its weight; they are ignored (with a Normal event): a job's weight
 	// and remaining work come from its queue in the admin's tenancy.
@@ -181,7 +173,7 @@ type Config struct {
 	// Tenancy is used if set, else no round runs.
 	TenancyConfigMap string
 
-	// Throughput rates jobs by kind (AnnotationJobKind), as a claim: a
+	// Throughput rates jobs by kind (model.AnnotationJobKind), as a claim: a
 	// job's rates count only relative to each other (tenancy.RateRules);
 	// nil means Gavel's table (perfmodel/gavel.Simulation).
 	Throughput perfmodel.ThroughputModel

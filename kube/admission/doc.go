@@ -87,10 +87,12 @@
 // back, and the ValidatingAdmissionPolicy of kube/deploy refuses them on
 // tenants' writes. What a tenant writes on its workload is a hint,
 // bounded: the GPUs it asks for and the types it allows (it can only
-// narrow its own chances); its rates (the annotation [AnnotationThroughput],
-// "v100=3.2,k80=1", else [AnnotationJobKind] with [AnnotationBatchSize]
-// looked up in Config.Throughput, default Gavel's measured table
-// perfmodel/gavel.Simulation), used only relative to each other, within
+// narrow its own chances); its rates (the annotation
+// [model.AnnotationThroughput], "v100=3.2,k80=1", else
+// [model.AnnotationJobKind] with [model.AnnotationBatchSize] looked up in
+// Config.Throughput, default Gavel's measured table
+// perfmodel/gavel.Simulation; read by [model.ClaimedRates], as the Kueue
+// controller reads them), used only relative to each other, within
 // the admin's ratio, at the admin's reference rate on the job's fastest
 // type (tenancy.RateRules.Trusted), so that every policy compares jobs in
 // normalized throughput; a job with neither runs at the reference rate on

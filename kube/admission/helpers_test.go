@@ -67,7 +67,7 @@ func gatedJob(ns, name string, parallelism int32, gpus int, ann map[string]strin
 }
 
 // rates is a throughput annotation.
-func rates(v string) map[string]string { return map[string]string{AnnotationThroughput: v} }
+func rates(v string) map[string]string { return map[string]string{model.AnnotationThroughput: v} }
 
 // testClock is a controller clock the test moves.
 type testClock struct{ t float64 }
