@@ -530,10 +530,10 @@ func TestStateGenerationBound(t *testing.T) {
 	head := func(gen int64) map[string]string {
 		return map[string]string{stateKeyHead: fmt.Sprintf(`{"version":2,"gen":%d,"chunks":0,"bytes":%d,"sha256":%q}`, gen, len(gz), hex.EncodeToString(sum[:]))}
 	}
-	_, _, h, err := decodeState(head(maxGen), map[string][]byte{stateKeyBlob: gz}, nil)
+	_, h, err := decodeState(head(maxGen), map[string][]byte{stateKeyBlob: gz}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, int64(maxGen), h.Gen)
-	_, _, _, err = decodeState(head(maxGen+1), map[string][]byte{stateKeyBlob: gz}, nil)
+	_, _, err = decodeState(head(maxGen+1), map[string][]byte{stateKeyBlob: gz}, nil)
 	require.ErrorContains(t, err, "generation")
 }
 

@@ -87,6 +87,12 @@ const (
 	// ReasonBadState: the saved state could not be read; the controller
 	// started clean.
 	ReasonBadState = "GPUSchedBadState"
+	// ReasonLearnerState (Warning, on the state ConfigMap): what the
+	// estimator learned (Config.Estimator) could not be restored from
+	// the saved state (corrupt, or beyond the estimator's Config), so it
+	// learns afresh while the rest of the state is restored; or the state
+	// is saved without it, too large for the state's caps.
+	ReasonLearnerState = "GPUSchedLearnerState"
 	// ReasonBadTenancy: the tenancy ConfigMap does not parse; the last
 	// good tenancy stays in force.
 	ReasonBadTenancy = "GPUSchedBadTenancy"
@@ -184,9 +190,18 @@ type Config struct {
 	// a type it ran on without reporting), and the core normalises each
 	// job's rates (scheduler.Explore.Normalise), so that a report's scale
 	// buys nothing. Reports reach it through Progress (the progress
-	// channel's sink; Workload is its resolver: kube/progress). What it
-	// learned is not kept across restarts (it learns again); nil: no
+	// channel's sink; Workload is its resolver: kube/progress). nil: no
 	// learning, the claims are the rates.
+	//
+	// What it learned is kept across restarts only if it can be saved:
+	// if it has Snapshot() ([]byte, error) and Restore([]byte) error, as
+	// *learn.Learner has, its snapshot is saved in the state with the
+	// core's, and restored into it at New, before the core (it replaces
+	// what the estimator held). A snapshot it refuses (corrupt, or beyond
+	// its Config: fewer types or jobs allowed) is a Warning event
+	// ReasonLearnerState, and it learns afresh; the admissions and the
+	// core's state are restored all the same. Another Estimator learns
+	// afresh at every start.
 	Estimator learn.Estimator
 
 	// StateNamespace (required unless NoState) and StateName locate the

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/perfmodel/learn"
 	"github.com/gpusched/gpusched/scheduler"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -28,6 +29,7 @@ func FuzzDecodeState(f *testing.F) {
 	for _, doc := range []string{
 		mustJSON(f, stateDoc{Controller: st, Scheduler: json.RawMessage(snap)}),
 		`{"controller":{"version":2,"rounds":-1},"scheduler":{}}`,
+		`{"controller":{"version":2},"scheduler":null,"learner":{"version":1,"types":["v100"],"seq":1,"jobs":[{"name":"pod/a/x","gpus":1,"info":{}}]}}`,
 		`{"controller":{"version":2,"admitted":{"k":null}},"scheduler":null}`,
 		`{"controller":{"version":2},"scheduler":{"version":1,"next_id":-5,"jobs":[{"key":"x","id":1,"spec":{"gpus":1e9}}]}}`,
 	} {
@@ -49,10 +51,11 @@ func FuzzDecodeState(f *testing.F) {
 			}
 			return nil, errors.New("no such chunk")
 		}
-		st, snap, h, err := decodeState(map[string]string{stateKeyHead: head}, map[string][]byte{stateKeyBlob: blob}, chunk)
+		doc, h, err := decodeState(map[string]string{stateKeyHead: head}, map[string][]byte{stateKeyBlob: blob}, chunk)
 		if err != nil {
 			return
 		}
+		st, snap := doc.Controller, doc.Scheduler
 		if st.Version != stateVersion || st.Rounds < 0 || h.Chunks > maxChunks || h.Gen < 0 || h.Gen > maxGen || st.Admitted == nil || st.Requeue == nil {
 			t.Fatalf("accepted a state out of bounds: %+v %+v", st, h)
 		}
@@ -66,6 +69,11 @@ func FuzzDecodeState(f *testing.F) {
 			t.Fatal(err)
 		}
 		_ = s.Restore(snap)
+		l, err := learn.New(learn.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = l.Restore(doc.Learner)
 	})
 }
 
