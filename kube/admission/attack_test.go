@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/kube/model"
 	"github.com/gpusched/gpusched/kube/tenancy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -62,7 +63,7 @@ func runAttack(t *testing.T, a attack, attacking bool) attackRun {
 	ctx := context.Background()
 	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), gpuNode("n2", "Tesla-V100-SXM2-16GB", 4))
 	for i, ns := range []string{"att", "v1", "v2", "v3"} {
-		ann := map[string]string{AnnotationThroughput: "v100=1"}
+		ann := map[string]string{model.AnnotationThroughput: "v100=1"}
 		for k, v := range a.vic {
 			ann[k] = v
 		}
@@ -127,7 +128,7 @@ func runAttack(t *testing.T, a attack, attacking bool) attackRun {
 // package gpusched, the admission policies in e2e).
 var attackRows = []attack{
 	{name: "weight 1e9 under water-filling", policy: "water-filling", att: map[string]string{AnnotationWeight: "1e9"}},
-	{name: "claimed rate 1e9 steps/s under max-throughput", policy: "max-throughput", att: map[string]string{AnnotationThroughput: "v100=1e9"}},
+	{name: "claimed rate 1e9 steps/s under max-throughput", policy: "max-throughput", att: map[string]string{model.AnnotationThroughput: "v100=1e9"}},
 	{name: "steps 1 under finish-time fairness", policy: "finish-time-fairness", att: map[string]string{AnnotationSteps: "1"}},
 	{name: "queue label naming another tenant (hierarchical)", policy: "hierarchical", label: map[string]string{LabelQueue: "vip"}},
 	{name: "ungated pod with admitted-type, no preemption", policy: "max-min-fairness", ungated: true, gpus: 8, noPreemption: true, rounds: 6,
@@ -195,12 +196,12 @@ func TestStateBoundedWhateverTenantsWrite(t *testing.T) {
 		ctx := context.Background()
 		cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), gpuNode("n2", "Tesla-V100-SXM2-16GB", 4))
 		for i := range 300 {
-			j := gatedJob("att", fmt.Sprintf("j%03d-%s", i, strings.Repeat("x", 50)), 1, 1, map[string]string{AnnotationThroughput: rates})
+			j := gatedJob("att", fmt.Sprintf("j%03d-%s", i, strings.Repeat("x", 50)), 1, 1, map[string]string{model.AnnotationThroughput: rates})
 			_, err := cs.BatchV1().Jobs("att").Create(ctx, j, metav1.CreateOptions{})
 			require.NoError(t, err)
 		}
 		for _, ns := range []string{"v1", "v2", "v3"} {
-			_, err := cs.CoreV1().Pods(ns).Create(ctx, gatedPod(ns, "job", 4, map[string]string{AnnotationThroughput: "v100=1"}), metav1.CreateOptions{})
+			_, err := cs.CoreV1().Pods(ns).Create(ctx, gatedPod(ns, "job", 4, map[string]string{model.AnnotationThroughput: "v100=1"}), metav1.CreateOptions{})
 			require.NoError(t, err)
 		}
 		ten, err := tenancy.Parse([]byte(attackTenancy))
@@ -529,10 +530,10 @@ func TestStateGenerationBound(t *testing.T) {
 	head := func(gen int64) map[string]string {
 		return map[string]string{stateKeyHead: fmt.Sprintf(`{"version":2,"gen":%d,"chunks":0,"bytes":%d,"sha256":%q}`, gen, len(gz), hex.EncodeToString(sum[:]))}
 	}
-	_, _, h, err := decodeState(head(maxGen), map[string][]byte{stateKeyBlob: gz}, nil)
+	_, h, err := decodeState(head(maxGen), map[string][]byte{stateKeyBlob: gz}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, int64(maxGen), h.Gen)
-	_, _, _, err = decodeState(head(maxGen+1), map[string][]byte{stateKeyBlob: gz}, nil)
+	_, _, err = decodeState(head(maxGen+1), map[string][]byte{stateKeyBlob: gz}, nil)
 	require.ErrorContains(t, err, "generation")
 }
 

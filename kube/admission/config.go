@@ -22,14 +22,6 @@ const (
 	// GateName is the scheduling gate that holds a workload until it is
 	// admitted.
 	GateName = "gpusched.io/admission"
-	// AnnotationThroughput gives a job's rates per GPU type, in steps per
-	// second on all its GPUs: "v100=3.2,k80=1" (type or product names).
-	AnnotationThroughput = "gpusched.io/throughput"
-	// AnnotationJobKind names the job's model for the performance model
-	// ("ResNet-18"); AnnotationBatchSize its batch size (0 or absent for
-	// models of one batch size).
-	AnnotationJobKind   = "gpusched.io/job-kind"
-	AnnotationBatchSize = "gpusched.io/batch-size"
 	// AnnotationSteps and AnnotationWeight were a job's work in steps and
 	// its weight; they are ignored (with a Normal event): a job's weight
 	// and remaining work come from its queue in the admin's tenancy.
@@ -95,6 +87,12 @@ const (
 	// ReasonBadState: the saved state could not be read; the controller
 	// started clean.
 	ReasonBadState = "GPUSchedBadState"
+	// ReasonLearnerState (Warning, on the state ConfigMap): what the
+	// estimator learned (Config.Estimator) could not be restored from
+	// the saved state (corrupt, or beyond the estimator's Config), so it
+	// learns afresh while the rest of the state is restored; or the state
+	// is saved without it, too large for the state's caps.
+	ReasonLearnerState = "GPUSchedLearnerState"
 	// ReasonBadTenancy: the tenancy ConfigMap does not parse; the last
 	// good tenancy stays in force.
 	ReasonBadTenancy = "GPUSchedBadTenancy"
@@ -181,7 +179,7 @@ type Config struct {
 	// Tenancy is used if set, else no round runs.
 	TenancyConfigMap string
 
-	// Throughput rates jobs by kind (AnnotationJobKind), as a claim: a
+	// Throughput rates jobs by kind (model.AnnotationJobKind), as a claim: a
 	// job's rates count only relative to each other (tenancy.RateRules);
 	// nil means Gavel's table (perfmodel/gavel.Simulation).
 	Throughput perfmodel.ThroughputModel
@@ -197,9 +195,18 @@ type Config struct {
 	// cluster sees it (model.ProgramGroup: its namespace, its
 	// gpusched.io/job-kind or else its containers' images, commands and
 	// arguments, and its GPU count), so that a new run starts where the
-	// last one of its program ended. What it learned is not kept across
-	// restarts (it learns again); nil: no learning, the claims are the
+	// last one of its program ended. nil: no learning, the claims are the
 	// rates.
+	//
+	// What it learned is kept across restarts only if it can be saved:
+	// if it has Snapshot() ([]byte, error) and Restore([]byte) error, as
+	// *learn.Learner has, its snapshot is saved in the state with the
+	// core's, and restored into it at New, before the core (it replaces
+	// what the estimator held). A snapshot it refuses (corrupt, or beyond
+	// its Config: fewer types or jobs allowed) is a Warning event
+	// ReasonLearnerState, and it learns afresh; the admissions and the
+	// core's state are restored all the same. Another Estimator learns
+	// afresh at every start.
 	Estimator learn.Estimator
 
 	// StateNamespace (required unless NoState) and StateName locate the

@@ -71,8 +71,11 @@ type Controller struct {
 	// head's generation first, so that it never writes its chunks into
 	// the slot that the head in the API names.
 	genUnsure bool
-	adopt     bool // a clean start: adopt what runs at the next round
-	created   map[string][]*corev1.Pod
+	// learnerDropped: the last save left the estimator's snapshot out
+	// (too large), and said so once.
+	learnerDropped bool
+	adopt          bool // a clean start: adopt what runs at the next round
+	created        map[string][]*corev1.Pod
 
 	caches  *caches
 	events  *eventer

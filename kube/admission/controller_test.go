@@ -163,7 +163,7 @@ func TestMalformedWorkloadsReportedAndSkipped(t *testing.T) {
 			warned[e.InvolvedObject.Name] = e.Message
 		}
 	}
-	assert.Contains(t, warned["bad-rates"], AnnotationThroughput)
+	assert.Contains(t, warned["bad-rates"], model.AnnotationThroughput)
 	assert.Contains(t, warned["no-gpus"], "asks for no GPUs")
 	assert.Contains(t, warned["bad-queue"], "may use only queue team-a")
 	assert.Contains(t, warned["gang-0"], "members disagree")
@@ -392,7 +392,7 @@ func TestThroughputSources(t *testing.T) {
 	assert.Equal(t, spec.Throughput, spec2.Throughput)
 
 	// The model's rates for the kind, normalized too.
-	spec, notes, err = mk(map[string]string{AnnotationJobKind: "ResNet-18", AnnotationBatchSize: "64"}).spec(env)
+	spec, notes, err = mk(map[string]string{model.AnnotationJobKind: "ResNet-18", model.AnnotationBatchSize: "64"}).spec(env)
 	require.NoError(t, err)
 	assert.Empty(t, notes)
 	assert.Nil(t, spec.Model)
@@ -401,7 +401,7 @@ func TestThroughputSources(t *testing.T) {
 	v100, _ := gavel.Simulation().Throughput(perfmodel.JobKey{Model: "ResNet-18", BatchSize: 64, ScaleFactor: 1}, topology.V100)
 	assert.InDelta(t, k80/v100, spec.Throughput[topology.K80], 1e-3)
 
-	spec, notes, err = mk(map[string]string{AnnotationJobKind: "NoSuchNet"}).spec(env)
+	spec, notes, err = mk(map[string]string{model.AnnotationJobKind: "NoSuchNet"}).spec(env)
 	require.NoError(t, err)
 	assert.Contains(t, strings.Join(notes, ";"), "does not know NoSuchNet")
 	assert.Equal(t, map[topology.GPUType]float64{topology.V100: 1, topology.K80: 1}, spec.Throughput)
@@ -439,7 +439,7 @@ tenants:
 
 	// Types the cluster lacks are dropped; a claim rating none of the
 	// cluster's types is refused.
-	spec, _, err = mk(map[string]string{AnnotationThroughput: "v100=1,a100=2", model.AnnotationGPUTypes: "v100,a100"}).spec(env)
+	spec, _, err = mk(map[string]string{model.AnnotationThroughput: "v100=1,a100=2", model.AnnotationGPUTypes: "v100,a100"}).spec(env)
 	require.NoError(t, err)
 	assert.Equal(t, []topology.GPUType{topology.V100}, spec.Types)
 	assert.Equal(t, map[topology.GPUType]float64{topology.V100: 2}, spec.Throughput)

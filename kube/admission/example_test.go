@@ -31,7 +31,7 @@ func ExampleController() {
 	}
 	pod := func(name, rates string) *corev1.Pod {
 		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name, Annotations: map[string]string{admission.AnnotationThroughput: rates}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name, Annotations: map[string]string{model.AnnotationThroughput: rates}},
 			Spec: corev1.PodSpec{
 				SchedulingGates: []corev1.PodSchedulingGate{{Name: admission.GateName}},
 				Containers: []corev1.Container{{Name: "train", Image: "trainer",

@@ -12,34 +12,10 @@ import (
 	"testing"
 
 	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/perfmodel/learn"
 	"github.com/gpusched/gpusched/scheduler"
 	"k8s.io/apimachinery/pkg/types"
 )
-
-// parseRates never panics; it accepts only finite rates >= 0 of distinct
-// types, and an error wraps nothing surprising.
-func FuzzParseRates(f *testing.F) {
-	for _, s := range []string{"v100=3.2,k80=1", "Tesla-V100-SXM2-16GB=2", "", "=", "v100=1,v100=2", "a=1e400", "k80=-0", "p100= 4 ,"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		rates, err := parseRates(s)
-		if err != nil {
-			if rates != nil || errors.Is(err, ErrConfig) {
-				t.Fatalf("%q: rates %v with error %v", s, rates, err)
-			}
-			return
-		}
-		if len(rates) == 0 {
-			t.Fatalf("%q: no rates and no error", s)
-		}
-		for typ, v := range rates {
-			if !(v >= 0) || v > 1e12 || typ.Validate() != nil {
-				t.Fatalf("%q: rate %v on %q", s, v, typ)
-			}
-		}
-	})
-}
 
 // FuzzDecodeState: whatever the state ConfigMaps hold (a tenant who could
 // write them, a corrupt etcd), decoding them and restoring the core from
@@ -53,6 +29,7 @@ func FuzzDecodeState(f *testing.F) {
 	for _, doc := range []string{
 		mustJSON(f, stateDoc{Controller: st, Scheduler: json.RawMessage(snap)}),
 		`{"controller":{"version":2,"rounds":-1},"scheduler":{}}`,
+		`{"controller":{"version":2},"scheduler":null,"learner":{"version":1,"types":["v100"],"seq":1,"jobs":[{"name":"pod/a/x","gpus":1,"info":{}}]}}`,
 		`{"controller":{"version":2,"admitted":{"k":null}},"scheduler":null}`,
 		`{"controller":{"version":2},"scheduler":{"version":1,"next_id":-5,"jobs":[{"key":"x","id":1,"spec":{"gpus":1e9}}]}}`,
 	} {
@@ -74,10 +51,11 @@ func FuzzDecodeState(f *testing.F) {
 			}
 			return nil, errors.New("no such chunk")
 		}
-		st, snap, h, err := decodeState(map[string]string{stateKeyHead: head}, map[string][]byte{stateKeyBlob: blob}, chunk)
+		doc, h, err := decodeState(map[string]string{stateKeyHead: head}, map[string][]byte{stateKeyBlob: blob}, chunk)
 		if err != nil {
 			return
 		}
+		st, snap := doc.Controller, doc.Scheduler
 		if st.Version != stateVersion || st.Rounds < 0 || h.Chunks > maxChunks || h.Gen < 0 || h.Gen > maxGen || st.Admitted == nil || st.Requeue == nil {
 			t.Fatalf("accepted a state out of bounds: %+v %+v", st, h)
 		}
@@ -91,6 +69,11 @@ func FuzzDecodeState(f *testing.F) {
 			t.Fatal(err)
 		}
 		_ = s.Restore(snap)
+		l, err := learn.New(learn.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = l.Restore(doc.Learner)
 	})
 }
 

@@ -14,7 +14,7 @@ import (
 )
 
 func member(group, name string, min string, gpus int) *corev1.Pod {
-	p := gatedPod(testNS, name, gpus, map[string]string{model.AnnotationMinMember: min, AnnotationThroughput: "v100=2,k80=1"})
+	p := gatedPod(testNS, name, gpus, map[string]string{model.AnnotationMinMember: min, model.AnnotationThroughput: "v100=2,k80=1"})
 	p.Labels = map[string]string{model.LabelPodGroup: group}
 	return p
 }

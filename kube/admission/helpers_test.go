@@ -67,7 +67,7 @@ func gatedJob(ns, name string, parallelism int32, gpus int, ann map[string]strin
 }
 
 // rates is a throughput annotation.
-func rates(v string) map[string]string { return map[string]string{AnnotationThroughput: v} }
+func rates(v string) map[string]string { return map[string]string{model.AnnotationThroughput: v} }
 
 // testClock is a controller clock the test moves.
 type testClock struct{ t float64 }
@@ -146,11 +146,18 @@ func checkInvariants(t *testing.T, cs kubernetes.Interface, res *RoundResult) {
 // gpusched.
 func savedState(t *testing.T, cs kubernetes.Interface) ctrlState {
 	t.Helper()
+	return savedDoc(t, cs).Controller
+}
+
+// savedDoc decodes the whole saved state: the controller's records, the
+// core's snapshot and the estimator's.
+func savedDoc(t *testing.T, cs kubernetes.Interface) stateDoc {
+	t.Helper()
 	ctx := context.Background()
 	cms := cs.CoreV1().ConfigMaps("gpusched")
 	head, err := cms.Get(ctx, DefaultStateName, metav1.GetOptions{})
 	require.NoError(t, err)
-	st, _, _, err := decodeState(head.Data, head.BinaryData, func(slot int64, i int) ([]byte, error) {
+	doc, _, err := decodeState(head.Data, head.BinaryData, func(slot int64, i int) ([]byte, error) {
 		cm, err := cms.Get(ctx, chunkName(DefaultStateName, slot, i), metav1.GetOptions{})
 		if err != nil {
 			return nil, err
@@ -158,7 +165,7 @@ func savedState(t *testing.T, cs kubernetes.Interface) ctrlState {
 		return cm.BinaryData[chunkKey], nil
 	})
 	require.NoError(t, err)
-	return st
+	return doc
 }
 
 // syncRound runs a round once the controller's caches hold what the

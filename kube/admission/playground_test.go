@@ -348,7 +348,7 @@ func (p *playground) updateJob(j *batchv1.Job) {
 
 // groupMember is a gated member of a pod group of two.
 func groupMember(ns, group, name string, gpus int) *corev1.Pod {
-	m := gatedPod(ns, name, gpus, map[string]string{model.AnnotationMinMember: "2", AnnotationThroughput: "v100=1"})
+	m := gatedPod(ns, name, gpus, map[string]string{model.AnnotationMinMember: "2", model.AnnotationThroughput: "v100=1"})
 	m.Labels = map[string]string{model.LabelPodGroup: group}
 	return m
 }

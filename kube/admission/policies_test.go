@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/gpusched/gpusched/kube/model"
 	"github.com/gpusched/gpusched/kube/tenancy"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +23,7 @@ func TestEveryPolicy(t *testing.T) {
 			for i := range 5 {
 				ns := fmt.Sprint("ns", i%2)
 				p := gatedPod(ns, fmt.Sprint("j", i), 1+i%2, map[string]string{
-					AnnotationThroughput: fmt.Sprintf("v100=%d,k80=1", 2+i)})
+					model.AnnotationThroughput: fmt.Sprintf("v100=%d,k80=1", 2+i)})
 				p.Labels = map[string]string{LabelQueue: fmt.Sprintf("q%d-%d", i%2, i%3%2)}
 				_, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 				require.NoError(t, err)

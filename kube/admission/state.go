@@ -30,12 +30,17 @@ import (
 // larger state is split over chunk ConfigMaps name-<slot>-<i>, written
 // before the head that names them, in one of two slots taken in turn, so
 // that a save cut short leaves the last complete state in place. The
-// state is one gzip'd JSON document: the controller's records (ctrlState)
-// and the core's Snapshot. What tenants write reaches it only bounded:
+// state is one gzip'd JSON document: the controller's records (ctrlState),
+// the core's Snapshot and, with an Estimator that can be saved
+// (learnerState: *learn.Learner), the estimator's snapshot. What tenants
+// write reaches it only bounded:
 // job keys (object names), at most Tenancy.MaxJobs jobs, rates rounded to
 // four digits on the cluster's types, records of the admitted workloads
 // (at most one per GPU); a preempted pod's gated copy goes to a ConfigMap
-// of its own (requeueName), at most maxPodCopy bytes. Saving therefore
+// of its own (requeueName), at most maxPodCopy bytes; the estimator's
+// snapshot is bounded by its own Config (learn.Config's MaxJobs,
+// MaxTracks, MaxWindows, MaxHistory), and a state that would not fit the
+// caps with it is saved without it (ReasonLearnerState). Saving therefore
 // never fails for what tenants write.
 const (
 	stateKeyHead  = "head.json"
@@ -118,6 +123,24 @@ type stateHead struct {
 type stateDoc struct {
 	Controller ctrlState       `json:"controller"`
 	Scheduler  json.RawMessage `json:"scheduler"`
+	// Learner is the estimator's snapshot (learnerState), absent without
+	// one (no Config.Estimator, one that cannot be saved, a state saved
+	// before estimators were, or one too large to keep it).
+	Learner json.RawMessage `json:"learner,omitempty"`
+}
+
+// learnerState is an estimator whose state can be saved and restored
+// (*learn.Learner is one): Config.Estimator is saved with the state only
+// if it is one.
+type learnerState interface {
+	Snapshot() ([]byte, error)
+	Restore(data []byte) error
+}
+
+// learner returns the estimator if its state can be saved, else nil.
+func (c *Controller) learner() learnerState {
+	ls, _ := c.cfg.Estimator.(learnerState)
+	return ls
 }
 
 func newCtrlState() ctrlState {
@@ -147,17 +170,70 @@ func (c *Controller) load(ctx context.Context) (fresh bool, err error) {
 		}
 		return cm.BinaryData[chunkKey], nil
 	}
-	st, snap, h, err := decodeState(head.Data, head.BinaryData, chunk)
+	doc, h, err := decodeState(head.Data, head.BinaryData, chunk)
 	if err != nil {
 		return false, fmt.Errorf("%w: %s/%s: %w", ErrState, ns, name, err)
 	}
-	if err := c.restore(snap); err != nil {
+	// The estimator first, then the core (scheduler/learn.go); a core
+	// that cannot be restored takes the estimator's state back with it
+	// (a clean start is clean).
+	undo := c.restoreLearner(doc.Learner)
+	if err := c.restore(doc.Scheduler); err != nil {
+		undo()
 		return false, fmt.Errorf("%w: %s/%s: %w", ErrState, ns, name, err)
 	}
+	st := doc.Controller
 	c.state, c.gen = st, h.Gen
 	c.slotChunks, c.chunksKnown = [2]int{}, false // the next save lists them
 	c.log.Info("state restored", "configmap", ns+"/"+name, "rounds", st.Rounds, "jobs", len(c.sched.Jobs()), "bytes", h.Bytes)
 	return false, nil
+}
+
+// restoreLearner loads the estimator's saved snapshot, if there is one
+// and the estimator can be saved (learnerState). One that it refuses (a
+// *learn.Error of kind learn.ErrMalformedSnapshot: corrupt, of another
+// version, or beyond this estimator's Config) leaves the estimator as it
+// was, to learn afresh: a Warning event ReasonLearnerState on the state
+// ConfigMap and a log line say so; the controller's records and the core
+// are restored all the same. It returns what puts the estimator back as
+// it was before.
+func (c *Controller) restoreLearner(snap json.RawMessage) (undo func()) {
+	undo = func() {}
+	ls := c.learner()
+	if len(snap) == 0 || string(snap) == "null" {
+		return undo
+	}
+	if ls == nil {
+		c.log.Info("the saved state holds what an estimator learned; this controller has none (--learn) or one that cannot be restored: not restored")
+		return undo
+	}
+	before, err := ls.Snapshot()
+	if err == nil {
+		err = restoreSafely(ls, snap)
+	}
+	if err != nil {
+		ns, name := c.cfg.stateLocation()
+		c.log.Warn("the estimator's saved state cannot be restored: learning afresh", "configmap", ns+"/"+name, "err", err)
+		c.eventOn(corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: ns, Name: name}, corev1.EventTypeWarning, ReasonLearnerState,
+			fmt.Sprintf("what the estimator learned cannot be restored, learning afresh (the admissions and the core's state are restored; the next save replaces it): %v", err))
+		return undo
+	}
+	c.log.Info("estimator state restored", "bytes", len(snap))
+	return func() {
+		if err := restoreSafely(ls, before); err != nil {
+			c.log.Warn("the estimator's state before the restore cannot be put back", "err", err)
+		}
+	}
+}
+
+// restoreSafely restores ls from snap; a panic in it (a bug) is an error.
+func restoreSafely(ls learnerState, snap []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("restoring the estimator's snapshot panicked: %v", r)
+		}
+	}()
+	return ls.Restore(snap)
 }
 
 // restore loads the core's snapshot into the core built for the cluster
@@ -184,25 +260,26 @@ func (c *Controller) restore(snap []byte) (err error) {
 // decodeState reads a saved state: the head's header, the compressed
 // state inline or in chunks (chunk reads them), checked against the
 // header's size and hash, and the controller's records checked against
-// their bounds. It never panics on any input.
-func decodeState(data map[string]string, bin map[string][]byte, chunk func(slot int64, i int) ([]byte, error)) (ctrlState, []byte, stateHead, error) {
+// their bounds. It never panics on any input. The core's and the
+// estimator's snapshots are checked as they are restored.
+func decodeState(data map[string]string, bin map[string][]byte, chunk func(slot int64, i int) ([]byte, error)) (stateDoc, stateHead, error) {
 	var h stateHead
 	raw, ok := data[stateKeyHead]
 	if !ok {
-		return ctrlState{}, nil, h, errors.New("no " + stateKeyHead + " (a state of another format)")
+		return stateDoc{}, h, errors.New("no " + stateKeyHead + " (a state of another format)")
 	}
 	if err := strictJSON([]byte(raw), &h); err != nil {
-		return ctrlState{}, nil, h, fmt.Errorf("%s: %w", stateKeyHead, err)
+		return stateDoc{}, h, fmt.Errorf("%s: %w", stateKeyHead, err)
 	}
 	switch {
 	case h.Version != stateVersion:
-		return ctrlState{}, nil, h, fmt.Errorf("state version %d (this controller reads %d)", h.Version, stateVersion)
+		return stateDoc{}, h, fmt.Errorf("state version %d (this controller reads %d)", h.Version, stateVersion)
 	case h.Chunks < 0 || h.Chunks > maxChunks:
-		return ctrlState{}, nil, h, fmt.Errorf("%d chunks (at most %d)", h.Chunks, maxChunks)
+		return stateDoc{}, h, fmt.Errorf("%d chunks (at most %d)", h.Chunks, maxChunks)
 	case h.Bytes < 0 || h.Bytes > maxChunks*chunkMax:
-		return ctrlState{}, nil, h, fmt.Errorf("%d bytes", h.Bytes)
+		return stateDoc{}, h, fmt.Errorf("%d bytes", h.Bytes)
 	case h.Gen < 0 || h.Gen > maxGen:
-		return ctrlState{}, nil, h, fmt.Errorf("generation %d (from 0 to %d)", h.Gen, int64(maxGen))
+		return stateDoc{}, h, fmt.Errorf("generation %d (from 0 to %d)", h.Gen, int64(maxGen))
 	}
 	var gz []byte
 	if h.Chunks == 0 {
@@ -211,37 +288,37 @@ func decodeState(data map[string]string, bin map[string][]byte, chunk func(slot 
 		for i := range h.Chunks {
 			part, err := chunk(h.Gen%2, i)
 			if err != nil {
-				return ctrlState{}, nil, h, fmt.Errorf("chunk %d: %w", i, err)
+				return stateDoc{}, h, fmt.Errorf("chunk %d: %w", i, err)
 			}
 			if len(gz)+len(part) > h.Bytes {
-				return ctrlState{}, nil, h, fmt.Errorf("chunks longer than the %d bytes the head says", h.Bytes)
+				return stateDoc{}, h, fmt.Errorf("chunks longer than the %d bytes the head says", h.Bytes)
 			}
 			gz = append(gz, part...)
 		}
 	}
 	if len(gz) != h.Bytes {
-		return ctrlState{}, nil, h, fmt.Errorf("%d bytes of state, the head says %d", len(gz), h.Bytes)
+		return stateDoc{}, h, fmt.Errorf("%d bytes of state, the head says %d", len(gz), h.Bytes)
 	}
 	if sum := sha256.Sum256(gz); hex.EncodeToString(sum[:]) != h.SHA256 {
-		return ctrlState{}, nil, h, errors.New("the state's hash does not match the head's")
+		return stateDoc{}, h, errors.New("the state's hash does not match the head's")
 	}
 	zr, err := gzip.NewReader(bytes.NewReader(gz))
 	if err != nil {
-		return ctrlState{}, nil, h, fmt.Errorf("gzip: %w", err)
+		return stateDoc{}, h, fmt.Errorf("gzip: %w", err)
 	}
 	plain, err := io.ReadAll(io.LimitReader(zr, maxStateBytes+1))
 	if err != nil {
-		return ctrlState{}, nil, h, fmt.Errorf("gzip: %w", err)
+		return stateDoc{}, h, fmt.Errorf("gzip: %w", err)
 	}
 	if len(plain) > maxStateBytes {
-		return ctrlState{}, nil, h, fmt.Errorf("more than %d bytes uncompressed", maxStateBytes)
+		return stateDoc{}, h, fmt.Errorf("more than %d bytes uncompressed", maxStateBytes)
 	}
 	var doc stateDoc
 	if err := strictJSON(plain, &doc); err != nil {
-		return ctrlState{}, nil, h, err
+		return stateDoc{}, h, err
 	}
 	if err := doc.Controller.check(); err != nil {
-		return ctrlState{}, nil, h, err
+		return stateDoc{}, h, err
 	}
 	if doc.Controller.Admitted == nil {
 		doc.Controller.Admitted = map[string]*record{}
@@ -249,7 +326,7 @@ func decodeState(data map[string]string, bin map[string][]byte, chunk func(slot 
 	if doc.Controller.Requeue == nil {
 		doc.Controller.Requeue = map[string][]requeued{}
 	}
-	return doc.Controller, doc.Scheduler, h, nil
+	return doc, h, nil
 }
 
 func strictJSON(b []byte, v any) error {
@@ -313,30 +390,29 @@ func (st *ctrlState) check() error {
 // maxName bounds a Kubernetes object name.
 const maxName = 253
 
-// save writes the controller's records and the core's snapshot.
+// save writes the controller's records, the core's snapshot and the
+// estimator's (learnerState).
 func (c *Controller) save(ctx context.Context) error {
 	snap, err := c.sched.Snapshot()
 	if err != nil {
 		return fmt.Errorf("admission: snapshot: %w", err)
 	}
-	plain, err := json.Marshal(stateDoc{Controller: c.state, Scheduler: snap})
+	doc := stateDoc{Controller: c.state, Scheduler: snap}
+	if ls := c.learner(); ls != nil {
+		if doc.Learner, err = ls.Snapshot(); err != nil {
+			return fmt.Errorf("admission: the estimator's snapshot: %w", err)
+		}
+	}
+	gz, err := encodeState(doc)
+	if errors.Is(err, errStateTooLarge) && doc.Learner != nil {
+		c.learnerTooLarge(len(doc.Learner), err)
+		doc.Learner = nil
+		gz, err = encodeState(doc)
+	} else if err == nil {
+		c.learnerDropped = false
+	}
 	if err != nil {
-		return fmt.Errorf("admission: state: %w", err)
-	}
-	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-	if err != nil {
 		return err
-	}
-	if _, err := zw.Write(plain); err != nil {
-		return err
-	}
-	if err := zw.Close(); err != nil {
-		return err
-	}
-	gz := buf.Bytes()
-	if len(gz) > maxChunks*chunkMax {
-		return fmt.Errorf("%w: %d bytes of compressed state exceed %d chunks", ErrState, len(gz), maxChunks)
 	}
 	ns, name := c.cfg.stateLocation()
 	if c.genUnsure {
@@ -391,6 +467,51 @@ func (c *Controller) save(ctx context.Context) error {
 	c.chunksKnown = clean
 	c.gen = h.Gen
 	return nil
+}
+
+// errStateTooLarge is wrapped by encodeState's error for a state beyond
+// the caps a load reads (maxStateBytes, maxChunks).
+var errStateTooLarge = errors.New("too large")
+
+// encodeState compresses a state, or refuses one a load would refuse
+// (an error wrapping ErrState and errStateTooLarge).
+func encodeState(doc stateDoc) ([]byte, error) {
+	plain, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("admission: state: %w", err)
+	}
+	if len(plain) > maxStateBytes {
+		return nil, fmt.Errorf("%w: %d bytes of state exceed %d: %w", ErrState, len(plain), maxStateBytes, errStateTooLarge)
+	}
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := zw.Write(plain); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	if buf.Len() > maxChunks*chunkMax {
+		return nil, fmt.Errorf("%w: %d bytes of compressed state exceed %d chunks: %w", ErrState, buf.Len(), maxChunks, errStateTooLarge)
+	}
+	return buf.Bytes(), nil
+}
+
+// learnerTooLarge says, once until a save keeps the estimator's snapshot
+// again, that the state is saved without it: a restart would learn
+// afresh.
+func (c *Controller) learnerTooLarge(n int, err error) {
+	if c.learnerDropped {
+		return
+	}
+	c.learnerDropped = true
+	ns, name := c.cfg.stateLocation()
+	c.log.Warn("the state is saved without the estimator's snapshot: too large", "learner_bytes", n, "err", err)
+	c.eventOn(corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: ns, Name: name}, corev1.EventTypeWarning, ReasonLearnerState,
+		fmt.Sprintf("the state is saved without what the estimator learned (%d bytes; a restart would learn afresh): %v", n, err))
 }
 
 // readGen reads the generation of the head in the API after a head write

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusched/gpusched/kube/model"
 	"github.com/gpusched/gpusched/kube/tenancy"
 	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
@@ -136,7 +137,7 @@ func TestCleanStartAdoptsBoundPods(t *testing.T) {
 	bound := gatedPod(testNS, "bound", 4, rates("v100=1,k80=1"))
 	bound.Spec.SchedulingGates, bound.Spec.NodeName = nil, "k1"
 	bound.Annotations[AnnotationAdmittedType] = "v100" // the node says k80
-	loose := gatedPod(testNS, "loose", 4, map[string]string{AnnotationAdmittedType: "v100", AnnotationThroughput: "v100=1,k80=1"})
+	loose := gatedPod(testNS, "loose", 4, map[string]string{AnnotationAdmittedType: "v100", model.AnnotationThroughput: "v100=1,k80=1"})
 	loose.Spec.SchedulingGates = nil
 	cs := fake.NewClientset(gpuNode("n1", "Tesla-V100-SXM2-16GB", 4), gpuNode("k1", "Tesla-K80", 4), bound, loose)
 	clk := &testClock{}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/gpusched/gpusched/kube/model"
@@ -373,7 +372,7 @@ func (w *workload) spec(env *specEnv) (spec scheduler.JobSpec, notes []string, e
 			notes = append(notes, fmt.Sprintf("annotation %s ignored: weights and remaining work come from queue %s (the admin's)", a, q.Name))
 		}
 	}
-	claimed, more, err := ClaimedRates(ann, w.gpus, env.model, allowed)
+	claimed, more, err := model.ClaimedRates(ann, w.gpus, env.model, allowed)
 	if err != nil {
 		return spec, nil, bad("%v", err)
 	}
@@ -383,7 +382,7 @@ func (w *workload) spec(env *specEnv) (spec scheduler.JobSpec, notes []string, e
 		notes = append(notes, fmt.Sprintf("rates more than %gx apart raised to 1/%g of the fastest type's (the admin's rates.maxRatio)", rules.Ratio(), rules.Ratio()))
 	}
 	if len(rates) == 0 && len(allowed) > 0 {
-		return spec, nil, bad("annotation %s rates none of the cluster's types %v it may run on", AnnotationThroughput, allowed)
+		return spec, nil, bad("annotation %s rates none of the cluster's types %v it may run on", model.AnnotationThroughput, allowed)
 	}
 	spec.Throughput = rates
 	if env.learn {
@@ -393,7 +392,7 @@ func (w *workload) spec(env *specEnv) (spec scheduler.JobSpec, notes []string, e
 		}
 		// Runs of one program (its namespace, images, commands and GPU
 		// count, or its kind) start where the last one ended.
-		spec.Group = model.ProgramGroup(w.ns, w.podSpec(), w.gpus, ann[AnnotationJobKind])
+		spec.Group = model.ProgramGroup(w.ns, w.podSpec(), w.gpus, ann[model.AnnotationJobKind])
 	}
 	return spec, notes, nil
 }
@@ -414,40 +413,6 @@ func mergedAnnotations(j *batchv1.Job) map[string]string {
 		out[k] = v
 	}
 	return out
-}
-
-// parseRates reads "v100=3.2,k80=1" (type or product names).
-func parseRates(v string) (map[topology.GPUType]float64, error) {
-	if len(v) > 4096 {
-		return nil, fmt.Errorf("%d bytes (at most 4096)", len(v))
-	}
-	out := map[topology.GPUType]float64{}
-	for part := range strings.SplitSeq(v, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		name, num, ok := strings.Cut(part, "=")
-		if !ok {
-			return nil, fmt.Errorf("entry %q: want type=rate", cut(part))
-		}
-		p, err := topology.ParseProduct(strings.TrimSpace(name))
-		if err != nil {
-			return nil, fmt.Errorf("entry %q: %w", cut(part), err)
-		}
-		f, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-		if err != nil || !(f >= 0) || f > 1e12 {
-			return nil, fmt.Errorf("entry %q: want a rate from 0 to 1e12 steps/s", cut(part))
-		}
-		if _, dup := out[p.Type]; dup {
-			return nil, fmt.Errorf("type %s given twice", p.Type)
-		}
-		out[p.Type] = f
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no rates in %q", cut(v))
-	}
-	return out, nil
 }
 
 func cut(s string) string {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpusched/gpusched/kube/admission"
 	"github.com/gpusched/gpusched/kube/internal/kubetest"
+	"github.com/gpusched/gpusched/kube/model"
 	"github.com/gpusched/gpusched/kube/tenancy"
 	"github.com/gpusched/gpusched/perfmodel"
 	appsv1 "k8s.io/api/apps/v1"
@@ -83,7 +84,7 @@ func TestE2EAdmissionDeploy(t *testing.T) {
 		must(t, err, "create %s", j.name)
 	}
 	bad := admJob{name: "bad", key: perfmodel.JobKey{Model: "ResNet-50", BatchSize: 64, ScaleFactor: 1}, steps: 1,
-		ann: map[string]string{admission.AnnotationThroughput: "v100=fast"}}
+		ann: map[string]string{model.AnnotationThroughput: "v100=fast"}}
 	_, err = cs.CoreV1().Pods(ns).Create(ctx, bad.pod(ns), metav1.CreateOptions{})
 	must(t, err, "create bad")
 
@@ -130,7 +131,7 @@ func TestE2EAdmissionDeploy(t *testing.T) {
 		}
 		return admitted == 2 && preempted > 0, fmt.Sprintf("%d admitted, %d preempted", admitted, preempted)
 	})
-	if msg := malformedEvent(ctx, t, cs, ns, "bad"); !strings.Contains(msg, admission.AnnotationThroughput) {
+	if msg := malformedEvent(ctx, t, cs, ns, "bad"); !strings.Contains(msg, model.AnnotationThroughput) {
 		t.Errorf("malformed pod: event %q", msg)
 	}
 	cm, err := cs.CoreV1().ConfigMaps(sysNS).Get(ctx, admission.DefaultStateName, metav1.GetOptions{})

@@ -35,7 +35,7 @@ func TestE2EAdmissionJobs(t *testing.T) {
 		Labels: map[string]string{admPoolLabel: "jobs"}}})
 	for _, name := range []string{"train-a", "train-b"} {
 		j := &batchv1.Job{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{admission.AnnotationThroughput: "v100=1"}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{model.AnnotationThroughput: "v100=1"}},
 			Spec: batchv1.JobSpec{
 				Suspend: ptr(true),
 				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{

@@ -71,8 +71,8 @@ type admJob struct {
 func (j *admJob) pod(ns string) *corev1.Pod {
 	ann := map[string]string{admission.AnnotationSteps: strconv.FormatFloat(j.steps, 'f', -1, 64)}
 	if j.key.Model != "" {
-		ann[admission.AnnotationJobKind] = j.key.Model
-		ann[admission.AnnotationBatchSize] = strconv.Itoa(j.key.BatchSize)
+		ann[model.AnnotationJobKind] = j.key.Model
+		ann[model.AnnotationBatchSize] = strconv.Itoa(j.key.BatchSize)
 	}
 	for k, v := range j.ann {
 		ann[k] = v
@@ -229,8 +229,8 @@ func runAdmission(ctx context.Context, t *testing.T, cs kubernetes.Interface, jo
 			if o.hideKinds {
 				// Its kind unknown, but not where it fits: the types it can
 				// run on (its memory), as its tenant would say.
-				delete(pod.Annotations, admission.AnnotationJobKind)
-				delete(pod.Annotations, admission.AnnotationBatchSize)
+				delete(pod.Annotations, model.AnnotationJobKind)
+				delete(pod.Annotations, model.AnnotationBatchSize)
 				var fits []string
 				for _, at := range admTypes {
 					if r, err := tab.Throughput(jobs[created].key, at.typ); err == nil && r > 0 {
@@ -467,7 +467,7 @@ func TestE2EAdmissionShares(t *testing.T) {
 		switch {
 		case i%10 == 3: // rates by annotation
 			r := map[topology.GPUType]float64{topology.K80: 1, topology.P100: 2 + float64(i%3), topology.V100: 4}
-			jobs[i].ann = map[string]string{admission.AnnotationThroughput: fmt.Sprintf("k80=%g,p100=%g,v100=%g", r[topology.K80], r[topology.P100], r[topology.V100])}
+			jobs[i].ann = map[string]string{model.AnnotationThroughput: fmt.Sprintf("k80=%g,p100=%g,v100=%g", r[topology.K80], r[topology.P100], r[topology.V100])}
 			rates[jobs[i].name] = r
 		case i == 7 || i == 27: // nothing known: the default, 1 step/s everywhere
 			jobs[i].key.Model = ""
@@ -475,13 +475,13 @@ func TestE2EAdmissionShares(t *testing.T) {
 		}
 	}
 	jobs = append(jobs, admJob{name: "bad-00", key: perfmodel.JobKey{Model: "ResNet-18", BatchSize: 32, ScaleFactor: 1}, steps: 1,
-		ann: map[string]string{admission.AnnotationThroughput: "v100=fast"}})
+		ann: map[string]string{model.AnnotationThroughput: "v100=fast"}})
 	rec := &admRecorder{inner: &allocation.MaxMinFairness{}}
 	run := runAdmission(ctx, t, cs, jobs, []string{"bad-00"}, admOptions{ns: ns, nodes: "adm-shares", policy: rec, restartAt: -1, maxRounds: 20, rates: rates})
 	if run.rounds != 20 {
 		t.Fatalf("%d rounds", run.rounds)
 	}
-	if msg := malformedEvent(ctx, t, cs, ns, "bad-00"); !strings.Contains(msg, admission.AnnotationThroughput) {
+	if msg := malformedEvent(ctx, t, cs, ns, "bad-00"); !strings.Contains(msg, model.AnnotationThroughput) {
 		t.Errorf("malformed pod: event %q", msg)
 	}
 	// The allocation the core used, by job name.

@@ -89,7 +89,7 @@ func runE2EAttack(ctx context.Context, t *testing.T, c *kubetest.ControlPlane, t
 	})
 	var res e2eResult
 	for i, ns := range atkTenants[:4] {
-		ann := map[string]string{admission.AnnotationThroughput: "v100=1"}
+		ann := map[string]string{model.AnnotationThroughput: "v100=1"}
 		for k, v := range a.vic {
 			ann[k] = v
 		}
@@ -203,14 +203,14 @@ func TestE2EAttacks(t *testing.T) {
 	huge.WriteString("v100=1")
 	rows := []e2eAttack{
 		{name: "gpusched.io/weight: 1e9 under water-filling", policy: "water-filling", att: map[string]string{admission.AnnotationWeight: "1e9"}},
-		{name: "a claimed rate of 1e9 steps/s under max-throughput", policy: "max-throughput", att: map[string]string{admission.AnnotationThroughput: "v100=1e9"}},
+		{name: "a claimed rate of 1e9 steps/s under max-throughput", policy: "max-throughput", att: map[string]string{model.AnnotationThroughput: "v100=1e9"}},
 		{name: "gpusched.io/steps: 1 under finish-time fairness", policy: "finish-time-fairness", att: map[string]string{admission.AnnotationSteps: "1"}},
 		{name: "the queue label naming another tenant (hierarchical)", policy: "hierarchical", label: map[string]string{tenancy.LabelQueue: "e2e-atk-vip"}},
 		{name: "an ungated pod carrying admitted-type (8 GPUs, no preemption, 6 rounds)", policy: "max-min-fairness", gpus: 8, noPreemption: true, rounds: 6,
 			att: map[string]string{admission.AnnotationAdmittedType: "v100"}},
 		{name: "simply not adding the scheduling gate, then taking it off", policy: "max-min-fairness",
 			act: func(ctx context.Context, tc kubernetes.Interface, ns string, attacking bool) string {
-				p, err := tc.CoreV1().Pods(ns).Create(ctx, gpuPod(ns, "job", 4, map[string]string{admission.AnnotationThroughput: "v100=1"}), metav1.CreateOptions{})
+				p, err := tc.CoreV1().Pods(ns).Create(ctx, gpuPod(ns, "job", 4, map[string]string{model.AnnotationThroughput: "v100=1"}), metav1.CreateOptions{})
 				if err != nil || !attacking {
 					return fmt.Sprint(err)
 				}
@@ -221,7 +221,7 @@ func TestE2EAttacks(t *testing.T) {
 			}},
 		{name: "a forged gpusched.io/gpus on its pod", policy: "max-min-fairness",
 			act: func(ctx context.Context, tc kubernetes.Interface, ns string, attacking bool) string {
-				p, err := tc.CoreV1().Pods(ns).Create(ctx, gpuPod(ns, "job", 4, map[string]string{admission.AnnotationThroughput: "v100=1"}), metav1.CreateOptions{})
+				p, err := tc.CoreV1().Pods(ns).Create(ctx, gpuPod(ns, "job", 4, map[string]string{model.AnnotationThroughput: "v100=1"}), metav1.CreateOptions{})
 				if err != nil || !attacking {
 					return fmt.Sprint(err)
 				}
@@ -236,7 +236,7 @@ func TestE2EAttacks(t *testing.T) {
 					rates = huge.String()
 				}
 				for i := range 300 {
-					if _, err := tc.BatchV1().Jobs(ns).Create(ctx, gpuJob(ns, fmt.Sprintf("j%03d", i), map[string]string{admission.AnnotationThroughput: rates}), metav1.CreateOptions{}); err != nil {
+					if _, err := tc.BatchV1().Jobs(ns).Create(ctx, gpuJob(ns, fmt.Sprintf("j%03d", i), map[string]string{model.AnnotationThroughput: rates}), metav1.CreateOptions{}); err != nil {
 						return err.Error()
 					}
 				}
@@ -244,7 +244,7 @@ func TestE2EAttacks(t *testing.T) {
 			}},
 		{name: "a tenant writing the state ConfigMap; a hostile state", policy: "max-min-fairness",
 			act: func(ctx context.Context, tc kubernetes.Interface, ns string, attacking bool) string {
-				_, err := tc.CoreV1().Pods(ns).Create(ctx, gpuPod(ns, "job", 4, map[string]string{admission.AnnotationThroughput: "v100=1"}), metav1.CreateOptions{})
+				_, err := tc.CoreV1().Pods(ns).Create(ctx, gpuPod(ns, "job", 4, map[string]string{model.AnnotationThroughput: "v100=1"}), metav1.CreateOptions{})
 				if err != nil || !attacking {
 					return fmt.Sprint(err)
 				}

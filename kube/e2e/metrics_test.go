@@ -77,7 +77,7 @@ func TestE2EMetrics(t *testing.T) {
 		if ann == nil {
 			ann = map[string]string{}
 		}
-		ann[admission.AnnotationThroughput] = "v100=4,k80=1"
+		ann[model.AnnotationThroughput] = "v100=4,k80=1"
 		p := gpuPodSpec(ns, name, gpus, "", labels, ann)
 		p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: admission.GateName}}
 		return p

@@ -542,7 +542,7 @@ func runScaleAdmission(ctx context.Context, t *testing.T, c *kubetest.ControlPla
 	for i := range workloads {
 		ns := nss[i%len(nss)]
 		gpus := []int{1, 1, 1, 1, 2, 2, 4, 8}[rng.IntN(8)]
-		ann := map[string]string{admission.AnnotationThroughput: fmt.Sprintf("v100=%d,a100=%d,h100=%d,t4=1,l4=2", 2+rng.IntN(3), 4+rng.IntN(3), 6+rng.IntN(4))}
+		ann := map[string]string{model.AnnotationThroughput: fmt.Sprintf("v100=%d,a100=%d,h100=%d,t4=1,l4=2", 2+rng.IntN(3), 4+rng.IntN(3), 6+rng.IntN(4))}
 		if trace {
 			ann[kubetest.AnnotationRunDuration] = (time.Duration(1+rng.IntN(4)) * round).String()
 		}

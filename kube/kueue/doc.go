@@ -30,7 +30,8 @@
 //     type label, the gpusched.io/gpu-types annotation of the pod
 //     template), trusted rates (the pod template's gpusched.io/throughput
 //     or gpusched.io/job-kind annotations through the admin's performance
-//     model, normalized by tenancy.RateRules.Trusted: see kube/SECURITY.md),
+//     model, read by model.ClaimedRates as the admission controller reads
+//     them, normalized by tenancy.RateRules.Trusted: see kube/SECURITY.md),
 //     priority and creation time;
 //  3. flavor.Steerer decides, with the policy, which pending workloads
 //     start now on which type, and which type each other one waits for;

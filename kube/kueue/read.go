@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/gpusched/gpusched/flavor"
-	"github.com/gpusched/gpusched/kube/admission"
 	"github.com/gpusched/gpusched/kube/model"
 	"github.com/gpusched/gpusched/topology"
 	corev1 "k8s.io/api/core/v1"
@@ -536,11 +535,11 @@ func (c *Controller) readRates(s *snapshot, r *read, p *podSets) error {
 		r.pinned = true
 		allowed = slices.DeleteFunc(allowed, func(t topology.GPUType) bool { return !slices.Contains(s.values[p.selector], s.typeIdx[t]) })
 	}
-	claimed, notes, err := admission.ClaimedRates(p.ann, r.gpus, c.cfg.model(), allowed)
+	claimed, notes, err := model.ClaimedRates(p.ann, r.gpus, c.cfg.model(), allowed)
 	if err != nil {
-		key := admission.AnnotationThroughput
+		key := model.AnnotationThroughput
 		if _, ok := p.ann[key]; !ok {
-			key = admission.AnnotationBatchSize
+			key = model.AnnotationBatchSize
 		}
 		return &ReadError{p.from[key], err}
 	}

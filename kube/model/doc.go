@@ -39,6 +39,9 @@
 //	gpusched.io/gpu-types               allowed GPU types, e.g. "v100,a100"
 //	gpusched.io/pod-group (label)       the pod's gang (or scheduling.x-k8s.io/pod-group)
 //	gpusched.io/min-member              members the gang needs to start
+//	gpusched.io/throughput              claimed rates per type, "v100=3.2,k80=1"
+//	gpusched.io/job-kind                the job's model in a performance model
+//	gpusched.io/batch-size              its batch size (ClaimedRates reads the three)
 //
 // Written on pods at binding (and believed only with a record that
 // verifies, see AnnotationGPUsMAC):

@@ -50,8 +50,5 @@ func (e *FieldError) Unwrap() []error {
 }
 
 func fieldErr(field, value string, err error, format string, args ...any) *FieldError {
-	if len(value) > maxShown {
-		value = value[:maxShown] + "..."
-	}
-	return &FieldError{Field: field, Value: value, Msg: fmt.Sprintf(format, args...), Err: err}
+	return &FieldError{Field: field, Value: cutShown(value), Msg: fmt.Sprintf(format, args...), Err: err}
 }

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"os"
 	"testing"
 
@@ -64,6 +65,32 @@ func FuzzParseIndices(f *testing.F) {
 		for k := range idx {
 			if back[k] != idx[k] || (k > 0 && idx[k] <= idx[k-1]) {
 				t.Fatalf("round trip of %v: %v", idx, back)
+			}
+		}
+	})
+}
+
+// parseRates never panics; it accepts only finite rates >= 0 of distinct
+// types, and its errors are *FieldError naming the annotation.
+func FuzzParseRates(f *testing.F) {
+	for _, s := range []string{"v100=3.2,k80=1", "Tesla-V100-SXM2-16GB=2", "", "=", "v100=1,v100=2", "a=1e400", "k80=-0", "p100= 4 ,"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		rates, err := parseRates(s)
+		if err != nil {
+			var fe *FieldError
+			if rates != nil || !errors.As(err, &fe) || fe.Field != "annotation "+AnnotationThroughput || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("%q: rates %v with error %v", s, rates, err)
+			}
+			return
+		}
+		if len(rates) == 0 {
+			t.Fatalf("%q: no rates and no error", s)
+		}
+		for typ, v := range rates {
+			if !(v >= 0) || v > maxRate || typ.Validate() != nil {
+				t.Fatalf("%q: rate %v on %q", s, v, typ)
 			}
 		}
 	})

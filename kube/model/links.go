@@ -178,11 +178,14 @@ func gpuName(f string) (int, bool) {
 	return i, true
 }
 
-func quote(s string) string {
+func quote(s string) string { return strconv.Quote(cutShown(s)) }
+
+// cutShown cuts s to maxShown bytes, for an error or a note.
+func cutShown(s string) string {
 	if len(s) > maxShown {
-		s = s[:maxShown] + "..."
+		return s[:maxShown] + "..."
 	}
-	return strconv.Quote(s)
+	return s
 }
 
 // stripEscapes removes ANSI escape sequences (nvidia-smi underlines its
