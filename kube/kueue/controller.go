@@ -20,6 +20,7 @@ import (
 	"github.com/gpusched/gpusched/kube/tenancy"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
+	"github.com/gpusched/gpusched/perfmodel/learn"
 	"github.com/gpusched/gpusched/topology"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -155,6 +156,21 @@ type Config struct {
 	Recorder record.EventRecorder
 	// Metrics, if set, is updated every round (register it first).
 	Metrics *Metrics
+	// Estimator, when set, learns each workload's rates from its progress
+	// (issue #41): a Workload's rates are its estimates, normalised and
+	// bounded by Rates' maxRatio, its annotations' rates only claims
+	// (weak evidence); Workload and Progress are the progress channel's
+	// resolver and sink (kube/progress); a workload's group is its
+	// program (model.ProgramGroup), through which what a run measured
+	// reaches the next. What it learned is not kept across restarts. nil:
+	// the annotations' rates, as they are.
+	Estimator learn.Estimator
+	// Clock is the estimator's clock, in seconds (progress reports,
+	// refits); nil means Now's Unix time.
+	Clock func() float64
+	// Refit is the least time between two refits of the estimator's
+	// population (on Clock); 0 means DefaultRefit.
+	Refit time.Duration
 	// Logger receives what the controller does; nil logs nothing.
 	Logger *slog.Logger
 	// Now gives the time (arrival times are the Workloads' creation
@@ -188,6 +204,8 @@ type Controller struct {
 	// (its decision, the notes on its claims).
 	said    map[types.UID]map[string]string
 	started bool
+	// learn is the state of learned rates (Config.Estimator).
+	learn *learning
 }
 
 // Workload states, for the informer's index.
@@ -226,6 +244,8 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("%w: maxJobs %d", ErrConfig, cfg.MaxJobs)
 	case !(cfg.Patience >= 0 && cfg.Patience <= flavor.MaxPatience):
 		return nil, fmt.Errorf("%w: patience %v (want 0 to %d)", ErrConfig, cfg.Patience, flavor.MaxPatience)
+	case cfg.Refit < 0:
+		return nil, fmt.Errorf("%w: refit interval %v (want >= 0)", ErrConfig, cfg.Refit)
 	case cfg.JobDuration < 0 || cfg.JobDuration > MaxJobDuration:
 		return nil, fmt.Errorf("%w: job duration %v (want 0 to %v)", ErrConfig, cfg.JobDuration, MaxJobDuration)
 	case len(cfg.Resources) > MaxResources || slices.Contains(cfg.Resources, ""):
@@ -247,10 +267,14 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Interval == 0 {
 		cfg.Interval = 30 * time.Second
 	}
+	if cfg.Refit == 0 {
+		cfg.Refit = DefaultRefit
+	}
 	if cfg.PolicyName == "" {
 		cfg.PolicyName = strings.TrimPrefix(fmt.Sprintf("%T", cfg.Policy), "*allocation.")
 	}
-	c := &Controller{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1), said: map[types.UID]map[string]string{}}
+	c := &Controller{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1), said: map[types.UID]map[string]string{},
+		learn: &learning{keys: map[string]learnedKey{}, resolved: map[types.UID]resolvedPod{}}}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -276,7 +300,7 @@ func New(cfg Config) (*Controller, error) {
 		return i
 	}
 	c.wl = inf(WorkloadsGVR, transform[Workload])
-	if err := c.wl.AddIndexers(cache.Indexers{indexState: workloadState}); err != nil {
+	if err := c.wl.AddIndexers(cache.Indexers{indexState: workloadState, indexOwner: workloadOwner}); err != nil {
 		return nil, err
 	}
 	c.lq = inf(LocalQueuesGVR, transform[LocalQueue])
@@ -459,6 +483,7 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 		return nil, err
 	}
 	res.Types = s.types
+	c.refit()
 	running, runKeys, err := c.charge(s)
 	if err != nil {
 		return nil, err
@@ -540,6 +565,7 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 	for _, l := range [][]string{res.Patched, res.Released, res.Unreadable} {
 		slices.Sort(l)
 	}
+	c.forgetGone()
 	res.Took = time.Since(start)
 	c.cfg.Metrics.observe(res, pendingBy)
 	return res, nil

@@ -543,6 +543,14 @@ func (c *Controller) readRates(s *snapshot, r *read, p *podSets) error {
 		}
 		return &ReadError{p.from[key], err}
 	}
+	if c.cfg.Estimator != nil {
+		// Learned: the claims are evidence for the estimator, and the
+		// notes on them (said at every change) would change as it learns.
+		if claimed, err = c.learnedRates(r, p, claimed, allowed); err != nil {
+			return &ReadError{"metadata.name", fmt.Errorf("the estimator refused the workload: %w", err)}
+		}
+		notes = nil
+	}
 	rules := c.cfg.Rates
 	trusted, clamped := rules.Trusted(claimed, allowed)
 	if clamped {

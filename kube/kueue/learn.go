@@ -1,0 +1,338 @@
+package kueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gpusched/gpusched/kube/admission"
+	"github.com/gpusched/gpusched/kube/model"
+	"github.com/gpusched/gpusched/perfmodel/learn"
+	"github.com/gpusched/gpusched/scheduler"
+	"github.com/gpusched/gpusched/topology"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Learning (issue #41). With Config.Estimator the controller learns each
+// workload's rates from its progress instead of taking them from
+// annotations: every round registers the pending and admitted Workloads
+// it reads with the estimator (their GPUs, their program's group,
+// model.ProgramGroup, and their claims as weak evidence) and steers them
+// by its estimates, normalised per workload (their scale buys nothing)
+// and bounded by Config.Rates' maxRatio as claims are; the progress
+// channel (kube/progress) resolves a pod's reports to its Workload
+// (Workload) and passes them to the estimator on the type and GPU count
+// of the flavor Kueue admitted the Workload on (Progress). Kueue never
+// moves an admitted workload, so a workload is measured on one type: what
+// is learned of a program reaches its next runs through their group.
+
+// DefaultRefit is Config.Refit's default.
+const DefaultRefit = 30 * time.Minute
+
+// maxResolved bounds the cache of resolved pods (cleared when full).
+const maxResolved = 1 << 16
+
+// learning is the controller's state for learned rates, under its own
+// mutex (the progress channel's calls never wait for a round).
+type learning struct {
+	mu sync.Mutex
+	// keys are the Workloads registered with the estimator (by key, with
+	// their UIDs), seen the round they were registered at.
+	keys map[string]learnedKey
+	// resolved caches the pods resolved to a Workload, by pod UID.
+	resolved map[types.UID]resolvedPod
+	// refitAt is the clock at the last refit (refitted: there was one).
+	refitAt  float64
+	refitted bool
+}
+
+type learnedKey struct {
+	uid   types.UID
+	round int
+}
+
+type resolvedPod struct {
+	key string
+	uid types.UID // the Workload's
+}
+
+// indexOwner indexes the Workloads by the UID of their controller (the
+// Job or pod Kueue made the Workload for).
+const indexOwner = "owner"
+
+func workloadOwner(obj any) ([]string, error) {
+	w, ok := obj.(*Workload)
+	if !ok {
+		return nil, nil
+	}
+	for _, o := range w.OwnerReferences {
+		if o.Controller != nil && *o.Controller {
+			return []string{string(o.UID)}, nil
+		}
+	}
+	return nil, nil
+}
+
+// clock is the learner's time in seconds: Config.Clock, else Now's.
+func (c *Controller) clock() float64 {
+	if c.cfg.Clock != nil {
+		return c.cfg.Clock()
+	}
+	return float64(c.now().UnixNano()) / 1e9
+}
+
+// refit refits the estimator's population at most every Config.Refit of
+// the learner's clock (a round's first step).
+func (c *Controller) refit() {
+	if c.cfg.Estimator == nil {
+		return
+	}
+	now := c.clock()
+	c.learn.mu.Lock()
+	due := !c.learn.refitted || now-c.learn.refitAt >= c.cfg.Refit.Seconds()
+	if due {
+		c.learn.refitted, c.learn.refitAt = true, now
+	}
+	c.learn.mu.Unlock()
+	if due {
+		c.cfg.Estimator.Refresh()
+	}
+}
+
+// learnedRates registers a Workload read in a round with the estimator
+// and returns its learned rates on the allowed types: each the
+// estimate's median at its GPUs where the estimator knows something, the
+// geometric mean of those elsewhere, all over the fastest; nil where it
+// knows nothing (the same rate on every type). Its claims (what its
+// annotations say) are weak evidence, never its rates.
+func (c *Controller) learnedRates(r *read, ps *podSets, claimed map[topology.GPUType]float64, allowed []topology.GPUType) (map[topology.GPUType]float64, error) {
+	w := r.w
+	info := learn.JobInfo{GPUs: r.gpus, Group: model.ProgramGroup(w.Namespace, &w.Spec.PodSets[r.podSets[0]].Template.Spec, r.gpus, ps.ann[admission.AnnotationJobKind])}
+	for t, v := range claimed {
+		if slices.Contains(allowed, t) && v > 0 {
+			if info.Claims == nil {
+				info.Claims = map[topology.GPUType]float64{}
+			}
+			info.Claims[t] = v
+		}
+	}
+	if err := c.cfg.Estimator.Register(r.key, info); err != nil {
+		return nil, err
+	}
+	c.learn.mu.Lock()
+	c.learn.keys[r.key] = learnedKey{uid: w.UID, round: c.rounds}
+	c.learn.mu.Unlock()
+	est := c.cfg.Estimator.Estimates(r.key, nil)
+	out := map[topology.GPUType]float64{}
+	sum := 0.0
+	for _, e := range est {
+		if e.Source == learn.SourceNone || !slices.Contains(allowed, e.Type) {
+			continue
+		}
+		if v := e.Rate(r.gpus); v > 0 && !math.IsInf(v, 0) {
+			out[e.Type] = v
+			sum += math.Log(v)
+		}
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	fallback := math.Exp(sum / float64(len(out)))
+	top := 0.0
+	for _, t := range allowed {
+		if _, ok := out[t]; !ok {
+			out[t] = fallback
+		}
+		top = max(top, out[t])
+	}
+	for t, v := range out {
+		out[t] = v / top
+	}
+	return out, nil
+}
+
+// forgetGone drops from the estimator the Workloads no longer read (they
+// finished, or were deleted): what they measured stays in the
+// population and their group (a round's last step).
+func (c *Controller) forgetGone() {
+	if c.cfg.Estimator == nil {
+		return
+	}
+	c.learn.mu.Lock()
+	var gone []string
+	for k, v := range c.learn.keys {
+		if v.round != c.rounds {
+			gone = append(gone, k)
+			delete(c.learn.keys, k)
+		}
+	}
+	c.learn.mu.Unlock()
+	for _, k := range gone {
+		c.cfg.Estimator.Forget(k)
+	}
+}
+
+// Workload resolves the pod of a progress report to the Workload whose
+// rates the estimator learns (the progress channel's resolver,
+// kube/progress: the pod's namespace, name and UID come from its
+// service-account token, checked by the channel): the pod must exist
+// with that UID, be bound and running; its controller a Job of its
+// namespace with the UID the pod names, whose selector matches the pod
+// (or the pod itself, under Kueue's pod integration); and the Workload
+// Kueue made for that controller must hold a quota reservation and be
+// one the controller learns. A pod's answer is cached by its UID (the
+// Workload's reservation is checked again at every report). It reads the
+// pod and the Job from the API server (one GET each, once per pod). Safe
+// for concurrent use; never waits for a round.
+func (c *Controller) Workload(namespace, pod string, uid types.UID) (string, bool) {
+	if c.cfg.Estimator == nil {
+		return "", false
+	}
+	c.learn.mu.Lock()
+	rp, ok := c.learn.resolved[uid]
+	c.learn.mu.Unlock()
+	if ok {
+		return rp.key, c.stillLearned(rp)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := c.cfg.Client.CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil || p.UID != uid || p.Namespace != namespace || p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+		return "", false
+	}
+	owner := p.UID
+	if o := metav1.GetControllerOf(p); o != nil {
+		if o.Kind != "Job" || o.APIVersion != "batch/v1" {
+			return "", false
+		}
+		j, err := c.cfg.Client.BatchV1().Jobs(namespace).Get(ctx, o.Name, metav1.GetOptions{})
+		if err != nil || j.UID != o.UID || j.Spec.Selector == nil {
+			return "", false
+		}
+		sel, err := metav1.LabelSelectorAsSelector(j.Spec.Selector)
+		if err != nil || sel.Empty() || !sel.Matches(labels.Set(p.Labels)) {
+			return "", false
+		}
+		owner = j.UID
+	}
+	objs, err := c.wl.GetIndexer().ByIndex(indexOwner, string(owner))
+	if err != nil {
+		return "", false
+	}
+	for _, o := range objs {
+		w, ok := o.(*Workload)
+		if !ok || w.Namespace != namespace {
+			continue
+		}
+		rp := resolvedPod{key: w.Namespace + "/" + w.Name, uid: w.UID}
+		if !c.stillLearned(rp) {
+			continue
+		}
+		c.learn.mu.Lock()
+		if len(c.learn.resolved) >= maxResolved {
+			clear(c.learn.resolved)
+		}
+		c.learn.resolved[uid] = rp
+		c.learn.mu.Unlock()
+		return rp.key, true
+	}
+	return "", false
+}
+
+// stillLearned reports whether a resolved Workload is still one the
+// controller learns, the same object (UID), with a quota reservation.
+func (c *Controller) stillLearned(rp resolvedPod) bool {
+	c.learn.mu.Lock()
+	k, ok := c.learn.keys[rp.key]
+	c.learn.mu.Unlock()
+	if !ok || k.uid != rp.uid {
+		return false
+	}
+	_, _, _, err := c.admittedOn(rp.key)
+	return err == nil
+}
+
+// admittedOn returns the GPU type and count a Workload holds quota for
+// (its flavor with the most GPUs of Config.Resources, the first by name
+// of those), and the segment of its admission: the Unix second its quota
+// was reserved (a Workload evicted and admitted again is a new segment).
+func (c *Controller) admittedOn(key string) (topology.GPUType, int, uint64, error) {
+	o, ok, err := c.wl.GetStore().GetByKey(key)
+	if err != nil || !ok {
+		return "", 0, 0, fmt.Errorf("%w: Workload %s", scheduler.ErrUnknownJob, key)
+	}
+	w, ok := o.(*Workload)
+	if !ok || w.decodeErr != nil || !w.HasQuotaReservation() || w.Finished() {
+		return "", 0, 0, fmt.Errorf("%w: Workload %s holds no quota", scheduler.ErrNotRunning, key)
+	}
+	u := usage(w, c.cfg.Resources)
+	best, gpus, typ := 0, 0, topology.GPUType("")
+	for _, name := range sortedFlavors(u) {
+		gpus += u[name]
+		if u[name] <= best {
+			continue
+		}
+		ro, ok, _ := c.rf.GetStore().GetByKey(name)
+		rf, isRF := ro.(*ResourceFlavor)
+		if !ok || !isRF {
+			continue
+		}
+		if fi, ok := flavorType(rf, c.cfg.TypeLabel); ok {
+			best, typ = u[name], fi.typ
+		}
+	}
+	if typ == "" || gpus < 1 {
+		return "", 0, 0, fmt.Errorf("%w: Workload %s holds no GPU flavor of a known type", scheduler.ErrNotRunning, key)
+	}
+	seg := uint64(1)
+	for _, cond := range w.Status.Conditions {
+		if cond.Type == ConditionQuotaReserved && cond.LastTransitionTime.Unix() > 0 {
+			seg = uint64(cond.LastTransitionTime.Unix())
+		}
+	}
+	return typ, gpus, seg, nil
+}
+
+// Progress takes a progress report of a Workload (the progress channel's
+// sink, kube/progress): its cumulative steps, observed on the GPU type
+// and count of the flavor Kueue admitted it on, at the learner's clock
+// (Config.Clock; at is the channel's receipt time, used without a Clock).
+// Errors wrap scheduler.ErrUnknownJob (no such Workload, or not learned),
+// ErrNotRunning (it holds no quota) or ErrInvalid (the estimator refused
+// the report: steps going back within an admission, a rate beyond
+// perfmodel.MaxRate), which the channel answers as the core's refusals.
+// Safe for concurrent use; never waits for a round.
+func (c *Controller) Progress(workload string, steps float64, at time.Time) error {
+	if c.cfg.Estimator == nil {
+		return fmt.Errorf("%w: the controller learns no rates", scheduler.ErrUnknownJob)
+	}
+	c.learn.mu.Lock()
+	_, ok := c.learn.keys[workload]
+	c.learn.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: Workload %s is not learned", scheduler.ErrUnknownJob, workload)
+	}
+	typ, gpus, seg, err := c.admittedOn(workload)
+	if err != nil {
+		return err
+	}
+	now := float64(at.UnixNano()) / 1e9
+	if c.cfg.Clock != nil {
+		now = c.cfg.Clock()
+	}
+	err = c.cfg.Estimator.Observe(workload, learn.Observation{Type: typ, GPUs: gpus, Segment: seg, Steps: steps, Time: now})
+	if err != nil {
+		if errors.Is(err, learn.ErrLimit) {
+			return fmt.Errorf("kueue: the estimator is full: %w", err)
+		}
+		return fmt.Errorf("%w: %w", scheduler.ErrInvalid, err)
+	}
+	return nil
+}

@@ -1,0 +1,156 @@
+package kueue_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/kube/kueue"
+	"github.com/gpusched/gpusched/perfmodel/learn"
+	"github.com/gpusched/gpusched/scheduler"
+	"github.com/gpusched/gpusched/topology"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// learnedCluster is base() with the controller learning: its estimator,
+// and a clock the test moves (seconds).
+func learnedCluster(t *testing.T, now *float64, ws ...wl) (*cluster, *learn.Learner) {
+	t.Helper()
+	l, err := learn.New(learn.Config{})
+	require.NoError(t, err)
+	c := newCluster(t, nil, base(objects(ws...)...)...)
+	c.tune = func(cfg *kueue.Config) {
+		cfg.Estimator, cfg.Clock = l, func() float64 { return *now }
+	}
+	c.ctrl = c.controller(nil)
+	return c, l
+}
+
+// add creates a Workload's objects (wl.objects: the Workload and its Job).
+func (c *cluster) add(objs ...*unstructured.Unstructured) {
+	c.t.Helper()
+	for _, o := range objs {
+		gvr := map[string]schema.GroupVersionResource{"Workload": kueue.WorkloadsGVR, "Job": jobsGVR}[o.GetKind()]
+		_, err := c.dyn.Resource(gvr).Namespace(o.GetNamespace()).Create(context.Background(), o, metav1.CreateOptions{})
+		require.NoError(c.t, err)
+	}
+}
+
+// runningPod adds, in the typed API, the Job behind a Workload of wl (its
+// UID as wl's objects name it, a selector) and one running pod of it, and
+// returns the pod's UID.
+func runningPod(t *testing.T, c *cluster, ns, name string) types.UID {
+	t.Helper()
+	ctx := context.Background()
+	sel := map[string]string{"batch.kubernetes.io/controller-uid": "uid-" + ns + "-job-" + name}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job-" + name, UID: types.UID("uid-" + ns + "-job-" + name)},
+		Spec: batchv1.JobSpec{Selector: &metav1.LabelSelector{MatchLabels: sel}}}
+	_, err := c.cs.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+	require.NoError(t, err)
+	yes := true
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-0", UID: types.UID("pod-" + name), Labels: sel,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: &yes}}},
+		Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	_, err = c.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return pod.UID
+}
+
+// Under Kueue a workload runs on one type for its life, so what is learned
+// reaches a program's next runs through its group: run-k80 and run-v100,
+// two runs of one program (one container, image x, one GPU) admitted on a
+// K80 and a V100, report through the channel that the program runs 3
+// times faster on the V100; they finish; run-2, the program's next run,
+// is steered to the V100, where the same workload without learning (the
+// same rate everywhere) is steered to the K80.
+func TestKueueLearnedRatesSteerTheNextRun(t *testing.T) {
+	now := 0.0
+	c, l := learnedCluster(t, &now,
+		wl{ns: "a", name: "run-k80", queue: "q", gpus: 1, admittedOn: "k80", cq: "team-a"},
+		wl{ns: "a", name: "run-v100", queue: "q", gpus: 1, admittedOn: "v100", cq: "team-a"})
+	c.round()
+	rate := map[string]float64{"run-k80": 1, "run-v100": 3}
+	for name, r := range rate {
+		uid := runningPod(t, c, "a", name)
+		key, ok := c.ctrl.Workload("a", name+"-0", uid)
+		require.True(t, ok, name)
+		require.Equal(t, "a/"+name, key)
+		for i := range 10 {
+			now = 60 * float64(i)
+			require.NoError(t, c.ctrl.Progress(key, r*60*float64(i), time.Time{}), "%s window %d", name, i)
+		}
+	}
+	for _, e := range l.Estimates("a/run-v100", nil) {
+		if e.Type == topology.V100 {
+			assert.Equal(t, learn.SourceMeasured, e.Source)
+			assert.InDelta(t, 3, e.Mean, 0.1)
+		}
+	}
+	// They finish (their Workloads are gone); the next run arrives.
+	for name := range rate {
+		require.NoError(t, c.dyn.Resource(kueue.WorkloadsGVR).Namespace("a").Delete(context.Background(), name, metav1.DeleteOptions{}))
+	}
+	c.round() // forgets them: their rows stay in the population and group
+	c.add(objects(wl{ns: "a", name: "run-2", queue: "q", gpus: 1, created: 100})...)
+	now = 3 * 3600 // past the next refit
+	r := c.round()
+	assert.Equal(t, topology.V100, r.Decisions["a/run-2"].Type, "learned: the program is 3x faster on V100")
+	for _, e := range l.Estimates("a/run-2", nil) {
+		assert.Equal(t, learn.SourceGroup, e.Source, "%+v", e)
+	}
+	plain := newCluster(t, nil, base(objects(wl{ns: "a", name: "run-2", queue: "q", gpus: 1, created: 100})...)...)
+	assert.Equal(t, topology.K80, plain.round().Decisions["a/run-2"].Type, "without learning: the same rate everywhere")
+}
+
+// The channel's resolver and sink take only what holds: a pod of another
+// UID, a pod that is not running, a pod whose Job's selector does not
+// select it, resolve to nothing; a report of a workload the controller
+// does not learn, or of one without quota, is the core's refusal; steps
+// going back within an admission are invalid.
+func TestKueueProgressRefusals(t *testing.T) {
+	now := 0.0
+	c, _ := learnedCluster(t, &now,
+		wl{ns: "a", name: "run", queue: "q", gpus: 1, admittedOn: "k80", cq: "team-a"},
+		wl{ns: "a", name: "waiting", queue: "q", gpus: 1})
+	c.round()
+	uid := runningPod(t, c, "a", "run")
+	_, ok := c.ctrl.Workload("a", "run-0", "another-uid")
+	assert.False(t, ok, "another UID")
+	_, ok = c.ctrl.Workload("a", "nobody", uid)
+	assert.False(t, ok, "no such pod")
+	ctx := context.Background()
+	yes := true
+	// A pod naming run's Job without its labels: not the Job's.
+	stray := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "stray", UID: "pod-stray",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "job-run", UID: "uid-a-job-run", Controller: &yes}}},
+		Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	_, err := c.cs.CoreV1().Pods("a").Create(ctx, stray, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, ok = c.ctrl.Workload("a", "stray", "pod-stray")
+	assert.False(t, ok, "a pod its Job does not select")
+	pending := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "pending", UID: "pod-pending"}}
+	_, err = c.cs.CoreV1().Pods("a").Create(ctx, pending, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, ok = c.ctrl.Workload("a", "pending", "pod-pending")
+	assert.False(t, ok, "a pod not running")
+	key, ok := c.ctrl.Workload("a", "run-0", uid)
+	require.True(t, ok)
+	assert.ErrorIs(t, c.ctrl.Progress("a/nobody", 1, time.Time{}), scheduler.ErrUnknownJob)
+	assert.ErrorIs(t, c.ctrl.Progress("a/waiting", 1, time.Time{}), scheduler.ErrNotRunning, "no quota reserved")
+	now = 60
+	require.NoError(t, c.ctrl.Progress(key, 100, time.Time{}))
+	now = 120
+	assert.ErrorIs(t, c.ctrl.Progress(key, 50, time.Time{}), scheduler.ErrInvalid, "steps going back")
+	// Without an estimator nothing resolves.
+	plain := newCluster(t, nil, base(objects(wl{ns: "a", name: "run", queue: "q", gpus: 1, admittedOn: "k80", cq: "team-a"})...)...)
+	plain.round()
+	_, ok = plain.ctrl.Workload("a", "run-0", uid)
+	assert.False(t, ok)
+}
