@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gpusched/gpusched/kube/admission"
 	"github.com/gpusched/gpusched/kube/model"
 	"github.com/gpusched/gpusched/perfmodel/learn"
 	"github.com/gpusched/gpusched/scheduler"
@@ -114,7 +113,7 @@ func (c *Controller) refit() {
 // annotations say) are weak evidence, never its rates.
 func (c *Controller) learnedRates(r *read, ps *podSets, claimed map[topology.GPUType]float64, allowed []topology.GPUType) (map[topology.GPUType]float64, error) {
 	w := r.w
-	info := learn.JobInfo{GPUs: r.gpus, Group: model.ProgramGroup(w.Namespace, &w.Spec.PodSets[r.podSets[0]].Template.Spec, r.gpus, ps.ann[admission.AnnotationJobKind])}
+	info := learn.JobInfo{GPUs: r.gpus, Group: model.ProgramGroup(w.Namespace, &w.Spec.PodSets[r.podSets[0]].Template.Spec, r.gpus, ps.ann[model.AnnotationJobKind])}
 	for t, v := range claimed {
 		if slices.Contains(allowed, t) && v > 0 {
 			if info.Claims == nil {
