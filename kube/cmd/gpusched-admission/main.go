@@ -16,7 +16,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -63,35 +62,7 @@ type options struct {
 	apiQPS, eventQPS                            float64
 	apiBurst, eventBurst                        int
 	removal                                     removalOptions
-	learning                                    learnOptions
-}
-
-// learnOptions are the flags of learned rates and the progress channel
-// (issue #41).
-type learnOptions struct {
-	learn                     bool
-	addr, cert, key, audience string
-}
-
-func (l *learnOptions) flags(fs *flag.FlagSet) {
-	fs.BoolVar(&l.learn, "learn", false, "learn every workload's rates from its progress (its claimed rates are claims, withdrawn where it runs without reporting); what was learned is not kept across restarts")
-	fs.StringVar(&l.addr, "progress-bind-address", "0", "address of the progress channel (HTTPS POST /v1/progress, kube/docs/progress.md), served by the leader; 0 turns it off; needs --learn and a certificate")
-	fs.StringVar(&l.cert, "progress-tls-cert-file", "", "the progress channel's TLS certificate (PEM)")
-	fs.StringVar(&l.key, "progress-tls-key-file", "", "the progress channel's TLS key (PEM)")
-	fs.StringVar(&l.audience, "progress-audience", progress.DefaultAudience, "the audience of the pods' projected tokens that the channel accepts")
-}
-
-func (l *learnOptions) check() error {
-	serve := l.addr != "0" && l.addr != ""
-	switch {
-	case serve && !l.learn:
-		return errors.New("--progress-bind-address without --learn: the reports would feed nothing")
-	case serve && (l.cert == "" || l.key == ""):
-		return errors.New("--progress-bind-address needs --progress-tls-cert-file and --progress-tls-key-file: the pods' tokens travel in the requests")
-	case serve && l.audience == "":
-		return errors.New("--progress-audience is empty")
-	}
-	return nil
+	learning                                    progress.Flags
 }
 
 // removalOptions are the flags of preemption's deletions, the requeued
@@ -161,7 +132,7 @@ func parse(args []string) (options, error) {
 	fs.Float64Var(&o.eventQPS, "event-qps", admission.DefaultEventQPS, "events and pod condition writes per second (a token bucket shared by both; the rest wait, and events past a queue of 1,000 are dropped)")
 	fs.IntVar(&o.eventBurst, "event-burst", admission.DefaultEventBurst, "burst of events and pod condition writes")
 	o.removal.flags(fs)
-	o.learning.flags(fs)
+	o.learning.Register(fs, "learn every workload's rates from its progress (its claimed rates are claims, withdrawn where it runs without reporting; runs of one program share what they measured); what was learned is saved with the state and restored by the next leader")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -199,7 +170,7 @@ func (o *options) checkValues() error {
 	if _, err := admission.PolicyByName(o.policy); err != nil {
 		return err
 	}
-	if err := o.learning.check(); err != nil {
+	if err := o.learning.Check(); err != nil {
 		return err
 	}
 	return o.removal.check()
@@ -289,7 +260,7 @@ func run(args []string) error {
 		// The state is read when leading, so a new leader continues from
 		// the last one's; a leader learns afresh.
 		cfg := cfg
-		if o.learning.learn {
+		if o.learning.Learn {
 			est, err := learn.New(learn.Config{})
 			if err != nil {
 				return err
@@ -301,12 +272,13 @@ func run(args []string) error {
 			return err
 		}
 		defer c.Close()
-		if addr := o.learning.addr; addr != "0" && addr != "" {
-			srv, err := progress.New(progress.Config{Client: cs, Resolver: c, Sink: c, Audience: o.learning.audience})
+		if o.learning.Serving() {
+			addr := o.learning.Addr
+			srv, err := progress.New(progress.Config{Client: cs, Resolver: c, Sink: c, Audience: o.learning.Audience})
 			if err != nil {
 				return err
 			}
-			bound, err := serveTLS(ctx, addr, o.learning.cert, o.learning.key, srv)
+			bound, err := progress.ServeTLS(ctx, addr, o.learning.Cert, o.learning.Key, srv, func(err error) { log.Error("serving", "err", err) })
 			if err != nil {
 				return fmt.Errorf("--progress-bind-address %s: %w", addr, err)
 			}
@@ -376,23 +348,6 @@ func share(s *tenancy.TypeShare) string {
 
 // serveMetrics serves /metrics (the gatherer's) and /healthz on addr
 // until ctx ends; it returns the address it listens on.
-// serveTLS serves h over TLS (certificate and key files) at addr until
-// ctx ends, and returns the address it listens on.
-func serveTLS(ctx context.Context, addr, cert, key string, h http.Handler) (string, error) {
-	pair, err := tls.LoadX509KeyPair(cert, key)
-	if err != nil {
-		return "", err
-	}
-	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
-	if err != nil {
-		return "", err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
-		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}}
-	serve(ctx, srv, "progress", func() error { return srv.ServeTLS(l, "", "") })
-	return l.Addr().String(), nil
-}
-
 // serve runs srv (by run) until ctx ends, then shuts it down within
 // 5 s; an error other than the shutdown's is printed with the server's
 // name.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/gpusched/gpusched/kube/progress"
 	"log/slog"
 	"net/http"
 	"os"
@@ -99,8 +100,8 @@ func TestCopyKeyFlags(t *testing.T) {
 func TestLearnFlags(t *testing.T) {
 	o, err := parse([]string{"--state-namespace", "x", "--learn"})
 	require.NoError(t, err)
-	assert.True(t, o.learning.learn)
-	assert.Equal(t, "0", o.learning.addr, "no channel unless asked")
+	assert.True(t, o.learning.Learn)
+	assert.Equal(t, "0", o.learning.Addr, "no channel unless asked")
 	for _, c := range []struct {
 		args []string
 		want string
@@ -115,13 +116,13 @@ func TestLearnFlags(t *testing.T) {
 	}
 	o, err = parse([]string{"--state-namespace", "x", "--learn", "--progress-bind-address", ":8443", "--progress-tls-cert-file", "c", "--progress-tls-key-file", "k"})
 	require.NoError(t, err)
-	assert.Equal(t, "gpusched-progress", o.learning.audience)
+	assert.Equal(t, "gpusched-progress", o.learning.Audience)
 }
 
 // A certificate file that is not there is an error naming it, before
 // anything listens.
 func TestServeTLSMissingCert(t *testing.T) {
-	_, err := serveTLS(context.Background(), "127.0.0.1:0", "/nonexistent/cert.pem", "/nonexistent/key.pem", http.NotFoundHandler())
+	_, err := progress.ServeTLS(context.Background(), "127.0.0.1:0", "/nonexistent/cert.pem", "/nonexistent/key.pem", http.NotFoundHandler(), nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "/nonexistent/cert.pem")
 }

@@ -29,7 +29,9 @@ import (
 	"github.com/gpusched/gpusched/kube/internal/leader"
 	"github.com/gpusched/gpusched/kube/kueue"
 	"github.com/gpusched/gpusched/kube/model"
+	"github.com/gpusched/gpusched/kube/progress"
 	"github.com/gpusched/gpusched/kube/tenancy"
+	"github.com/gpusched/gpusched/perfmodel/learn"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
@@ -63,6 +65,7 @@ type options struct {
 	jobDuration                                    time.Duration
 	leaderElect, debug                             bool
 	qps                                            float64
+	learning                                       progress.Flags
 }
 
 func parse(args []string) (options, error) {
@@ -87,6 +90,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.leaseName, "lease-name", "gpusched-kueue", "name of the leader lease")
 	fs.Float64Var(&o.qps, "kube-api-qps", 50, "queries per second to the API server")
 	fs.BoolVar(&o.debug, "debug", false, "log at debug level")
+	o.learning.Register(fs, "learn every workload's rates from its progress (its annotations' rates are claims); runs of one program (namespace, job-kind or images and commands, GPU count) share what they measured; what was learned is not kept across restarts")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -113,6 +117,9 @@ func parse(args []string) (options, error) {
 	}
 	if _, err := admission.PolicyByName(o.policy); err != nil {
 		return o, fmt.Errorf("--policy: %w", err)
+	}
+	if err := o.learning.Check(); err != nil {
+		return o, err
 	}
 	if o.leaderElect && o.leaseNamespace == "" {
 		o.leaseNamespace = os.Getenv("POD_NAMESPACE")
@@ -204,9 +211,28 @@ func run(args []string) error {
 		MinInterval: o.minInterval, Interval: o.interval, Metrics: m, Logger: log,
 	}
 	start := func(ctx context.Context) error {
+		cfg := cfg
+		if o.learning.Learn {
+			est, err := learn.New(learn.Config{})
+			if err != nil {
+				return err
+			}
+			cfg.Estimator = est
+		}
 		c, err := kueue.New(cfg)
 		if err != nil {
 			return err
+		}
+		if o.learning.Serving() {
+			srv, err := progress.New(progress.Config{Client: cs, Resolver: c, Sink: c, Audience: o.learning.Audience})
+			if err != nil {
+				return err
+			}
+			bound, err := progress.ServeTLS(ctx, o.learning.Addr, o.learning.Cert, o.learning.Key, srv, func(err error) { log.Error("serving", "err", err) })
+			if err != nil {
+				return fmt.Errorf("--progress-bind-address %s: %w", o.learning.Addr, err)
+			}
+			log.Info("serving the progress channel", "address", bound)
 		}
 		log.Info("gpusched-kueue running", "policy", o.policy, "type-label", o.typeLabel, "gate", o.gate)
 		return c.Run(ctx)

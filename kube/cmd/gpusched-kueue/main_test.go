@@ -30,6 +30,11 @@ func TestParse(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "max-min-fairness", o.policy, "per-job max-min stays available")
 	assert.Equal(t, []corev1.ResourceName{"nvidia.com/gpu", "nvidia.com/mig-1g.5gb"}, o.resources)
+	assert.False(t, o.learning.Learn, "no learning unless asked")
+	o, err = parse([]string{"--leader-elect=false", "--learn"})
+	require.NoError(t, err)
+	assert.True(t, o.learning.Learn)
+	assert.False(t, o.learning.Serving(), "no channel unless asked")
 	t.Setenv("POD_NAMESPACE", "")
 	for _, c := range []struct {
 		args []string
@@ -47,6 +52,8 @@ func TestParse(t *testing.T) {
 		{[]string{"--gpu-resources", "nvidia.com/gpu,bad name"}, "--gpu-resources"},
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"--leader-elect=true"}, "--lease-namespace"},
+		{[]string{"--progress-bind-address", ":8443", "--progress-tls-cert-file", "c", "--progress-tls-key-file", "k"}, "without --learn"},
+		{[]string{"--learn", "--progress-bind-address", ":8443"}, "--progress-tls-cert-file"},
 	} {
 		_, err := parse(append([]string{"--leader-elect=false"}, c.args...))
 		if assert.Error(t, err, "%q", c.args) {
