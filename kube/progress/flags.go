@@ -6,9 +6,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/gpusched/gpusched/perfmodel/learn"
+	"k8s.io/client-go/kubernetes"
 )
 
 // Flags are a controller's command-line flags of learned rates and of the
@@ -76,4 +80,32 @@ func ServeTLS(ctx context.Context, addr, cert, key string, h http.Handler, onErr
 		_ = srv.Shutdown(sctx)
 	}()
 	return l.Addr().String(), nil
+}
+
+// Estimator returns a new learner with the defaults when Learn is set,
+// else nil (no learning).
+func (f *Flags) Estimator() (learn.Estimator, error) {
+	if !f.Learn {
+		return nil, nil
+	}
+	return learn.New(learn.Config{})
+}
+
+// Serve serves the channel, with r and s as its resolver and sink and
+// client for the TokenReviews, when the flags ask for it, until ctx ends;
+// it logs the address it listens on and later server errors.
+func (f *Flags) Serve(ctx context.Context, client kubernetes.Interface, r Resolver, s Sink, log *slog.Logger) error {
+	if !f.Serving() {
+		return nil
+	}
+	srv, err := New(Config{Client: client, Resolver: r, Sink: s, Audience: f.Audience})
+	if err != nil {
+		return err
+	}
+	bound, err := ServeTLS(ctx, f.Addr, f.Cert, f.Key, srv, func(err error) { log.Error("serving", "err", err) })
+	if err != nil {
+		return fmt.Errorf("--progress-bind-address %s: %w", f.Addr, err)
+	}
+	log.Info("serving the progress channel", "address", bound)
+	return nil
 }

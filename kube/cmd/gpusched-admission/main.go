@@ -35,7 +35,6 @@ import (
 	"github.com/gpusched/gpusched/kube/internal/leader"
 	"github.com/gpusched/gpusched/kube/progress"
 	"github.com/gpusched/gpusched/kube/tenancy"
-	"github.com/gpusched/gpusched/perfmodel/learn"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -260,29 +259,17 @@ func run(args []string) error {
 		// The state is read when leading, so a new leader continues from
 		// the last one's; a leader learns afresh.
 		cfg := cfg
-		if o.learning.Learn {
-			est, err := learn.New(learn.Config{})
-			if err != nil {
-				return err
-			}
-			cfg.Estimator = est
+		var err error
+		if cfg.Estimator, err = o.learning.Estimator(); err != nil {
+			return err
 		}
 		c, err := admission.New(ctx, cfg)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		if o.learning.Serving() {
-			addr := o.learning.Addr
-			srv, err := progress.New(progress.Config{Client: cs, Resolver: c, Sink: c, Audience: o.learning.Audience})
-			if err != nil {
-				return err
-			}
-			bound, err := progress.ServeTLS(ctx, addr, o.learning.Cert, o.learning.Key, srv, func(err error) { log.Error("serving", "err", err) })
-			if err != nil {
-				return fmt.Errorf("--progress-bind-address %s: %w", addr, err)
-			}
-			log.Info("serving the progress channel", "address", bound)
+		if err := o.learning.Serve(ctx, cs, c, c, log); err != nil {
+			return err
 		}
 		log.Info("admission controller running", "policy", o.policy, "round", o.round, "preemption", !o.noPreemption)
 		return c.Run(ctx)

@@ -31,7 +31,6 @@ import (
 	"github.com/gpusched/gpusched/kube/model"
 	"github.com/gpusched/gpusched/kube/progress"
 	"github.com/gpusched/gpusched/kube/tenancy"
-	"github.com/gpusched/gpusched/perfmodel/learn"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
@@ -212,27 +211,16 @@ func run(args []string) error {
 	}
 	start := func(ctx context.Context) error {
 		cfg := cfg
-		if o.learning.Learn {
-			est, err := learn.New(learn.Config{})
-			if err != nil {
-				return err
-			}
-			cfg.Estimator = est
+		var err error
+		if cfg.Estimator, err = o.learning.Estimator(); err != nil {
+			return err
 		}
 		c, err := kueue.New(cfg)
 		if err != nil {
 			return err
 		}
-		if o.learning.Serving() {
-			srv, err := progress.New(progress.Config{Client: cs, Resolver: c, Sink: c, Audience: o.learning.Audience})
-			if err != nil {
-				return err
-			}
-			bound, err := progress.ServeTLS(ctx, o.learning.Addr, o.learning.Cert, o.learning.Key, srv, func(err error) { log.Error("serving", "err", err) })
-			if err != nil {
-				return fmt.Errorf("--progress-bind-address %s: %w", o.learning.Addr, err)
-			}
-			log.Info("serving the progress channel", "address", bound)
+		if err := o.learning.Serve(ctx, cs, c, c, log); err != nil {
+			return err
 		}
 		log.Info("gpusched-kueue running", "policy", o.policy, "type-label", o.typeLabel, "gate", o.gate)
 		return c.Run(ctx)
