@@ -2,6 +2,7 @@ package kueue_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -153,4 +154,45 @@ func TestKueueProgressRefusals(t *testing.T) {
 	plain.round()
 	_, ok = plain.ctrl.Workload("a", "run-0", uid)
 	assert.False(t, ok)
+}
+
+// The channel's calls (Workload, Progress) run beside rounds: under
+// -race, two reporters post while rounds run, and every report after the
+// first round is taken.
+func TestKueueLearningConcurrent(t *testing.T) {
+	var mu sync.Mutex
+	now := 0.0
+	l, err := learn.New(learn.Config{})
+	require.NoError(t, err)
+	c := newCluster(t, nil, base(objects(
+		wl{ns: "a", name: "r1", queue: "q", gpus: 1, admittedOn: "k80", cq: "team-a"},
+		wl{ns: "a", name: "r2", queue: "q", gpus: 1, admittedOn: "v100", cq: "team-a"},
+		wl{ns: "a", name: "w", queue: "q", gpus: 1})...)...)
+	c.tune = func(cfg *kueue.Config) {
+		cfg.Estimator, cfg.Clock = l, func() float64 { mu.Lock(); defer mu.Unlock(); return now }
+	}
+	c.ctrl = c.controller(nil)
+	c.round()
+	uids := map[string]types.UID{"r1": runningPod(t, c, "a", "r1"), "r2": runningPod(t, c, "a", "r2")}
+	var wg sync.WaitGroup
+	for name, uid := range uids {
+		wg.Go(func() {
+			for i := range 200 {
+				key, ok := c.ctrl.Workload("a", name+"-0", uid)
+				if !assert.True(t, ok, name) {
+					return
+				}
+				mu.Lock()
+				now = max(now, float64(i))
+				mu.Unlock()
+				assert.NoError(t, c.ctrl.Progress(key, float64(i), time.Time{}))
+			}
+		})
+	}
+	for range 20 {
+		_, err := c.ctrl.Round(context.Background())
+		require.NoError(t, err)
+	}
+	wg.Wait()
+	assert.NotEmpty(t, l.Tracks("a/r1"))
 }
