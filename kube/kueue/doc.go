@@ -66,7 +66,15 @@
 // removes the gate), an ungated one is left to Kueue's own flavor walk.
 // The controller keeps no state: every decision is derived from the
 // objects (arrival times are creation times, IDs follow names), so a
-// restarted controller decides as the one before it.
+// restarted controller decides as the one before it. The exception is
+// learning (Config.Estimator, gpusched-kueue --learn, issue #41): the
+// workloads' rates are then the estimator's, learned from the progress
+// their pods report through the progress channel (kube/progress; the
+// controller is its resolver, Workload, and sink, Progress), on the type
+// and GPUs of the flavor Kueue admitted each on; a Workload never moves,
+// so what a run measured reaches the next runs of its program through
+// their group (model.ProgramGroup). What was learned is not kept across
+// restarts.
 //
 // Only kueue.x-k8s.io/v1beta2 is read, through the dynamic client, into
 // small structs of this package such as [Workload] (importing Kueue's own
