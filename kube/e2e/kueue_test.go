@@ -22,6 +22,7 @@ import (
 	"github.com/gpusched/gpusched/kube/model"
 	"github.com/gpusched/gpusched/kube/tenancy"
 	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/learn"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/sim"
 	"github.com/gpusched/gpusched/topology"
@@ -58,13 +59,26 @@ type kqJob struct {
 }
 
 // kqTrace draws the comparison's jobs.
-func kqTrace() []kqJob {
+func kqTrace() []kqJob { return kqTraceOf(0) }
+
+// kqTraceOf draws the comparison's jobs from the first programs of
+// Gavel's single-GPU kinds (0: all of them).
+func kqTraceOf(programs int) []kqJob {
 	tab := gavel.Simulation()
 	var keys []perfmodel.JobKey
 	for _, k := range tab.Jobs() {
 		if k.ScaleFactor == 1 {
 			keys = append(keys, k)
 		}
+	}
+	if programs > 0 {
+		// Spread over the kinds: every len/programs-th.
+		step := max(len(keys)/programs, 1)
+		var some []perfmodel.JobKey
+		for i := 0; i < len(keys) && len(some) < programs; i += step {
+			some = append(some, keys[i])
+		}
+		keys = some
 	}
 	r := rand.New(rand.NewPCG(kqSeed, 30))
 	jobs := make([]kqJob, kqJobs)
@@ -172,9 +186,9 @@ func TestE2EKueueComparison(t *testing.T) {
 		perHour = f
 	}
 	jobs := kqTrace()
-	alone := kqExecute(t, e, jobs, "alone", perHour, false, 0)
-	steered := kqExecute(t, e, jobs, "gpusched", perHour, true, 0)
-	patient := kqExecute(t, e, jobs, "patience", perHour, true, 1)
+	alone := kqExecute(t, e, jobs, "alone", perHour, kqOpts{})
+	steered := kqExecute(t, e, jobs, "gpusched", perHour, kqOpts{steer: true, restart: true})
+	patient := kqExecute(t, e, jobs, "patience", perHour, kqOpts{steer: true, restart: true, patience: 1})
 	_, policy := kqPolicy(t, "")
 	if path := os.Getenv("GPUSCHED_E2E_KUEUE_RECORDS"); path != "" {
 		kqSaveRecords(t, path, perHour, policy, map[string]kqRun{"alone": alone, "gpusched": steered, "patience": patient})
@@ -193,10 +207,29 @@ func TestE2EKueueComparison(t *testing.T) {
 	}
 }
 
+// kqOpts are a run's settings: steer runs the controller (with the
+// wait rule's patience), restart restarts it mid-run; rates says what the
+// jobs tell: "" their kinds (gpusched.io/job-kind, Gavel's table: the
+// truth), "none" nothing (their kind only in their containers'
+// arguments, which the controller reads as their program), "learned" the
+// same, and the controller learns from their progress, which they
+// report through the progress channel every kqReportEvery simulated
+// seconds.
+type kqOpts struct {
+	steer, restart bool
+	patience       float64
+	rates          string
+}
+
+// kqReportEvery is the period of a learned job's progress reports, in
+// simulated seconds.
+const kqReportEvery = 120.0
+
 // kqExecute runs the jobs in a namespace of their own, with the
-// controller when steer is set, and returns what happened.
-func kqExecute(t *testing.T, e *kueueEnv, jobs []kqJob, name string, perHour float64, steer bool, patience float64) kqRun {
+// controller when opts.steer is set, and returns what happened.
+func kqExecute(t *testing.T, e *kueueEnv, jobs []kqJob, name string, perHour float64, opts kqOpts) kqRun {
 	t.Helper()
+	steer, patience, learned := opts.steer, opts.patience, opts.rates == "learned"
 	tab := gavel.Simulation()
 	budget := 12 * time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
@@ -239,6 +272,14 @@ func kqExecute(t *testing.T, e *kueueEnv, jobs []kqJob, name string, perHour flo
 	}
 	var pendingDone []due
 	started := map[string]bool{}
+	// A learned run's running pods: each reports its steps (its rate on
+	// its type since its start) through the channel.
+	type reporter struct {
+		name              string
+		start, rate, last float64 // simulated seconds, steps/s
+		done              bool
+	}
+	var reporters []*reporter
 	// The completer: a pod bound to a node runs for the job's work at its
 	// rate on the node's type.
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
@@ -268,6 +309,9 @@ func kqExecute(t *testing.T, e *kueueEnv, jobs []kqJob, name string, perHour flo
 		recs[id].start, recs[id].typ = now, typ
 		wall := jobs[id].steps / rate / 3600 * perHour
 		pendingDone = append(pendingDone, due{at: now + wall, pod: p.DeepCopy(), id: id})
+		if learned {
+			reporters = append(reporters, &reporter{name: p.Name, start: clock.sim(now), rate: rate, last: -1})
+		}
 	}
 	_, _ = podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onPod, UpdateFunc: func(_, o any) { onPod(o) }})
 	factory.Start(ctx.Done())
@@ -314,9 +358,15 @@ func kqExecute(t *testing.T, e *kueueEnv, jobs []kqJob, name string, perHour flo
 		// second or two, counts as waiting); a simulated hour is a job's
 		// assumed duration.
 		pol, polName := kqPolicy(t, "")
-		c, err := kueue.New(kueue.Config{Client: cs, Dynamic: e.dyn, Namespace: ns, Policy: pol, PolicyName: polName,
+		cfg := kueue.Config{Client: cs, Dynamic: e.dyn, Namespace: ns, Policy: pol, PolicyName: polName,
 			MinInterval: 100 * time.Millisecond, Interval: time.Second, Patience: patience,
-			JobDuration: time.Duration(perHour * float64(time.Second)), Now: clock.wall})
+			JobDuration: time.Duration(perHour * float64(time.Second)), Now: clock.wall}
+		if learned {
+			est, err := learn.New(learn.Config{})
+			must(t, err, "learner")
+			cfg.Estimator, cfg.Clock = est, func() float64 { return clock.sim(clock.now()) }
+		}
+		c, err := kueue.New(cfg)
 		must(t, err, "controller")
 		return c
 	}
@@ -325,9 +375,13 @@ func kqExecute(t *testing.T, e *kueueEnv, jobs []kqJob, name string, perHour flo
 		stopCtl = stop
 		go func() { ctlDone <- c.Run(cctx) }()
 	}
+	var ch *progressChannel
 	if steer {
 		ctl = newController()
 		startCtl(ctl)
+		if learned {
+			ch = startProgressChannel(ctx, t, cs, ns, ctl)
+		}
 	}
 	var run kqRun
 	restartAt := len(jobs) * 2 / 5
@@ -342,7 +396,14 @@ func kqExecute(t *testing.T, e *kueueEnv, jobs []kqJob, name string, perHour flo
 			if j.key.BatchSize > 0 {
 				ann["gpusched.io/batch-size"] = strconv.Itoa(j.key.BatchSize)
 			}
+			if opts.rates != "" {
+				ann = nil
+			}
 			job := kueueJob(ns, fmt.Sprintf("job-%03d", j.id), queues[j.id%2], 1, ann, map[string]string{"e2e-id": strconv.Itoa(j.id)}, false)
+			if opts.rates != "" {
+				// The program, as a training script's arguments name it.
+				job.Spec.Template.Spec.Containers[0].Args = []string{"--model", j.key.Model, "--batch-size", strconv.Itoa(j.key.BatchSize)}
+			}
 			created, err := cs.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
 			must(t, err, "create job %d", j.id)
 			if gated := created.Annotations[kueue.AnnotationAdmissionGatedBy] == kueue.DefaultGate; gated != steer {
@@ -376,8 +437,32 @@ func kqExecute(t *testing.T, e *kueueEnv, jobs []kqJob, name string, perHour flo
 			recs[d.id].finish = d.at
 			mu.Unlock()
 		}
+		// The learned jobs report their progress; a finished one stops.
+		if learned {
+			mu.Lock()
+			rs := slices.Clone(reporters)
+			mu.Unlock()
+			for _, d := range ready {
+				for _, r := range rs {
+					if r.name == d.pod.Name {
+						r.done = true
+					}
+				}
+			}
+			sim := clock.sim(now)
+			for _, r := range rs {
+				if r.done || sim-r.last < kqReportEvery {
+					continue
+				}
+				if r.last < 0 {
+					ch.running(ctx, t, r.name)
+				}
+				r.last = sim
+				ch.report(ctx, t, r.name, r.rate*max(sim-r.start, 0)) // the loop's now may precede the start
+			}
+		}
 		// Restart the controller mid-run, the clock stopped.
-		if steer && !restarted && next >= restartAt {
+		if steer && opts.restart && !restarted && next >= restartAt {
 			restarted = true
 			clock.pause()
 			run.restartChecks, run.restartSame, run.restartWrites = kqRestart(ctx, t, e, ctl, &ctl, stopCtl, ctlDone, newController)

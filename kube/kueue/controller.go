@@ -171,6 +171,15 @@ type Config struct {
 	// Refit is the least time between two refits of the estimator's
 	// population (on Clock); 0 means DefaultRefit.
 	Refit time.Duration
+	// Explore bounds exploration with learned rates: the fraction of the
+	// steered flavors' nominal GPUs that workloads started on a type only
+	// because it might be their fastest may hold (a type their program
+	// has not run on, rated at the upper confidence bound exp(mean +
+	// sigma) of its estimate where that beats the best type it has run
+	// on: UCB1, Auer et al. 2002). Kueue never moves an admitted
+	// workload, so a workload that explores stays for its life; 0 means
+	// DefaultExplore, negative none, at most 1.
+	Explore float64
 	// Logger receives what the controller does; nil logs nothing.
 	Logger *slog.Logger
 	// Now gives the time (arrival times are the Workloads' creation
@@ -244,6 +253,8 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("%w: maxJobs %d", ErrConfig, cfg.MaxJobs)
 	case !(cfg.Patience >= 0 && cfg.Patience <= flavor.MaxPatience):
 		return nil, fmt.Errorf("%w: patience %v (want 0 to %d)", ErrConfig, cfg.Patience, flavor.MaxPatience)
+	case !(cfg.Explore <= 1):
+		return nil, fmt.Errorf("%w: explore %v (want at most 1; negative: none)", ErrConfig, cfg.Explore)
 	case cfg.Refit < 0:
 		return nil, fmt.Errorf("%w: refit interval %v (want >= 0)", ErrConfig, cfg.Refit)
 	case cfg.JobDuration < 0 || cfg.JobDuration > MaxJobDuration:
@@ -270,11 +281,14 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Refit == 0 {
 		cfg.Refit = DefaultRefit
 	}
+	if cfg.Explore == 0 {
+		cfg.Explore = DefaultExplore
+	}
 	if cfg.PolicyName == "" {
 		cfg.PolicyName = strings.TrimPrefix(fmt.Sprintf("%T", cfg.Policy), "*allocation.")
 	}
 	c := &Controller{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1), said: map[types.UID]map[string]string{},
-		learn: &learning{keys: map[string]learnedKey{}, resolved: map[types.UID]resolvedPod{}}}
+		learn: &learning{keys: map[string]learnedKey{}, resolved: map[types.UID]resolvedPod{}, exploring: map[string]int{}}}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -484,6 +498,7 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 	}
 	res.Types = s.types
 	c.refit()
+	c.exploreBudget(s)
 	running, runKeys, err := c.charge(s)
 	if err != nil {
 		return nil, err
@@ -561,6 +576,7 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 			continue
 		}
 		c.apply(ctx, s, r, d, dec, res)
+		c.noteExplore(r, d)
 	}
 	for _, l := range [][]string{res.Patched, res.Released, res.Unreadable} {
 		slices.Sort(l)

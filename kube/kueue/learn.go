@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpusched/gpusched/flavor"
 	"github.com/gpusched/gpusched/kube/model"
 	"github.com/gpusched/gpusched/perfmodel/learn"
 	"github.com/gpusched/gpusched/scheduler"
@@ -35,6 +36,9 @@ import (
 // DefaultRefit is Config.Refit's default.
 const DefaultRefit = 30 * time.Minute
 
+// DefaultExplore is Config.Explore's default: 5% of the GPUs.
+const DefaultExplore = 0.05
+
 // maxResolved bounds the cache of resolved pods (cleared when full).
 const maxResolved = 1 << 16
 
@@ -50,6 +54,11 @@ type learning struct {
 	// refitAt is the clock at the last refit (refitted: there was one).
 	refitAt  float64
 	refitted bool
+	// exploring are the GPUs of the admitted workloads started on a type
+	// where their rate was optimistic, by key; explore tells the round
+	// whether the budget allows more (set at its start).
+	exploring map[string]int
+	explore   bool
 }
 
 type learnedKey struct {
@@ -105,13 +114,44 @@ func (c *Controller) refit() {
 	}
 }
 
+// exploreBudget sets whether this round may explore: the GPUs held by
+// exploring workloads below Config.Explore of the steered flavors'
+// nominal GPUs.
+func (c *Controller) exploreBudget(s *snapshot) {
+	if c.cfg.Estimator == nil {
+		return
+	}
+	total := 0
+	for i := range s.queues.Len() {
+		for _, f := range s.queues.Queue(i).Flavors {
+			total += f.Nominal
+		}
+	}
+	held := 0
+	for _, n := range c.learn.exploring {
+		held += n
+	}
+	c.learn.explore = c.cfg.Explore > 0 && float64(held) < c.cfg.Explore*float64(total)
+}
+
+// noteExplore notes a workload that starts on a type where its rate was
+// optimistic: it explores, against the budget, until it is gone.
+func (c *Controller) noteExplore(r *read, d flavor.Decision) {
+	if (d.Why == flavor.Start || d.Why == flavor.Preempt) && d.Type >= 0 && d.Type < len(r.optimistic) && r.optimistic[d.Type] {
+		c.learn.exploring[r.key] = r.gpus
+	}
+}
+
 // learnedRates registers a Workload read in a round with the estimator
 // and returns its learned rates on the allowed types: each the
 // estimate's median at its GPUs where the estimator knows something, the
 // geometric mean of those elsewhere, all over the fastest; nil where it
 // knows nothing (the same rate on every type). Its claims (what its
-// annotations say) are weak evidence, never its rates.
-func (c *Controller) learnedRates(r *read, ps *podSets, claimed map[topology.GPUType]float64, allowed []topology.GPUType) (map[topology.GPUType]float64, error) {
+// annotations say) are weak evidence, never its rates. While the round
+// may explore, a type where neither the workload nor its program was
+// measured is rated at its upper confidence bound where that beats the
+// best measured type (optimistic lists those types).
+func (c *Controller) learnedRates(r *read, ps *podSets, claimed map[topology.GPUType]float64, allowed []topology.GPUType) (map[topology.GPUType]float64, []topology.GPUType, error) {
 	w := r.w
 	info := learn.JobInfo{GPUs: r.gpus, Group: model.ProgramGroup(w.Namespace, &w.Spec.PodSets[r.podSets[0]].Template.Spec, r.gpus, ps.ann[model.AnnotationJobKind])}
 	for t, v := range claimed {
@@ -123,14 +163,14 @@ func (c *Controller) learnedRates(r *read, ps *podSets, claimed map[topology.GPU
 		}
 	}
 	if err := c.cfg.Estimator.Register(r.key, info); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c.learn.mu.Lock()
 	c.learn.keys[r.key] = learnedKey{uid: w.UID, round: c.rounds}
 	c.learn.mu.Unlock()
 	est := c.cfg.Estimator.Estimates(r.key, nil)
 	out := map[topology.GPUType]float64{}
-	sum := 0.0
+	sum, best := 0.0, 0.0
 	for _, e := range est {
 		if e.Source == learn.SourceNone || !slices.Contains(allowed, e.Type) {
 			continue
@@ -138,10 +178,26 @@ func (c *Controller) learnedRates(r *read, ps *podSets, claimed map[topology.GPU
 		if v := e.Rate(r.gpus); v > 0 && !math.IsInf(v, 0) {
 			out[e.Type] = v
 			sum += math.Log(v)
+			if e.Source == learn.SourceMeasured || e.Source == learn.SourceGroup {
+				best = max(best, v)
+			}
 		}
 	}
 	if len(out) == 0 {
-		return nil, nil
+		return nil, nil, nil
+	}
+	var optimistic []topology.GPUType
+	if c.learn.explore && best > 0 {
+		for _, e := range est {
+			v, ok := out[e.Type]
+			if !ok || e.Source == learn.SourceMeasured || e.Source == learn.SourceGroup {
+				continue
+			}
+			if up := v * math.Exp(e.Sigma); up > best && !math.IsInf(up, 0) {
+				out[e.Type] = up
+				optimistic = append(optimistic, e.Type)
+			}
+		}
 	}
 	fallback := math.Exp(sum / float64(len(out)))
 	top := 0.0
@@ -154,7 +210,7 @@ func (c *Controller) learnedRates(r *read, ps *podSets, claimed map[topology.GPU
 	for t, v := range out {
 		out[t] = v / top
 	}
-	return out, nil
+	return out, optimistic, nil
 }
 
 // forgetGone drops from the estimator the Workloads no longer read (they
@@ -170,6 +226,7 @@ func (c *Controller) forgetGone() {
 		if v.round != c.rounds {
 			gone = append(gone, k)
 			delete(c.learn.keys, k)
+			delete(c.learn.exploring, k)
 		}
 	}
 	c.learn.mu.Unlock()

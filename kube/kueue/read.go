@@ -343,6 +343,9 @@ type read struct {
 	// podSets lists the pod sets that ask for GPUs.
 	podSets []int
 	rates   []float64
+	// optimistic marks the types where a learned rate is an upper
+	// confidence bound (Config.Explore).
+	optimistic []bool
 	// pinned: the tenant's own node selector names a type; the
 	// controller does not change it.
 	pinned bool
@@ -543,10 +546,11 @@ func (c *Controller) readRates(s *snapshot, r *read, p *podSets) error {
 		}
 		return &ReadError{p.from[key], err}
 	}
+	var optimistic []topology.GPUType
 	if c.cfg.Estimator != nil {
 		// Learned: the claims are evidence for the estimator, and the
 		// notes on them (said at every change) would change as it learns.
-		if claimed, err = c.learnedRates(r, p, claimed, allowed); err != nil {
+		if claimed, optimistic, err = c.learnedRates(r, p, claimed, allowed); err != nil {
 			return &ReadError{"metadata.name", fmt.Errorf("the estimator refused the workload: %w", err)}
 		}
 		notes = nil
@@ -560,6 +564,12 @@ func (c *Controller) readRates(s *snapshot, r *read, p *podSets) error {
 	r.rates = make([]float64, len(s.types))
 	for t, v := range trusted {
 		r.rates[s.typeIdx[t]] = v
+	}
+	if len(optimistic) > 0 {
+		r.optimistic = make([]bool, len(s.types))
+		for _, t := range optimistic {
+			r.optimistic[s.typeIdx[t]] = true
+		}
 	}
 	return nil
 }
