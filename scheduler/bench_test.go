@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/perfmodel/learn"
@@ -65,12 +66,27 @@ func benchSpec(rng *rand.Rand) JobSpec {
 // benchRounds runs a round, then one more, reported, per iteration of b, and
 // returns the last; with steady, a round that solves again fails b.
 func benchRounds(b *testing.B, s *Scheduler, steady bool) *Round {
-	now := 0.0
+	return benchRoundsFrom(b, s, steady, 0, nil)
+}
+
+// benchRoundsFrom is benchRounds from time start, with between, if not nil,
+// called after each round (before its report) outside the timed part, its
+// time reported as between-ns/op.
+func benchRoundsFrom(b *testing.B, s *Scheduler, steady bool, start float64, between func(*Round)) *Round {
+	now := start
 	r, err := s.Round(context.Background(), now)
 	if err != nil {
 		b.Fatal(err)
 	}
+	var outside time.Duration
 	for b.Loop() {
+		if between != nil {
+			b.StopTimer()
+			t0 := time.Now()
+			between(r)
+			outside += time.Since(t0)
+			b.StartTimer()
+		}
 		report(b, s, r)
 		now += 360
 		if r, err = s.Round(context.Background(), now); err != nil {
@@ -80,7 +96,32 @@ func benchRounds(b *testing.B, s *Scheduler, steady bool) *Round {
 			b.Fatal("a steady round re-solved")
 		}
 	}
+	if between != nil {
+		b.ReportMetric(float64(outside.Nanoseconds())/float64(b.N), "between-ns/op")
+	}
 	return r
+}
+
+// progress reports every 60 s of round r, for each learned job it runs,
+// the steps done at its rate on its type (its claim there, scaled to its
+// GPUs linearly: the hidden truth of the benchmark) to s.Progress; steps
+// holds each job's cumulative steps. It returns the reports made.
+func progress(b *testing.B, s *Scheduler, r *Round, steps map[string]float64) int {
+	n := 0
+	for _, as := range r.Assignments {
+		for _, k := range as.Jobs {
+			spec := s.jobs[k].spec
+			rate := spec.Throughput[as.Type] * float64(len(as.Devices)-as.Extra) / float64(spec.GPUs)
+			for w := 1; w*60 <= int(r.Length); w++ {
+				steps[k] += rate * 60
+				if err := s.Progress(k, steps[k], r.Start+float64(w*60)); err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // report credits every job of the round with the whole round.
@@ -107,28 +148,33 @@ func BenchmarkSchedulerRound(b *testing.B) {
 	})
 	b.Run("steady-learned", func(b *testing.B) {
 		// Every job learns its rates, measured on one of the three types
-		// before (a population of 10,000 rows), its rates its claims,
-		// with no reports during the benchmark: a round pays the refits
-		// and the reads that fall due (each job read again once per
-		// Explore.Refit, 5 rounds: all 10,000 at once here, every fifth
-		// round), not solves.
+		// before (a population of 10,000 rows), its rates its claims.
+		// Between rounds, outside the timed part (between-ns/op), every
+		// job that ran reports its progress every 60 s of the round at
+		// its claimed rate on the type it ran on: a round pays the refits
+		// and the reads that fall due (a job's new windows, a refit that
+		// moved its prior), not solves.
 		l, err := learn.New(learn.Config{})
 		if err != nil {
 			b.Fatal(err)
 		}
 		types := []topology.GPUType{topology.K80, topology.V100, topology.A100}
 		n := 0
+		steps := map[string]float64{}
 		s, _ := benchSchedulerLearning(b, 0, l, func(key string, spec JobSpec) {
 			t := types[n%3]
 			n++
 			for w := range 5 {
-				o := learn.Observation{Type: t, GPUs: spec.GPUs, Segment: 1, Steps: spec.Throughput[t] * 60 * float64(w), Time: 60 * float64(w)}
+				steps[key] = spec.Throughput[t] * 60 * float64(w)
+				o := learn.Observation{Type: t, GPUs: spec.GPUs, Segment: 0, Steps: steps[key], Time: 60 * float64(w)}
 				if err := l.Observe(key, o); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
-		benchRounds(b, s, false)
+		reports := 0
+		benchRoundsFrom(b, s, false, 3600, func(r *Round) { reports += progress(b, s, r, steps) })
+		b.ReportMetric(float64(reports)/float64(b.N), "reports/op")
 	})
 	b.Run("resolve", func(b *testing.B) {
 		s, rng := benchScheduler(b, -1)

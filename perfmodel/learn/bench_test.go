@@ -116,3 +116,19 @@ func BenchmarkEstimates(b *testing.B) {
 	}
 	b.ReportMetric(float64(cpuTime()-c)/1e3/float64(b.N), "cpu-us/op")
 }
+
+// BenchmarkEstimatesOneType: the estimates on 8 types of a job measured
+// on one type (as every job under Kueue), its priors from the fit's grid
+// (the grid's points filled before).
+func BenchmarkEstimatesOneType(b *testing.B) {
+	l := populated(b, 10000, 0.4)
+	newRunner(l, "one").run(b, topology.H100, 1, 4, steady(20))
+	l.Refresh()
+	dst := l.Estimates("one", nil)
+	b.ReportAllocs()
+	c := cpuTime()
+	for b.Loop() {
+		dst = l.Estimates("one", dst[:0])
+	}
+	b.ReportMetric(float64(cpuTime()-c)/1e3/float64(b.N), "cpu-us/op")
+}

@@ -94,7 +94,14 @@
 //     no allocation once the job and its track exist (BenchmarkObserve).
 //   - Estimates: O(tracks^2 + References * (measured types + 1) *
 //     evidence + types * References), about 0.1 ms of CPU for 8 types and
-//     256 references (BenchmarkEstimates).
+//     256 references (BenchmarkEstimates); for a job measured on one type
+//     at most, O(tracks^2 + types) from a grid of the fit's priors, about
+//     2 us (BenchmarkEstimatesOneType). The grid (64 reference rows or
+//     more) tabulates the prior of one measured type's level at points
+//     LevelWidth/32 apart, filled when first asked for, and interpolates
+//     between them only where the prior moves by less than 0.005 (log
+//     rate, and relative sigma) between two points: within 0.006 of the
+//     exact prior (TestPriorGridError).
 //   - Refresh: O(sweeps * (entries * (k+1)^2 + (rows + types) * (k+1)^3) +
 //     rows log rows), under 100 ms of CPU at 10,000 jobs by 8 types
 //     (BenchmarkRefresh, BenchmarkRefreshCold; docs/benchmarks.md).

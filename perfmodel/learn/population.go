@@ -56,6 +56,10 @@ type population struct {
 	refVal []float64
 	refVar []float64
 	refRow []int // each reference's row in the fit's input
+	// grid tabulates the priors of jobs with evidence on one type at
+	// most (nil: every prior is computed exactly); set before the
+	// population is installed.
+	grid *priorGrid
 }
 
 // popInput is the matrix a fit starts from.
