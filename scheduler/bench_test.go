@@ -23,8 +23,8 @@ func benchScheduler(b *testing.B, resetInterval float64) (*Scheduler, *rand.Rand
 // benchSchedulerLearning is benchScheduler with est as Config.Estimator
 // (nil: none) and every job learning its rates, its benchSpec rates its
 // tenant's claims, when there is one; before, if set, sees each job's key
-// and spec before its Submit.
-func benchSchedulerLearning(b *testing.B, resetInterval float64, est learn.Estimator, before func(key string, spec JobSpec)) (*Scheduler, *rand.Rand) {
+// and spec before its Submit, and may change the spec.
+func benchSchedulerLearning(b *testing.B, resetInterval float64, est learn.Estimator, before func(key string, spec *JobSpec)) (*Scheduler, *rand.Rand) {
 	c, err := topology.ParseCompact("v100:344:8,a100:344:8,k80:336:8", 8)
 	if err != nil {
 		b.Fatal(err)
@@ -38,7 +38,7 @@ func benchSchedulerLearning(b *testing.B, resetInterval float64, est learn.Estim
 		spec := benchSpec(rng)
 		spec.Learn = est != nil
 		if before != nil {
-			before(fmt.Sprint("job-", i), spec)
+			before(fmt.Sprint("job-", i), &spec)
 		}
 		if err := s.Submit(fmt.Sprint("job-", i), spec, 0); err != nil {
 			b.Fatal(err)
@@ -66,19 +66,35 @@ func benchSpec(rng *rand.Rand) JobSpec {
 // benchRounds runs a round, then one more, reported, per iteration of b, and
 // returns the last; with steady, a round that solves again fails b.
 func benchRounds(b *testing.B, s *Scheduler, steady bool) *Round {
-	return benchRoundsFrom(b, s, steady, 0, nil)
+	return benchRoundsFrom(b, s, steady, 0, 0, nil)
 }
 
-// benchRoundsFrom is benchRounds from time start, with between, if not nil,
-// called after each round (before its report) outside the timed part, its
-// time reported as between-ns/op.
-func benchRoundsFrom(b *testing.B, s *Scheduler, steady bool, start float64, between func(*Round)) *Round {
+// benchRoundsFrom is benchRounds from time start, after warm rounds
+// (untimed), with between, if not nil, called after each round (before its
+// report) outside the timed part, its time reported as between-ns/op. It
+// reports the mean time of the rounds that did not solve again
+// (steady-ns/op) and the share of those that did (solves/op).
+func benchRoundsFrom(b *testing.B, s *Scheduler, steady bool, start float64, warm int, between func(*Round)) *Round {
 	now := start
 	r, err := s.Round(context.Background(), now)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var outside time.Duration
+	next := func() {
+		if between != nil {
+			between(r)
+		}
+		report(b, s, r)
+		now += 360
+		if r, err = s.Round(context.Background(), now); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range warm {
+		next()
+	}
+	var outside, kept time.Duration
+	solves := 0
 	for b.Loop() {
 		if between != nil {
 			b.StopTimer()
@@ -89,8 +105,14 @@ func benchRoundsFrom(b *testing.B, s *Scheduler, steady bool, start float64, bet
 		}
 		report(b, s, r)
 		now += 360
+		t0 := time.Now()
 		if r, err = s.Round(context.Background(), now); err != nil {
 			b.Fatal(err)
+		}
+		if r.Reset {
+			solves++
+		} else {
+			kept += time.Since(t0)
 		}
 		if steady && r.Reset {
 			b.Fatal("a steady round re-solved")
@@ -99,15 +121,52 @@ func benchRoundsFrom(b *testing.B, s *Scheduler, steady bool, start float64, bet
 	if between != nil {
 		b.ReportMetric(float64(outside.Nanoseconds())/float64(b.N), "between-ns/op")
 	}
+	b.ReportMetric(float64(kept.Nanoseconds())/float64(max(b.N-solves, 1)), "steady-ns/op")
+	b.ReportMetric(float64(solves)/float64(b.N), "solves/op")
 	return r
+}
+
+var benchTypes = []topology.GPUType{topology.K80, topology.V100, topology.A100}
+
+// benchLearned: every job learns its rates, measured on one of the three
+// types before (a population of 10,000 rows), its rates its claims, and,
+// with pin, allowed on that type only. After warm rounds (untimed: with
+// pin, 60, in which each job runs about three times and its measurement
+// settles), between rounds and outside the timed part (between-ns/op),
+// every job that ran reports its progress every 60 s of the round at its
+// claimed rate on the type it ran on: a round pays the refits and the
+// reads that fall due (a job's new windows, a refit that moved its
+// prior), and the policy's solves when learned rates moved (solves/op;
+// steady-ns/op is the mean of the rounds that did not solve).
+func benchLearned(b *testing.B, pin bool, warm int) {
+	l, err := learn.New(learn.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	steps := map[string]float64{}
+	s, _ := benchSchedulerLearning(b, 0, l, func(key string, spec *JobSpec) {
+		t := benchTypes[n%3]
+		n++
+		if pin {
+			spec.Types = []topology.GPUType{t}
+		}
+		for w := range 5 {
+			steps[key] = spec.Throughput[t] * 60 * float64(w)
+			o := learn.Observation{Type: t, GPUs: spec.GPUs, Segment: 0, Steps: steps[key], Time: 60 * float64(w)}
+			if err := l.Observe(key, o); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	benchRoundsFrom(b, s, false, 3600, warm, func(r *Round) { progress(b, s, r, steps) })
 }
 
 // progress reports every 60 s of round r, for each learned job it runs,
 // the steps done at its rate on its type (its claim there, scaled to its
 // GPUs linearly: the hidden truth of the benchmark) to s.Progress; steps
-// holds each job's cumulative steps. It returns the reports made.
-func progress(b *testing.B, s *Scheduler, r *Round, steps map[string]float64) int {
-	n := 0
+// holds each job's cumulative steps.
+func progress(b *testing.B, s *Scheduler, r *Round, steps map[string]float64) {
 	for _, as := range r.Assignments {
 		for _, k := range as.Jobs {
 			spec := s.jobs[k].spec
@@ -117,11 +176,9 @@ func progress(b *testing.B, s *Scheduler, r *Round, steps map[string]float64) in
 				if err := s.Progress(k, steps[k], r.Start+float64(w*60)); err != nil {
 					b.Fatal(err)
 				}
-				n++
 			}
 		}
 	}
-	return n
 }
 
 // report credits every job of the round with the whole round.
@@ -146,36 +203,18 @@ func BenchmarkSchedulerRound(b *testing.B) {
 		r := benchRounds(b, s, true)
 		b.ReportMetric(float64(r.Stats.Kept)/float64(max(r.Stats.Placed, 1)), "kept/placed")
 	})
-	b.Run("steady-learned", func(b *testing.B) {
-		// Every job learns its rates, measured on one of the three types
-		// before (a population of 10,000 rows), its rates its claims.
-		// Between rounds, outside the timed part (between-ns/op), every
-		// job that ran reports its progress every 60 s of the round at
-		// its claimed rate on the type it ran on: a round pays the refits
-		// and the reads that fall due (a job's new windows, a refit that
-		// moved its prior), not solves.
-		l, err := learn.New(learn.Config{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		types := []topology.GPUType{topology.K80, topology.V100, topology.A100}
+	b.Run("steady-learned", func(b *testing.B) { benchLearned(b, false, 10) })
+	b.Run("steady-one-type", func(b *testing.B) {
+		// As steady, each job allowed on one of the three types only (as
+		// under Kueue: one flavor).
 		n := 0
-		steps := map[string]float64{}
-		s, _ := benchSchedulerLearning(b, 0, l, func(key string, spec JobSpec) {
-			t := types[n%3]
+		s, _ := benchSchedulerLearning(b, 0, nil, func(_ string, spec *JobSpec) {
+			spec.Types = []topology.GPUType{benchTypes[n%3]}
 			n++
-			for w := range 5 {
-				steps[key] = spec.Throughput[t] * 60 * float64(w)
-				o := learn.Observation{Type: t, GPUs: spec.GPUs, Segment: 0, Steps: steps[key], Time: 60 * float64(w)}
-				if err := l.Observe(key, o); err != nil {
-					b.Fatal(err)
-				}
-			}
 		})
-		reports := 0
-		benchRoundsFrom(b, s, false, 3600, func(r *Round) { reports += progress(b, s, r, steps) })
-		b.ReportMetric(float64(reports)/float64(b.N), "reports/op")
+		benchRounds(b, s, true)
 	})
+	b.Run("steady-one-type-learned", func(b *testing.B) { benchLearned(b, true, 60) })
 	b.Run("resolve", func(b *testing.B) {
 		s, rng := benchScheduler(b, -1)
 		now := 0.0
