@@ -654,7 +654,7 @@ func (s *Scheduler) Progress(key string, steps, at float64) error {
 	}
 	o := learn.Observation{Type: j.lease.typeName, GPUs: j.learn.segGPUs, Segment: j.learn.segment, Steps: steps, Time: at}
 	err := s.cfg.Estimator.Observe(key, o)
-	if le := (*learn.Error)(nil); errors.As(err, &le) && le.Field == "Steps" && errors.Is(err, learn.ErrOutOfOrder) {
+	if err != nil && stepsWentBack(err) {
 		// Steps that went back where the job runs on: it restarted in
 		// place (its container, from a checkpoint). Its next run starts
 		// here, its warm-up left out as after any start.
@@ -667,6 +667,14 @@ func (s *Scheduler) Progress(key string, steps, at float64) error {
 		return fmt.Errorf("%w: job %q: %w", ErrInvalid, key, err)
 	}
 	return nil
+}
+
+// stepsWentBack reports whether err is the estimator's refusal of steps
+// that went back (apart, so that a report that succeeds allocates nothing:
+// errors.As's target escapes).
+func stepsWentBack(err error) bool {
+	le := (*learn.Error)(nil)
+	return errors.As(err, &le) && le.Field == "Steps" && errors.Is(err, learn.ErrOutOfOrder)
 }
 
 // snapLearned records a learned job's rates, optimism and segment.
