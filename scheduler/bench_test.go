@@ -199,20 +199,22 @@ func report(b *testing.B, s *Scheduler, r *Round) {
 // left and one arrived, and the policy solves again).
 func BenchmarkSchedulerRound(b *testing.B) {
 	b.Run("steady", func(b *testing.B) {
+		// After 10 rounds, as steady-learned.
 		s, _ := benchScheduler(b, 0)
-		r := benchRounds(b, s, true)
+		r := benchRoundsFrom(b, s, true, 0, 10, nil)
 		b.ReportMetric(float64(r.Stats.Kept)/float64(max(r.Stats.Placed, 1)), "kept/placed")
 	})
 	b.Run("steady-learned", func(b *testing.B) { benchLearned(b, false, 10) })
 	b.Run("steady-one-type", func(b *testing.B) {
 		// As steady, each job allowed on one of the three types only (as
-		// under Kueue: one flavor).
+		// under Kueue: one flavor), after 60 rounds, as
+		// steady-one-type-learned.
 		n := 0
 		s, _ := benchSchedulerLearning(b, 0, nil, func(_ string, spec *JobSpec) {
 			spec.Types = []topology.GPUType{benchTypes[n%3]}
 			n++
 		})
-		benchRounds(b, s, true)
+		benchRoundsFrom(b, s, true, 0, 60, nil)
 	})
 	b.Run("steady-one-type-learned", func(b *testing.B) { benchLearned(b, true, 60) })
 	b.Run("resolve", func(b *testing.B) {
