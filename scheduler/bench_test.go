@@ -63,15 +63,11 @@ func benchSpec(rng *rand.Rand) JobSpec {
 	}}
 }
 
-// benchRounds runs a round, then one more, reported, per iteration of b, and
-// returns the last; with steady, a round that solves again fails b.
-func benchRounds(b *testing.B, s *Scheduler, steady bool) *Round {
-	return benchRoundsFrom(b, s, steady, 0, 0, nil)
-}
-
-// benchRoundsFrom is benchRounds from time start, after warm rounds
-// (untimed), with between, if not nil, called after each round (before its
-// report) outside the timed part, its time reported as between-ns/op. It
+// benchRoundsFrom runs a round at time start, warm more (untimed), then
+// one more, reported, per iteration of b, and returns the last; with
+// steady, a round that solves again fails b. between, if not nil, is
+// called after each round (before its report), outside the timed part
+// from the first timed round on, its time reported as between-ns/op. It
 // reports the mean time of the rounds that did not solve again
 // (steady-ns/op) and the share of those that did (solves/op).
 func benchRoundsFrom(b *testing.B, s *Scheduler, steady bool, start float64, warm int, between func(*Round)) *Round {

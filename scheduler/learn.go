@@ -51,10 +51,12 @@ type Explore struct {
 	// the rounds: 0 means 1,800 (5 rounds of 360 s); negative: every
 	// round; at most allocation.MaxTime. With an estimator that versions
 	// its estimates (learn.Learner.Version), it is also the most time a
-	// job's rates go unread once it has run on every type it will:
-	// they are read again at the round after it first runs on a type,
-	// and at least every Refit; what other jobs measured counts at the
-	// next refit.
+	// changed job's rates go unread once it has run on every type it
+	// will: they are read again at the round after it first runs on a
+	// type, and otherwise once its version changed and its last read is
+	// Refit old (a version that follows the estimator's tolerance does
+	// not change for what moved less); what other jobs measured counts at
+	// the next refit.
 	Refit float64
 	// Normalise divides each learned job's rates by its fastest one, so
 	// that the policies see the shape of its rates, never their scale:

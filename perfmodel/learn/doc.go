@@ -104,7 +104,12 @@
 //     exact prior (TestPriorGridError).
 //   - Refresh: O(sweeps * (entries * (k+1)^2 + (rows + types) * (k+1)^3) +
 //     rows log rows), under 100 ms of CPU at 10,000 jobs by 8 types
-//     (BenchmarkRefresh, BenchmarkRefreshCold; docs/benchmarks.md).
+//     (BenchmarkRefresh, BenchmarkRefreshCold; docs/benchmarks.md); O(1)
+//     when fewer than Config.Tolerance of the rows changed since the last
+//     fit (BenchmarkRefreshUnchanged).
+//   - Version: O(1); Changed: O(jobs whose Version changed). A job's
+//     Version follows Config.Tolerance: a reader that keeps estimates
+//     reads them again only where they may have moved beyond it.
 //   - Memory: per job, its tracks (at most MaxTracks) and one segment's
 //     windows (2 MaxWindows floats); per remembered job a row of types;
 //     the fit, O(rows (k+1) + References types). Config.MaxJobs,
