@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"iter"
@@ -50,10 +51,12 @@ type Explore struct {
 	// the rounds: 0 means 1,800 (5 rounds of 360 s); negative: every
 	// round; at most allocation.MaxTime. With an estimator that versions
 	// its estimates (learn.Learner.Version), it is also the most time a
-	// job's rates go unread once it has run on every type it will:
-	// they are read again at the round after it first runs on a type,
-	// and at least every Refit; what other jobs measured counts at the
-	// next refit.
+	// changed job's rates go unread once it has run on every type it
+	// will: they are read again at the round after it first runs on a
+	// type, and otherwise once its version changed and its last read is
+	// Refit old (a version that follows the estimator's tolerance does
+	// not change for what moved less); what other jobs measured counts at
+	// the next refit.
 	Refit float64
 	// Normalise divides each learned job's rates by its fastest one, so
 	// that the policies see the shape of its rates, never their scale:
@@ -133,6 +136,11 @@ type learnState struct {
 	readTypes int
 	ran       []topology.GPUType
 	explore   bool
+	// est are the estimates read then (their rates are computed again
+	// from them when only the budget's answer changed); pending marks a
+	// job in Scheduler.pending.
+	est     []learn.Estimate
+	pending bool
 	// withdrawn are the types whose claims were withdrawn: the job ran
 	// there a whole round and reported nothing the estimator measured.
 	withdrawn []topology.GPUType
@@ -174,13 +182,21 @@ func (s *Scheduler) register(key string, spec JobSpec, withdrawn []topology.GPUT
 // between 0 and not 0) from those it had, and whether by forceFactor or
 // more (or from none).
 func (s *Scheduler) learnRates(j *job, explore bool, buf []learn.Estimate) ([]learn.Estimate, bool, bool) {
+	buf = s.cfg.Estimator.Estimates(j.key, buf[:0])
+	j.learn.est = append(j.learn.est[:0], buf...)
+	moved, force := s.ratesFrom(j, explore, buf)
+	return buf, moved, force
+}
+
+// ratesFrom computes a learned job's rates from its estimates est into
+// j.learn, as learnRates; est may be changed.
+func (s *Scheduler) ratesFrom(j *job, explore bool, buf []learn.Estimate) (moved, force bool) {
 	ls := &j.learn
 	n := len(s.types)
 	old := ls.rates
 	if len(old) != n {
 		old = nil
 	}
-	buf = s.cfg.Estimator.Estimates(j.key, buf[:0])
 	if s.silent(j, buf) {
 		buf = buf[:0] // type-agnostic: 1 on every type (below)
 	}
@@ -245,7 +261,7 @@ func (s *Scheduler) learnRates(j *job, explore bool, buf []learn.Estimate) ([]le
 			}
 		}
 	}
-	moved, force := old == nil, old == nil
+	moved, force = old == nil, old == nil
 	if !moved {
 		limit := math.Log1p(s.cfg.Explore.resolve())
 		for i := range rates {
@@ -265,7 +281,7 @@ func (s *Scheduler) learnRates(j *job, explore bool, buf []learn.Estimate) ([]le
 	} else {
 		copy(ls.optimistic, opt) // optimism may change with the budget alone
 	}
-	return buf, moved, force
+	return moved, force
 }
 
 // silent reports whether a learned job has run a whole round and has
@@ -306,9 +322,16 @@ type savedLearn struct {
 	dirty bool
 }
 
+// savedCheck is a learned job's readAt before a round found its version
+// unchanged, for undo.
+type savedCheck struct {
+	j  *job
+	at float64
+}
+
 // clone copies a learnState, its slices too.
 func (ls learnState) clone() learnState {
-	ls.rates, ls.optimistic = slices.Clone(ls.rates), slices.Clone(ls.optimistic)
+	ls.rates, ls.optimistic, ls.est = slices.Clone(ls.rates), slices.Clone(ls.optimistic), slices.Clone(ls.est)
 	ls.ran, ls.withdrawn = slices.Clone(ls.ran), slices.Clone(ls.withdrawn)
 	return ls
 }
@@ -319,16 +342,22 @@ func (ls learnState) clone() learnState {
 func (s *Scheduler) undoLearned() {
 	sc := &s.scratch
 	for _, sv := range slices.Backward(sc.learnSaved) {
-		withdrawn := sv.j.learn.withdrawn
+		withdrawn, pending := sv.j.learn.withdrawn, sv.j.learn.pending
 		sv.j.learn = sv.st
-		sv.j.learn.withdrawn = withdrawn
+		sv.j.learn.withdrawn, sv.j.learn.pending = withdrawn, pending
+		s.markLearn(sv.j) // looked at again at the next round
 		_ = s.ratesFor(sv.j)
 		if sv.j.inTier {
 			sv.j.tier.dirty = sv.j.tier.dirty || sv.dirty
 		}
 	}
 	sc.learnSaved = sc.learnSaved[:0]
+	for _, c := range slices.Backward(sc.checkSaved) {
+		c.j.learn.readAt = c.at
+	}
+	sc.checkSaved = sc.checkSaved[:0]
 	s.refitted, s.lastRefit = sc.refitSaved.done, sc.refitSaved.at
+	s.feed = sc.feedSaved
 }
 
 // versioner is an estimator that tells when a job's estimates may have
@@ -336,69 +365,173 @@ func (s *Scheduler) undoLearned() {
 // budget did not change keeps its rates without reading its estimates.
 type versioner interface{ Version(job string) uint64 }
 
+// changer is an estimator that lists the jobs whose versions changed
+// (learn.Learner.Changed): a round then looks only at those, the jobs
+// that ran on a new type, and the jobs still waiting for their read.
+type changer interface {
+	Changed(since uint64, dst []string) ([]string, uint64, bool)
+}
+
+// feedState is where the rounds stand with a changer: its clock at the
+// last round and the budget's answer then, for undo.
+type feedState struct {
+	clock   uint64
+	explore bool
+}
+
 // refreshLearned is a round's first step with an estimator: the
 // population refit (Refresh, at most every Explore.Refit seconds), then
 // every learned job's rates (those whose estimates may have changed),
 // each tier with a job whose rates moved beyond Explore.Resolve solving
-// again.
+// again. With an estimator that lists its changes (changer), it looks
+// at the jobs whose version changed, ran on a new type or wait for their
+// read (every job when the budget's answer changed): O(those jobs), not
+// O(learned jobs).
 func (s *Scheduler) refreshLearned(now float64) {
 	if s.cfg.Estimator == nil || s.learned == 0 {
 		return
 	}
 	sc := &s.scratch
 	sc.learnSaved, sc.refitSaved = sc.learnSaved[:0], refitState{s.refitted, s.lastRefit}
+	sc.checkSaved = sc.checkSaved[:0]
+	sc.feedSaved = s.feed
 	if !s.refitted || now-s.lastRefit >= s.cfg.Explore.refit() {
 		s.cfg.Estimator.Refresh()
 		s.refitted, s.lastRefit = true, now
 	}
 	explore := s.exploreLeft()
 	vs, _ := s.cfg.Estimator.(versioner)
+	ch, _ := s.cfg.Estimator.(changer)
+	jobs := s.order
+	if ch != nil && vs != nil {
+		var all bool
+		sc.changed, s.feed.clock, all = ch.Changed(s.feed.clock, sc.changed[:0])
+		if !all && explore == s.feed.explore {
+			for _, key := range sc.changed {
+				if j := s.jobs[key]; j != nil {
+					s.markLearn(j)
+				}
+			}
+			jobs = s.takePending()
+		} else {
+			s.dropPending()
+		}
+		s.feed.explore = explore
+	}
 	buf := s.scratch.estimates
-	for _, j := range s.order {
-		if !j.spec.Learn || j.finished {
+	for _, j := range jobs {
+		if !j.spec.Learn || j.finished || s.jobs[j.key] != j {
 			continue
 		}
-		ls := &j.learn
-		var v uint64
-		if vs != nil {
-			v = vs.Version(j.key)
-			same := v == ls.ver || len(ls.ran) == ls.readTypes && now-ls.readAt < s.cfg.Explore.refit()
-			if v != 0 && ls.ver != 0 && same && explore == ls.explore {
-				continue
-			}
+		var wait bool
+		buf, wait = s.learnJob(j, now, explore, vs, buf)
+		if wait && ch != nil && vs != nil {
+			s.markLearn(j)
 		}
-		sc.learnSaved = append(sc.learnSaved, savedLearn{j, ls.clone(), j.tier.dirty})
-		if vs != nil {
-			ls.ver, ls.explore, ls.readAt, ls.readTypes = v, explore, now, len(ls.ran)
-		}
-		if s.withdrawClaims(j) {
-			j.learn.ver = 0 // read again below, without them
-		}
-		var moved, force bool
-		buf, moved, force = s.learnRates(j, explore, buf)
-		if !moved {
-			continue
-		}
-		_ = s.ratesFor(j) // learned rates are in range: no error
-		if j.inTier {
-			j.tier.dirty, j.tier.learned = true, true
-			if force {
-				j.tier.mech.ForceReset()
-			}
-		}
-		s.refreshJob(j)
 	}
 	s.scratch.estimates = buf
 }
 
+// markLearn notes a learned job to look at in the next round (with a
+// changer): its version changed, it ran on a new type, or it waits for
+// its read.
+func (s *Scheduler) markLearn(j *job) {
+	if !j.learn.pending && j.spec.Learn {
+		j.learn.pending = true
+		s.pending = append(s.pending, j)
+	}
+}
+
+// takePending returns the jobs marked by markLearn, in the order of the
+// jobs (by ID), and unmarks them.
+func (s *Scheduler) takePending() []*job {
+	sc := &s.scratch
+	sc.pending = append(sc.pending[:0], s.pending...)
+	s.dropPending()
+	slices.SortFunc(sc.pending, func(a, b *job) int { return cmp.Compare(a.id, b.id) })
+	return sc.pending
+}
+
+// dropPending unmarks every job.
+func (s *Scheduler) dropPending() {
+	for _, j := range s.pending {
+		j.learn.pending = false
+	}
+	s.pending = s.pending[:0]
+}
+
+// learnJob reads a learned job's estimates where they may have changed:
+// always without versions; else where its version moved and it ran on a
+// new type or was last read (or found unchanged) Refit ago (the version
+// asked only then). Where only the budget's answer changed, its rates are
+// computed again from the estimates it read. It reports whether it waits
+// for a read that is not due yet.
+func (s *Scheduler) learnJob(j *job, now float64, explore bool, vs versioner, buf []learn.Estimate) ([]learn.Estimate, bool) {
+	sc := &s.scratch
+	ls := &j.learn
+	read := vs == nil || ls.ver == 0
+	var v uint64
+	due := len(ls.ran) != ls.readTypes || now-ls.readAt >= s.cfg.Explore.refit()
+	if !read && due {
+		v = vs.Version(j.key)
+		read = v == 0 || v != ls.ver
+		if !read && len(ls.ran) == ls.readTypes {
+			sc.checkSaved = append(sc.checkSaved, savedCheck{j, ls.readAt})
+			ls.readAt = now // as current as a read now
+		}
+	}
+	wait := !read && !due
+	if !read && explore != ls.explore && ls.est == nil {
+		read = true // no estimates kept (a restored scheduler)
+	}
+	if !read && explore == ls.explore {
+		return buf, wait
+	}
+	sc.learnSaved = append(sc.learnSaved, savedLearn{j, ls.clone(), j.tier.dirty})
+	var moved, force bool
+	if !read {
+		// Only the budget's answer changed: the same estimates,
+		// optimistic or not.
+		ls.explore = explore
+		buf = append(buf[:0], ls.est...)
+		moved, force = s.ratesFrom(j, explore, buf)
+	} else {
+		if vs != nil {
+			if v == 0 {
+				v = vs.Version(j.key)
+			}
+			ls.ver, ls.explore, ls.readAt, ls.readTypes = v, explore, now, len(ls.ran)
+		}
+		buf, moved, force = s.learnRates(j, explore, buf)
+		if s.withdrawClaims(j, buf) {
+			j.learn.ver = 0 // read again, without them
+			var m, f bool
+			buf, m, f = s.learnRates(j, explore, buf)
+			moved, force = moved || m, force || f
+		}
+	}
+	if !moved {
+		return buf, wait
+	}
+	_ = s.ratesFor(j) // learned rates are in range: no error
+	if j.inTier {
+		j.tier.dirty, j.tier.learned = true, true
+		if force {
+			j.tier.mech.ForceReset()
+		}
+	}
+	s.refreshJob(j)
+	return buf, wait
+}
+
 // withdrawClaims withdraws a learned job's claims on the types it ran on
 // for a whole round (its attained time there) with nothing measured there
-// (its estimate's source still the claim): a job
+// (its estimate's source, in est, still the claim): a job
 // that claims a rate and never reports keeps no claimed rate on a type
 // where it could have shown it (issue #41's review: under max
 // throughput a silent claimer took every round). It reports whether it
 // withdrew any (the job is registered again without them).
-func (s *Scheduler) withdrawClaims(j *job) bool {
+func (s *Scheduler) withdrawClaims(j *job, est []learn.Estimate) bool {
 	ls := &j.learn
 	if len(j.spec.Throughput) == 0 || len(ls.ran) == 0 {
 		return false
@@ -409,10 +542,11 @@ func (s *Scheduler) withdrawClaims(j *job) bool {
 		if !ok || !(j.spec.Throughput[t] > 0) || slices.Contains(ls.withdrawn, t) || k >= len(j.attained) || j.attained[k] < s.roundLength() {
 			continue
 		}
-		e := s.cfg.Estimator.Estimate(j.key, t)
-		if e.Source == learn.SourceClaim {
-			ls.withdrawn = append(ls.withdrawn, t)
-			changed = true
+		for _, e := range est {
+			if e.Type == t && e.Source == learn.SourceClaim {
+				ls.withdrawn = append(ls.withdrawn, t)
+				changed = true
+			}
 		}
 	}
 	if changed {
@@ -479,6 +613,7 @@ func (s *Scheduler) newSegments(units []unit, now float64) {
 			j.learn.segStart, j.learn.segGPUs, j.learn.segType = now, gpus, s.types[u.typ]
 			if t := s.types[u.typ]; !slices.Contains(j.learn.ran, t) {
 				j.learn.ran = append(j.learn.ran, t)
+				s.markLearn(j) // read at the next round
 			}
 		}
 	}
@@ -522,7 +657,7 @@ func (s *Scheduler) Progress(key string, steps, at float64) error {
 	}
 	o := learn.Observation{Type: j.lease.typeName, GPUs: j.learn.segGPUs, Segment: j.learn.segment, Steps: steps, Time: at}
 	err := s.cfg.Estimator.Observe(key, o)
-	if le := (*learn.Error)(nil); errors.As(err, &le) && le.Field == "Steps" && errors.Is(err, learn.ErrOutOfOrder) {
+	if err != nil && stepsWentBack(err) {
 		// Steps that went back where the job runs on: it restarted in
 		// place (its container, from a checkpoint). Its next run starts
 		// here, its warm-up left out as after any start.
@@ -535,6 +670,14 @@ func (s *Scheduler) Progress(key string, steps, at float64) error {
 		return fmt.Errorf("%w: job %q: %w", ErrInvalid, key, err)
 	}
 	return nil
+}
+
+// stepsWentBack reports whether err is the estimator's refusal of steps
+// that went back (apart, so that a report that succeeds allocates nothing:
+// errors.As's target escapes).
+func stepsWentBack(err error) bool {
+	le := (*learn.Error)(nil)
+	return errors.As(err, &le) && le.Field == "Steps" && errors.Is(err, learn.ErrOutOfOrder)
 }
 
 // snapLearned records a learned job's rates, optimism and segment.
@@ -626,4 +769,5 @@ func (s *Scheduler) remapLearned(j *job, oldTypes []topology.GPUType) {
 	}
 	ls.rates, ls.optimistic = rates, opt
 	ls.ver = 0 // read again at the next round, with the new types
+	s.markLearn(j)
 }

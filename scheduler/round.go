@@ -155,6 +155,14 @@ type scratch struct {
 	// learnSaved and refitSaved are what refreshLearned changed, for undo.
 	learnSaved []savedLearn
 	refitSaved refitState
+	// checkSaved are the jobs whose versions were found unchanged, with
+	// their readAt before, for undo.
+	checkSaved []savedCheck
+	feedSaved  feedState
+	// changed and pending are refreshLearned's buffers for the jobs a
+	// changer lists and the jobs it looks at.
+	changed []string
+	pending []*job
 }
 
 // creditedJob is a job's attained time on one type and rounds before

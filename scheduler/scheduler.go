@@ -151,6 +151,11 @@ type Scheduler struct {
 	explored, clusterTime float64
 	refitted              bool    // the estimator was refitted
 	lastRefit             float64 // when, on the clock of the rounds
+	// feed is where the rounds stand with an estimator that lists its
+	// changes; pending are the learned jobs to look at in the next
+	// round (see refreshLearned).
+	feed    feedState
+	pending []*job
 }
 
 // tier holds the jobs of one priority and their round mechanism.
@@ -384,6 +389,7 @@ func (s *Scheduler) Submit(key string, spec JobSpec, now float64) error {
 			return err
 		}
 		s.scratch.estimates, _, _ = s.learnRates(j, s.exploreLeft(), s.scratch.estimates)
+		s.markLearn(j) // read at the next round
 	}
 	if err := s.ratesFor(j); err != nil {
 		if spec.Learn {
@@ -466,6 +472,7 @@ func (s *Scheduler) Update(key string, spec JobSpec) error {
 		j.learn.rates = nil // read again at the new size, types or claims
 		j.learn.ver = 0
 		s.scratch.estimates, _, _ = s.learnRates(j, s.exploreLeft(), s.scratch.estimates)
+		s.markLearn(j)
 	}
 	if err := s.ratesFor(j); err != nil {
 		j.spec = old

@@ -18,7 +18,14 @@ var benchTypes = []topology.GPUType{"a100", "a30", "b200", "h100", "h200", "l40s
 // of benchTypes with probability keep (at least one), at rates of a
 // planted rank-2 model: what a busy cluster's learner holds.
 func populated(b testing.TB, n int, keep float64) *learn.Learner {
-	l, err := learn.New(learn.Config{Types: benchTypes, MaxJobs: n + 1})
+	return populatedWith(b, n, keep, learn.Config{})
+}
+
+// populatedWith is populated with the settings of cfg (its Types and
+// MaxJobs replaced).
+func populatedWith(b testing.TB, n int, keep float64, cfg learn.Config) *learn.Learner {
+	cfg.Types, cfg.MaxJobs = benchTypes, n+1
+	l, err := learn.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -63,9 +70,10 @@ func BenchmarkObserve(b *testing.B) {
 }
 
 // BenchmarkRefresh: the population refit at 10,000 jobs by 8 types, 40%
-// of the entries measured.
+// of the entries measured (without a tolerance, so that every Refresh
+// fits).
 func BenchmarkRefresh(b *testing.B) {
-	l := populated(b, 10000, 0.4)
+	l := populatedWith(b, 10000, 0.4, learn.Config{Tolerance: -1})
 	b.ReportAllocs()
 	c := cpuTime()
 	var st learn.FitStats
@@ -115,4 +123,31 @@ func BenchmarkEstimates(b *testing.B) {
 		dst = l.Estimates("job-42", dst[:0])
 	}
 	b.ReportMetric(float64(cpuTime()-c)/1e3/float64(b.N), "cpu-us/op")
+}
+
+// BenchmarkEstimatesOneType: the estimates on 8 types of a job measured
+// on one type (as every job under Kueue), its priors from the fit's grid
+// (the grid's points filled before).
+func BenchmarkEstimatesOneType(b *testing.B) {
+	l := populated(b, 10000, 0.4)
+	newRunner(l, "one").run(b, topology.H100, 1, 4, steady(20))
+	l.Refresh()
+	dst := l.Estimates("one", nil)
+	b.ReportAllocs()
+	c := cpuTime()
+	for b.Loop() {
+		dst = l.Estimates("one", dst[:0])
+	}
+	b.ReportMetric(float64(cpuTime()-c)/1e3/float64(b.N), "cpu-us/op")
+}
+
+// BenchmarkRefreshUnchanged: a Refresh of the same learner when no row
+// changed beyond the tolerance since its last fit: no fit.
+func BenchmarkRefreshUnchanged(b *testing.B) {
+	l := populated(b, 10000, 0.4)
+	l.Refresh()
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Refresh()
+	}
 }

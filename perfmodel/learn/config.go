@@ -48,6 +48,9 @@ import (
 //     sigma.
 //   - MaxJobs 65,536, MaxTypes 64, MaxTracks 16 per job, MaxHistory
 //     10,000 finished jobs.
+//   - Tolerance 0.01: what moves a job's Version and a refit (a tenth of
+//     the scheduler's Explore.Resolve of 10%: a change below it is not
+//     worth a read).
 //
 // A Config is a plain value, safe for concurrent reads; New copies it.
 type Config struct {
@@ -92,6 +95,25 @@ type Config struct {
 	// active jobs, GPU types, tracks (type and GPU count) of a job, and
 	// finished jobs remembered for the population.
 	MaxJobs, MaxTypes, MaxTracks, MaxHistory int
+	// Tolerance (0 to 1; negative for none, as 0 means the default) is
+	// the least change worth telling readers and worth a refit, so that
+	// a job whose reports say what they said before costs its readers
+	// nothing:
+	//   - a job's Version changes when a type is measured for the first
+	//     time, and when, asked for, it finds that what the job measured
+	//     moved by more than Tolerance in log rate since it last changed,
+	//     or its variance by more than Tolerance x MinPriorSigma^2 (its
+	//     estimates then move by about Tolerance x (1 + the distance of
+	//     its measurement from its prior, in log rate));
+	//   - Refresh fits only when at least Tolerance of the rows (and at
+	//     least one) changed since the last fit (a log capability moved by
+	//     more than Tolerance, a row that joined or left), and the fit changes every Version only
+	//     when it changed the reference rows or moved one of their values
+	//     by more than Tolerance/2 (or a variance by more than Tolerance x
+	//     MinPriorSigma^2).
+	// None: every report changes the job's Version, every Refresh fits
+	// and changes every Version.
+	Tolerance float64
 }
 
 // Defaults of Config.
@@ -120,6 +142,7 @@ const (
 	DefaultMaxTypes      = 64
 	DefaultMaxTracks     = 16
 	DefaultMaxHistory    = 10000
+	DefaultTolerance     = 0.01
 )
 
 // withDefaults returns c with its zero fields set to their defaults.
@@ -161,6 +184,10 @@ func (c Config) withDefaults() Config {
 	i(&c.MaxTypes, DefaultMaxTypes)
 	i(&c.MaxTracks, DefaultMaxTracks)
 	i(&c.MaxHistory, DefaultMaxHistory)
+	f(&c.Tolerance, DefaultTolerance)
+	if c.Tolerance < 0 {
+		c.Tolerance = -1
+	}
 	return c
 }
 
@@ -188,6 +215,7 @@ func (c *Config) validate() error {
 		{"MinPriorSigma", c.MinPriorSigma, 0.001, 10}, {"ModelSigma", c.ModelSigma, 0.001, 10},
 		{"ClaimSigma", c.ClaimSigma, 0.001, 10}, {"ScalingSigma", c.ScalingSigma, 0.001, 10},
 		{"GroupSigma", c.GroupSigma, 0.001, 10},
+		{"Tolerance", c.Tolerance, -1, 1},
 	} {
 		if !(r.v >= r.lo && r.v <= r.hi) {
 			return fail("", r.name, ErrInvalidConfig, fmt.Sprintf("%v (want %v to %v)", r.v, r.lo, r.hi))

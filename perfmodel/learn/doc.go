@@ -105,10 +105,22 @@
 //     no allocation once the job and its track exist (BenchmarkObserve).
 //   - Estimates: O(tracks^2 + References * (measured types + 1) *
 //     evidence + types * References), about 0.1 ms of CPU for 8 types and
-//     256 references (BenchmarkEstimates).
+//     256 references (BenchmarkEstimates); for a job measured on one type
+//     at most, O(tracks^2 + types) from a grid of the fit's priors, about
+//     2 us (BenchmarkEstimatesOneType). The grid (64 reference rows or
+//     more) tabulates the prior of one measured type's level at points
+//     LevelWidth/32 apart, filled when first asked for, and interpolates
+//     between them only where the prior moves by less than 0.005 (log
+//     rate, and relative sigma) between two points: within 0.006 of the
+//     exact prior (TestPriorGridError).
 //   - Refresh: O(sweeps * (entries * (k+1)^2 + (rows + types) * (k+1)^3) +
 //     rows log rows + rows * types for the groups), under 100 ms of CPU at 10,000 jobs by 8 types
-//     (BenchmarkRefresh, BenchmarkRefreshCold; docs/benchmarks.md).
+//     (BenchmarkRefresh, BenchmarkRefreshCold; docs/benchmarks.md); O(1)
+//     when fewer than Config.Tolerance of the rows changed since the last
+//     fit (BenchmarkRefreshUnchanged).
+//   - Version: O(1); Changed: O(jobs whose Version changed). A job's
+//     Version follows Config.Tolerance: a reader that keeps estimates
+//     reads them again only where they may have moved beyond it.
 //   - Memory: per job, its tracks (at most MaxTracks) and one segment's
 //     windows (2 MaxWindows floats); per remembered job a row of types;
 //     the fit, O(rows (k+1) + References types). Config.MaxJobs,

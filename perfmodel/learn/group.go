@@ -81,3 +81,51 @@ func (l *Learner) groupEvidence(j *job, ti int) (mean, vari float64, ok bool) {
 	tau2 := max(s.vari, l.cfg.GroupSigma*l.cfg.GroupSigma)
 	return s.mean, tau2 * (1 + 1/float64(s.n)), true
 }
+
+// bumpGroups notes a change of the estimates of every active job whose
+// group's statistics moved between the fits old and p (a run joined it
+// or left it, or its mean moved by more than tol/2 on a type), when the
+// fit as a whole did not (bumpAll). Cost: O(groups * types), and O(jobs)
+// when a group moved.
+func (l *Learner) bumpGroups(old, p *population) {
+	var oldG, newG map[groupKey][]groupStat
+	if old != nil {
+		oldG = old.groups
+	}
+	if p != nil {
+		newG = p.groups
+	}
+	moved := map[groupKey]bool{}
+	for k, st := range newG {
+		if groupMoved(oldG[k], st, l.cfg.Tolerance/2) {
+			moved[k] = true
+		}
+	}
+	for k := range oldG {
+		if _, ok := newG[k]; !ok {
+			moved[k] = true
+		}
+	}
+	if len(moved) == 0 {
+		return
+	}
+	for _, j := range l.jobs {
+		if j.info.Group != "" && moved[groupKey{j.info.Group, j.ref}] {
+			l.bump(j)
+		}
+	}
+}
+
+// groupMoved reports whether a group's statistics moved from a to b: a
+// run more or fewer on a type, or a mean moved by more than tol.
+func groupMoved(a, b []groupStat, tol float64) bool {
+	if len(a) != len(b) {
+		return true
+	}
+	for t := range a {
+		if a[t].n != b[t].n || math.Abs(a[t].mean-b[t].mean) > tol {
+			return true
+		}
+	}
+	return false
+}

@@ -40,7 +40,20 @@ type Learner struct {
 	histAt  int       // next slot of the ring when full
 	pop     *population
 	gen     uint64 // bumped by Restore: a fit of an older state is dropped
-	seq     uint64 // counts measured windows: the rows' recency
+	seq     uint64 // counts the rows' changes: their recency
+	// epoch counts the fits; changed counts the rows changed since the
+	// last (each once), rowsAtFit the rows it fitted, and fitStats what
+	// it said; forceFit asks the next Refresh to fit whatever changed.
+	epoch, changed uint64
+	rowsAtFit      int
+	fitStats       FitStats
+	forceFit       bool
+	// ids numbers the jobs (their rows' identities); bumped is the fit
+	// at the last change of every Version.
+	ids    uint64
+	bumped *population
+	// first and last are the jobs in order of their last change (ver).
+	first, last *job
 	// clock counts the changes estimates depend on; popVer is the clock
 	// at the last change of what every job's do (a fit, a type, a
 	// Restore), a job's ver at the last of its own (Version).
@@ -56,8 +69,13 @@ type job struct {
 	running bool    // seg is a live segment
 	last    float64 // time of the latest report
 	seen    bool    // has had a report
-	seq     uint64
-	ver     uint64 // see Learner.clock
+	seq     uint64  // when its row last changed (Learner.seq)
+	ver     uint64  // see Learner.clock
+	epoch   uint64  // Learner.epoch when its row last counted as changed
+	id      uint64  // its row's identity across fits (Learner.ids)
+	name    string
+	// prev and next link the jobs in order of their last change.
+	prev, next *job
 }
 
 // histRow is a finished job's measured log rates at its reference GPU
@@ -65,6 +83,7 @@ type job struct {
 type histRow struct {
 	vals  []float64
 	seq   uint64
+	id    uint64   // the job's
 	group groupKey // JobInfo.Group and reference GPU count
 }
 
@@ -98,18 +117,113 @@ func (l *Learner) addType(t topology.GPUType) int {
 	at, _ := slices.BinarySearchFunc(l.byName, t, func(k int, t topology.GPUType) int { return strings.Compare(string(l.types[k]), string(t)) })
 	l.byName = slices.Insert(l.byName, at, i)
 	l.bumpAll()
+	l.forceFit = true
 	return i
 }
 
-// bump notes a change of j's own estimates; bumpAll one of every job's.
-func (l *Learner) bump(j *job) { l.clock++; j.ver = l.clock }
-func (l *Learner) bumpAll()    { l.clock++; l.popVer = l.clock }
+// bump notes a change of j's own estimates, and moves it to the end of
+// the jobs in order of their changes; bumpAll notes one of every job's.
+func (l *Learner) bump(j *job) {
+	l.clock++
+	j.ver = l.clock
+	if l.last == j {
+		return
+	}
+	l.unlink(j)
+	j.prev, l.last = l.last, j
+	if j.prev != nil {
+		j.prev.next = j
+	} else {
+		l.first = j
+	}
+}
 
-// Version identifies what a job's estimates are computed from: it
-// changes whenever they may have (a report of the job, its Register, a
-// refit of the population, a new type, a Restore), never otherwise, so
-// that a caller may keep a job's estimates while it stays the same (the
-// scheduler's rounds do). 0 for an unknown job. O(1).
+// unlink takes j out of the jobs in order of their changes.
+func (l *Learner) unlink(j *job) {
+	if j.prev != nil {
+		j.prev.next = j.next
+	} else if l.first == j {
+		l.first = j.next
+	}
+	if j.next != nil {
+		j.next.prev = j.prev
+	} else if l.last == j {
+		l.last = j.prev
+	}
+	j.prev, j.next = nil, nil
+}
+
+func (l *Learner) bumpAll() { l.clock++; l.popVer = l.clock }
+
+// settle takes what a report changed in j's tracks. j's Version changes
+// (bump) when a track is measured for the first time (or no longer is),
+// when a track's log capability moved by more than Config.Tolerance since
+// the Version last changed, or its variance by more than Tolerance x
+// MinPriorSigma^2 (the job's estimates then move by about Tolerance x
+// (1 + the distance of its measurement from its prior, in log rate)); the
+// variance of the open segment's track is weighed once the segment has
+// closed (a new segment widens the variance for its first windows, its
+// later windows narrow it again: no reader needs to see that). A log
+// capability moved by more than Tolerance since the row last changed
+// makes the row recent (its rank among the reference rows) and counts it
+// as changed for the next Refresh. Without a tolerance every report
+// changes the Version. Cost: O(tracks of the job), no allocation.
+func (l *Learner) settle(j *job) {
+	tol := max(l.cfg.Tolerance, 0)
+	vtol := tol * l.cfg.MinPriorSigma * l.cfg.MinPriorSigma
+	row, moved := false, false
+	for k := range j.tracks {
+		tr := &j.tracks[k]
+		m, v, ok := l.trackMeasure(j, k)
+		open := j.running && j.seg.track == k && j.seg.n > 0
+		moved = moved || ok != tr.verOK || ok && (math.Abs(m-tr.verMean) > tol || !open && math.Abs(v-tr.verVar) > vtol)
+		row = row || ok != tr.rowOK || ok && math.Abs(m-tr.rowMean) > tol
+	}
+	if row {
+		for k := range j.tracks {
+			tr := &j.tracks[k]
+			tr.rowMean, _, tr.rowOK = l.trackMeasure(j, k)
+		}
+		l.seq++
+		j.seq = l.seq
+		l.changedRow(j)
+	}
+	if moved {
+		l.baseline(j)
+	}
+	if moved || l.cfg.Tolerance < 0 {
+		l.bump(j)
+	}
+}
+
+// baseline notes what j's tracks measure now, against which settle
+// compares for its Version.
+func (l *Learner) baseline(j *job) {
+	for k := range j.tracks {
+		tr := &j.tracks[k]
+		tr.verMean, tr.verVar, tr.verOK = l.trackMeasure(j, k)
+	}
+}
+
+// changedRow counts j's row of the population as changed since the last
+// fit (once per fit).
+func (l *Learner) changedRow(j *job) {
+	if !j.info.Private && j.epoch != l.epoch {
+		j.epoch = l.epoch
+		l.changed++
+	}
+}
+
+// Version identifies what a job's estimates are computed from, within
+// Config.Tolerance: it changes whenever they may have moved by more (its
+// Register, a type it measured for the first time, what it measured
+// moved beyond Tolerance since the Version last changed, a refit that
+// moved the reference rows, a new type, a Restore; see
+// Config.Tolerance), so that a caller may keep a job's estimates while
+// it stays the same (the scheduler's rounds do; Changed lists the jobs
+// whose Version changed). Kept estimates may be off by the tolerance,
+// and their Windows and Segments counts stale. Without a tolerance it
+// changes at every report. 0 for an unknown job. O(1).
 func (l *Learner) Version(job string) uint64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -118,6 +232,27 @@ func (l *Learner) Version(job string) uint64 {
 		return 0
 	}
 	return max(l.popVer, j.ver)
+}
+
+// Changed appends to dst the jobs whose Version changed after clock
+// since (a clock an earlier call returned; 0 at first), the latest
+// change last, and returns them with the clock now; all reports that
+// every job's Version changed since (a refit that moved the reference
+// rows, a new type, a Restore; or since is 0), and then appends
+// nothing. A reader that keeps the estimates of many jobs asks for the
+// changes instead of every job's Version. Cost: O(jobs changed).
+func (l *Learner) Changed(since uint64, dst []string) (changed []string, clock uint64, all bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if since == 0 || l.popVer > since || since > l.clock {
+		return dst, l.clock, true
+	}
+	start := len(dst)
+	for j := l.last; j != nil && j.ver > since; j = j.prev {
+		dst = append(dst, j.name)
+	}
+	slices.Reverse(dst[start:])
+	return dst, l.clock, false
 }
 
 // checkType returns the index of type t, or -1 if it is new and may be
@@ -155,7 +290,8 @@ func (l *Learner) checkName(name string) error {
 
 // newJob adds a job (its name checked).
 func (l *Learner) newJob(name string) *job {
-	j := &job{}
+	l.ids++
+	j := &job{id: l.ids, name: name}
 	l.bump(j)
 	j.seg.ring = make([]float64, l.cfg.MaxWindows)
 	j.seg.sorted = make([]float64, 0, l.cfg.MaxWindows)
@@ -179,6 +315,10 @@ func (l *Learner) Register(name string, info JobInfo) error {
 			return err
 		}
 		j = l.newJob(name)
+	}
+	if j.info.Private != info.Private || info.GPUs > 0 && info.GPUs != j.ref {
+		l.forceFit = l.forceFit || j.info.Private && !info.Private
+		l.changedRow(j) // its row joins, leaves or moves
 	}
 	j.info = info
 	if info.GPUs > 0 {
@@ -319,12 +459,18 @@ func (j *job) findTrack(ti, gpus int) int {
 	return -1
 }
 
-// apply takes a checked observation.
+// apply takes a checked observation, then settles j's Version.
 func (l *Learner) apply(j *job, ti int, o *Observation) {
-	l.bump(j)
 	if j.ref == 0 {
 		j.ref = o.GPUs
+		l.bump(j)
 	}
+	l.observe(j, ti, o)
+	l.settle(j)
+}
+
+// observe takes a checked observation into j's segments and tracks.
+func (l *Learner) observe(j *job, ti int, o *Observation) {
 	j.seen, j.last = true, o.Time
 	s := &j.seg
 	if !j.running || o.Segment != s.id {
@@ -359,14 +505,22 @@ func (l *Learner) Forget(name string) {
 	}
 	l.closeSegment(j)
 	delete(l.jobs, name)
-	if j.info.Private || l.cfg.MaxHistory == 0 {
+	l.unlink(j)
+	if j.info.Private {
+		return
+	}
+	if l.cfg.MaxHistory == 0 {
+		l.changed++ // its row leaves
 		return
 	}
 	vals, _, n := l.row(j, nil, nil)
 	if n == 0 {
 		return
 	}
-	l.remember(histRow{vals: vals, seq: j.seq, group: groupKey{j.info.Group, j.ref}})
+	if len(l.history) == l.cfg.MaxHistory {
+		l.changed++ // the oldest remembered row leaves
+	}
+	l.remember(histRow{vals: vals, seq: j.seq, id: j.id, group: groupKey{j.info.Group, j.ref}})
 }
 
 // remember adds a row to the history ring.

@@ -2,6 +2,7 @@ package learn_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 
@@ -398,4 +399,84 @@ func TestObserveAllocates(t *testing.T) {
 		}
 	})
 	assert.Zero(t, allocs)
+}
+
+// TestVersionTolerance: a job's Version changes when it is first
+// measured on a type and when what it measured moves beyond
+// Config.Tolerance, not at every report of a steady rate (the open
+// segment's variance aside); without a tolerance, at every report.
+func TestVersionTolerance(t *testing.T) {
+	l := newLearner(t, learn.Config{})
+	r := newRunner(l, "a")
+	r.run(t, topology.V100, 1, 2, steady(10)) // warm-up only
+	v0 := l.Version("a")
+	r.run(t, topology.V100, 1, 3, steady(10)) // measured from its 3rd window
+	v1 := l.Version("a")
+	assert.NotEqual(t, v0, v1, "first measured")
+	r.run(t, topology.V100, 1, 8, steady(10)) // the same rate, a new segment
+	assert.Equal(t, v1, l.Version("a"), "a steady rate moves nothing")
+	r.run(t, topology.V100, 1, 8, steady(13)) // 30% faster
+	assert.NotEqual(t, v1, l.Version("a"), "a rate 30% faster")
+
+	none := newLearner(t, learn.Config{Tolerance: -1})
+	assert.Equal(t, -1.0, none.Config().Tolerance)
+	r = newRunner(none, "a")
+	r.run(t, topology.V100, 1, 6, steady(10))
+	v := none.Version("a")
+	r.run(t, topology.V100, 1, 1, steady(10))
+	assert.NotEqual(t, v, none.Version("a"), "every report")
+
+	_, err := learn.New(learn.Config{Tolerance: 2})
+	require.ErrorIs(t, err, learn.ErrInvalidConfig)
+}
+
+// TestChanged: Changed lists the jobs whose Version changed after a
+// clock, the latest last; all after a refit that moved the population
+// or from clock 0. Once its variance has settled (a few segments), a job
+// that reports its steady rate changes no Version, and a Refresh with
+// nothing changed beyond the tolerance does not fit.
+func TestChanged(t *testing.T) {
+	types := []topology.GPUType{topology.A100, topology.K80, topology.V100}
+	l := newLearner(t, learn.Config{Types: types})
+	runners := map[string]*runner{}
+	names := []string{"a", "b", "c"}
+	cycle := func(name string, i int) {
+		runners[name].run(t, topology.V100, 1, 6, steady(float64(10+i)))
+		runners[name].run(t, topology.K80, 1, 6, steady(float64(3+i)))
+	}
+	for i, name := range names {
+		runners[name] = newRunner(l, name)
+		for range 5 {
+			cycle(name, i)
+		}
+	}
+	_, clock, all := l.Changed(0, nil)
+	assert.True(t, all, "from 0")
+	st := l.Refresh()
+	assert.Equal(t, 3, st.Rows)
+	changed, clock, all := l.Changed(clock, nil)
+	assert.True(t, all, "the first fit")
+	assert.Empty(t, changed)
+	runners["b"].run(t, topology.A100, 1, 6, steady(30))
+	runners["a"].run(t, topology.A100, 1, 6, steady(25))
+	changed, clock, all = l.Changed(clock, nil)
+	assert.False(t, all)
+	assert.Equal(t, []string{"b", "a"}, changed, "in order of their changes")
+	changed, _, all = l.Changed(clock, changed[:0])
+	assert.False(t, all)
+	assert.Empty(t, changed)
+
+	// Steady reports: no Version moves, and Refresh does not fit again.
+	for i, name := range names {
+		cycle(name, i)
+	}
+	st = l.Refresh()
+	_, clock, _ = l.Changed(clock, nil)
+	for i, name := range names {
+		cycle(name, i)
+	}
+	assert.Equal(t, st, l.Refresh(), "nothing changed: the last fit's stats")
+	changed, _, all = l.Changed(clock, nil)
+	assert.False(t, all)
+	assert.Empty(t, changed, fmt.Sprint("steady rates changed versions: ", changed))
 }

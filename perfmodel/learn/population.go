@@ -58,6 +58,12 @@ type population struct {
 	refRow []int // each reference's row in the fit's input
 	// groups are what each group's rows measured per type (groupsOf).
 	groups map[groupKey][]groupStat
+	// refID is each reference row's id (popInput.id), if given.
+	refID []uint64
+	// grid tabulates the priors of jobs with evidence on one type at
+	// most (nil: every prior is computed exactly); set before the
+	// population is installed.
+	grid *priorGrid
 }
 
 // popInput is the matrix a fit starts from.
@@ -66,11 +72,14 @@ type popInput struct {
 	rows int
 	cols int
 	// rank orders the rows for the choice of references: more measured
-	// types first, then the higher rank (more recent).
+	// types first, then the references of the last fit (by id), then the
+	// higher rank (more recent). id identifies a row across fits (nil:
+	// none).
 	rank []uint64
 	// group is each row's group (JobInfo.Group and reference GPU count;
 	// an empty name for none).
 	group []groupKey
+	id    []uint64
 }
 
 // fitParams are the settings of a fit (from Config).
@@ -154,7 +163,7 @@ func fitPopulation(in *popInput, fp fitParams, warm *population) *population {
 		prev = f.ss
 	}
 	f.solveRows(true, false)
-	p := f.result(fp.references)
+	p := f.result(fp.references, warm)
 	p.sweeps = sweeps
 	return p
 }
@@ -516,7 +525,7 @@ func (f *popFit) predict(j, t int) float64 {
 }
 
 // result chooses and completes the reference rows and returns the model.
-func (f *popFit) result(references int) *population {
+func (f *popFit) result(references int, warm *population) *population {
 	in, dim := f.in, f.k+1
 	p := &population{k: f.k, cols: in.cols, rows: in.rows, m: f.m, v: f.v, n: f.colCnt, s2: f.s2, p: f.p}
 	order := make([]int, 0, in.rows)
@@ -525,9 +534,26 @@ func (f *popFit) result(references int) *population {
 			order = append(order, j)
 		}
 	}
+	// A reference row stays one while no row with more measured types
+	// displaces it, so that a refit moves the priors only as much as
+	// the rows' values moved (Config.Tolerance).
+	var was map[uint64]bool
+	if warm != nil && in.id != nil {
+		was = make(map[uint64]bool, len(warm.refID))
+		for _, id := range warm.refID {
+			was[id] = true
+		}
+	}
+	kept := func(j int) bool { return was != nil && was[in.id[j]] }
 	slices.SortStableFunc(order, func(a, b int) int {
 		if c := cmp.Compare(f.cnt[b], f.cnt[a]); c != 0 {
 			return c
+		}
+		if ka, kb := kept(a), kept(b); ka != kb {
+			if ka {
+				return -1
+			}
+			return 1
 		}
 		return cmp.Compare(in.rank[b], in.rank[a])
 	})
@@ -536,7 +562,13 @@ func (f *popFit) result(references int) *population {
 	p.refVal = make([]float64, p.refs*in.cols)
 	p.refVar = make([]float64, p.refs*in.cols)
 	p.refRow = order
+	if in.id != nil {
+		p.refID = make([]uint64, p.refs)
+	}
 	for r, j := range order {
+		if in.id != nil {
+			p.refID[r] = in.id[j]
+		}
 		for t, y := range in.y[j*in.cols : (j+1)*in.cols] {
 			i := r*in.cols + t
 			if math.IsNaN(y) {
@@ -548,6 +580,44 @@ func (f *popFit) result(references int) *population {
 		}
 	}
 	return p
+}
+
+// moved reports whether the priors of q may differ from p's by more than
+// about tol in log rate: a population on one side only, other reference
+// rows (by id, in any order), another type covered, a reference value
+// moved by more than tol, or a variance of one by more than vtol. (Each
+// prior is a weighted median of the rows' values on its type, moved to
+// the job's level: it moves by about as much as they do, and by up to a
+// step of the median where the rows' weights cross one.)
+func (p *population) moved(q *population, tol, vtol float64) bool {
+	switch {
+	case p == nil || q == nil:
+		return p != q
+	case p.cols != q.cols || p.refs != q.refs || p.refID == nil || q.refID == nil:
+		return true
+	}
+	for t := range p.cols {
+		if p.covers(t) != q.covers(t) || (p.n[t] > 0) != (q.n[t] > 0) {
+			return true
+		}
+	}
+	at := make(map[uint64]int, p.refs)
+	for r, id := range p.refID {
+		at[id] = r
+	}
+	for r, id := range q.refID {
+		pr, ok := at[id]
+		if !ok {
+			return true
+		}
+		for t := range p.cols {
+			a, b := pr*p.cols+t, r*q.cols+t
+			if math.Abs(p.refVal[a]-q.refVal[b]) > tol || math.Abs(p.refVar[a]-q.refVar[b]) > vtol {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // finite reports whether the fit's values are all numbers, as a warm

@@ -41,6 +41,17 @@ func planted(rows, cols int, keep float64, seed uint64) (truth, observed []float
 	return truth, observed
 }
 
+// plantedInput is planted's observed matrix as a fit's input, its rows
+// ranked in order.
+func plantedInput(rows, cols int, keep float64, seed uint64) (truth []float64, in *popInput) {
+	truth, obs := planted(rows, cols, keep, seed)
+	in = &popInput{y: obs, rows: rows, cols: cols, rank: make([]uint64, rows)}
+	for j := range in.rank {
+		in.rank[j] = uint64(j)
+	}
+	return truth, in
+}
+
 // TestCompletionRecoversPlantedRank2: 400 jobs by 8 types of rank 2, half
 // the entries seen (at least 3 per row): the rank-2 fit completes the
 // other half within 0.03 in log rate (3%) RMS, 95% of them within 0.05,
@@ -50,13 +61,9 @@ func planted(rows, cols int, keep float64, seed uint64) (truth, observed []float
 // misses by more than 10 times as much.
 func TestCompletionRecoversPlantedRank2(t *testing.T) {
 	const rows, cols = 400, 8
-	truth, obs := planted(rows, cols, 0.5, 7)
-	rank := make([]uint64, rows)
-	for j := range rank {
-		rank[j] = uint64(j)
-	}
+	truth, in := plantedInput(rows, cols, 0.5, 7)
+	obs := in.y
 	rms := func(r int) (rms, p95, worst4 float64) {
-		in := &popInput{y: obs, rows: rows, cols: cols, rank: rank}
 		p := fitPopulation(in, fitParams{rank: r, huber: DefaultHuber, iterations: DefaultIterations, references: rows}, nil)
 		require.Equal(t, rows, p.refs)
 		ss := 0.0

@@ -17,6 +17,14 @@ type track struct {
 	resets    int // phase changes
 	median    float64
 	hasMedian bool // median is the latest closed segment's
+	// verMean, verVar and verOK are the filter's measurement (the running
+	// segment folded in) at the job's last Version change (drifted);
+	// rowMean and rowOK its log capability at the row's last change
+	// (settle).
+	verMean, verVar float64
+	verOK           bool
+	rowMean         float64
+	rowOK           bool
 }
 
 // segment is a job's current run: its windows, in arrival order (a ring)
@@ -188,8 +196,6 @@ func (l *Learner) window(j *job, w float64) {
 	}
 	s.add(w)
 	tr.windows++
-	l.seq++
-	j.seq = l.seq
 }
 
 // phaseChange runs the innovation test on window w: it counts the windows

@@ -170,8 +170,9 @@ func (l *Learner) Restore(data []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.types, l.typeIdx, l.byName = n.types, n.typeIdx, n.byName
-	l.jobs, l.history, l.histAt, l.seq = n.jobs, n.history, 0, n.seq
-	l.pop = nil
+	l.jobs, l.history, l.histAt, l.seq, l.ids = n.jobs, n.history, 0, n.seq, n.ids
+	l.first, l.last, l.clock = n.first, n.last, max(l.clock, n.clock)
+	l.pop, l.bumped = nil, nil
 	l.gen++
 	l.bumpAll()
 	return nil
@@ -311,7 +312,14 @@ func (n *Learner) restoreJob(sj *snapJob, i int) error {
 		j.tracks = append(j.tracks, tr)
 	}
 	if sj.Segment != nil {
-		return n.restoreSegment(sj.Name, j, sj.Segment, where+".segment")
+		if err := n.restoreSegment(sj.Name, j, sj.Segment, where+".segment"); err != nil {
+			return err
+		}
+	}
+	n.baseline(j)
+	for k := range j.tracks {
+		tr := &j.tracks[k]
+		tr.rowMean, tr.rowOK = tr.verMean, tr.verOK
 	}
 	return nil
 }
@@ -424,6 +432,7 @@ func (n *Learner) restoreRow(sr *snapRow, i int) error {
 		}
 		vals[t] = sr.LogRates[k]
 	}
-	n.history = append(n.history, histRow{vals: vals, seq: sr.Seq, group: groupKey{sr.Group, sr.GPUs}})
+	n.ids++
+	n.history = append(n.history, histRow{vals: vals, seq: sr.Seq, id: n.ids, group: groupKey{sr.Group, sr.GPUs}})
 	return nil
 }

@@ -103,7 +103,7 @@ func TestRestoreErrors(t *testing.T) {
 		{"a segment's time after the job's", edit(`"time":1390`, `"time":2000`), "jobs[0].segment.time", nil},
 		{"a negative claim", edit(`"claims":{"p100":3}`, `"claims":{"p100":-3}`), "jobs[3].info", nil},
 		{"a history row without rates", edit(`"history":[{`, `"history":[{"types":[],"log_rates":[]},{`), "history[0]", nil},
-		{"a job's seq after the learner's", edit(`"seq":27`, `"seq":999`), "jobs[0].seq", nil},
+		{"a job's seq after the learner's", edit(`"last":1390,"seq":10`, `"last":1390,"seq":999`), "jobs[0].seq", nil},
 	}
 	// Too long: the length is checked first (the pages are never touched).
 	require.ErrorIs(t, target.Restore(make([]byte, learn.MaxSnapshotBytes+1)), learn.ErrMalformedSnapshot)
