@@ -160,6 +160,8 @@ type kqRun struct {
 	maxUse                     map[string]int
 	restartWrites              int
 	restartSame, restartChecks int
+	// learner is a learned run's estimator, at its end.
+	learner *learn.Learner
 }
 
 // TestE2EKueueComparison runs the same 100 Jobs under Kueue alone and
@@ -348,6 +350,7 @@ func kqExecute(t *testing.T, e *kueueEnv, jobs []kqJob, name string, perHour flo
 	wlFactory.Start(ctx.Done())
 	wlFactory.WaitForCacheSync(ctx.Done())
 
+	var run kqRun
 	var ctl *kueue.Controller
 	var stopCtl context.CancelFunc
 	ctlDone := make(chan error, 1)
@@ -365,6 +368,7 @@ func kqExecute(t *testing.T, e *kueueEnv, jobs []kqJob, name string, perHour flo
 			est, err := learn.New(learn.Config{})
 			must(t, err, "learner")
 			cfg.Estimator, cfg.Clock = est, func() float64 { return clock.sim(clock.now()) }
+			run.learner = est
 		}
 		c, err := kueue.New(cfg)
 		must(t, err, "controller")
@@ -383,7 +387,6 @@ func kqExecute(t *testing.T, e *kueueEnv, jobs []kqJob, name string, perHour flo
 			ch = startProgressChannel(ctx, t, cs, ns, ctl)
 		}
 	}
-	var run kqRun
 	restartAt := len(jobs) * 2 / 5
 	restarted := false
 	next := 0

@@ -416,8 +416,9 @@ func (l *Learner) Refresh() FitStats {
 	st := FitStats{Rows: in.rows}
 	var p *population
 	if in.rows > 0 {
-		p = fitPopulation(in, fp, warm)
-		p.groups = groupsOf(in)
+		groups := groupsOf(in)
+		p = fitPopulation(mergeGroups(in, groups), fp, warm)
+		p.groups = groups
 		if p.refs >= minGridRefs {
 			p.grid = newPriorGrid(p, kn)
 		}

@@ -129,3 +129,53 @@ func groupMoved(a, b []groupStat, tol float64) bool {
 	}
 	return false
 }
+
+// mergeGroups returns in with the rows of each group (JobInfo.Group and
+// reference GPU count) merged into one, their means per type (groups:
+// groupsOf(in)), where the group's first row was: the runs of one program
+// are one row of the jobs-by-types matrix, measured on every type any of
+// them ran on. (Under Kueue each run is measured on one type only; rows of
+// one type each relate no type to another, and the population's priors
+// then compare the types through whichever programs ran on each.) The
+// merged row takes the latest rank of its rows and the id of its first.
+// in itself is returned when no two rows share a group. Cost:
+// O(rows * cols).
+func mergeGroups(in *popInput, groups map[groupKey][]groupStat) *popInput {
+	shared := false
+	seen := make(map[groupKey]int, len(groups))
+	for r := range in.rows {
+		if g := in.group[r]; g.name != "" {
+			seen[g]++
+			shared = shared || seen[g] > 1
+		}
+	}
+	if !shared {
+		return in
+	}
+	out := &popInput{cols: in.cols}
+	at := make(map[groupKey]int, len(groups))
+	for r := range in.rows {
+		g := in.group[r]
+		if g.name != "" {
+			if i, ok := at[g]; ok {
+				out.rank[i] = max(out.rank[i], in.rank[r])
+				continue
+			}
+			at[g] = out.rows
+			for _, st := range groups[g] {
+				if st.n > 0 {
+					out.y = append(out.y, st.mean)
+				} else {
+					out.y = append(out.y, math.NaN())
+				}
+			}
+		} else {
+			out.y = append(out.y, in.y[r*in.cols:(r+1)*in.cols]...)
+		}
+		out.rank = append(out.rank, in.rank[r])
+		out.group = append(out.group, g)
+		out.id = append(out.id, in.id[r])
+		out.rows++
+	}
+	return out
+}
