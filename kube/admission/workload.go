@@ -392,7 +392,7 @@ func (w *workload) spec(env *specEnv) (spec scheduler.JobSpec, notes []string, e
 		}
 		// Runs of one program (its namespace, images, commands and GPU
 		// count, or its kind) start where the last one ended.
-		spec.Group = model.ProgramGroup(w.ns, w.podSpec(), w.gpus, ann[model.AnnotationJobKind])
+		spec.Group = model.ProgramGroup(w.ns, w.podSpec(), w.gpus, ann)
 	}
 	return spec, notes, nil
 }

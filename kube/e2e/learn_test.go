@@ -248,7 +248,7 @@ func kqLogLearned(t *testing.T, l *learn.Learner, jobs []kqJob, ns string) {
 		spec := kueueJob(ns, "probe", "q", 1, nil, nil, false).Spec.Template.Spec
 		spec.Containers[0].Args = []string{"--model", j.key.Model, "--batch-size", strconv.Itoa(j.key.BatchSize)}
 		probe := "probe/" + j.key.Name()
-		if err := l.Register(probe, learn.JobInfo{GPUs: 1, Group: model.ProgramGroup(ns, &spec, 1, "")}); err != nil {
+		if err := l.Register(probe, learn.JobInfo{GPUs: 1, Group: model.ProgramGroup(ns, &spec, 1, nil)}); err != nil {
 			t.Errorf("probe: %v", err)
 			continue
 		}

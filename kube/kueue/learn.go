@@ -55,10 +55,11 @@ type learning struct {
 	refitAt  float64
 	refitted bool
 	// exploring are the GPUs of the admitted workloads started on a type
-	// where their rate was optimistic, by key; explore tells the round
-	// whether the budget allows more (set at its start).
+	// where their rate was optimistic, by key; budget is what is left of
+	// Config.Explore's GPUs in the round (set at its start, spent by each
+	// workload given optimistic rates).
 	exploring map[string]int
-	explore   bool
+	budget    float64
 }
 
 type learnedKey struct {
@@ -69,6 +70,7 @@ type learnedKey struct {
 type resolvedPod struct {
 	key string
 	uid types.UID // the Workload's
+	seg uint64    // the admission the pod was resolved in
 }
 
 // indexOwner indexes the Workloads by the UID of their controller (the
@@ -131,7 +133,10 @@ func (c *Controller) exploreBudget(s *snapshot) {
 	for _, n := range c.learn.exploring {
 		held += n
 	}
-	c.learn.explore = c.cfg.Explore > 0 && float64(held) < c.cfg.Explore*float64(total)
+	c.learn.budget = 0
+	if c.cfg.Explore > 0 {
+		c.learn.budget = c.cfg.Explore*float64(total) - float64(held)
+	}
 }
 
 // noteExplore notes a workload that starts on a type where its rate was
@@ -155,7 +160,7 @@ func (c *Controller) noteExplore(r *read, d flavor.Decision) {
 // best measured type (optimistic lists those types).
 func (c *Controller) learnedRates(r *read, ps *podSets, claimed map[topology.GPUType]float64, allowed []topology.GPUType) (map[topology.GPUType]float64, []topology.GPUType, error) {
 	w := r.w
-	info := learn.JobInfo{GPUs: r.gpus, Group: model.ProgramGroup(w.Namespace, &w.Spec.PodSets[r.podSets[0]].Template.Spec, r.gpus, ps.ann[model.AnnotationJobKind])}
+	info := learn.JobInfo{GPUs: r.gpus, Group: model.ProgramGroup(w.Namespace, &w.Spec.PodSets[r.podSets[0]].Template.Spec, r.gpus, ps.ann)}
 	for t, v := range claimed {
 		if slices.Contains(allowed, t) && v > 0 {
 			if info.Claims == nil {
@@ -164,12 +169,25 @@ func (c *Controller) learnedRates(r *read, ps *podSets, claimed map[topology.GPU
 			info.Claims[t] = v
 		}
 	}
-	if err := c.cfg.Estimator.Register(r.key, info); err != nil {
+	c.learn.mu.Lock()
+	if k, ok := c.learn.keys[r.key]; ok && k.uid != w.UID {
+		// Another Workload of the same name (a Job deleted and made
+		// again): not the old one's measurements.
+		c.cfg.Estimator.Forget(r.key)
+	}
+	err := c.cfg.Estimator.Register(r.key, info)
+	if err == nil {
+		c.learn.keys[r.key] = learnedKey{uid: w.UID, round: c.rounds}
+	}
+	c.learn.mu.Unlock()
+	if errors.Is(err, learn.ErrLimit) {
+		// The estimator is full (Config.MaxJobs): the workload is steered
+		// by its claims, as without learning, rather than left unread.
+		return info.Claims, nil, nil
+	}
+	if err != nil {
 		return nil, nil, err
 	}
-	c.learn.mu.Lock()
-	c.learn.keys[r.key] = learnedKey{uid: w.UID, round: c.rounds}
-	c.learn.mu.Unlock()
 	est := c.cfg.Estimator.Estimates(r.key, nil)
 	out := map[topology.GPUType]float64{}
 	sum, best := 0.0, 0.0
@@ -197,7 +215,7 @@ func (c *Controller) learnedRates(r *read, ps *podSets, claimed map[topology.GPU
 		return info.Claims, nil, nil
 	}
 	var optimistic []topology.GPUType
-	if c.learn.explore {
+	if c.learn.budget >= float64(r.gpus) && !w.HasQuotaReservation() {
 		for _, e := range est {
 			v, ok := out[e.Type]
 			if !ok || e.Source == learn.SourceMeasured || e.Source == learn.SourceGroup {
@@ -207,6 +225,9 @@ func (c *Controller) learnedRates(r *read, ps *podSets, claimed map[topology.GPU
 				out[e.Type] = up
 				optimistic = append(optimistic, e.Type)
 			}
+		}
+		if len(optimistic) > 0 {
+			c.learn.budget -= float64(r.gpus)
 		}
 	}
 	fallback := math.Exp(sum / float64(len(out)))
@@ -231,17 +252,15 @@ func (c *Controller) forgetGone() {
 		return
 	}
 	c.learn.mu.Lock()
-	var gone []string
+	defer c.learn.mu.Unlock()
 	for k, v := range c.learn.keys {
 		if v.round != c.rounds {
-			gone = append(gone, k)
 			delete(c.learn.keys, k)
 			delete(c.learn.exploring, k)
+			// Under the mutex: a report between the check of its key
+			// and its Observe would register the job again, untracked.
+			c.cfg.Estimator.Forget(k)
 		}
-	}
-	c.learn.mu.Unlock()
-	for _, k := range gone {
-		c.cfg.Estimator.Forget(k)
 	}
 }
 
@@ -265,7 +284,14 @@ func (c *Controller) Workload(namespace, pod string, uid types.UID) (string, boo
 	rp, ok := c.learn.resolved[uid]
 	c.learn.mu.Unlock()
 	if ok {
-		return rp.key, c.stillLearned(rp)
+		if c.stillLearned(rp) {
+			return rp.key, true
+		}
+		// Its Workload was admitted again (or is gone): the pod may be
+		// a terminating one of the old admission; resolve it afresh.
+		c.learn.mu.Lock()
+		delete(c.learn.resolved, uid)
+		c.learn.mu.Unlock()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -298,6 +324,14 @@ func (c *Controller) Workload(namespace, pod string, uid types.UID) (string, boo
 			continue
 		}
 		rp := resolvedPod{key: w.Namespace + "/" + w.Name, uid: w.UID}
+		_, _, seg, err := c.admittedOn(rp.key)
+		if err != nil || p.CreationTimestamp.Unix() < int64(seg) {
+			// A pod made before the Workload's admission is one of an
+			// earlier admission's (terminating): its steps are not
+			// this admission's.
+			continue
+		}
+		rp.seg = seg
 		if !c.stillLearned(rp) {
 			continue
 		}
@@ -313,7 +347,8 @@ func (c *Controller) Workload(namespace, pod string, uid types.UID) (string, boo
 }
 
 // stillLearned reports whether a resolved Workload is still one the
-// controller learns, the same object (UID), with a quota reservation.
+// controller learns, the same object (UID), holding the quota
+// reservation the pod was resolved in.
 func (c *Controller) stillLearned(rp resolvedPod) bool {
 	c.learn.mu.Lock()
 	k, ok := c.learn.keys[rp.key]
@@ -321,13 +356,13 @@ func (c *Controller) stillLearned(rp resolvedPod) bool {
 	if !ok || k.uid != rp.uid {
 		return false
 	}
-	_, _, _, err := c.admittedOn(rp.key)
-	return err == nil
+	_, _, seg, err := c.admittedOn(rp.key)
+	return err == nil && seg == rp.seg
 }
 
 // admittedOn returns the GPU type and count a Workload holds quota for
-// (its flavor with the most GPUs of Config.Resources, the first by name
-// of those), and the segment of its admission: the Unix second its quota
+// (its flavors' GPUs of Config.Resources, all of one type: a Workload
+// across two types has no one rate), and the segment of its admission: the Unix second its quota
 // was reserved (a Workload evicted and admitted again is a new segment).
 func (c *Controller) admittedOn(key string) (topology.GPUType, int, uint64, error) {
 	o, ok, err := c.wl.GetStore().GetByKey(key)
@@ -339,20 +374,24 @@ func (c *Controller) admittedOn(key string) (topology.GPUType, int, uint64, erro
 		return "", 0, 0, fmt.Errorf("%w: Workload %s holds no quota", scheduler.ErrNotRunning, key)
 	}
 	u := usage(w, c.cfg.Resources)
-	best, gpus, typ := 0, 0, topology.GPUType("")
+	gpus, typ := 0, topology.GPUType("")
 	for _, name := range sortedFlavors(u) {
-		gpus += u[name]
-		if u[name] <= best {
+		if u[name] == 0 {
 			continue
 		}
 		ro, ok, _ := c.rf.GetStore().GetByKey(name)
 		rf, isRF := ro.(*ResourceFlavor)
-		if !ok || !isRF {
-			continue
+		fi, typed := flavorInfo{}, false
+		if ok && isRF {
+			fi, typed = flavorType(rf, c.cfg.TypeLabel)
 		}
-		if fi, ok := flavorType(rf, c.cfg.TypeLabel); ok {
-			best, typ = u[name], fi.typ
+		switch {
+		case !typed:
+			return "", 0, 0, fmt.Errorf("%w: Workload %s holds GPUs of flavor %s, of no known type", scheduler.ErrNotRunning, key, name)
+		case typ != "" && fi.typ != typ:
+			return "", 0, 0, fmt.Errorf("%w: Workload %s holds GPUs of two types (%s, %s): its rate is neither's", scheduler.ErrNotRunning, key, typ, fi.typ)
 		}
+		typ, gpus = fi.typ, gpus+u[name]
 	}
 	if typ == "" || gpus < 1 {
 		return "", 0, 0, fmt.Errorf("%w: Workload %s holds no GPU flavor of a known type", scheduler.ErrNotRunning, key)
@@ -380,9 +419,8 @@ func (c *Controller) Progress(workload string, steps float64, at time.Time) erro
 		return fmt.Errorf("%w: the controller learns no rates", scheduler.ErrUnknownJob)
 	}
 	c.learn.mu.Lock()
-	_, ok := c.learn.keys[workload]
-	c.learn.mu.Unlock()
-	if !ok {
+	defer c.learn.mu.Unlock() // a round's forgetGone waits: the job stays known
+	if _, ok := c.learn.keys[workload]; !ok {
 		return fmt.Errorf("%w: Workload %s is not learned", scheduler.ErrUnknownJob, workload)
 	}
 	typ, gpus, seg, err := c.admittedOn(workload)
@@ -395,9 +433,8 @@ func (c *Controller) Progress(workload string, steps float64, at time.Time) erro
 	}
 	err = c.cfg.Estimator.Observe(workload, learn.Observation{Type: typ, GPUs: gpus, Segment: seg, Steps: steps, Time: now})
 	if err != nil {
-		if errors.Is(err, learn.ErrLimit) {
-			return fmt.Errorf("kueue: the estimator is full: %w", err)
-		}
+		// Every refusal is the report's (a limit reached by this job,
+		// such as its tracks, is not lifted by trying again).
 		return fmt.Errorf("%w: %w", scheduler.ErrInvalid, err)
 	}
 	return nil

@@ -56,7 +56,7 @@ func runningPod(t *testing.T, c *cluster, ns, name string) types.UID {
 	_, err := c.cs.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
 	require.NoError(t, err)
 	yes := true
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-0", UID: types.UID("pod-" + name), Labels: sel,
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-0", UID: types.UID("pod-" + name), Labels: sel, CreationTimestamp: metav1.Now(),
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: &yes}}},
 		Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	_, err = c.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
@@ -129,13 +129,23 @@ func TestKueueProgressRefusals(t *testing.T) {
 	ctx := context.Background()
 	yes := true
 	// A pod naming run's Job without its labels: not the Job's.
-	stray := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "stray", UID: "pod-stray",
+	stray := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "stray", UID: "pod-stray", CreationTimestamp: metav1.Now(),
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "job-run", UID: "uid-a-job-run", Controller: &yes}}},
 		Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	_, err := c.cs.CoreV1().Pods("a").Create(ctx, stray, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, ok = c.ctrl.Workload("a", "stray", "pod-stray")
 	assert.False(t, ok, "a pod its Job does not select")
+	// A pod of the Job made before the Workload's admission (one of an
+	// earlier admission's, terminating): not this admission's.
+	old := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "old", UID: "pod-old", CreationTimestamp: metav1.NewTime(time.Unix(1_600_000_000, 0)),
+		Labels:          map[string]string{"batch.kubernetes.io/controller-uid": "uid-a-job-run"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "job-run", UID: "uid-a-job-run", Controller: &yes}}},
+		Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	_, err = c.cs.CoreV1().Pods("a").Create(ctx, old, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, ok = c.ctrl.Workload("a", "old", "pod-old")
+	assert.False(t, ok, "a pod older than the admission")
 	pending := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "pending", UID: "pod-pending"}}
 	_, err = c.cs.CoreV1().Pods("a").Create(ctx, pending, metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -16,29 +16,30 @@ import (
 // runs of one program share what they measured, so that a training
 // script submitted again starts where its last run ended. The name is
 // made from what the cluster sees, never from a string the tenant
-// writes into it: the workload's namespace, then, when kind is not empty
-// (the gpusched.io/job-kind annotation, the tenant's own name for its
-// program), that kind, else a SHA-256 of every container's image,
-// command and arguments (init containers first, in order); and its GPU
-// count:
+// writes into it: the workload's namespace, then, when its annotations
+// (ann) name a kind (AnnotationJobKind, the tenant's own name for its
+// program, with AnnotationBatchSize), that kind and batch size, else a
+// SHA-256 of every container's image, command and arguments (init
+// containers first, in order); and its GPU count:
 //
-//	<namespace>/kind/<kind>/x<gpus>
+//	<namespace>/kind/<kind>@<batch size>/x<gpus>
 //	<namespace>/sha256/<first 32 hex digits>/x<gpus>
 //
 // The namespace scopes every group: a tenant can join or split only its
-// own namespace's groups, whatever it writes. A kind of more than 128
-// bytes, or with a character outside [A-Za-z0-9._-], is hashed with the
-// containers instead of written. The result is at most 256 bytes
-// (learn.MaxGroupLen is 512). Cost: O(size of the containers' images,
+// own namespace's groups, whatever it writes. A kind or batch size of
+// more than 128 bytes, or with a character outside [A-Za-z0-9._-], is
+// hashed with the containers instead of written. The result is at most
+// 512 bytes (learn.MaxGroupLen). Cost: O(size of the containers' images,
 // commands and arguments).
-func ProgramGroup(namespace string, spec *corev1.PodSpec, gpus int, kind string) string {
+func ProgramGroup(namespace string, spec *corev1.PodSpec, gpus int, ann map[string]string) string {
 	gp := "/x" + strconv.Itoa(gpus)
-	kind = strings.TrimSpace(kind)
-	if kind != "" && len(kind) <= 128 && plainName(kind) {
-		return namespace + "/kind/" + kind + gp
+	kind, batch := strings.TrimSpace(ann[AnnotationJobKind]), strings.TrimSpace(ann[AnnotationBatchSize])
+	if kind != "" && len(kind) <= 128 && plainName(kind) && len(batch) <= 128 && plainName(batch) {
+		return namespace + "/kind/" + kind + "@" + batch + gp
 	}
 	h := sha256.New()
 	field(h, kind)
+	field(h, batch)
 	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
 		field(h, strconv.Itoa(len(cs)))
 		for i := range cs {

@@ -15,6 +15,9 @@ import (
 // resources, labels) does not; a kind names the group within the
 // namespace, and a kind that is not a plain name is hashed.
 func TestProgramGroup(t *testing.T) {
+	kind := func(k, b string) map[string]string {
+		return map[string]string{model.AnnotationJobKind: k, model.AnnotationBatchSize: b}
+	}
 	spec := func(mod func(*corev1.PodSpec)) *corev1.PodSpec {
 		s := &corev1.PodSpec{
 			InitContainers: []corev1.Container{{Name: "fetch", Image: "busybox:1.36", Command: []string{"sh", "-c", "fetch data"}}},
@@ -26,7 +29,7 @@ func TestProgramGroup(t *testing.T) {
 		}
 		return s
 	}
-	base := model.ProgramGroup("team-a", spec(nil), 4, "")
+	base := model.ProgramGroup("team-a", spec(nil), 4, nil)
 	assert.Regexp(t, `^team-a/sha256/[0-9a-f]{32}/x4$`, base)
 	same := []func(*corev1.PodSpec){
 		func(s *corev1.PodSpec) { s.Containers[0].Env[0].Value = "2" },
@@ -34,7 +37,7 @@ func TestProgramGroup(t *testing.T) {
 		func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{"a": "b"} },
 	}
 	for i, m := range same {
-		assert.Equal(t, base, model.ProgramGroup("team-a", spec(m), 4, ""), "change %d does not name another program", i)
+		assert.Equal(t, base, model.ProgramGroup("team-a", spec(m), 4, nil), "change %d does not name another program", i)
 	}
 	differ := []func(*corev1.PodSpec){
 		func(s *corev1.PodSpec) { s.Containers[0].Image = "registry.example/train:v4" },
@@ -53,18 +56,19 @@ func TestProgramGroup(t *testing.T) {
 		},
 	}
 	for i, m := range differ {
-		assert.NotEqual(t, base, model.ProgramGroup("team-a", spec(m), 4, ""), "change %d names another program", i)
+		assert.NotEqual(t, base, model.ProgramGroup("team-a", spec(m), 4, nil), "change %d names another program", i)
 	}
-	assert.NotEqual(t, base, model.ProgramGroup("team-b", spec(nil), 4, ""), "another namespace")
-	assert.NotEqual(t, base, model.ProgramGroup("team-a", spec(nil), 8, ""), "another GPU count")
-	assert.Equal(t, "team-a/kind/resnet50/x4", model.ProgramGroup("team-a", spec(nil), 4, " resnet50 "))
-	assert.Equal(t, "team-a/kind/resnet50/x4", model.ProgramGroup("team-a", spec(func(s *corev1.PodSpec) { s.Containers[0].Image = "x" }), 4, "resnet50"),
+	assert.NotEqual(t, base, model.ProgramGroup("team-b", spec(nil), 4, nil), "another namespace")
+	assert.NotEqual(t, base, model.ProgramGroup("team-a", spec(nil), 8, nil), "another GPU count")
+	assert.Equal(t, "team-a/kind/resnet50@/x4", model.ProgramGroup("team-a", spec(nil), 4, kind(" resnet50 ", "")))
+	assert.Equal(t, "team-a/kind/resnet50@64/x4", model.ProgramGroup("team-a", spec(nil), 4, kind("resnet50", "64")), "the batch size is part of the kind")
+	assert.Equal(t, "team-a/kind/resnet50@/x4", model.ProgramGroup("team-a", spec(func(s *corev1.PodSpec) { s.Containers[0].Image = "x" }), 4, kind("resnet50", "")),
 		"a kind names the program whatever the containers")
-	for _, k := range []string{"a/b", strings.Repeat("k", 129), "../team-b/kind/x"} {
-		g := model.ProgramGroup("team-a", spec(nil), 4, k)
+	for _, k := range []string{"a/b", strings.Repeat("k", 129), "../team-b/kind/x", "x@y"} {
+		g := model.ProgramGroup("team-a", spec(nil), 4, kind(k, ""))
 		assert.Regexp(t, `^team-a/sha256/[0-9a-f]{32}/x4$`, g, "kind %q is hashed", k)
 		assert.NotEqual(t, base, g)
 	}
 	long := spec(func(s *corev1.PodSpec) { s.Containers[0].Args = []string{strings.Repeat("x", 1<<20)} })
-	assert.LessOrEqual(t, len(model.ProgramGroup(strings.Repeat("n", 63), long, 1<<20, "")), 256)
+	assert.LessOrEqual(t, len(model.ProgramGroup(strings.Repeat("n", 63), long, 1<<20, nil)), 256)
 }

@@ -2,6 +2,7 @@ package learn
 
 import (
 	"math"
+	"slices"
 )
 
 // MaxGroupLen bounds JobInfo.Group, in bytes.
@@ -109,10 +110,15 @@ func (l *Learner) bumpGroups(old, p *population) {
 	if len(moved) == 0 {
 		return
 	}
-	for _, j := range l.jobs {
+	var names []string
+	for name, j := range l.jobs {
 		if j.info.Group != "" && moved[groupKey{j.info.Group, j.ref}] {
-			l.bump(j)
+			names = append(names, name)
 		}
+	}
+	slices.Sort(names) // Changed lists them in a deterministic order
+	for _, name := range names {
+		l.bump(l.jobs[name])
 	}
 }
 
