@@ -164,7 +164,7 @@ type admOptions struct {
 	rates map[string]map[topology.GPUType]float64
 	// hideKinds creates the pods without their job kind (the controller
 	// knows nothing of their rates; the completer runs them at the
-	// table's); learn gives the controller an estimator and serves the
+	// table's), their program named only in their containers' arguments; learn gives the controller an estimator and serves the
 	// progress channel, through which the completer reports each running
 	// job's steps every 60 s of the round, as the job would (learn_test.go).
 	hideKinds, learn bool
@@ -238,6 +238,10 @@ func runAdmission(ctx context.Context, t *testing.T, cs kubernetes.Interface, jo
 					}
 				}
 				pod.Annotations[model.AnnotationGPUTypes] = strings.Join(fits, ",")
+				// Its program, as a training script's arguments name it
+				// (what the controller groups runs by: model.ProgramGroup).
+				k := jobs[created].key
+				pod.Spec.Containers[0].Args = []string{"--model", k.Model, "--batch-size", strconv.Itoa(k.BatchSize)}
 			}
 			if o.learn {
 				pod.Spec.ServiceAccountName = "default" // its token is bound to it
