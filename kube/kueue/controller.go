@@ -288,7 +288,8 @@ func New(cfg Config) (*Controller, error) {
 		cfg.PolicyName = strings.TrimPrefix(fmt.Sprintf("%T", cfg.Policy), "*allocation.")
 	}
 	c := &Controller{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1), said: map[types.UID]map[string]string{},
-		learn: &learning{keys: map[string]learnedKey{}, resolved: map[types.UID]resolvedPod{}, exploring: map[string]int{}}}
+		learn: &learning{keys: map[string]learnedKey{}, resolved: map[types.UID]resolvedPod{}, exploring: map[string]int{},
+			restarts: map[string]restartCount{}}}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}

@@ -42,6 +42,15 @@ const DefaultExplore = 0.05
 // maxResolved bounds the cache of resolved pods (cleared when full).
 const maxResolved = 1 << 16
 
+// maxRestarts bounds the segments of one admission (restarts in place):
+// a segment is the admission's second times maxRestarts plus the
+// restarts.
+const maxRestarts = 1 << 10
+
+// restartCount is a Workload's restarts in place within its admission
+// (the admission's segment).
+type restartCount struct{ seg, n uint64 }
+
 // learning is the controller's state for learned rates, under its own
 // mutex (the progress channel's calls never wait for a round).
 type learning struct {
@@ -60,6 +69,8 @@ type learning struct {
 	// workload given optimistic rates).
 	exploring map[string]int
 	budget    float64
+	// restarts counts each Workload's restarts in place (by key).
+	restarts map[string]restartCount
 }
 
 type learnedKey struct {
@@ -257,6 +268,7 @@ func (c *Controller) forgetGone() {
 		if v.round != c.rounds {
 			delete(c.learn.keys, k)
 			delete(c.learn.exploring, k)
+			delete(c.learn.restarts, k)
 			// Under the mutex: a report between the check of its key
 			// and its Observe would register the job again, untracked.
 			c.cfg.Estimator.Forget(k)
@@ -431,7 +443,23 @@ func (c *Controller) Progress(workload string, steps float64, at time.Time) erro
 	if c.cfg.Clock != nil {
 		now = c.cfg.Clock()
 	}
-	err = c.cfg.Estimator.Observe(workload, learn.Observation{Type: typ, GPUs: gpus, Segment: seg, Steps: steps, Time: now})
+	// A segment per admission, and within one a new segment each time
+	// the steps go back (a pod failed and was replaced, restarting from
+	// its checkpoint or from 0), as the scheduling core does.
+	rs := c.learn.restarts[workload]
+	if rs.seg != seg {
+		rs = restartCount{seg: seg}
+	}
+	o := learn.Observation{Type: typ, GPUs: gpus, Segment: seg*maxRestarts + rs.n, Steps: steps, Time: now}
+	err = c.cfg.Estimator.Observe(workload, o)
+	if e, ok := errors.AsType[*learn.Error](err); ok && errors.Is(err, learn.ErrOutOfOrder) && e.Field == "Steps" && rs.n+1 < maxRestarts {
+		rs.n++
+		o.Segment++
+		err = c.cfg.Estimator.Observe(workload, o)
+	}
+	if err == nil {
+		c.learn.restarts[workload] = rs
+	}
 	if err != nil {
 		// Every refusal is the report's (a limit reached by this job,
 		// such as its tracks, is not lifted by trying again).

@@ -114,10 +114,11 @@ func TestKueueLearnedRatesSteerTheNextRun(t *testing.T) {
 // UID, a pod that is not running, a pod whose Job's selector does not
 // select it, resolve to nothing; a report of a workload the controller
 // does not learn, or of one without quota, is the core's refusal; steps
-// going back within an admission are invalid.
+// going back within an admission start a new segment; time going back is
+// invalid.
 func TestKueueProgressRefusals(t *testing.T) {
 	now := 0.0
-	c, _ := learnedCluster(t, &now,
+	c, l := learnedCluster(t, &now,
 		wl{ns: "a", name: "run", queue: "q", gpus: 1, admittedOn: "k80", cq: "team-a"},
 		wl{ns: "a", name: "waiting", queue: "q", gpus: 1})
 	c.round()
@@ -155,10 +156,21 @@ func TestKueueProgressRefusals(t *testing.T) {
 	require.True(t, ok)
 	assert.ErrorIs(t, c.ctrl.Progress("a/nobody", 1, time.Time{}), scheduler.ErrUnknownJob)
 	assert.ErrorIs(t, c.ctrl.Progress("a/waiting", 1, time.Time{}), scheduler.ErrNotRunning, "no quota reserved")
-	now = 60
-	require.NoError(t, c.ctrl.Progress(key, 100, time.Time{}))
-	now = 120
-	assert.ErrorIs(t, c.ctrl.Progress(key, 50, time.Time{}), scheduler.ErrInvalid, "steps going back")
+	for i := range 8 {
+		now = 60 * float64(i)
+		require.NoError(t, c.ctrl.Progress(key, 100*float64(i), time.Time{}))
+	}
+	// Steps going back within the admission: a pod restarted in place,
+	// a new segment (as the scheduling core does), not a refusal.
+	now = 480
+	require.NoError(t, c.ctrl.Progress(key, 50, time.Time{}), "steps going back")
+	now = 540
+	require.NoError(t, c.ctrl.Progress(key, 150, time.Time{}), "the new segment goes on")
+	tr := l.Tracks(key)
+	require.Len(t, tr, 1)
+	assert.Equal(t, 1, tr[0].Segments, "the first segment closed (Tracks counts closed ones; a second runs)")
+	now = 100
+	assert.ErrorIs(t, c.ctrl.Progress(key, 60, time.Time{}), scheduler.ErrInvalid, "time going back")
 	// Without an estimator nothing resolves.
 	plain := newCluster(t, nil, base(objects(wl{ns: "a", name: "run", queue: "q", gpus: 1, admittedOn: "k80", cq: "team-a"})...)...)
 	plain.round()
