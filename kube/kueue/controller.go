@@ -482,6 +482,12 @@ type RoundResult struct {
 	// Writes counts the API writes of steering (Workload patches and gate
 	// removals; events not counted); Failed those refused.
 	Writes, Failed int
+	// Exploring lists the Workloads the round starts on a type only
+	// because its learned rate's upper confidence bound beat the best
+	// measured one (Config.Explore), sorted; ExploringGPUs are the GPUs
+	// all exploring workloads hold or start with, against the budget.
+	Exploring     []string
+	ExploringGPUs int
 	// Took is the round's wall time.
 	Took time.Duration
 }
@@ -577,9 +583,14 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 			continue
 		}
 		c.apply(ctx, s, r, d, dec, res)
-		c.noteExplore(r, d)
+		if c.noteExplore(r, d) {
+			res.Exploring = append(res.Exploring, r.key)
+		}
 	}
-	for _, l := range [][]string{res.Patched, res.Released, res.Unreadable} {
+	for _, n := range c.learn.exploring {
+		res.ExploringGPUs += n
+	}
+	for _, l := range [][]string{res.Patched, res.Released, res.Unreadable, res.Exploring} {
 		slices.Sort(l)
 	}
 	c.forgetGone()

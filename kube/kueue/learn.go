@@ -151,11 +151,14 @@ func (c *Controller) exploreBudget(s *snapshot) {
 }
 
 // noteExplore notes a workload that starts on a type where its rate was
-// optimistic: it explores, against the budget, until it is gone.
-func (c *Controller) noteExplore(r *read, d flavor.Decision) {
+// optimistic: it explores, against the budget, until it is gone. It
+// reports whether it does.
+func (c *Controller) noteExplore(r *read, d flavor.Decision) bool {
 	if (d.Why == flavor.Start || d.Why == flavor.Preempt) && d.Type >= 0 && d.Type < len(r.optimistic) && r.optimistic[d.Type] {
 		c.learn.exploring[r.key] = r.gpus
+		return true
 	}
+	return false
 }
 
 // learnedRates registers a Workload read in a round with the estimator

@@ -2,11 +2,13 @@ package kueue_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/gpusched/gpusched/kube/kueue"
+	"github.com/gpusched/gpusched/kube/model"
 	"github.com/gpusched/gpusched/perfmodel/learn"
 	"github.com/gpusched/gpusched/scheduler"
 	"github.com/gpusched/gpusched/topology"
@@ -217,4 +219,52 @@ func TestKueueLearningConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	assert.NotEmpty(t, l.Tracks("a/r1"))
+}
+
+// Exploration: a program measured on the K80 only (at 1 step/s), among a
+// population of programs measured on both types, V100 from 0.3 to 1.3
+// times the K80: its next run starts on the V100, whose upper confidence bound
+// beats the K80's measurement, and the round says it explores; with
+// Explore -1 it starts on the K80, and nothing explores.
+func TestKueueExploration(t *testing.T) {
+	run := func(explore float64) *kueue.RoundResult {
+		now := 0.0
+		l, err := learn.New(learn.Config{})
+		require.NoError(t, err)
+		for i := range 12 {
+			ratio := 0.3 + float64(i)/11
+			for seg, typ := range []topology.GPUType{topology.K80, topology.V100} {
+				rate := 1.0
+				if typ == topology.V100 {
+					rate = ratio
+				}
+				for w := range 6 {
+					o := learn.Observation{Type: typ, GPUs: 1, Segment: uint64(seg + 1), Steps: rate * 60 * float64(w), Time: float64(1000*seg) + 60*float64(w)}
+					require.NoError(t, l.Observe(fmt.Sprint("pop-", i), o))
+				}
+			}
+			l.Forget(fmt.Sprint("pop-", i))
+		}
+		// The program of wl's workloads (namespace a, one container of
+		// image x, one GPU), measured on the K80 by an earlier run.
+		group := model.ProgramGroup("a", &corev1.PodSpec{Containers: []corev1.Container{{Image: "x"}}}, 1, nil)
+		require.NoError(t, l.Register("a/earlier", learn.JobInfo{GPUs: 1, Group: group}))
+		for w := range 6 {
+			require.NoError(t, l.Observe("a/earlier", learn.Observation{Type: topology.K80, GPUs: 1, Segment: 1, Steps: 60 * float64(w), Time: 60 * float64(w)}))
+		}
+		l.Forget("a/earlier")
+		c := newCluster(t, nil, base(objects(wl{ns: "a", name: "run", queue: "q", gpus: 1})...)...)
+		c.tune = func(cfg *kueue.Config) {
+			cfg.Estimator, cfg.Clock, cfg.Explore = l, func() float64 { return now }, explore
+		}
+		c.ctrl = c.controller(nil)
+		return c.round()
+	}
+	r := run(1)
+	assert.Equal(t, topology.V100, r.Decisions["a/run"].Type, "it explores the V100")
+	assert.Equal(t, []string{"a/run"}, r.Exploring)
+	assert.Equal(t, 1, r.ExploringGPUs)
+	r = run(-1)
+	assert.Equal(t, topology.K80, r.Decisions["a/run"].Type, "without exploration: its measured type")
+	assert.Empty(t, r.Exploring)
 }
