@@ -162,9 +162,17 @@ type Config struct {
 	// (weak evidence); Workload and Progress are the progress channel's
 	// resolver and sink (kube/progress); a workload's group is its
 	// program (model.ProgramGroup), through which what a run measured
-	// reaches the next. What it learned is not kept across restarts. nil:
-	// the annotations' rates, as they are.
+	// reaches the next. What it learned is kept across restarts where
+	// StateNamespace is set. nil: the annotations' rates, as they are.
 	Estimator learn.Estimator
+	// StateNamespace, with an Estimator that can be saved (Snapshot and
+	// Restore: *learn.Learner), keeps what it learned across restarts in
+	// the ConfigMap StateName there (state.go); "" keeps nothing.
+	// StateName "" means DefaultStateName. SaveInterval is the most time
+	// between two saves while Run runs (a save writes only what changed);
+	// 0 means DefaultSaveInterval.
+	StateNamespace, StateName string
+	SaveInterval              time.Duration
 	// Clock is the estimator's clock, in seconds (progress reports,
 	// refits); nil means Now's Unix time.
 	Clock func() float64
@@ -215,6 +223,9 @@ type Controller struct {
 	started bool
 	// learn is the state of learned rates (Config.Estimator).
 	learn *learning
+	// saves keeps what was learned across restarts (state.go); nil
+	// where nothing is kept.
+	saves *saving
 }
 
 // Workload states, for the informer's index.
@@ -255,6 +266,8 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("%w: patience %v (want 0 to %d)", ErrConfig, cfg.Patience, flavor.MaxPatience)
 	case !(cfg.Explore <= 1):
 		return nil, fmt.Errorf("%w: explore %v (want at most 1; negative: none)", ErrConfig, cfg.Explore)
+	case cfg.SaveInterval < 0:
+		return nil, fmt.Errorf("%w: save interval %v (want >= 0)", ErrConfig, cfg.SaveInterval)
 	case cfg.Refit < 0:
 		return nil, fmt.Errorf("%w: refit interval %v (want >= 0)", ErrConfig, cfg.Refit)
 	case cfg.JobDuration < 0 || cfg.JobDuration > MaxJobDuration:
@@ -284,12 +297,19 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Explore == 0 {
 		cfg.Explore = DefaultExplore
 	}
+	if cfg.StateName == "" {
+		cfg.StateName = DefaultStateName
+	}
+	if cfg.SaveInterval == 0 {
+		cfg.SaveInterval = DefaultSaveInterval
+	}
 	if cfg.PolicyName == "" {
 		cfg.PolicyName = strings.TrimPrefix(fmt.Sprintf("%T", cfg.Policy), "*allocation.")
 	}
 	c := &Controller{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1), said: map[types.UID]map[string]string{},
 		learn: &learning{keys: map[string]learnedKey{}, resolved: map[types.UID]resolvedPod{}, exploring: map[string]int{},
 			restarts: map[string]restartCount{}}}
+	c.saves = newSaving(&c.cfg)
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -388,7 +408,11 @@ func (c *Controller) poke() {
 }
 
 // Start starts the informers and waits until they have synced (within
-// ctx). It fails with ErrNoKueue when Kueue's API is not served.
+// ctx), then restores what a previous controller learned
+// (Config.StateNamespace; one that cannot be read is a Warning event
+// ReasonLearnerState, and the estimator learns afresh). It fails with
+// ErrNoKueue when Kueue's API is not served, and with the API's error
+// when the state ConfigMap cannot be read.
 func (c *Controller) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -407,13 +431,18 @@ func (c *Controller) Start(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), c.wl.HasSynced, c.lq.HasSynced, c.cq.HasSynced, c.rf.HasSynced, c.ns.HasSynced) {
 		return fmt.Errorf("kueue: informers did not sync: %w", ctx.Err())
 	}
+	if err := c.restoreLearned(ctx); err != nil {
+		return err
+	}
 	c.started = true
 	return nil
 }
 
 // Run starts the informers and runs a round whenever they report a
 // change (at most every MinInterval) and at least every Interval, until
-// ctx ends. A failed round is logged and retried at the next.
+// ctx ends. A failed round is logged and retried at the next. With
+// Config.StateNamespace it saves what the estimator learned after a round
+// at most every SaveInterval, and as it ends.
 func (c *Controller) Run(ctx context.Context) error {
 	if err := c.Start(ctx); err != nil {
 		return err
@@ -427,18 +456,30 @@ func (c *Controller) Run(ctx context.Context) error {
 			c.log.Info("round", "round", r.Round, "pending", r.Pending, "running", r.Running, "steered", len(r.Patched),
 				"released", len(r.Released), "unreadable", len(r.Unreadable), "took", r.Took)
 		}
+		c.saveDue(ctx)
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return c.lastSave(ctx)
 		case <-c.trigger:
 		case <-tick.C:
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return c.lastSave(ctx)
 		case <-time.After(c.cfg.MinInterval):
 		}
 	}
+}
+
+// lastSave saves what was learned as Run ends (for at most 10 s), and
+// returns ctx's error.
+func (c *Controller) lastSave(ctx context.Context) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := c.Save(sctx); err != nil {
+		c.log.Warn("saving what the estimator learned as the controller stops failed", "err", err)
+	}
+	return ctx.Err()
 }
 
 // Decision is what a round decided for one pending workload: a plain

@@ -333,7 +333,7 @@ func TestHeldForFasterType(t *testing.T) {
 	assert.Equal(t, flavor.Start, r.Decisions["a/resnet"].Why, "its wait has cost what the K80 would")
 	assert.Equal(t, k80, c.selector("a", "resnet"))
 
-	for _, bad := range []kueue.Config{{Patience: -1}, {Patience: math.NaN()}, {Patience: 101}, {JobDuration: -time.Second}, {Explore: 1.5}, {Explore: math.NaN()}, {Refit: -time.Second}} {
+	for _, bad := range []kueue.Config{{Patience: -1}, {Patience: math.NaN()}, {Patience: 101}, {JobDuration: -time.Second}, {Explore: 1.5}, {Explore: math.NaN()}, {Refit: -time.Second}, {SaveInterval: -time.Second}} {
 		bad.Client, bad.Dynamic, bad.Policy = fake.NewClientset(), c.dyn, &allocation.MaxMinFairness{}
 		_, err := kueue.New(bad)
 		assert.ErrorIs(t, err, kueue.ErrConfig, "%+v", bad)

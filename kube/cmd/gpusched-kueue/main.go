@@ -57,6 +57,7 @@ type options struct {
 	kubeconfig, namespace, policy, typeLabel, gate string
 	resources                                      []corev1.ResourceName
 	metricsAddr, leaseNamespace, leaseName         string
+	stateNamespace, stateName                      string
 	minInterval, interval                          time.Duration
 	maxRatio                                       float64
 	maxJobs                                        int
@@ -89,7 +90,9 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.leaseName, "lease-name", "gpusched-kueue", "name of the leader lease")
 	fs.Float64Var(&o.qps, "kube-api-qps", 50, "queries per second to the API server")
 	fs.BoolVar(&o.debug, "debug", false, "log at debug level")
-	o.learning.Register(fs, "learn every workload's rates from its progress (its annotations' rates are claims); runs of one program (namespace, job-kind or images and commands, GPU count) share what they measured; what was learned is not kept across restarts")
+	fs.StringVar(&o.stateNamespace, "state-namespace", "", "with --learn, the namespace of the ConfigMap that keeps what was learned across restarts (default: $POD_NAMESPACE; none: not kept)")
+	fs.StringVar(&o.stateName, "state-name", kueue.DefaultStateName, "name of the ConfigMap that keeps what was learned")
+	o.learning.Register(fs, "learn every workload's rates from its progress (its annotations' rates are claims); runs of one program (namespace, job-kind or images and commands, GPU count) share what they measured; what was learned is kept in --state-name across restarts")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -119,6 +122,9 @@ func parse(args []string) (options, error) {
 	}
 	if err := o.learning.Check(); err != nil {
 		return o, err
+	}
+	if o.stateNamespace == "" {
+		o.stateNamespace = os.Getenv("POD_NAMESPACE")
 	}
 	if o.leaderElect && o.leaseNamespace == "" {
 		o.leaseNamespace = os.Getenv("POD_NAMESPACE")
@@ -208,6 +214,7 @@ func run(args []string) error {
 		Rates: tenancy.RateRules{MaxRatio: o.maxRatio}, TypeLabel: o.typeLabel, Gate: o.gate, MaxJobs: o.maxJobs, Patience: o.patience, JobDuration: o.jobDuration,
 		Resources:   o.resources,
 		MinInterval: o.minInterval, Interval: o.interval, Metrics: m, Logger: log,
+		StateNamespace: o.stateNamespace, StateName: o.stateName,
 	}
 	start := func(ctx context.Context) error {
 		cfg := cfg
