@@ -88,6 +88,9 @@ func (s *Scheduler) settings() map[string]string {
 	if c.Estimator != nil { // only then: older snapshots have none
 		m["estimator"] = typeName(c.Estimator)
 		m["explore"] = fmt.Sprintf("budget %s, sigmas %s, resolve %s, refit %s, normalise %t", f(c.Explore.budget()), f(c.Explore.sigmas()), f(c.Explore.resolve()), f(c.Explore.refit()), c.Explore.Normalise)
+		if a := c.Explore.audit(); a != DefaultExploreAudit { // only then: older snapshots have none
+			m["explore"] += ", audit " + f(a)
+		}
 	}
 	return m
 }

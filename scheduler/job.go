@@ -94,6 +94,15 @@ type JobSpec struct {
 	// count), never from a string the tenant writes: a group names whose
 	// measurements a job takes. Ignored without Learn.
 	Group string `json:"group,omitempty"`
+	// TotalSteps, with Learn, is the job's whole work in the steps its
+	// progress reports count (its own units, learn.MaxSteps at most; 0:
+	// not audited), for the conservation audit (Explore.Audit): what its
+	// reports add up to may not pass it by more than the audit's slack,
+	// and must reach it, less the slack, when its known work
+	// (RemainingSteps) is done. A job that fails keeps running, its
+	// measurements out of the population and its group (Private). Ignored
+	// without Learn.
+	TotalSteps float64 `json:"total_steps,omitempty"`
 }
 
 func (j *JobSpec) maxGPUs() int {
@@ -120,6 +129,8 @@ func (j *JobSpec) validate(hasModel, hasEstimator bool) error {
 		return bad("Weight %v (want 0, meaning 1, or %g to %g)", j.Weight, allocation.MinWeight, allocation.MaxWeight)
 	case !(j.RemainingSteps >= 0 && j.RemainingSteps <= allocation.MaxSteps):
 		return bad("RemainingSteps %v (want 0 to %g)", j.RemainingSteps, allocation.MaxSteps)
+	case j.TotalSteps != 0 && !(j.TotalSteps > 0 && j.TotalSteps <= learn.MaxSteps):
+		return bad("TotalSteps %v (want 0, or above 0 up to %g)", j.TotalSteps, float64(learn.MaxSteps))
 	case !validTime(j.Deadline):
 		return bad("Deadline %v (want 0 to %g s)", j.Deadline, allocation.MaxTime)
 	case j.Learn && !hasEstimator:

@@ -67,6 +67,18 @@ type Explore struct {
 	// max throughput); the fair ones normalise already. The controllers'
 	// claims are normalised alike (kube/tenancy's MaxRatio).
 	Normalise bool
+	// Audit is the slack of the conservation audit of the jobs that
+	// declare their work (JobSpec.TotalSteps): a job whose reports add up
+	// (each run's last steps less its first, over its runs) to more than
+	// TotalSteps times 1+Audit, or, once its known work is done
+	// (RemainingSteps counted down to 0), to less than TotalSteps times
+	// 1-Audit, fails it: its measurements leave the population and its
+	// group (learn.JobInfo.Private), so that what it misreported moves no
+	// other job's prior, and JobStatus.Audit and RoundStats.AuditFailed
+	// say so. Work done again after a restart from a checkpoint counts
+	// twice (the slack covers up to that much). 0 means 0.1; negative:
+	// no audit; at most 1.
+	Audit float64
 }
 
 // Defaults of Explore.
@@ -75,6 +87,7 @@ const (
 	DefaultExploreSigmas  = 1.0
 	DefaultExploreResolve = 0.1
 	DefaultExploreRefit   = 1800.0
+	DefaultExploreAudit   = 0.1
 )
 
 func (e Explore) validate() error {
@@ -82,24 +95,30 @@ func (e Explore) validate() error {
 		name string
 		v    float64
 		most float64
-	}{{"Budget", e.Budget, 1}, {"Sigmas", e.Sigmas, 10}, {"Resolve", e.Resolve, 10}, {"Refit", e.Refit, allocation.MaxTime}} {
-		signed := f.name == "Budget" || f.name == "Refit"
-		if math.IsNaN(f.v) || f.v > f.most || f.v < 0 && !signed || f.v < -1 && f.name == "Budget" || f.v < -allocation.MaxTime {
+	}{{"Budget", e.Budget, 1}, {"Sigmas", e.Sigmas, 10}, {"Resolve", e.Resolve, 10}, {"Refit", e.Refit, allocation.MaxTime}, {"Audit", e.Audit, 1}} {
+		signed := f.name == "Budget" || f.name == "Refit" || f.name == "Audit"
+		if math.IsNaN(f.v) || f.v > f.most || f.v < 0 && !signed || f.v < -1 && (f.name == "Budget" || f.name == "Audit") || f.v < -allocation.MaxTime {
 			return fmt.Errorf("%w: Config.Explore.%s %v (want 0 for the default, or up to %g)", ErrInvalid, f.name, f.v, f.most)
 		}
 	}
 	return nil
 }
 
-func (e Explore) budget() float64 {
+// orDefault reads a setting where 0 means def and a negative value none.
+func orDefault(v, def float64) float64 {
 	switch {
-	case e.Budget == 0:
-		return DefaultExploreBudget
-	case e.Budget < 0:
+	case v == 0:
+		return def
+	case v < 0:
 		return 0
 	}
-	return e.Budget
+	return v
 }
+
+func (e Explore) budget() float64 { return orDefault(e.Budget, DefaultExploreBudget) }
+
+// audit is the audit's slack; 0 without an audit.
+func (e Explore) audit() float64 { return orDefault(e.Audit, DefaultExploreAudit) }
 
 func (e Explore) sigmas() float64 {
 	if e.Sigmas == 0 {
@@ -152,6 +171,14 @@ type learnState struct {
 	segStart float64
 	segGPUs  int
 	segType  topology.GPUType
+	// reported is the work the job's reports add up to (each segment's
+	// last steps less its first); last is its latest report's steps, in
+	// segment lastSeg (0: none yet); audit the conservation audit's
+	// verdict (Explore.Audit).
+	reported float64
+	last     float64
+	lastSeg  uint64
+	audit    Audit
 }
 
 // register declares a learned job to the estimator: its reference GPU
@@ -162,6 +189,9 @@ func (s *Scheduler) register(key string, spec JobSpec, withdrawn []topology.GPUT
 		return nil
 	}
 	info := learn.JobInfo{GPUs: spec.GPUs, Kind: spec.Model, Group: spec.Group}
+	if j := s.jobs[key]; j != nil && j.learn.audit == AuditFailed {
+		info.Private = true // its reports do not add up
+	}
 	for t, v := range spec.Throughput {
 		if !slices.Contains(withdrawn, t) {
 			if info.Claims == nil {
@@ -669,7 +699,60 @@ func (s *Scheduler) Progress(key string, steps, at float64) error {
 	if err != nil {
 		return fmt.Errorf("%w: job %q: %w", ErrInvalid, key, err)
 	}
+	ls := &j.learn
+	if ls.lastSeg == o.Segment && steps > ls.last {
+		ls.reported = min(ls.reported+steps-ls.last, maxReported)
+	}
+	ls.last, ls.lastSeg = steps, o.Segment
+	if slack := s.cfg.Explore.audit(); ls.audit == AuditNone && slack > 0 && j.spec.TotalSteps > 0 && ls.reported > j.spec.TotalSteps*(1+slack) {
+		s.failAudit(j)
+	}
 	return nil
+}
+
+// Audit is a learned job's conservation audit's verdict (Explore.Audit):
+// a plain value, safe for concurrent use.
+type Audit string
+
+// Audit verdicts.
+const (
+	// AuditNone: not audited (no JobSpec.TotalSteps, no audit), or not
+	// yet (its work is not done and its reports are within the total).
+	AuditNone Audit = ""
+	// AuditPassed: its work is done and its reports add up to its total.
+	AuditPassed Audit = "passed"
+	// AuditFailed: its reports passed its total by more than the slack,
+	// or fell short of it when its work was done.
+	AuditFailed Audit = "failed"
+)
+
+// maxReported bounds what a job's reports add up to.
+const maxReported = 1e18
+
+// failAudit marks a job whose reports do not add up: its measurements
+// leave the population and its group (it is registered again, Private),
+// and the next round's stats name it.
+func (s *Scheduler) failAudit(j *job) {
+	j.learn.audit = AuditFailed
+	s.auditFailed = append(s.auditFailed, j.key)
+	if err := s.register(j.key, j.spec, j.learn.withdrawn); err != nil {
+		s.log.Warn("audit: register a job as private", "job", j.key, "err", err)
+	}
+	s.log.Info("audit failed: the job's reports do not add up to its work", "job", j.key, "reported", j.learn.reported, "total", j.spec.TotalSteps)
+}
+
+// auditDone audits a learned job whose known work is done: its reports
+// must add up to its total, less the slack.
+func (s *Scheduler) auditDone(j *job) {
+	slack := s.cfg.Explore.audit()
+	if !j.spec.Learn || j.learn.audit != AuditNone || slack == 0 || j.spec.TotalSteps == 0 {
+		return
+	}
+	if j.learn.reported < j.spec.TotalSteps*(1-slack) {
+		s.failAudit(j)
+		return
+	}
+	j.learn.audit = AuditPassed
 }
 
 // stepsWentBack reports whether err is the estimator's refusal of steps
@@ -699,6 +782,7 @@ func (s *Scheduler) snapLearned(j *job, sj *snapJob) {
 	sj.Segment, sj.SegStart, sj.SegGPUs, sj.SegType = ls.segment, ls.segStart, ls.segGPUs, ls.segType
 	sj.Ran = slices.Clone(ls.ran)
 	sj.Withdrawn = slices.Clone(ls.withdrawn)
+	sj.Reported, sj.Last, sj.LastSegment, sj.Audit = ls.reported, ls.last, ls.lastSeg, ls.audit
 	if ls.ver != 0 {
 		sj.Read = &snapRead{At: ls.readAt, Types: ls.readTypes, Explore: ls.explore, Stale: true}
 		if vs, ok := s.cfg.Estimator.(versioner); ok {
@@ -725,6 +809,7 @@ func (s *Scheduler) restoreLearned(j *job, sj *snapJob) {
 	ls.segment, ls.segStart, ls.segGPUs, ls.segType = sj.Segment, sj.SegStart, sj.SegGPUs, sj.SegType
 	ls.ran = slices.Clone(sj.Ran)
 	ls.withdrawn = slices.Clone(sj.Withdrawn)
+	ls.reported, ls.last, ls.lastSeg, ls.audit = sj.Reported, sj.Last, sj.LastSegment, sj.Audit
 	if vs, ok := s.cfg.Estimator.(versioner); ok && vs.Version(j.key) == 0 {
 		// An estimator that does not know the job (restored from a
 		// snapshot taken before it came, or a new one): its claims, kind

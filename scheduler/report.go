@@ -272,6 +272,7 @@ func (s *Scheduler) applyReport(rep RoundReport, ran []*job, held []heldCredit) 
 	for _, j := range finished {
 		// It leaves the rounds (its GPUs are released at the next one).
 		j.finished = true
+		s.auditDone(j)
 		if g := j.spec.Gang; g != "" {
 			s.refreshGang(g)
 		} else {

@@ -92,6 +92,10 @@ type RoundStats struct {
 	// the rounds planned for them so far, in all.
 	Exploring          int
 	ExploredGPUSeconds float64
+	// AuditFailed lists the learned jobs that failed the conservation
+	// audit (Explore.Audit) since the last round, in the order they
+	// failed.
+	AuditFailed []string
 	// Took is the round's wall time, solves included.
 	Took time.Duration
 }
@@ -257,6 +261,7 @@ func (s *Scheduler) round(ctx context.Context, now float64) (*Round, error) {
 	s.newSegments(units, now)
 	r := s.publish(units, now)
 	s.countExplore(units, r.Length)
+	s.stats.AuditFailed, s.auditFailed = s.auditFailed, nil
 	s.stats.Took = time.Since(t0)
 	r.Stats = s.stats
 	s.last = r

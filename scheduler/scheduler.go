@@ -149,8 +149,11 @@ type Scheduler struct {
 	// and the cluster's GPU-seconds over them (see Explore).
 	learned               int
 	explored, clusterTime float64
-	refitted              bool    // the estimator was refitted
-	lastRefit             float64 // when, on the clock of the rounds
+	// auditFailed are the jobs that failed the audit since the last
+	// round (RoundStats.AuditFailed).
+	auditFailed []string
+	refitted    bool    // the estimator was refitted
+	lastRefit   float64 // when, on the clock of the rounds
 	// feed is where the rounds stand with an estimator that lists its
 	// changes; pending are the learned jobs to look at in the next
 	// round (see refreshLearned).
@@ -818,6 +821,11 @@ type JobStatus struct {
 	// optimistic on now (Explore). Both nil for other jobs.
 	Estimates []learn.Estimate
 	Exploring []topology.GPUType
+	// ReportedSteps is the work a learned job's progress reports add up
+	// to (each run's last steps less its first), and Audit the
+	// conservation audit's verdict (Explore.Audit, JobSpec.TotalSteps).
+	ReportedSteps float64
+	Audit         Audit
 }
 
 // Status returns a job's status.
@@ -842,6 +850,7 @@ func (s *Scheduler) Status(key string) (JobStatus, error) {
 	}
 	if j.spec.Learn {
 		out.Estimates = s.cfg.Estimator.Estimates(key, nil)
+		out.ReportedSteps, out.Audit = j.learn.reported, j.learn.audit
 		for k, v := range j.learn.optimistic {
 			if v {
 				out.Exploring = append(out.Exploring, s.types[k])

@@ -10,6 +10,7 @@ import (
 	"github.com/gpusched/gpusched/cluster"
 	"github.com/gpusched/gpusched/internal/strictjson"
 	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/learn"
 	"github.com/gpusched/gpusched/topology"
 )
 
@@ -88,6 +89,13 @@ type snapJob struct {
 	Read *snapRead          `json:"read,omitempty"`
 	// Withdrawn are the types whose claims were withdrawn.
 	Withdrawn []topology.GPUType `json:"withdrawn,omitempty"`
+	// Reported, Last, LastSegment and Audit: what a learned job's reports
+	// add up to, its latest report, and the audit's verdict (see
+	// learnState).
+	Reported    float64 `json:"reported,omitempty"`
+	Last        float64 `json:"last,omitempty"`
+	LastSegment uint64  `json:"last_segment,omitempty"`
+	Audit       Audit   `json:"audit,omitempty"`
 }
 
 // snapRead is when a learned job's rates were last read: at At, after
@@ -450,6 +458,11 @@ func (snap *snapshot) check(hasModel, hasColocation, hasEstimator bool) error {
 			return bad("job %q: announced as finished but not finished", sj.Key)
 		case !sj.Spec.Learn && (sj.Learned != nil || sj.Optimistic != nil || sj.Segment != 0 || sj.SegStart != 0 || sj.SegGPUs != 0 || sj.SegType != ""):
 			return bad("job %q: learned rates or a segment for a job that does not learn", sj.Key)
+		case !sj.Spec.Learn && (sj.Reported != 0 || sj.Last != 0 || sj.LastSegment != 0 || sj.Audit != AuditNone):
+			return bad("job %q: reports audited for a job that does not learn", sj.Key)
+		case !(sj.Reported >= 0 && sj.Reported <= maxReported) || !(sj.Last >= 0 && sj.Last <= learn.MaxSteps) || sj.LastSegment > sj.Segment ||
+			sj.Audit != AuditNone && sj.Audit != AuditPassed && sj.Audit != AuditFailed:
+			return bad("job %q: reports add up to %v, the last %v in segment %d of %d, audit %q", sj.Key, sj.Reported, sj.Last, sj.LastSegment, sj.Segment, sj.Audit)
 		case !sj.Spec.Learn && (sj.Ran != nil || sj.Read != nil || sj.Withdrawn != nil):
 			return bad("job %q: types ran or a read for a job that does not learn", sj.Key)
 		case sj.Read != nil && (!validTime(sj.Read.At) || sj.Read.Types < 0 || sj.Read.Types > len(sj.Ran)):

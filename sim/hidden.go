@@ -220,6 +220,9 @@ func (hs *hiddenState) spec(e *roundEngine, r *running, spec scheduler.JobSpec) 
 		}
 	default:
 		spec.Learn = true
+		// The tenant declares the job's work, in its steps, for the
+		// conservation audit (its reports, Misreport's too, must add up).
+		spec.TotalSteps = min(r.remaining, learn.MaxSteps)
 		for k, v := range r.tput {
 			if v > 0 {
 				spec.Types = append(spec.Types, e.cfg.Types[k])

@@ -152,7 +152,11 @@ type Result struct {
 	// ExploredGPUSeconds is the GPU time the rounds planned for learned
 	// jobs on types they explored (Config.Hidden, scheduler.Explore).
 	ExploredGPUSeconds float64
-	prices             []float64
+	// AuditFailed lists the learned jobs (by ID, in order of their end)
+	// whose progress reports did not add up to their work
+	// (scheduler.Explore.Audit; Hidden.Misreport).
+	AuditFailed []int
+	prices      []float64
 }
 
 // Sample is one point of a time series.
@@ -649,6 +653,11 @@ func (e *roundEngine) advance(end float64) error {
 			e.done++
 			delete(e.byKey, r.key)
 			delete(e.waiting, r.rec.ID)
+			if e.hidden != nil {
+				if st, err := e.sched.Status(r.key); err == nil && st.Audit == scheduler.AuditFailed {
+					e.res.AuditFailed = append(e.res.AuditFailed, r.rec.ID)
+				}
+			}
 			if err := e.sched.Remove(r.key); err != nil {
 				return fmt.Errorf("sim: %w", err)
 			}

@@ -167,7 +167,7 @@ type Config struct {
 	Estimator learn.Estimator
 	// StateNamespace, with an Estimator that can be saved (Snapshot and
 	// Restore: *learn.Learner), keeps what it learned across restarts in
-	// the ConfigMap StateName there (state.go); "" keeps nothing.
+	// the ConfigMap StateName there (see Save); "" keeps nothing.
 	// StateName "" means DefaultStateName. SaveInterval is the most time
 	// between two saves while Run runs (a save writes only what changed);
 	// 0 means DefaultSaveInterval.

@@ -74,7 +74,7 @@
 // and GPUs of the flavor Kueue admitted each on; a Workload never moves,
 // so what a run measured reaches the next runs of its program through
 // their group (model.ProgramGroup). What was learned is kept across
-// restarts in a ConfigMap (Config.StateNamespace; state.go).
+// restarts in a ConfigMap (Config.StateNamespace, Controller.Save).
 //
 // Only kueue.x-k8s.io/v1beta2 is read, through the dynamic client, into
 // small structs of this package such as [Workload] (importing Kueue's own

@@ -7,9 +7,9 @@
 // load; a load never panics and never reads more than the caps (MaxChunks
 // chunks, MaxBytes uncompressed).
 //
-// It is the layout of the admission controller's state (kube/admission
-// state.go), which keeps its own copy beside its records; the Kueue
-// controller keeps what its estimator learned here.
+// It is the layout of the admission controller's saved state (package
+// admission keeps its own copy, beside its records); the Kueue controller
+// keeps what its estimator learned here.
 package blobstore
 
 import (
