@@ -201,6 +201,14 @@ func BenchmarkSchedulerRound(b *testing.B) {
 		b.ReportMetric(float64(r.Stats.Kept)/float64(max(r.Stats.Placed, 1)), "kept/placed")
 	})
 	b.Run("steady-learned", func(b *testing.B) { benchLearned(b, false, 10) })
+	b.Run("settled", func(b *testing.B) {
+		// As steady, after 300 rounds, as settled-learned.
+		s, _ := benchScheduler(b, 0)
+		benchRoundsFrom(b, s, true, 0, 300, nil)
+	})
+	// After 300 rounds, in which every job ran about 30 times and was
+	// measured on every type it runs on: the learning has settled.
+	b.Run("settled-learned", func(b *testing.B) { benchLearned(b, false, 300) })
 	b.Run("steady-one-type", func(b *testing.B) {
 		// As steady, each job allowed on one of the three types only (as
 		// under Kueue: one flavor), after 60 rounds, as
