@@ -77,6 +77,12 @@ const (
 	ReasonUnreadable = "GPUSchedUnreadable"
 	// ReasonDefault: what the tenant claimed was not taken as written.
 	ReasonDefault = "GPUSchedDefaultThroughput"
+	// ReasonLearned (with Config.Estimator): what was learned of a
+	// pending workload's rates, from its program's runs, once two types
+	// are known, and again when that changes (model.LearnedMessage:
+	// "learned: 3.0x faster on v100 than k80 (measured on 2 types, 0
+	// windows)"; the admission controller's reason of the same name).
+	ReasonLearned = "GPUSchedLearned"
 )
 
 // MaxJobDuration bounds Config.JobDuration.
@@ -585,6 +591,9 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 		if len(r.notes) > 0 {
 			c.say(w, corev1.EventTypeNormal, ReasonDefault, strings.Join(r.notes, "; "), "notes")
 		}
+		if r.learned != "" {
+			c.say(w, corev1.EventTypeNormal, ReasonLearned, r.learned, "learned|"+model.LearnedTopic(r.learned))
+		}
 		reads = append(reads, r)
 		pending = append(pending, flavor.Workload{ID: len(running) + len(pending), Queue: r.queue, GPUs: r.gpus, Rates: r.rates,
 			Priority: int(ptrOr(w.Spec.Priority, 0)), Arrival: float64(w.CreationTimestamp.Unix()), Flavor: -1})
@@ -996,12 +1005,15 @@ func (c *Controller) release(ctx context.Context, w *Workload) error {
 }
 
 // say records an event on the Workload unless the same was said last on
-// the topic (key names what was said: a decision and its type, or
-// "notes").
+// the topic (key names what was said: a decision and its type, "notes",
+// or "learned|" and what was learned).
 func (c *Controller) say(w *Workload, typ, reason, msg, key string) {
 	topic := "decision"
-	if key == "notes" {
+	switch {
+	case key == "notes":
 		topic = key
+	case strings.HasPrefix(key, "learned|"):
+		topic = "learned"
 	}
 	said := c.said[w.UID]
 	if said == nil {

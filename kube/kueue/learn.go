@@ -217,6 +217,9 @@ func (c *Controller) learnedRates(r *read, ps *podSets, claimed map[topology.GPU
 			}
 		}
 	}
+	if !w.HasQuotaReservation() {
+		r.learned = model.LearnedMessage(est, learn.SourceMeasured, learn.SourceGroup)
+	}
 	if len(out) == 0 || best == 0 {
 		// Nothing measured of the workload or its program: the priors
 		// alone would compare the types through other programs, each

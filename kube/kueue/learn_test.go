@@ -108,6 +108,11 @@ func TestKueueLearnedRatesSteerTheNextRun(t *testing.T) {
 	for _, e := range l.Estimates("a/run-2", nil) {
 		assert.Equal(t, learn.SourceGroup, e.Source, "%+v", e)
 	}
+	said := grep(c.events(), kueue.ReasonLearned)
+	require.Len(t, said, 1, "said once")
+	assert.Contains(t, said[0], "learned: 3.0x faster on v100 than k80 (measured on 2 types")
+	c.round()
+	assert.Empty(t, grep(c.events(), kueue.ReasonLearned), "not said again (events drains what was recorded)")
 	plain := newCluster(t, nil, base(objects(wl{ns: "a", name: "run-2", queue: "q", gpus: 1, created: 100})...)...)
 	assert.Equal(t, topology.K80, plain.round().Decisions["a/run-2"].Type, "without learning: the same rate everywhere")
 }

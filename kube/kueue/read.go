@@ -355,6 +355,9 @@ type read struct {
 	// (what becomes of it if it is gated: notSteered).
 	skip  skip
 	notes []string
+	// learned is what was learned of its rates (model.LearnedMessage),
+	// said when it changes; "" before two types are known.
+	learned string
 	// err says why it cannot be read (a *ReadError).
 	err error
 }
