@@ -182,16 +182,14 @@ type learnState struct {
 }
 
 // register declares a learned job to the estimator: its reference GPU
-// count, its kind (Model), its group and its tenant's claims
-// (Throughput).
-func (s *Scheduler) register(key string, spec JobSpec, withdrawn []topology.GPUType) error {
+// count, its kind (Model), its group, its tenant's claims (Throughput)
+// and, when it failed the audit (private), that its measurements stay
+// out of the population.
+func (s *Scheduler) register(key string, spec JobSpec, withdrawn []topology.GPUType, private bool) error {
 	if !spec.Learn {
 		return nil
 	}
-	info := learn.JobInfo{GPUs: spec.GPUs, Kind: spec.Model, Group: spec.Group}
-	if j := s.jobs[key]; j != nil && j.learn.audit == AuditFailed {
-		info.Private = true // its reports do not add up
-	}
+	info := learn.JobInfo{GPUs: spec.GPUs, Kind: spec.Model, Group: spec.Group, Private: private}
 	for t, v := range spec.Throughput {
 		if !slices.Contains(withdrawn, t) {
 			if info.Claims == nil {
@@ -580,7 +578,7 @@ func (s *Scheduler) withdrawClaims(j *job, est []learn.Estimate) bool {
 		}
 	}
 	if changed {
-		if err := s.register(j.key, j.spec, ls.withdrawn); err != nil {
+		if err := s.register(j.key, j.spec, ls.withdrawn, ls.audit == AuditFailed); err != nil {
 			s.log.Warn("withdraw claims", "job", j.key, "err", err)
 		}
 	}
@@ -699,8 +697,13 @@ func (s *Scheduler) Progress(key string, steps, at float64) error {
 	if err != nil {
 		return fmt.Errorf("%w: job %q: %w", ErrInvalid, key, err)
 	}
+	// What the reports add up to: every step forward of the job's count,
+	// within a run and across runs (a run resumes where the last ended:
+	// the steps between its last report and the next run's first count
+	// too); a count that went back (a restart from a checkpoint) starts
+	// again from its new value.
 	ls := &j.learn
-	if ls.lastSeg == o.Segment && steps > ls.last {
+	if ls.lastSeg != 0 && steps > ls.last {
 		ls.reported = min(ls.reported+steps-ls.last, maxReported)
 	}
 	ls.last, ls.lastSeg = steps, o.Segment
@@ -735,7 +738,7 @@ const maxReported = 1e18
 func (s *Scheduler) failAudit(j *job) {
 	j.learn.audit = AuditFailed
 	s.auditFailed = append(s.auditFailed, j.key)
-	if err := s.register(j.key, j.spec, j.learn.withdrawn); err != nil {
+	if err := s.register(j.key, j.spec, j.learn.withdrawn, j.learn.audit == AuditFailed); err != nil {
 		s.log.Warn("audit: register a job as private", "job", j.key, "err", err)
 	}
 	s.log.Info("audit failed: the job's reports do not add up to its work", "job", j.key, "reported", j.learn.reported, "total", j.spec.TotalSteps)
@@ -814,7 +817,7 @@ func (s *Scheduler) restoreLearned(j *job, sj *snapJob) {
 		// An estimator that does not know the job (restored from a
 		// snapshot taken before it came, or a new one): its claims, kind
 		// and reference GPU count, as at Submit.
-		if err := s.register(j.key, j.spec, ls.withdrawn); err != nil {
+		if err := s.register(j.key, j.spec, ls.withdrawn, ls.audit == AuditFailed); err != nil {
 			s.log.Warn("restore: register a learned job", "job", j.key, "err", err)
 		}
 	}

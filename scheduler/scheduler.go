@@ -388,7 +388,7 @@ func (s *Scheduler) Submit(key string, spec JobSpec, now float64) error {
 	}
 	j := &job{key: key, id: s.nextID, spec: spec, arrival: now, pidx: -1, class: -1}
 	if spec.Learn {
-		if err := s.register(key, spec, nil); err != nil {
+		if err := s.register(key, spec, nil, false); err != nil {
 			return err
 		}
 		s.scratch.estimates, _, _ = s.learnRates(j, s.exploreLeft(), s.scratch.estimates)
@@ -466,7 +466,7 @@ func (s *Scheduler) Update(key string, spec JobSpec) error {
 	if spec.Learn != j.spec.Learn {
 		return fmt.Errorf("%w: job %q: Learn cannot change", ErrInvalid, key)
 	}
-	if err := s.register(key, spec, j.learn.withdrawn); err != nil {
+	if err := s.register(key, spec, j.learn.withdrawn, j.learn.audit == AuditFailed); err != nil {
 		return err
 	}
 	old := j.spec
@@ -488,6 +488,9 @@ func (s *Scheduler) Update(key string, spec JobSpec) error {
 	j.tier = s.tierOf(spec.Priority)
 	if j.finished && spec.RemainingSteps > 0 {
 		j.finished, j.announced = false, false
+		if j.learn.audit == AuditPassed {
+			j.learn.audit = AuditNone // audited again when its new work is done
+		}
 	}
 	if j.finished {
 		j.spec.RemainingSteps = 0

@@ -184,9 +184,8 @@ func TestHiddenInvalid(t *testing.T) {
 // jobs declare their work) names no honest job, and those of the liar's
 // jobs whose lie changes what their reports add up to by more than its
 // slack (10%): every one that scales every report, most of those that
-// inflate the V100 (where they run much of their work), a few of those
-// that sandbag the K80 (their lie keeps them off it: what they
-// under-reported is mostly less than the slack).
+// inflate the V100 (where they run much of their work) and most of those
+// that sandbag the K80 (their count jumps forward when they leave it).
 func TestHiddenMisreport(t *testing.T) {
 	if testing.Short() {
 		t.Skip("five simulations of 400 jobs")
@@ -201,8 +200,8 @@ func TestHiddenMisreport(t *testing.T) {
 		{"deflates x0.3", func(topology.GPUType) float64 { return 0.3 }, 1},
 		{"inflates v100 x3", func(t topology.GPUType) float64 { return map[bool]float64{true: 3, false: 1}[t == topology.V100] }, 0.8},
 		{"inflates v100 x30", func(t topology.GPUType) float64 { return map[bool]float64{true: 30, false: 1}[t == topology.V100] }, 0.8},
-		{"sandbags k80 x0.03", func(t topology.GPUType) float64 { return map[bool]float64{true: 0.03, false: 1}[t == topology.K80] }, 0.05},
-		{"sandbags k80 x0.3", func(t topology.GPUType) float64 { return map[bool]float64{true: 0.3, false: 1}[t == topology.K80] }, 0.05},
+		{"sandbags k80 x0.03", func(t topology.GPUType) float64 { return map[bool]float64{true: 0.03, false: 1}[t == topology.K80] }, 0.6},
+		{"sandbags k80 x0.3", func(t topology.GPUType) float64 { return map[bool]float64{true: 0.3, false: 1}[t == topology.K80] }, 0.6},
 	}
 	var honestLiar, honestOthers float64
 	for _, lie := range lies {

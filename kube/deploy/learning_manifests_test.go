@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/gpusched/gpusched/kube/kueue"
 	"github.com/gpusched/gpusched/kube/progress"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -167,6 +168,12 @@ func TestLearningManifests(t *testing.T) {
 					n := need{"", "configmaps", v}
 					assert.True(t, allows(rb[ns], n), "%+v in %s", n, ns)
 					assert.False(t, allows(rb[""], n), "%+v must not be cluster-wide", n)
+				}
+				// get, update and delete only of the state's ConfigMaps.
+				for _, r := range rb[ns] {
+					if slices.Contains(r.Resources, "configmaps") && slices.ContainsFunc(r.Verbs, func(v string) bool { return v == "get" || v == "update" || v == "delete" }) {
+						assert.ElementsMatch(t, kueue.StateConfigMaps(c.state), r.ResourceNames, "%+v", r)
+					}
 				}
 			}
 		})

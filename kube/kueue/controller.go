@@ -174,9 +174,10 @@ type Config struct {
 	// StateNamespace, with an Estimator that can be saved (Snapshot and
 	// Restore: *learn.Learner), keeps what it learned across restarts in
 	// the ConfigMap StateName there (see Save); "" keeps nothing.
-	// StateName "" means DefaultStateName. SaveInterval is the most time
-	// between two saves while Run runs (a save writes only what changed);
-	// 0 means DefaultSaveInterval.
+	// StateName "" means DefaultStateName. SaveInterval is the least time
+	// between two saves while Run runs (it saves after a round, so at
+	// most SaveInterval plus Interval apart; a save writes only what
+	// changed); 0 means DefaultSaveInterval.
 	StateNamespace, StateName string
 	SaveInterval              time.Duration
 	// Clock is the estimator's clock, in seconds (progress reports,

@@ -218,7 +218,14 @@ func (c *Controller) learnedRates(r *read, ps *podSets, claimed map[topology.GPU
 		}
 	}
 	if !w.HasQuotaReservation() {
-		r.learned = model.LearnedMessage(est, learn.SourceMeasured, learn.SourceGroup)
+		// Of the types it may run on.
+		mine := make([]learn.Estimate, 0, len(est))
+		for _, e := range est {
+			if slices.Contains(allowed, e.Type) {
+				mine = append(mine, e)
+			}
+		}
+		r.learned = model.LearnedMessage(mine, learn.SourceMeasured, learn.SourceGroup)
 	}
 	if len(out) == 0 || best == 0 {
 		// Nothing measured of the workload or its program: the priors

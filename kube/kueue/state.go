@@ -7,12 +7,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
 	"github.com/gpusched/gpusched/kube/internal/blobstore"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 )
 
 // What the estimator learned, across restarts. With Config.StateNamespace
@@ -53,6 +56,16 @@ type learnedDoc struct {
 	Learner json.RawMessage `json:"learner"`
 	// Workloads are the UIDs of the Workloads registered, by key.
 	Workloads map[string]types.UID `json:"workloads,omitempty"`
+	// Restarts are the restarts in place of each Workload's admission
+	// (its segment's number in the estimator: the reservation's second
+	// and the restarts), by key.
+	Restarts map[string]savedRestarts `json:"restarts,omitempty"`
+}
+
+// savedRestarts is a restartCount.
+type savedRestarts struct {
+	Segment  uint64 `json:"segment"`
+	Restarts uint64 `json:"restarts"`
 }
 
 // learnerState is an estimator whose state can be saved and restored
@@ -70,6 +83,9 @@ type saving struct {
 	sum   [32]byte  // the hash of the last document saved or restored
 	// tooLarge: the last save was refused as too large (said once).
 	tooLarge bool
+	// loaded: Start tried the restore (a save before it would replace
+	// what was saved with what an empty estimator holds).
+	loaded bool
 }
 
 // newSaving returns the saves' state, nil where nothing is saved.
@@ -78,23 +94,52 @@ func newSaving(cfg *Config) *saving {
 	if !ok || cfg.StateNamespace == "" {
 		return nil
 	}
-	return &saving{ls: ls, store: &blobstore.Store{Client: cfg.Client, Namespace: cfg.StateNamespace, Name: cfg.StateName, ManagedBy: "gpusched-kueue"}}
+	return &saving{ls: ls, store: stateStore(cfg.Client, cfg.StateNamespace, cfg.StateName)}
 }
+
+// stateChunks bounds the chunks of what was learned: 8 of 900 KiB
+// compressed, about 25 MiB of the estimator's snapshot (13,000 active
+// jobs measured on 8 types, learning.md's sizes); beyond, it is not
+// saved (ReasonLearnerState).
+const stateChunks = 8
+
+// stateStore is where the controller keeps what it learned.
+func stateStore(client kubernetes.Interface, namespace, name string) *blobstore.Store {
+	if name == "" {
+		name = DefaultStateName
+	}
+	return &blobstore.Store{Client: client, Namespace: namespace, Name: name, ManagedBy: "gpusched-kueue", MaxChunks: stateChunks}
+}
+
+// StateConfigMaps lists the ConfigMaps the controller may write to keep
+// what it learned under Config.StateName name ("": DefaultStateName): the
+// head and its chunks, for an RBAC Role's resourceNames
+// (kube/deploy/learning.yaml).
+func StateConfigMaps(name string) []string { return stateStore(nil, "", name).Names() }
 
 // restoreLearned loads what a previous controller saved into the
 // estimator (Start, before the first round). A document that cannot be
 // read or restored is a Warning event ReasonLearnerState and the
-// estimator learns afresh; the API's errors are returned.
+// estimator learns afresh; an account that may not read the ConfigMap
+// (Forbidden) keeps nothing, with the same Warning; the API's other
+// errors are returned (Start fails: a state that could not be read
+// must not be replaced).
 func (c *Controller) restoreLearned(ctx context.Context) error {
 	sv := c.saves
 	if sv == nil {
 		return nil
 	}
 	data, err := sv.store.Load(ctx)
+	if apierrors.IsForbidden(err) {
+		c.log.Warn("the state ConfigMap may not be read: what is learned is not kept across restarts", "configmap", sv.store.Where(), "err", err)
+		c.stateEvent(fmt.Sprintf("what is learned is not kept across restarts: this controller's account may not read the ConfigMap (kube/deploy/learning.yaml grants it): %v", err))
+		c.saves = nil
+		return nil
+	}
 	if err != nil && !errors.Is(err, blobstore.ErrCorrupt) {
 		return fmt.Errorf("kueue: reading what was learned, %s: %w", sv.store.Where(), err)
 	}
-	sv.at = c.now()
+	sv.at, sv.loaded = c.now(), true
 	if err == nil && data == nil {
 		return nil
 	}
@@ -114,6 +159,11 @@ func (c *Controller) restoreLearned(ctx context.Context) error {
 	for k, uid := range doc.Workloads {
 		c.learn.keys[k] = learnedKey{uid: uid, round: c.rounds}
 	}
+	for k, r := range doc.Restarts {
+		if _, ok := doc.Workloads[k]; ok {
+			c.learn.restarts[k] = restartCount{seg: r.Segment, n: r.Restarts}
+		}
+	}
 	c.learn.mu.Unlock()
 	sv.sum = sha256.Sum256(data)
 	c.log.Info("what the estimator learned is restored", "configmap", sv.store.Where(), "bytes", len(data), "workloads", len(doc.Workloads))
@@ -132,8 +182,8 @@ func readLearned(data []byte) (learnedDoc, error) {
 	switch {
 	case doc.Version != learnedVersion:
 		return doc, fmt.Errorf("the saved document's version %d (want %d)", doc.Version, learnedVersion)
-	case len(doc.Workloads) > maxSavedWorkloads:
-		return doc, fmt.Errorf("the saved document has %d workloads (at most %d)", len(doc.Workloads), maxSavedWorkloads)
+	case len(doc.Workloads) > maxSavedWorkloads || len(doc.Restarts) > maxSavedWorkloads:
+		return doc, fmt.Errorf("the saved document has %d workloads and %d restart counts (at most %d)", len(doc.Workloads), len(doc.Restarts), maxSavedWorkloads)
 	case len(doc.Learner) == 0 || string(doc.Learner) == "null":
 		return doc, errors.New("the saved document has no estimator's snapshot")
 	}
@@ -141,6 +191,11 @@ func readLearned(data []byte) (learnedDoc, error) {
 		ns, name, ok := strings.Cut(k, "/")
 		if !ok || ns == "" || name == "" || len(k) > 317 || uid == "" || len(uid) > 128 {
 			return doc, fmt.Errorf("the saved document's workload %.80q (UID %.40q)", k, uid)
+		}
+	}
+	for k, r := range doc.Restarts {
+		if r.Restarts >= maxRestarts || r.Segment > math.MaxUint64/maxRestarts-1 {
+			return doc, fmt.Errorf("the saved document's workload %.80q: %d restarts in segment %d (at most %d)", k, r.Restarts, r.Segment, maxRestarts-1)
 		}
 	}
 	return doc, nil
@@ -158,9 +213,11 @@ func restoreSafely(ls learnerState, snap []byte) (err error) {
 
 // Save writes what the estimator learned to the state ConfigMap
 // (Config.StateNamespace), unless it is what was last saved or
-// restored; Run calls it at most every Config.SaveInterval and as it
-// ends, an embedder that runs its own rounds may call it at any time. A
-// document too large to save (blobstore.MaxChunks chunks) is not saved: a
+// restored; Run calls it after a round once Config.SaveInterval has
+// passed since the last save (or try) and as it ends; an embedder that
+// runs its own rounds may call it at any time after Start (before,
+// it does nothing: Start restores first). A
+// document too large to save (8 chunks of 900 KiB compressed) is not saved: a
 // Warning event ReasonLearnerState says so once, and Save returns nil.
 // Without a state namespace or an estimator that can be saved it does
 // nothing. Safe for concurrent use (it waits for a round in progress).
@@ -172,17 +229,28 @@ func (c *Controller) Save(ctx context.Context) error {
 
 func (c *Controller) save(ctx context.Context) error {
 	sv := c.saves
-	if sv == nil {
+	if sv == nil || !sv.loaded {
 		return nil
 	}
+	// Under the learning mutex, so that no report falls between the
+	// snapshot and the restart counts.
+	c.learn.mu.Lock()
 	snap, err := sv.ls.Snapshot()
 	if err != nil {
+		c.learn.mu.Unlock()
 		return fmt.Errorf("kueue: the estimator's snapshot: %w", err)
 	}
 	doc := learnedDoc{Version: learnedVersion, Learner: snap, Workloads: map[string]types.UID{}}
-	c.learn.mu.Lock()
 	for k, v := range c.learn.keys {
 		doc.Workloads[k] = v.uid
+	}
+	for k, r := range c.learn.restarts {
+		if r.n > 0 {
+			if doc.Restarts == nil {
+				doc.Restarts = map[string]savedRestarts{}
+			}
+			doc.Restarts[k] = savedRestarts{Segment: r.seg, Restarts: r.n}
+		}
 	}
 	c.learn.mu.Unlock()
 	data, err := json.Marshal(doc)
@@ -211,7 +279,8 @@ func (c *Controller) save(ctx context.Context) error {
 }
 
 // saveDue saves when Config.SaveInterval has passed since the last save
-// (Run, after a round); a failure is logged and tried again at the next.
+// or try (Run, after a round); a failure is logged and tried again an
+// interval later.
 func (c *Controller) saveDue(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

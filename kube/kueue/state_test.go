@@ -2,15 +2,22 @@ package kueue_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/kube/kueue"
 	"github.com/gpusched/gpusched/perfmodel/learn"
 	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // measureTwoRuns is TestKueueLearnedRatesSteerTheNextRun's history: two
@@ -153,4 +160,59 @@ func TestKueueSaveWritesWhatChanged(t *testing.T) {
 	assert.Greater(t, writes(), first, "saved as Run ended")
 	_, err := c.cs.CoreV1().ConfigMaps("gpusched").Get(ctx, kueue.DefaultStateName, metav1.GetOptions{})
 	require.NoError(t, err)
+}
+
+// A Workload whose pod restarted in place (its steps went back: a new
+// segment of its admission) reports on after the controller restarts:
+// the restart count is saved with what was learned.
+func TestKueueRestartsInPlaceSurviveRestart(t *testing.T) {
+	now := 0.0
+	c, _ := stateCluster(t, &now, "gpusched")
+	c.round()
+	uid := runningPod(t, c, "a", "run-3")
+	key, ok := c.ctrl.Workload("a", "run-3-0", uid)
+	require.True(t, ok)
+	steps := []float64{0, 60, 120, 180, 30, 90, 150} // back at 30: a restart in place
+	for i, s := range steps {
+		now = 60 * float64(i)
+		require.NoError(t, c.ctrl.Progress(key, s, time.Time{}), "report %d", i)
+	}
+	ctx := context.Background()
+	require.NoError(t, c.ctrl.Save(ctx))
+	restart(c, &now, "gpusched")
+	c.round()
+	uid2 := types.UID("pod-run-3")
+	_, ok = c.ctrl.Workload("a", "run-3-0", uid2)
+	require.True(t, ok)
+	for i := range 3 {
+		now = 60 * float64(len(steps)+i)
+		require.NoError(t, c.ctrl.Progress(key, 210+60*float64(i), time.Time{}), "after the restart, report %d", i)
+	}
+}
+
+// An account that may not read the state ConfigMap (kube/deploy's
+// learning.yaml not applied) starts, says so in a Warning, and keeps
+// nothing; a Save before Start does nothing.
+func TestKueueStateForbidden(t *testing.T) {
+	now := 0.0
+	c, _ := stateCluster(t, &now, "gpusched")
+	c.cs.PrependReactor("get", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, kueue.DefaultStateName, errors.New("no rights"))
+	})
+	restart(c, &now, "gpusched")
+	said := grep(c.events(), kueue.ReasonLearnerState)
+	require.Len(t, said, 1)
+	assert.Contains(t, said[0], "not kept across restarts")
+	before := len(c.cs.Actions())
+	require.NoError(t, c.ctrl.Save(context.Background()))
+	assert.Len(t, c.cs.Actions(), before, "nothing written")
+
+	l, err := learn.New(learn.Config{})
+	require.NoError(t, err)
+	ctrl, err := kueue.New(kueue.Config{Client: c.cs, Dynamic: c.dyn, Policy: &allocation.MaxMinFairness{}, Recorder: c.rec,
+		Estimator: l, StateNamespace: "gpusched"})
+	require.NoError(t, err)
+	before = len(c.cs.Actions())
+	require.NoError(t, ctrl.Save(context.Background()), "before Start")
+	assert.Len(t, c.cs.Actions(), before, "nothing written before Start")
 }

@@ -90,7 +90,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.leaseName, "lease-name", "gpusched-kueue", "name of the leader lease")
 	fs.Float64Var(&o.qps, "kube-api-qps", 50, "queries per second to the API server")
 	fs.BoolVar(&o.debug, "debug", false, "log at debug level")
-	fs.StringVar(&o.stateNamespace, "state-namespace", "", "with --learn, the namespace of the ConfigMap that keeps what was learned across restarts (default: $POD_NAMESPACE; none: not kept)")
+	fs.StringVar(&o.stateNamespace, "state-namespace", "", "with --learn, the namespace of the ConfigMap that keeps what was learned across restarts (default: $POD_NAMESPACE; --state-namespace= keeps nothing)")
 	fs.StringVar(&o.stateName, "state-name", kueue.DefaultStateName, "name of the ConfigMap that keeps what was learned")
 	o.learning.Register(fs, "learn every workload's rates from its progress (its annotations' rates are claims); runs of one program (namespace, job-kind or images and commands, GPU count) share what they measured; what was learned is kept in --state-name across restarts")
 	if err := fs.Parse(args); err != nil {
@@ -123,7 +123,9 @@ func parse(args []string) (options, error) {
 	if err := o.learning.Check(); err != nil {
 		return o, err
 	}
-	if o.stateNamespace == "" {
+	stateSet := false
+	fs.Visit(func(f *flag.Flag) { stateSet = stateSet || f.Name == "state-namespace" })
+	if !stateSet {
 		o.stateNamespace = os.Getenv("POD_NAMESPACE")
 	}
 	if o.leaderElect && o.leaseNamespace == "" {

@@ -35,6 +35,13 @@ func TestParse(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, o.learning.Learn)
 	assert.False(t, o.learning.Serving(), "no channel unless asked")
+	t.Setenv("POD_NAMESPACE", "gpusched-system")
+	o, err = parse([]string{"--leader-elect=false", "--learn"})
+	require.NoError(t, err)
+	assert.Equal(t, "gpusched-system", o.stateNamespace, "what is learned is kept in its own namespace")
+	o, err = parse([]string{"--leader-elect=false", "--learn", "--state-namespace="})
+	require.NoError(t, err)
+	assert.Empty(t, o.stateNamespace, "--state-namespace= keeps nothing")
 	t.Setenv("POD_NAMESPACE", "")
 	for _, c := range []struct {
 		args []string

@@ -4,8 +4,8 @@
 // that names them, in one of two slots taken in turn, so that a save cut
 // short leaves the last complete document in place. The head holds a
 // small JSON header (generation, size, SHA-256, chunks), checked at every
-// load; a load never panics and never reads more than the caps (MaxChunks
-// chunks, MaxBytes uncompressed).
+// load; a load never panics and never reads more than the caps
+// (Store.MaxChunks chunks, MaxBytes uncompressed).
 //
 // It is the layout of the admission controller's saved state (package
 // admission keeps its own copy, beside its records); the Kueue controller
@@ -40,11 +40,15 @@ const (
 	version  = 1
 )
 
-// Caps: MaxChunks chunks of a document at most, MaxBytes uncompressed.
+// Caps: DefaultMaxChunks chunks of a document at most (Store.MaxChunks),
+// MaxBytes uncompressed.
 const (
-	MaxChunks = 64
-	MaxBytes  = 256 << 20
+	DefaultMaxChunks = 64
+	MaxBytes         = 256 << 20
 )
+
+// maxGen bounds a generation (a save a second for 285 million years).
+const maxGen = 1 << 53
 
 // inlineMax is the largest compressed document kept in the head;
 // chunkMax the size of a chunk (a ConfigMap holds at most 1 MiB).
@@ -61,15 +65,17 @@ var (
 )
 
 // Store saves and loads one document. Client, Namespace and Name are
-// required; ManagedBy labels the head (app.kubernetes.io/managed-by). Not
-// safe for concurrent use: one controller (the leader) owns it.
+// required; ManagedBy labels the head (app.kubernetes.io/managed-by);
+// MaxChunks bounds the chunks of a document (0: DefaultMaxChunks; at most
+// that), and with them the ConfigMaps it writes (Names). Not safe for
+// concurrent use: one controller (the leader) owns it.
 type Store struct {
 	Client          kubernetes.Interface
 	Namespace, Name string
 	ManagedBy       string
+	MaxChunks       int
 
-	gen   int64 // the generation of the head last read or written
-	known bool  // gen is the head's in the API
+	gen int64 // the generation of the head last read or written
 }
 
 type header struct {
@@ -83,6 +89,26 @@ type header struct {
 // Where names the head ConfigMap, namespace/name.
 func (s *Store) Where() string { return s.Namespace + "/" + s.Name }
 
+// maxChunks is MaxChunks or its default.
+func (s *Store) maxChunks() int {
+	if s.MaxChunks <= 0 || s.MaxChunks > DefaultMaxChunks {
+		return DefaultMaxChunks
+	}
+	return s.MaxChunks
+}
+
+// Names lists every ConfigMap the store may write: the head, then the
+// chunks of both slots (for an RBAC Role's resourceNames).
+func (s *Store) Names() []string {
+	out := []string{s.Name}
+	for slot := range int64(2) {
+		for i := range s.maxChunks() {
+			out = append(out, chunkName(s.Name, slot, i))
+		}
+	}
+	return out
+}
+
 func chunkName(name string, slot int64, i int) string {
 	return fmt.Sprintf("%s-%d-%d", name, slot, i)
 }
@@ -94,17 +120,16 @@ func (s *Store) Load(ctx context.Context) ([]byte, error) {
 	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
 	head, err := cms.Get(ctx, s.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		s.gen, s.known = 0, true
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	h, err := readHeader(head.Data[keyHead])
+	h, err := readHeader(head.Data[keyHead], s.maxChunks())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, s.Where(), err)
 	}
-	s.gen, s.known = h.Gen, true
+	s.gen = h.Gen
 	var gz []byte
 	if h.Chunks == 0 {
 		gz = head.BinaryData[keyBlob]
@@ -140,8 +165,8 @@ func (s *Store) Load(ctx context.Context) ([]byte, error) {
 	return doc, nil
 }
 
-// readHeader parses and checks a head's header.
-func readHeader(s string) (header, error) {
+// readHeader parses and checks a head's header (at most maxChunks).
+func readHeader(s string, maxChunks int) (header, error) {
 	var h header
 	if s == "" {
 		return h, fmt.Errorf("no %s", keyHead)
@@ -154,10 +179,10 @@ func readHeader(s string) (header, error) {
 	switch {
 	case h.Version != version:
 		return h, fmt.Errorf("%s: version %d (want %d)", keyHead, h.Version, version)
-	case h.Gen < 1:
+	case h.Gen < 1 || h.Gen > maxGen:
 		return h, fmt.Errorf("%s: generation %d", keyHead, h.Gen)
-	case h.Chunks < 0 || h.Chunks > MaxChunks:
-		return h, fmt.Errorf("%s: %d chunks (want 0 to %d)", keyHead, h.Chunks, MaxChunks)
+	case h.Chunks < 0 || h.Chunks > maxChunks:
+		return h, fmt.Errorf("%s: %d chunks (want 0 to %d)", keyHead, h.Chunks, maxChunks)
 	case h.Bytes < 0 || h.Bytes > max(h.Chunks, 1)*chunkMax:
 		return h, fmt.Errorf("%s: %d bytes in %d chunks", keyHead, h.Bytes, h.Chunks)
 	case len(h.SHA256) != 64:
@@ -200,28 +225,31 @@ func (s *Store) Save(ctx context.Context, doc []byte) error {
 		return err
 	}
 	gz := buf.Bytes()
-	if len(gz) > MaxChunks*chunkMax {
-		return fmt.Errorf("%w: %d bytes compressed (at most %d chunks of %d)", ErrTooLarge, len(gz), MaxChunks, chunkMax)
+	if len(gz) > s.maxChunks()*chunkMax {
+		return fmt.Errorf("%w: %d bytes compressed (at most %d chunks of %d)", ErrTooLarge, len(gz), s.maxChunks(), chunkMax)
 	}
 	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
-	if !s.known {
-		// A head write that failed may have landed: the next generation
-		// goes past whatever the head holds.
-		head, err := cms.Get(ctx, s.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return err
-		default:
-			if h, err := readHeader(head.Data[keyHead]); err == nil {
-				s.gen = max(s.gen, h.Gen)
-			}
+	// The next generation goes past the head's in the API (this
+	// store's last, one whose write failed but landed, or another
+	// writer's: a leader handing over), so that its chunks go to the slot
+	// the live head does not name. Two writers saving at once are not
+	// kept apart (one leader writes).
+	head, err := cms.Get(ctx, s.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return err
+	default:
+		if h, err := readHeader(head.Data[keyHead], DefaultMaxChunks); err == nil {
+			s.gen = max(s.gen, h.Gen)
 		}
-		s.known = true
+	}
+	if s.gen >= maxGen {
+		s.gen = 0 // the next head is generation 1, in slot 1
 	}
 	sum := sha256.Sum256(gz)
 	h := header{Version: version, Gen: s.gen + 1, Bytes: len(gz), SHA256: hex.EncodeToString(sum[:])}
-	head := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace}}
+	head = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace}}
 	if s.ManagedBy != "" {
 		head.Labels = map[string]string{"app.kubernetes.io/managed-by": s.ManagedBy}
 	}
@@ -244,7 +272,6 @@ func (s *Store) Save(ctx context.Context, doc []byte) error {
 	}
 	head.Data = map[string]string{keyHead: string(hj)}
 	if err := s.put(ctx, head); err != nil {
-		s.known = false
 		return err
 	}
 	s.gen = h.Gen

@@ -162,7 +162,7 @@ func edit(cs *fake.Clientset, name string, f func(*corev1.ConfigMap)) {
 func TestTooLargeIsNotSaved(t *testing.T) {
 	small(t)
 	s, cs := newStore()
-	err := s.Save(context.Background(), noise(MaxChunks*chunkMax+1))
+	err := s.Save(context.Background(), noise(DefaultMaxChunks*chunkMax+1))
 	require.ErrorIs(t, err, ErrTooLarge)
 	assert.Empty(t, configMaps(t, cs))
 }
@@ -176,9 +176,41 @@ func FuzzReadHeader(f *testing.F) {
 	f.Add(`{"version":1,"generation":3,"bytes":10,"sha256":"` + fmt.Sprintf("%064d", 0) + `","chunks":2}`)
 	f.Add(`{}`)
 	f.Fuzz(func(t *testing.T, s string) {
-		h, err := readHeader(s)
-		if err == nil && (h.Chunks > MaxChunks || h.Bytes > max(h.Chunks, 1)*chunkMax || h.Gen < 1) {
+		h, err := readHeader(s, DefaultMaxChunks)
+		if err == nil && (h.Chunks > DefaultMaxChunks || h.Bytes > max(h.Chunks, 1)*chunkMax || h.Gen < 1) {
 			t.Fatalf("accepted %+v", h)
 		}
 	})
+}
+
+// Two writers in turn (a leader handing over to the next, each with its
+// own Store): each save goes past the live head's generation, so that its
+// chunks never overwrite the slot the live head names.
+func TestSecondWriterGoesPastTheHead(t *testing.T) {
+	small(t)
+	ctx := context.Background()
+	a, cs := newStore()
+	b := &Store{Client: cs, Namespace: "ns", Name: "st"}
+	for i, w := range []*Store{a, b, a, b, a} {
+		doc := noise(2500)
+		require.NoError(t, w.Save(ctx, doc), "save %d", i)
+		fresh := &Store{Client: cs, Namespace: "ns", Name: "st"}
+		got, err := fresh.Load(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, doc, got)
+		assert.Equal(t, int64(i+1), fresh.gen, "save %d: generation", i)
+	}
+}
+
+// A store of few chunks refuses what needs more, and names every
+// ConfigMap it may write.
+func TestMaxChunks(t *testing.T) {
+	small(t)
+	s, cs := newStore()
+	s.MaxChunks = 2
+	require.ErrorIs(t, s.Save(context.Background(), noise(3*chunkMax)), ErrTooLarge)
+	assert.Empty(t, configMaps(t, cs))
+	require.NoError(t, s.Save(context.Background(), noise(chunkMax+10)))
+	assert.Equal(t, []string{"st", "st-0-0", "st-0-1", "st-1-0", "st-1-1"}, s.Names())
+	assert.Subset(t, s.Names(), configMaps(t, cs))
 }
