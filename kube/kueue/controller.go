@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -174,7 +175,8 @@ type Config struct {
 	// StateNamespace, with an Estimator that can be saved (Snapshot and
 	// Restore: *learn.Learner), keeps what it learned across restarts in
 	// the ConfigMap StateName there (see Save); "" keeps nothing.
-	// StateName "" means DefaultStateName. SaveInterval is the least time
+	// StateName "" means DefaultStateName (else a DNS label of at most 58
+	// characters: the chunks' names add 4). SaveInterval is the least time
 	// between two saves while Run runs (it saves after a round, so at
 	// most SaveInterval plus Interval apart; a save writes only what
 	// changed); 0 means DefaultSaveInterval.
@@ -273,6 +275,8 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("%w: patience %v (want 0 to %d)", ErrConfig, cfg.Patience, flavor.MaxPatience)
 	case !(cfg.Explore <= 1):
 		return nil, fmt.Errorf("%w: explore %v (want at most 1; negative: none)", ErrConfig, cfg.Explore)
+	case cfg.StateName != "" && (len(cfg.StateName) > 58 || len(validation.IsDNS1123Label(cfg.StateName)) > 0):
+		return nil, fmt.Errorf("%w: state name %q (want a DNS label of at most 58 characters: it names the state's chunks and labels them)", ErrConfig, cfg.StateName)
 	case cfg.SaveInterval < 0:
 		return nil, fmt.Errorf("%w: save interval %v (want >= 0)", ErrConfig, cfg.SaveInterval)
 	case cfg.Refit < 0:

@@ -2,11 +2,11 @@ package kueue_test
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpusched/gpusched/allocation"
-
 	"github.com/gpusched/gpusched/flavor"
 	"github.com/gpusched/gpusched/kube/internal/metricstest"
 	"github.com/gpusched/gpusched/kube/kueue"
@@ -333,7 +333,7 @@ func TestHeldForFasterType(t *testing.T) {
 	assert.Equal(t, flavor.Start, r.Decisions["a/resnet"].Why, "its wait has cost what the K80 would")
 	assert.Equal(t, k80, c.selector("a", "resnet"))
 
-	for _, bad := range []kueue.Config{{Patience: -1}, {Patience: math.NaN()}, {Patience: 101}, {JobDuration: -time.Second}, {Explore: 1.5}, {Explore: math.NaN()}, {Refit: -time.Second}, {SaveInterval: -time.Second}} {
+	for _, bad := range []kueue.Config{{Patience: -1}, {Patience: math.NaN()}, {Patience: 101}, {JobDuration: -time.Second}, {Explore: 1.5}, {Explore: math.NaN()}, {Refit: -time.Second}, {SaveInterval: -time.Second}, {StateName: "Bad_Name"}, {StateName: strings.Repeat("a", 59)}} {
 		bad.Client, bad.Dynamic, bad.Policy = fake.NewClientset(), c.dyn, &allocation.MaxMinFairness{}
 		_, err := kueue.New(bad)
 		assert.ErrorIs(t, err, kueue.ErrConfig, "%+v", bad)
