@@ -107,7 +107,9 @@ type Ran struct {
 // attained time, round count, remaining work, lease or mechanism), and
 // the report may be sent again, corrected. An entry it refuses is a
 // *ReportError naming the field (FieldRan, FieldFailed, FieldHeld) and
-// the entry; the mechanisms' own refusal (allocation.Rounds.Report: a
+// the entry; an entry of Ran or Failed for a job that did not run in the
+// round wraps ErrStaleReport, and ErrUnknownJob too when no such job is
+// submitted; the mechanisms' own refusal (allocation.Rounds.Report: a
 // round they no longer have) is not, and neither are a stale round or a
 // report sent twice.
 func (s *Scheduler) Report(rep RoundReport) error {
@@ -160,7 +162,7 @@ func (s *Scheduler) checkRan(rep RoundReport) ([]*job, error) {
 		var err error
 		switch {
 		case j == nil:
-			err = fmt.Errorf("%w: job %q did not run in the round at %v", ErrStaleReport, r.Job, rep.Start)
+			err = s.notInRound(r.Job, "job", rep.Start)
 		case j.mark == s.mark:
 			err = fmt.Errorf("%w: job %q reported twice", ErrInvalid, r.Job)
 		case !(r.Seconds >= 0 && r.Seconds <= allocation.MaxTime) || r.Seconds > s.last.Length*(1+1e-9) && s.cfg.Compat != allocation.CompatGavel:
@@ -179,6 +181,16 @@ func (s *Scheduler) checkRan(rep RoundReport) ([]*job, error) {
 	return ran, nil
 }
 
+// notInRound is the error of a report's entry for a job that did not run
+// in the round at start: ErrStaleReport, and ErrUnknownJob too when no
+// such job is submitted (never was, or was removed).
+func (s *Scheduler) notInRound(key, what string, start float64) error {
+	if _, ok := s.jobs[key]; !ok {
+		return fmt.Errorf("%w: %w: %s %q is not submitted (never, or removed since)", ErrStaleReport, ErrUnknownJob, what, key)
+	}
+	return fmt.Errorf("%w: %s %q did not run in the round at %v", ErrStaleReport, what, key, start)
+}
+
 // checkFailed checks a report's Failed entries (after checkRan): jobs of
 // the round, not in Ran, each once.
 func (s *Scheduler) checkFailed(rep RoundReport) error {
@@ -191,7 +203,7 @@ func (s *Scheduler) checkFailed(rep RoundReport) error {
 		var err error
 		switch {
 		case j == nil:
-			err = fmt.Errorf("%w: failed job %q did not run in the round at %v", ErrStaleReport, key, rep.Start)
+			err = s.notInRound(key, "failed job", rep.Start)
 		case j.mark == s.mark:
 			err = fmt.Errorf("%w: job %q is reported both as run and as failed", ErrInvalid, key)
 		case failed[key]:

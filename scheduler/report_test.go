@@ -102,9 +102,11 @@ func TestReportErrorNamesTheField(t *testing.T) {
 		kind  error
 	}{
 		{RoundReport{Ran: []Ran{{Job: "hi", Seconds: 1}, {Job: "nope", Seconds: 1}}}, FieldRan, 1, ErrStaleReport},
+		{RoundReport{Ran: []Ran{{Job: "hi", Seconds: 1}, {Job: "nope", Seconds: 1}}}, FieldRan, 1, ErrUnknownJob},
 		{RoundReport{Ran: []Ran{{Job: "hi", Seconds: 361}}}, FieldRan, 0, ErrInvalid},
 		{RoundReport{Ran: []Ran{{Job: "hi", Seconds: 1}}, Failed: []string{"hi"}}, FieldFailed, 0, ErrInvalid},
 		{RoundReport{Failed: []string{"f", "nope"}}, FieldFailed, 1, ErrStaleReport},
+		{RoundReport{Failed: []string{"f", "nope"}}, FieldFailed, 1, ErrUnknownJob},
 		{RoundReport{Held: []Held{{Job: "f", Type: v100, GPUSeconds: 1}, {Job: "nope", Type: v100, GPUSeconds: 1}}}, FieldHeld, 1, ErrUnknownJob},
 		{RoundReport{Ran: []Ran{{Job: "hi", Seconds: 1}}, Held: []Held{{Job: "f", Type: v100, GPUSeconds: -1}}}, FieldHeld, 0, ErrInvalid},
 	} {

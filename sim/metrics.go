@@ -21,8 +21,9 @@ type Summary struct {
 	// Cost is the GPU time of the summarised jobs at the configured prices,
 	// in dollars.
 	Cost float64
-	// Preemptions is the mean number per job.
-	Preemptions float64
+	// Preemptions is the mean number per job; TypeMoves the mean number
+	// of runs on another GPU type than the job's previous run's (Record).
+	Preemptions, TypeMoves float64
 	// Finish-time fairness: the largest and the mean ratio rho = JCT over
 	// isolated time, and the share of jobs with rho > 1.
 	MaxRho, MeanRho, RhoAbove1 float64
@@ -63,6 +64,7 @@ func (r *Result) Summarise(from, to int) Summary {
 			}
 			s.MeanQueueing += rec.Start - rec.Arrival
 			s.Preemptions += float64(rec.Preemptions)
+			s.TypeMoves += float64(rec.TypeMoves)
 			for k, g := range rec.GPUSeconds {
 				if k < len(r.prices) { // a Result built by hand has none
 					s.Cost += g / 3600 * r.prices[k]
@@ -75,7 +77,7 @@ func (r *Result) Summarise(from, to int) Summary {
 			sum += v
 		}
 		n := float64(len(window))
-		s.MeanJCT, s.MeanQueueing, s.Preemptions = sum/n, s.MeanQueueing/n, s.Preemptions/n
+		s.MeanJCT, s.MeanQueueing, s.Preemptions, s.TypeMoves = sum/n, s.MeanQueueing/n, s.Preemptions/n, s.TypeMoves/n
 		s.MeanRho, s.RhoAbove1 = s.MeanRho/n, s.RhoAbove1/n
 		s.MedianJCT, s.P95JCT, s.P99JCT = quantile(jct, 0.5), quantile(jct, 0.95), quantile(jct, 0.99)
 	}

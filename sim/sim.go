@@ -102,8 +102,9 @@ type Record struct {
 	// -1 if never).
 	Start, Finish float64
 	// Rounds counts the rounds the job ran in, Preemptions the times it
-	// was stopped before finishing.
-	Rounds, Preemptions int
+	// was stopped before finishing, TypeMoves the runs on another GPU
+	// type than its previous run's (the round engine's; 0 in the others).
+	Rounds, Preemptions, TypeMoves int
 	// GPUSeconds is the GPU time the job used on each type.
 	GPUSeconds []float64
 	// Isolated is the time the job would have taken with a 1/N share of
@@ -174,6 +175,18 @@ type running struct {
 	crowd float64
 	// failures counts Gavel's failed micro-tasks in a row (Config.Compat).
 	failures int
+	// lastType is the index of the type it last ran on, -1 before.
+	lastType int
+}
+
+// ranOn counts a run of the job on the type of index k: a move when its
+// last run was on another type.
+func (rj *running) ranOn(k int) {
+	if rj.lastType >= 0 && rj.lastType != k {
+		rj.rec.TypeMoves++
+	}
+	rj.lastType = k
+	rj.rec.Rounds++
 }
 
 // gavelMaxFailures is scheduler.py's MAX_FAILED_ATTEMPTS.
@@ -342,7 +355,7 @@ func newRoundEngine(cfg Config, jobs []Job) (*roundEngine, error) {
 			e.hidden.truth(rate)
 		}
 		recs = append(recs, Record{Job: j, Start: -1, Finish: -1, GPUSeconds: secs})
-		runs = append(runs, running{key: strconv.Itoa(j.ID), rec: &recs[len(recs)-1], remaining: j.Steps, tput: rate})
+		runs = append(runs, running{key: strconv.Itoa(j.ID), rec: &recs[len(recs)-1], remaining: j.Steps, tput: rate, lastType: -1})
 		e.all = append(e.all, &runs[len(runs)-1])
 	}
 	// The records stay in their block until the end (see result), not
@@ -524,7 +537,7 @@ func (e *roundEngine) execute(r *scheduler.Round) (float64, error) {
 				if steps == 0 { // its warm-up took the round
 					longest = math.Max(longest, d)
 					rj.ranNow = true
-					rj.rec.Rounds++
+					rj.ranOn(k)
 					rj.rec.GPUSeconds[k] += float64(rj.rec.Key.ScaleFactor) * d
 					if rj.rec.Start < 0 {
 						rj.rec.Start = e.t
@@ -559,7 +572,7 @@ func (e *roundEngine) execute(r *scheduler.Round) (float64, error) {
 			if rj.rec.Start < 0 {
 				rj.rec.Start = e.t
 			}
-			rj.rec.Rounds++
+			rj.ranOn(k)
 			rj.rec.GPUSeconds[k] += float64(rj.rec.Key.ScaleFactor) * d
 			if rj.remaining == 0 {
 				rj.rec.Finish = e.t + d
