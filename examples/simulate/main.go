@@ -520,19 +520,31 @@ func parseWindow(s string) (int, int, error) {
 	return from, to, nil
 }
 
-// progress prints each policy's share of finished jobs, at most every
-// half second.
+// progress prints each policy's share of finished jobs ("waiting" until
+// its run starts): on a terminal redrawn in place at most every half
+// second; elsewhere (a log file, a pipe) as plain lines, at most every
+// 10 s.
 type progress struct {
 	mu    sync.Mutex
 	w     io.Writer
 	quiet bool
+	tty   bool
 	names []string
-	pct   []int
+	pct   []int // -1: waiting
 	last  time.Time
 }
 
 func newProgress(w io.Writer, quiet bool, names []string) *progress {
-	return &progress{w: w, quiet: quiet, names: names, pct: make([]int, len(names))}
+	p := &progress{w: w, quiet: quiet, names: names, pct: make([]int, len(names))}
+	for i := range p.pct {
+		p.pct[i] = -1
+	}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			p.tty = true
+		}
+	}
+	return p
 }
 
 func (p *progress) update(i, done, total int) {
@@ -542,19 +554,37 @@ func (p *progress) update(i, done, total int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.pct[i] = 100 * done / total
-	if time.Since(p.last) < 500*time.Millisecond {
+	every := 10 * time.Second
+	if p.tty {
+		every = 500 * time.Millisecond
+	}
+	if time.Since(p.last) < every {
 		return
 	}
 	p.last = time.Now()
+	line := p.line()
+	if p.tty {
+		_, _ = fmt.Fprintf(p.w, "\r%s", line) // progress is best effort
+	} else {
+		_, _ = fmt.Fprintln(p.w, line)
+	}
+}
+
+// line is the progress of every policy.
+func (p *progress) line() string {
 	parts := make([]string, len(p.names))
 	for j, n := range p.names {
-		parts[j] = fmt.Sprintf("%s %3d%%", n, p.pct[j])
+		if p.pct[j] < 0 {
+			parts[j] = n + " waiting"
+		} else {
+			parts[j] = fmt.Sprintf("%s %3d%%", n, p.pct[j])
+		}
 	}
-	_, _ = fmt.Fprintf(p.w, "\r%s", strings.Join(parts, "  ")) // progress is best effort
+	return strings.Join(parts, "  ")
 }
 
 func (p *progress) done() {
-	if !p.quiet && !p.last.IsZero() {
+	if !p.quiet && !p.last.IsZero() && p.tty {
 		_, _ = fmt.Fprintln(p.w)
 	}
 }

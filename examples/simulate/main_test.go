@@ -178,3 +178,15 @@ func TestParallelForBigTraces(t *testing.T) {
 		t.Errorf("-parallel 2 given: %d at once", got)
 	}
 }
+
+// Progress into a file or a pipe is plain lines (no carriage returns), at
+// most every 10 s, and names the policies not started yet as waiting.
+func TestProgressPlainLines(t *testing.T) {
+	var b strings.Builder
+	p := newProgress(&b, false, []string{"gavel", "las"})
+	p.update(0, 10, 100)
+	p.update(0, 20, 100) // within 10 s: not printed
+	p.done()
+	assert.Equal(t, "gavel  10%  las waiting\n", b.String())
+	assert.NotContains(t, b.String(), "\r")
+}
