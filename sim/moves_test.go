@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/gpusched/gpusched/allocation"
@@ -46,4 +48,22 @@ func TestTypeMovesInARun(t *testing.T) {
 	}
 	assert.Positive(t, total, "jobs move between types")
 	assert.InDelta(t, float64(total)/float64(len(three.Records)), three.Summarise(0, 0).TypeMoves, 1e-12)
+}
+
+// brokenPolicy fails every solve.
+type brokenPolicy struct{}
+
+func (brokenPolicy) Allocate(context.Context, *allocation.Problem) (*allocation.Allocation, error) {
+	return nil, errors.New("broken")
+}
+
+// A policy's error names the round once, in the scheduler's words (the
+// simulator added the time again, in another format; #43 item 6).
+func TestPolicyErrorNamesTheRoundOnce(t *testing.T) {
+	jobs, err := (&GavelWorkload{Rate: 3, Seed: 1}).Generate(5)
+	require.NoError(t, err)
+	_, err = Run(context.Background(), Config{Types: []topology.GPUType{topology.V100}, Capacity: []int{4}, Policy: brokenPolicy{}}, jobs)
+	require.Error(t, err)
+	assert.Equal(t, 1, strings.Count(err.Error(), "round at"), "%v", err)
+	assert.Contains(t, err.Error(), "broken")
 }

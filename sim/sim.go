@@ -222,7 +222,7 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (*Result, error) {
 		}
 		r, err := e.sched.Round(ctx, e.t)
 		if err != nil {
-			return nil, fmt.Errorf("sim: round at %.0f s: %w", e.t, err)
+			return nil, fmt.Errorf("sim: %w", err) // it names the round
 		}
 		end, err := e.execute(r)
 		if err != nil {
@@ -470,7 +470,7 @@ func (e *roundEngine) admit(ctx context.Context) (bool, error) {
 	if e.gavel && e.emptied {
 		// A reset and a shuffle on the empty cluster, as scheduler.py.
 		if _, err := e.sched.Round(ctx, e.t); err != nil {
-			return false, fmt.Errorf("sim: round at %.0f s: %w", e.t, err)
+			return false, fmt.Errorf("sim: %w", err) // it names the round
 		}
 	}
 	e.emptied = false
