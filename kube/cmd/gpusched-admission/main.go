@@ -125,7 +125,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.stateName, "state-name", admission.DefaultStateName, "name of the state ConfigMap and the leader lease")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "run only while holding the leader lease")
 	fs.BoolVar(&o.debug, "debug", false, "log at debug level")
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the /metrics and /healthz endpoints (plain HTTP); 0 turns them off")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the /metrics and /healthz endpoints (plain HTTP); 0 or empty turns them off")
 	fs.Float64Var(&o.apiQPS, "kube-api-qps", 100, "queries per second to the API server (admissions, preemptions, the state's save)")
 	fs.IntVar(&o.apiBurst, "kube-api-burst", 200, "burst of queries to the API server")
 	fs.Float64Var(&o.eventQPS, "event-qps", admission.DefaultEventQPS, "events and pod condition writes per second (a token bucket shared by both; the rest wait, and events past a queue of 1,000 are dropped)")

@@ -6,7 +6,8 @@
 // start). Kueue admits, accounts quota, preempts and places as usual.
 // deploy/kueue-rbac.yaml and kueue-deployment.yaml run it in a cluster;
 // outside one, give --kubeconfig. Its metrics are served on
-// --metrics-address (/metrics). See docs/kueue.md.
+// --metrics-bind-address (/metrics; --metrics-address is its former name).
+// See docs/kueue.md.
 package main
 
 import (
@@ -84,7 +85,8 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.maxJobs, "max-jobs", 0, "workloads in a round's problem at most (0: 2048)")
 	fs.Float64Var(&o.patience, "patience", 1, "how long a workload waits for a faster GPU type before it starts on a slower one, in multiples of what the slower one would cost it (1: the break-even; 0: never waits)")
 	fs.DurationVar(&o.jobDuration, "job-duration", time.Hour, "how long a workload is taken to run on its fastest GPU type (Kueue does not say): for --patience, and the remaining work of the policies that use it")
-	fs.StringVar(&o.metricsAddr, "metrics-address", ":8080", "address of /metrics and /healthz (empty: none)")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of /metrics and /healthz (plain HTTP); 0 or empty turns them off")
+	fs.StringVar(&o.metricsAddr, "metrics-address", ":8080", "deprecated name of --metrics-bind-address (gpusched-admission's)")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "run only while holding the leader lease")
 	fs.StringVar(&o.leaseNamespace, "lease-namespace", "", "namespace of the leader lease (default: $POD_NAMESPACE)")
 	fs.StringVar(&o.leaseName, "lease-name", "gpusched-kueue", "name of the leader lease")
@@ -198,7 +200,7 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if o.metricsAddr != "" {
+	if o.metricsAddr != "" && o.metricsAddr != "0" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.HandlerFor(reg, metrics.HandlerOpts{}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })

@@ -35,6 +35,11 @@ func TestParse(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, o.learning.Learn)
 	assert.False(t, o.learning.Serving(), "no channel unless asked")
+	for _, flagName := range []string{"--metrics-bind-address", "--metrics-address"} {
+		o, err = parse([]string{"--leader-elect=false", flagName + "=:9090"})
+		require.NoError(t, err)
+		assert.Equal(t, ":9090", o.metricsAddr, "%s (the admission controller's name, and the former one)", flagName)
+	}
 	t.Setenv("POD_NAMESPACE", "gpusched-system")
 	o, err = parse([]string{"--leader-elect=false", "--learn"})
 	require.NoError(t, err)
