@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -192,6 +194,8 @@ func applyFile(ctx context.Context, cs kubernetes.Interface, path string) error 
 			_, err = cs.AppsV1().Deployments(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		case *corev1.ConfigMap:
 			_, err = cs.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *corev1.Service:
+			_, err = cs.CoreV1().Services(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		case *admissionv1.MutatingAdmissionPolicy:
 			_, err = cs.AdmissionregistrationV1().MutatingAdmissionPolicies().Create(ctx, o, metav1.CreateOptions{})
 		case *admissionv1.MutatingAdmissionPolicyBinding:
@@ -241,13 +245,15 @@ func applyNamespace(ctx context.Context, cs kubernetes.Interface, ns *corev1.Nam
 // non-root, no escalation, capabilities dropped), the priority class
 // resolved (system-cluster-critical outside kube-system), the memory
 // limits valid. Before #40 the restricted level refused every one of them
-// (no seccompProfile).
+// (no seccompProfile). learning.yaml is applied too (its Role's names,
+// Services and NetworkPolicy), and the two controllers' Deployments as
+// its patches make them are admitted as a dry run.
 func TestE2EHardenedManifests(t *testing.T) {
 	c, _ := controlPlane(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cs := c.Client
-	for _, f := range []string{"admission-rbac.yaml", "kueue-rbac.yaml", "networkpolicy.yaml", "rbac.yaml"} {
+	for _, f := range []string{"admission-rbac.yaml", "kueue-rbac.yaml", "networkpolicy.yaml", "rbac.yaml", "learning.yaml"} {
 		must(t, applyFile(ctx, cs, filepath.Join("..", "deploy", f)), "apply %s", f)
 	}
 	np, err := cs.NetworkingV1().NetworkPolicies("gpusched-system").Get(ctx, "gpusched-metrics", metav1.GetOptions{})
@@ -294,6 +300,26 @@ func TestE2EHardenedManifests(t *testing.T) {
 		}
 		if p.Spec.Priority == nil || *p.Spec.Priority < 1_000_000_000 {
 			t.Errorf("%s: priority %v (want a system class's)", f, p.Spec.Priority)
+		}
+		// With learning on (learning.yaml's patches), as kubectl patch
+		// would make it.
+		patch := map[string]string{"admission-deployment.yaml": "learning-admission-patch.yaml", "kueue-deployment.yaml": "learning-kueue-patch.yaml"}[f]
+		if patch == "" {
+			continue
+		}
+		pb, err := os.ReadFile(filepath.Join("..", "deploy", patch))
+		must(t, err, "read %s", patch)
+		pj, err := utilyaml.ToJSON(pb)
+		must(t, err, "%s", patch)
+		orig, err := json.Marshal(d)
+		must(t, err, "%s", f)
+		merged, err := strategicpatch.StrategicMergePatch(orig, pj, appsv1.Deployment{})
+		must(t, err, "%s on %s", patch, f)
+		var pd appsv1.Deployment
+		must(t, json.Unmarshal(merged, &pd), "%s", patch)
+		pd.Name += "-learning"
+		if _, err := cs.AppsV1().Deployments(pd.Namespace).Create(ctx, &pd, dry); err != nil {
+			t.Errorf("%s patched by %s: %v", f, patch, err)
 		}
 	}
 }
