@@ -91,6 +91,9 @@ func (s *Scheduler) settings() map[string]string {
 		if a := c.Explore.audit(); a != DefaultExploreAudit { // only then: older snapshots have none
 			m["explore"] += ", audit " + f(a)
 		}
+		if c.Explore.Probe {
+			m["explore"] += ", probe"
+		}
 	}
 	return m
 }

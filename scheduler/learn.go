@@ -79,6 +79,15 @@ type Explore struct {
 	// twice (the slack covers up to that much). 0 means 0.1; negative:
 	// no audit; at most 1.
 	Audit float64
+	// Probe tries every type a learned job may run on, once, Sia's way
+	// (Jayaram Subramanya et al., SOSP 2023, section 4.1: each job is
+	// profiled on every GPU type at submission) rather than only where
+	// the decision could change: while a job has a type it was not
+	// measured on, its rate there is optimistic and above its best
+	// measured one (twice it), so that the policy runs it there; a
+	// round's run measures it (past the warm-up), and the job moves on to
+	// the next. Within Budget, as all exploration.
+	Probe bool
 }
 
 // Defaults of Explore.
@@ -274,7 +283,11 @@ func (s *Scheduler) ratesFrom(j *job, explore bool, buf []learn.Estimate) (moved
 			continue
 		}
 		if explore && e.Source != learn.SourceMeasured && e.Source != learn.SourceGroup {
-			if up := v * math.Exp(k*e.Sigma); best == 0 || up > best {
+			up := v * math.Exp(k*e.Sigma)
+			switch {
+			case s.cfg.Explore.Probe && best > 0:
+				v, opt[i] = max(up, 2*best), true
+			case best == 0 || up > best:
 				v, opt[i] = up, true
 			}
 		}

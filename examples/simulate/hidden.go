@@ -12,10 +12,11 @@ import (
 )
 
 // rateNames are -rates' settings, in sim.Rates' terms.
-var rateNames = []string{"learned", "grouped", "oracle", "model", "agnostic"}
+var rateNames = []string{"learned", "probed", "grouped", "oracle", "model", "agnostic"}
 
 // hiddenFor returns the sim.Hidden of a -rates setting: the policies see
-// learned rates (from nothing; grouped: each job of a kind starting from
+// learned rates (from nothing; probed: each job trying every type once,
+// scheduler.Explore.Probe; grouped: each job of a kind starting from
 // what the earlier runs of its kind measured), the truth, the spec model (perfmodel/hw,
 // each job profiled on one V100: Gavel's rate there) or the same rate on
 // every type; every setting runs the same truth and noise.
@@ -24,6 +25,8 @@ func hiddenFor(name string, seed uint64) (*sim.Hidden, error) {
 	switch name {
 	case "learned":
 		h.Rates = sim.RatesLearned
+	case "probed":
+		h.Rates, h.Explore.Probe = sim.RatesLearned, true
 	case "grouped":
 		h.Rates, h.Groups = sim.RatesLearned, true
 	case "oracle":
