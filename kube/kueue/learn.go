@@ -295,8 +295,10 @@ func (c *Controller) forgetGone() {
 // service-account token, checked by the channel): the pod must exist
 // with that UID, be bound and running; its controller a Job of its
 // namespace with the UID the pod names, whose selector matches the pod
-// (or the pod itself, under Kueue's pod integration); and the Workload
-// Kueue made for that controller must hold a quota reservation and be
+// (its Workload the Job's or, for a JobSet's Job, the JobSet's), a
+// Kubeflow training job (PyTorchJob, TFJob, XGBoostJob, PaddleJob,
+// JAXJob, MPIJob), or none (the pod itself, under Kueue's pod
+// integration); and that Workload must hold a quota reservation and be
 // one the controller learns. A pod's answer is cached by its UID (the
 // Workload's reservation is checked again at every report). It reads the
 // pod and the Job from the API server (one GET each, once per pod). Safe
@@ -324,24 +326,18 @@ func (c *Controller) Workload(namespace, pod string, uid types.UID) (string, boo
 	if err != nil || p.UID != uid || p.Namespace != namespace || p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
 		return "", false
 	}
-	owner := p.UID
-	if o := metav1.GetControllerOf(p); o != nil {
-		if o.Kind != "Job" || o.APIVersion != "batch/v1" {
-			return "", false
-		}
-		j, err := c.cfg.Client.BatchV1().Jobs(namespace).Get(ctx, o.Name, metav1.GetOptions{})
-		if err != nil || j.UID != o.UID || j.Spec.Selector == nil {
-			return "", false
-		}
-		sel, err := metav1.LabelSelectorAsSelector(j.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(p.Labels)) {
-			return "", false
-		}
-		owner = j.UID
-	}
-	objs, err := c.wl.GetIndexer().ByIndex(indexOwner, string(owner))
-	if err != nil {
+	owners, ok := c.podOwners(ctx, p)
+	if !ok {
 		return "", false
+	}
+	var objs []any
+	for _, owner := range owners {
+		if objs, err = c.wl.GetIndexer().ByIndex(indexOwner, string(owner)); err != nil {
+			return "", false
+		}
+		if len(objs) > 0 {
+			break
+		}
 	}
 	for _, o := range objs {
 		w, ok := o.(*Workload)
@@ -369,6 +365,47 @@ func (c *Controller) Workload(namespace, pod string, uid types.UID) (string, boo
 		return rp.key, true
 	}
 	return "", false
+}
+
+// podOwnerKinds are the controllers of pods, other than a batch/v1 Job,
+// whose Workload a pod's reports go to: the kinds gpusched-kueue gates
+// whose operators own their pods directly (Kubeflow's training jobs).
+var podOwnerKinds = map[string]bool{
+	"kubeflow.org/v1/PyTorchJob": true, "kubeflow.org/v1/TFJob": true, "kubeflow.org/v1/XGBoostJob": true,
+	"kubeflow.org/v1/PaddleJob": true, "kubeflow.org/v1/JAXJob": true, "kubeflow.org/v2beta1/MPIJob": true,
+}
+
+// podOwners lists, nearest first, the UIDs a pod's Workload may be owned
+// by: the pod itself without a controller (Kueue's pod integration); its
+// batch/v1 Job (read from the API server: the UID the pod names, a
+// selector that selects it) and that Job's own controller (a JobSet, or
+// an MPIJob's launcher Job's MPIJob); or its controller of a kind of
+// podOwnerKinds. Any other controller resolves to nothing. The pod's
+// namespace is the tenant's, so an owner reference it wrote moves only
+// its own namespace's workloads.
+func (c *Controller) podOwners(ctx context.Context, p *corev1.Pod) ([]types.UID, bool) {
+	o := metav1.GetControllerOf(p)
+	switch {
+	case o == nil:
+		return []types.UID{p.UID}, true
+	case podOwnerKinds[o.APIVersion+"/"+o.Kind]:
+		return []types.UID{o.UID}, true
+	case o.Kind != "Job" || o.APIVersion != "batch/v1":
+		return nil, false
+	}
+	j, err := c.cfg.Client.BatchV1().Jobs(p.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+	if err != nil || j.UID != o.UID || j.Spec.Selector == nil {
+		return nil, false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(j.Spec.Selector)
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(p.Labels)) {
+		return nil, false
+	}
+	owners := []types.UID{j.UID}
+	if jo := metav1.GetControllerOf(j); jo != nil {
+		owners = append(owners, jo.UID)
+	}
+	return owners, true
 }
 
 // stillLearned reports whether a resolved Workload is still one the

@@ -273,3 +273,47 @@ func TestKueueExploration(t *testing.T) {
 	assert.Equal(t, topology.K80, r.Decisions["a/run"].Type, "without exploration: its measured type")
 	assert.Empty(t, r.Exploring)
 }
+
+// Pods of a JobSet's Job and of a Kubeflow training job resolve to the
+// Workload Kueue made for the JobSet or the training job (its owner);
+// a pod of a kind gpusched-kueue does not gate resolves to nothing.
+func TestKueueResolvesJobSetAndKubeflowPods(t *testing.T) {
+	now := 0.0
+	ctx := context.Background()
+	yes := true
+	owned := func(name string, ref metav1.OwnerReference) *unstructured.Unstructured {
+		u := objects(wl{ns: "a", name: name, queue: "q", gpus: 1, admittedOn: "v100", cq: "team-a"})[0]
+		u.SetOwnerReferences([]metav1.OwnerReference{ref})
+		return u
+	}
+	jobset := metav1.OwnerReference{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: "js", UID: "uid-jobset", Controller: &yes}
+	pytorch := metav1.OwnerReference{APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob", Name: "pt", UID: "uid-pytorch", Controller: &yes}
+	ray := metav1.OwnerReference{APIVersion: "ray.io/v1", Kind: "RayJob", Name: "rj", UID: "uid-ray", Controller: &yes}
+	c, _ := learnedCluster(t, &now)
+	for _, u := range []*unstructured.Unstructured{owned("wl-js", jobset), owned("wl-pt", pytorch), owned("wl-ray", ray)} {
+		_, err := c.dyn.Resource(kueue.WorkloadsGVR).Namespace("a").Create(ctx, u, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	c.round()
+	sel := map[string]string{"batch.kubernetes.io/controller-uid": "uid-js-job"}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "js-workers-0", UID: "uid-js-job", OwnerReferences: []metav1.OwnerReference{jobset}},
+		Spec: batchv1.JobSpec{Selector: &metav1.LabelSelector{MatchLabels: sel}}}
+	_, err := c.cs.BatchV1().Jobs("a").Create(ctx, job, metav1.CreateOptions{})
+	require.NoError(t, err)
+	pod := func(name string, labels map[string]string, ref metav1.OwnerReference) types.UID {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: name, UID: types.UID("pod-" + name), Labels: labels, CreationTimestamp: metav1.Now(),
+			OwnerReferences: []metav1.OwnerReference{ref}}, Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		_, err := c.cs.CoreV1().Pods("a").Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+		return p.UID
+	}
+	jobRef := metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: &yes}
+	key, ok := c.ctrl.Workload("a", "js-0", pod("js-0", sel, jobRef))
+	assert.True(t, ok, "a JobSet's pod")
+	assert.Equal(t, "a/wl-js", key)
+	key, ok = c.ctrl.Workload("a", "pt-0", pod("pt-0", nil, pytorch))
+	assert.True(t, ok, "a PyTorchJob's pod")
+	assert.Equal(t, "a/wl-pt", key)
+	_, ok = c.ctrl.Workload("a", "rj-0", pod("rj-0", nil, ray))
+	assert.False(t, ok, "a RayJob's pod: not a kind the controller resolves")
+}
