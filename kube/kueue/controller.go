@@ -188,9 +188,10 @@ type Config struct {
 	// Refit is the least time between two refits of the estimator's
 	// population (on Clock); 0 means DefaultRefit.
 	Refit time.Duration
-	// Explore bounds exploration with learned rates: the fraction of the
-	// steered flavors' nominal GPUs that workloads started on a type only
-	// because it might be their fastest may hold (a type their program
+	// Explore bounds exploration with learned rates: the fraction of each
+	// ClusterQueue's nominal GPUs (of its steered flavors) that its
+	// workloads started on a type only because it might be their fastest
+	// may hold, so that one queue's backlog cannot use another's (a type their program
 	// has not run on, rated at the upper confidence bound exp(mean +
 	// sigma) of its estimate where that beats the best type it has run
 	// on: UCB1, Auer et al. 2002). Kueue never moves an admitted
@@ -318,7 +319,7 @@ func New(cfg Config) (*Controller, error) {
 		cfg.PolicyName = strings.TrimPrefix(fmt.Sprintf("%T", cfg.Policy), "*allocation.")
 	}
 	c := &Controller{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1), said: map[types.UID]map[string]string{},
-		learn: &learning{keys: map[string]learnedKey{}, resolved: map[types.UID]resolvedPod{}, exploring: map[string]int{},
+		learn: &learning{keys: map[string]learnedKey{}, resolved: map[types.UID]resolvedPod{}, exploring: map[string]explorer{}, budget: map[string]float64{},
 			restarts: map[string]restartCount{}}}
 	c.saves = newSaving(&c.cfg)
 	if c.log == nil {
@@ -642,8 +643,8 @@ func (c *Controller) Round(ctx context.Context) (*RoundResult, error) {
 			res.Exploring = append(res.Exploring, r.key)
 		}
 	}
-	for _, n := range c.learn.exploring {
-		res.ExploringGPUs += n
+	for _, e := range c.learn.exploring {
+		res.ExploringGPUs += e.gpus
 	}
 	for _, l := range [][]string{res.Patched, res.Released, res.Unreadable, res.Exploring} {
 		slices.Sort(l)

@@ -63,14 +63,20 @@ type learning struct {
 	// refitAt is the clock at the last refit (refitted: there was one).
 	refitAt  float64
 	refitted bool
-	// exploring are the GPUs of the admitted workloads started on a type
-	// where their rate was optimistic, by key; budget is what is left of
-	// Config.Explore's GPUs in the round (set at its start, spent by each
-	// workload given optimistic rates).
-	exploring map[string]int
-	budget    float64
+	// exploring are the admitted workloads started on a type where their
+	// rate was optimistic, by key; budget is what is left of each
+	// ClusterQueue's part of Config.Explore's GPUs in the round (set at
+	// its start, spent by each workload given optimistic rates).
+	exploring map[string]explorer
+	budget    map[string]float64
 	// restarts counts each Workload's restarts in place (by key).
 	restarts map[string]restartCount
+}
+
+// explorer is an exploring workload's GPUs and ClusterQueue.
+type explorer struct {
+	gpus int
+	cq   string
 }
 
 type learnedKey struct {
@@ -134,19 +140,20 @@ func (c *Controller) exploreBudget(s *snapshot) {
 	if c.cfg.Estimator == nil {
 		return
 	}
-	total := 0
+	clear(c.learn.budget)
+	if c.cfg.Explore <= 0 {
+		return
+	}
 	for i := range s.queues.Len() {
-		for _, f := range s.queues.Queue(i).Flavors {
+		q := s.queues.Queue(i)
+		total := 0
+		for _, f := range q.Flavors {
 			total += f.Nominal
 		}
+		c.learn.budget[q.Name] += c.cfg.Explore * float64(total)
 	}
-	held := 0
-	for _, n := range c.learn.exploring {
-		held += n
-	}
-	c.learn.budget = 0
-	if c.cfg.Explore > 0 {
-		c.learn.budget = c.cfg.Explore*float64(total) - float64(held)
+	for _, e := range c.learn.exploring {
+		c.learn.budget[e.cq] -= float64(e.gpus)
 	}
 }
 
@@ -155,7 +162,7 @@ func (c *Controller) exploreBudget(s *snapshot) {
 // reports whether it does.
 func (c *Controller) noteExplore(r *read, d flavor.Decision) bool {
 	if (d.Why == flavor.Start || d.Why == flavor.Preempt) && d.Type >= 0 && d.Type < len(r.optimistic) && r.optimistic[d.Type] {
-		c.learn.exploring[r.key] = r.gpus
+		c.learn.exploring[r.key] = explorer{gpus: r.gpus, cq: r.cq}
 		return true
 	}
 	return false
@@ -239,7 +246,7 @@ func (c *Controller) learnedRates(r *read, ps *podSets, claimed map[topology.GPU
 		return info.Claims, nil, nil
 	}
 	var optimistic []topology.GPUType
-	if c.learn.budget >= float64(r.gpus) && !w.HasQuotaReservation() {
+	if c.learn.budget[r.cq] >= float64(r.gpus) && !w.HasQuotaReservation() {
 		for _, e := range est {
 			v, ok := out[e.Type]
 			if !ok || e.Source == learn.SourceMeasured || e.Source == learn.SourceGroup {
@@ -251,7 +258,7 @@ func (c *Controller) learnedRates(r *read, ps *podSets, claimed map[topology.GPU
 			}
 		}
 		if len(optimistic) > 0 {
-			c.learn.budget -= float64(r.gpus)
+			c.learn.budget[r.cq] -= float64(r.gpus)
 		}
 	}
 	fallback := math.Exp(sum / float64(len(out)))

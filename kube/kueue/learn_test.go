@@ -3,6 +3,7 @@ package kueue_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -234,30 +235,7 @@ func TestKueueLearningConcurrent(t *testing.T) {
 func TestKueueExploration(t *testing.T) {
 	run := func(explore float64) *kueue.RoundResult {
 		now := 0.0
-		l, err := learn.New(learn.Config{})
-		require.NoError(t, err)
-		for i := range 12 {
-			ratio := 0.3 + float64(i)/11
-			for seg, typ := range []topology.GPUType{topology.K80, topology.V100} {
-				rate := 1.0
-				if typ == topology.V100 {
-					rate = ratio
-				}
-				for w := range 6 {
-					o := learn.Observation{Type: typ, GPUs: 1, Segment: uint64(seg + 1), Steps: rate * 60 * float64(w), Time: float64(1000*seg) + 60*float64(w)}
-					require.NoError(t, l.Observe(fmt.Sprint("pop-", i), o))
-				}
-			}
-			l.Forget(fmt.Sprint("pop-", i))
-		}
-		// The program of wl's workloads (namespace a, one container of
-		// image x, one GPU), measured on the K80 by an earlier run.
-		group := model.ProgramGroup("a", &corev1.PodSpec{Containers: []corev1.Container{{Image: "x"}}}, 1, nil)
-		require.NoError(t, l.Register("a/earlier", learn.JobInfo{GPUs: 1, Group: group}))
-		for w := range 6 {
-			require.NoError(t, l.Observe("a/earlier", learn.Observation{Type: topology.K80, GPUs: 1, Segment: 1, Steps: 60 * float64(w), Time: 60 * float64(w)}))
-		}
-		l.Forget("a/earlier")
+		l := explorePopulation(t, "a")
 		c := newCluster(t, nil, base(objects(wl{ns: "a", name: "run", queue: "q", gpus: 1})...)...)
 		c.tune = func(cfg *kueue.Config) {
 			cfg.Estimator, cfg.Clock, cfg.Explore = l, func() float64 { return now }, explore
@@ -272,6 +250,66 @@ func TestKueueExploration(t *testing.T) {
 	r = run(-1)
 	assert.Equal(t, topology.K80, r.Decisions["a/run"].Type, "without exploration: its measured type")
 	assert.Empty(t, r.Exploring)
+}
+
+// explorePopulation is a learner whose population puts the V100 at 0.3
+// to 1.3 times the K80, and where the program of wl's workloads (one
+// container of image x, one GPU) in each namespace was measured on the
+// K80 by an earlier run.
+func explorePopulation(t *testing.T, namespaces ...string) *learn.Learner {
+	t.Helper()
+	l, err := learn.New(learn.Config{})
+	require.NoError(t, err)
+	for i := range 12 {
+		ratio := 0.3 + float64(i)/11
+		for seg, typ := range []topology.GPUType{topology.K80, topology.V100} {
+			rate := 1.0
+			if typ == topology.V100 {
+				rate = ratio
+			}
+			for w := range 6 {
+				o := learn.Observation{Type: typ, GPUs: 1, Segment: uint64(seg + 1), Steps: rate * 60 * float64(w), Time: float64(1000*seg) + 60*float64(w)}
+				require.NoError(t, l.Observe(fmt.Sprint("pop-", i), o))
+			}
+		}
+		l.Forget(fmt.Sprint("pop-", i))
+	}
+	for _, ns := range namespaces {
+		group := model.ProgramGroup(ns, &corev1.PodSpec{Containers: []corev1.Container{{Image: "x"}}}, 1, nil)
+		require.NoError(t, l.Register(ns+"/earlier", learn.JobInfo{GPUs: 1, Group: group}))
+		for w := range 6 {
+			require.NoError(t, l.Observe(ns+"/earlier", learn.Observation{Type: topology.K80, GPUs: 1, Segment: 1, Steps: 60 * float64(w), Time: 60 * float64(w)}))
+		}
+		l.Forget(ns + "/earlier")
+	}
+	return l
+}
+
+// The exploration budget is each ClusterQueue's (Config.Explore of its
+// nominal GPUs): team-a's two workloads of a program measured on the K80
+// only may explore one GPU's worth, and team-b's workload explores on its
+// own queue's part, however many of team-a's pend (a cluster-wide budget
+// let team-a's take all of it).
+func TestKueueExplorationPerClusterQueue(t *testing.T) {
+	now := 0.0
+	l := explorePopulation(t, "a", "b")
+	objs := append(base(), cqObj("team-b", "", "", quota{"v100", 1, -1, -1}, quota{"k80", 1, -1, -1}), lqObj("b", "q", "team-b"))
+	objs = append(objs, objects(wl{ns: "a", name: "a1", queue: "q", gpus: 1}, wl{ns: "a", name: "a2", queue: "q", gpus: 1, created: 1},
+		wl{ns: "b", name: "b1", queue: "q", gpus: 1, created: 2})...)
+	c := newCluster(t, nil, objs...)
+	c.tune = func(cfg *kueue.Config) {
+		cfg.Estimator, cfg.Clock, cfg.Explore = l, func() float64 { return now }, 0.5
+	}
+	c.ctrl = c.controller(nil)
+	r := c.round()
+	assert.Contains(t, r.Exploring, "b/b1", "team-b explores on its own part: %+v", r.Decisions)
+	n := 0
+	for _, k := range r.Exploring {
+		if strings.HasPrefix(k, "a/") {
+			n++
+		}
+	}
+	assert.LessOrEqual(t, n, 1, "team-a explores one GPU's worth at most: %v", r.Exploring)
 }
 
 // Pods of a JobSet's Job and of a Kubeflow training job resolve to the
