@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -302,7 +303,8 @@ func (c *Controller) forgetGone() {
 // service-account token, checked by the channel): the pod must exist
 // with that UID, be bound and running; its controller a Job of its
 // namespace with the UID the pod names, whose selector matches the pod
-// (its Workload the Job's or, for a JobSet's Job, the JobSet's), a
+// (its Workload the Job's or, for a JobSet's Job, the JobSet's or the
+// JobSet's TrainJob's), a
 // Kubeflow training job (PyTorchJob, TFJob, XGBoostJob, PaddleJob,
 // JAXJob, MPIJob), or none (the pod itself, under Kueue's pod
 // integration); and that Workload must hold a quota reservation and be
@@ -385,8 +387,10 @@ var podOwnerKinds = map[string]bool{
 // podOwners lists, nearest first, the UIDs a pod's Workload may be owned
 // by: the pod itself without a controller (Kueue's pod integration); its
 // batch/v1 Job (read from the API server: the UID the pod names, a
-// selector that selects it) and that Job's own controller (a JobSet, or
-// an MPIJob's launcher Job's MPIJob); or its controller of a kind of
+// selector that selects it), that Job's own controller (a JobSet, or an
+// MPIJob's launcher Job's MPIJob) and, for a JobSet, the JobSet's own
+// controller (a Kubeflow TrainJob; the JobSet read through the dynamic
+// client, its UID the one the Job names); or its controller of a kind of
 // podOwnerKinds. Any other controller resolves to nothing. The pod's
 // namespace is the tenant's, so an owner reference it wrote moves only
 // its own namespace's workloads.
@@ -409,8 +413,22 @@ func (c *Controller) podOwners(ctx context.Context, p *corev1.Pod) ([]types.UID,
 		return nil, false
 	}
 	owners := []types.UID{j.UID}
-	if jo := metav1.GetControllerOf(j); jo != nil {
-		owners = append(owners, jo.UID)
+	jo := metav1.GetControllerOf(j)
+	if jo == nil {
+		return owners, true
+	}
+	owners = append(owners, jo.UID)
+	if jo.Kind == "JobSet" && strings.HasPrefix(jo.APIVersion, "jobset.x-k8s.io/") {
+		gvr, err := ownerResource(*jo)
+		if err != nil {
+			return owners, true
+		}
+		js, err := c.cfg.Dynamic.Resource(gvr).Namespace(p.Namespace).Get(ctx, jo.Name, metav1.GetOptions{})
+		if err == nil && js.GetUID() == jo.UID {
+			if to := metav1.GetControllerOfNoCopy(js); to != nil {
+				owners = append(owners, to.UID)
+			}
+		}
 	}
 	return owners, true
 }

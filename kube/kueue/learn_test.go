@@ -312,9 +312,10 @@ func TestKueueExplorationPerClusterQueue(t *testing.T) {
 	assert.LessOrEqual(t, n, 1, "team-a explores one GPU's worth at most: %v", r.Exploring)
 }
 
-// Pods of a JobSet's Job and of a Kubeflow training job resolve to the
-// Workload Kueue made for the JobSet or the training job (its owner);
-// a pod of a kind gpusched-kueue does not gate resolves to nothing.
+// Pods of a JobSet's Job, of a TrainJob's JobSet's Job and of a Kubeflow
+// training job resolve to the Workload Kueue made for the JobSet, the
+// TrainJob or the training job (its owner); a pod of a kind
+// gpusched-kueue does not gate resolves to nothing.
 func TestKueueResolvesJobSetAndKubeflowPods(t *testing.T) {
 	now := 0.0
 	ctx := context.Background()
@@ -328,7 +329,8 @@ func TestKueueResolvesJobSetAndKubeflowPods(t *testing.T) {
 	pytorch := metav1.OwnerReference{APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob", Name: "pt", UID: "uid-pytorch", Controller: &yes}
 	ray := metav1.OwnerReference{APIVersion: "ray.io/v1", Kind: "RayJob", Name: "rj", UID: "uid-ray", Controller: &yes}
 	c, _ := learnedCluster(t, &now)
-	for _, u := range []*unstructured.Unstructured{owned("wl-js", jobset), owned("wl-pt", pytorch), owned("wl-ray", ray)} {
+	train := metav1.OwnerReference{APIVersion: "trainer.kubeflow.org/v1alpha1", Kind: "TrainJob", Name: "tj", UID: "uid-train", Controller: &yes}
+	for _, u := range []*unstructured.Unstructured{owned("wl-js", jobset), owned("wl-pt", pytorch), owned("wl-ray", ray), owned("wl-tj", train)} {
 		_, err := c.dyn.Resource(kueue.WorkloadsGVR).Namespace("a").Create(ctx, u, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
@@ -349,6 +351,25 @@ func TestKueueResolvesJobSetAndKubeflowPods(t *testing.T) {
 	key, ok := c.ctrl.Workload("a", "js-0", pod("js-0", sel, jobRef))
 	assert.True(t, ok, "a JobSet's pod")
 	assert.Equal(t, "a/wl-js", key)
+	// A TrainJob's JobSet, its Job and its pod.
+	tjs := &unstructured.Unstructured{}
+	tjs.SetAPIVersion("jobset.x-k8s.io/v1alpha2")
+	tjs.SetKind("JobSet")
+	tjs.SetNamespace("a")
+	tjs.SetName("tj")
+	tjs.SetUID("uid-tj-jobset")
+	tjs.SetOwnerReferences([]metav1.OwnerReference{train})
+	_, err = c.dyn.Resource(schema.GroupVersionResource{Group: "jobset.x-k8s.io", Version: "v1alpha2", Resource: "jobsets"}).Namespace("a").Create(ctx, tjs, metav1.CreateOptions{})
+	require.NoError(t, err)
+	tsel := map[string]string{"batch.kubernetes.io/controller-uid": "uid-tj-job"}
+	tjob := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "tj-node-0", UID: "uid-tj-job", OwnerReferences: []metav1.OwnerReference{
+		{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: "tj", UID: "uid-tj-jobset", Controller: &yes}}},
+		Spec: batchv1.JobSpec{Selector: &metav1.LabelSelector{MatchLabels: tsel}}}
+	_, err = c.cs.BatchV1().Jobs("a").Create(ctx, tjob, metav1.CreateOptions{})
+	require.NoError(t, err)
+	key, ok = c.ctrl.Workload("a", "tj-0", pod("tj-0", tsel, metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: tjob.Name, UID: tjob.UID, Controller: &yes}))
+	assert.True(t, ok, "a TrainJob's pod")
+	assert.Equal(t, "a/wl-tj", key)
 	key, ok = c.ctrl.Workload("a", "pt-0", pod("pt-0", nil, pytorch))
 	assert.True(t, ok, "a PyTorchJob's pod")
 	assert.Equal(t, "a/wl-pt", key)
