@@ -66,8 +66,9 @@ type Scheduler interface {
 // FIFO starts waiting jobs in order of arrival (then ID) whenever
 // enough GPUs of a type they can use are free, taking the fastest such
 // type; with Strict, a job that does not fit blocks the ones behind it
-// (head-of-line), as in a plain FIFO queue; otherwise later jobs may pass
-// it. It holds no state and is safe for concurrent use.
+// (head-of-line), as in a plain FIFO queue; otherwise (the zero value)
+// later jobs may pass it, unlike Priority's zero value, which is strict
+// (Priority.Backfill). It holds no state and is safe for concurrent use.
 type FIFO struct {
 	Strict bool
 }
