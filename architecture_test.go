@@ -39,9 +39,12 @@ var allowed = map[string][]string{
 	// flavor models Kueue's flavor assignment and gpusched's steering of
 	// it (allocation policies over ClusterQueues), as gang schedulers for
 	// the simulator's event engine and for kube/kueue.
-	"flavor":   {"allocation", "gang", "perfmodel", "topology", "internal"},
+	"flavor": {"allocation", "gang", "perfmodel", "topology", "internal"},
+	// compare runs policies side by side on the simulator: the baselines
+	// (allocation, flavor) defined once over sim's engines.
+	"compare":  {"sim", "flavor", "scheduler", "allocation", "gang", "cluster", "perfmodel", "topology", "internal"},
 	"internal": {"internal"},
-	"examples": {"flavor", "sim", "scheduler", "allocation", "placement", "gang", "elastic", "cluster", "perfmodel", "topology", "internal"},
+	"examples": {"compare", "flavor", "sim", "scheduler", "allocation", "placement", "gang", "elastic", "cluster", "perfmodel", "topology", "internal"},
 	".":        {},
 	// kube is a module of its own (the only one with Kubernetes
 	// dependencies): the scheduler plugin builds on the core, never on sim.

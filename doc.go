@@ -8,7 +8,7 @@
 // that the policy packages never import the core or the simulator and the
 // cluster model knows nothing of jobs:
 //
-//	examples/*  ->  sim  ->  scheduler  ->  allocation, placement, gang, elastic
+//	examples/*  ->  compare  ->  sim  ->  scheduler  ->  allocation, placement, gang, elastic
 //	                                              |                  |
 //	                                              v                  v
 //	                                          perfmodel     cluster (live state)
@@ -38,6 +38,9 @@
 //   - [github.com/gpusched/gpusched/flavor]: how Kueue chooses a workload's
 //     flavor (GPU type), and gpusched's steering of that choice.
 //   - [github.com/gpusched/gpusched/sim]: the simulator's engines and trace loaders.
+//   - [github.com/gpusched/gpusched/compare]: policies side by side on the
+//     simulator: the baselines defined once, a user's policy beside them,
+//     every metric as a table (text, Markdown, CSV, JSON) and plots.
 //
 // Packages that need cgo (an LP solver binding, allocation/lp/clp; NVML
 // discovery, topology/nvml) live in their own subpackages behind build

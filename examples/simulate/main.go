@@ -39,26 +39,20 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"text/tabwriter"
-	"time"
 
 	"github.com/gpusched/gpusched/allocation"
-	"github.com/gpusched/gpusched/flavor"
+	"github.com/gpusched/gpusched/compare"
 	"github.com/gpusched/gpusched/internal/cli"
-	"github.com/gpusched/gpusched/perfmodel"
-	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/sim"
 	"github.com/gpusched/gpusched/topology"
 )
 
 type options struct {
 	trace, format, cluster, policies, window, out, compat string
-	rates                                                 string
+	rates, table                                          string
 	rate                                                  float64
 	jobs                                                  int
 	seed                                                  uint64
@@ -92,7 +86,8 @@ func command(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress on standard error")
 	fs.BoolVar(&o.vertex, "vertex", false, "solve the LP policies for a vertex of the optimal face (crossover) instead of its centre")
 	fs.IntVar(&o.parallel, "parallel", 2, "policies simulated at once, 1 to 64")
-	fs.StringVar(&o.rates, "rates", "", "hide the truth (Gavel's table) from the round policies, which see, per run: "+strings.Join(rateNames, ", ")+" (a list: each policy runs once per setting; progress noisy, a warm-up at every start; sim.Hidden; issue #41); empty: the table, as it is")
+	fs.StringVar(&o.table, "table", "text", "the table's format: text (aligned, with a header line), markdown, csv or json (every metric but the run time; package compare)")
+	fs.StringVar(&o.rates, "rates", "", "hide the truth (Gavel's table) from the round policies, which see, per run: "+strings.Join(compare.RateSettings, ", ")+" (a list: each policy runs once per setting; progress noisy, a warm-up at every start; sim.Hidden; issue #41); empty: the table, as it is")
 	return cli.Main(fs, args, stderr, func(ctx context.Context) error {
 		fs.Visit(func(f *flag.Flag) {
 			o.windowSet = o.windowSet || f.Name == "window"
@@ -148,8 +143,9 @@ func (o *options) check() error {
 		c.OutputDir("out", o.out)
 	}
 	c.Int("parallel", o.parallel, 1, 64)
+	c.OneOf("table", o.table, "text", "markdown", "csv", "json")
 	if o.rates != "" {
-		c.List("rates", o.rates, false, rateNames...)
+		c.List("rates", o.rates, false, compare.RateSettings...)
 		if o.compat != "none" {
 			c.Fail("rates", o.rates, "no -rates with -compat gavel (Gavel's loop runs on the rates the policies see)")
 		}
@@ -162,136 +158,13 @@ var readers = map[string]func(io.Reader, string) ([]sim.Job, error){
 	"gavel": sim.ReadGavelTrace, "philly": sim.ReadPhilly, "itp": sim.ReadITP, "tiresias": sim.ReadTiresias, "alibaba": sim.ReadAlibabaPods,
 }
 
-// policies are the policies the command knows, by name.
-// agnostic policies are shuffled in our mode; gavelShuffle those Gavel
-// shuffles (policy names without "Perf" or "Packing": fifo, las).
-var policies = map[string]struct {
-	make         func(seed uint64, c allocation.Compat) allocation.Policy
-	spaceSharing bool
-	agnostic     bool
-	gavelShuffle bool
-}{
-	"fifo":      {func(s uint64, c allocation.Compat) allocation.Policy { return &allocation.FIFO{Seed: s, Compat: c} }, false, true, true},
-	"fifo-perf": {func(_ uint64, c allocation.Compat) allocation.Policy { return &allocation.FIFO{Perf: true, Compat: c} }, false, false, false},
-	// fifo-random is FIFO with a random type with room (fifo.py's intent;
-	// our default before #29); with -compat gavel it is fifo.py, as fifo.
-	"fifo-random": {func(s uint64, c allocation.Compat) allocation.Policy {
-		return &allocation.FIFO{Seed: s, Random: true, Compat: c}
-	}, false, true, true},
-	"las":   {func(uint64, allocation.Compat) allocation.Policy { return &allocation.MaxMinFairness{Agnostic: true} }, false, true, true},
-	"gavel": {func(uint64, allocation.Compat) allocation.Policy { return &allocation.MaxMinFairness{} }, false, false, false},
-	"gavel-ss": {func(uint64, allocation.Compat) allocation.Policy {
-		return &allocation.MaxMinFairness{SpaceSharing: true}
-	}, true, false, false},
-	"gandiva":    {func(s uint64, _ allocation.Compat) allocation.Policy { return &allocation.Gandiva{Seed: s} }, true, true, false},
-	"ftf":        {func(uint64, allocation.Compat) allocation.Policy { return &allocation.FinishTimeFairness{} }, false, false, false},
-	"makespan":   {func(uint64, allocation.Compat) allocation.Policy { return &allocation.MinMakespan{} }, false, false, false},
-	"throughput": {func(uint64, allocation.Compat) allocation.Policy { return &allocation.MaxThroughput{} }, false, false, false},
-}
-
-// eventPolicies run in the event-driven model: jobs start as GPUs free up
-// and run to their end.
-var eventPolicies = map[string]func(c eventCluster) sim.EventScheduler{
-	"fifo-events": func(eventCluster) sim.EventScheduler { return sim.EventFIFO{} },
-	// Kueue's own flavor assignment (package flavor): one ClusterQueue
-	// holding the cluster, its flavors in the order -cluster names the
-	// types, the first with room taken.
-	"kueue": func(c eventCluster) sim.EventScheduler { return &flavor.Kueue{Queues: []flavor.Queue{c.queue()}} },
-	// Kueue steered by gpusched's controller (kube/kueue) with Gavel's
-	// heterogeneity-aware max-min fairness (gpusched-kueue --policy
-	// max-min-fairness; with one ClusterQueue, the default's fairness
-	// between ClusterQueues has nothing to share) and its default wait rule for
-	// slow types (gpusched-kueue --patience 1: jobs' durations unknown,
-	// an hour assumed); kueue-gpusched-nowait without the rule.
-	"kueue-gpusched": func(c eventCluster) sim.EventScheduler {
-		return &flavor.Steered{Queues: []flavor.Queue{c.queue()}, Types: c.types, Patience: 1}
-	},
-	"kueue-gpusched-nowait": func(c eventCluster) sim.EventScheduler {
-		return &flavor.Steered{Queues: []flavor.Queue{c.queue()}, Types: c.types}
-	},
-}
-
-// eventCluster is what an event-driven policy is built for: the types
-// (sorted), their GPUs, and the order in which -cluster names them.
-type eventCluster struct {
-	types    []topology.GPUType
-	capacity []int
-	order    []int
-}
-
-// queue is a ClusterQueue over the whole cluster, its flavors in order.
-func (c eventCluster) queue() flavor.Queue {
-	q := flavor.Queue{Name: "cluster"}
-	for _, k := range c.order {
-		q.Flavors = append(q.Flavors, flavor.Flavor{Name: string(c.types[k]), Type: k, Nominal: c.capacity[k],
-			BorrowingLimit: flavor.NoLimit, LendingLimit: flavor.NoLimit})
-	}
-	return q
-}
-
-// typeOrder lists the types (indices into the sorted types) in the order
-// the -cluster flag names them ("v100:36,p100:36,k80:36"; Gavel's
-// "36:36:36" means V100, P100, K80); types it does not name come last.
-func typeOrder(spec string, types []topology.GPUType) []int {
-	var names []string
-	for _, part := range strings.Split(spec, ",") {
-		name, _, _ := strings.Cut(strings.TrimSpace(part), ":")
-		names = append(names, strings.ToLower(name))
-	}
-	if len(names) == 1 && strings.Count(spec, ":") == 2 {
-		names = []string{"v100", "p100", "k80"} // Gavel's form
-	}
-	var order []int
-	for _, n := range names {
-		for k, t := range types {
-			if string(t) == n && !slices.Contains(order, k) {
-				order = append(order, k)
-			}
-		}
-	}
-	for k := range types {
-		if !slices.Contains(order, k) {
-			order = append(order, k)
-		}
-	}
-	return order
-}
-
-// setVertex asks an LP policy for vertices (lp.InteriorPoint.Crossover).
-func setVertex(p allocation.Policy) {
-	switch p := p.(type) {
-	case *allocation.MaxMinFairness:
-		p.Vertex = true
-	case *allocation.FinishTimeFairness:
-		p.Vertex = true
-	case *allocation.MinMakespan:
-		p.Vertex = true
-	case *allocation.MaxThroughput:
-		p.Vertex = true
-	}
-}
-
-func policyNames() []string {
-	return []string{"fifo", "fifo-perf", "fifo-random", "fifo-events", "kueue", "kueue-gpusched", "kueue-gpusched-nowait", "las", "gavel", "gavel-ss", "gandiva", "ftf", "makespan", "throughput"}
-}
-
-type outcome struct {
-	name    string
-	result  *sim.Result
-	summary sim.Summary
-	took    time.Duration
-	err     error
-}
+// policyNames are the baselines -policies accepts (compare.Baselines).
+func policyNames() []string { return compare.BaselineNames() }
 
 func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 	cluster, err := topology.ParseCompact(o.cluster, 1)
 	if err != nil {
 		return err
-	}
-	types := cluster.GPUTypes()
-	capacity := make([]int, len(types))
-	for k, t := range types {
-		capacity[k] = cluster.Capacity()[t]
 	}
 	window := o.window
 	if window == "" {
@@ -340,33 +213,9 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 			return err
 		}
 	}
-	var names []string
-	var hidden []*sim.Hidden // per name: nil for the table as it is
-	settings := []string{""}
-	if o.rates != "" {
-		settings = strings.Split(o.rates, ",")
-	}
-	for _, n := range strings.Split(o.policies, ",") {
-		n = strings.TrimSpace(n)
-		_, event := eventPolicies[n]
-		if _, ok := policies[n]; !ok && !event {
-			return fmt.Errorf("unknown policy %q (known: %s)", n, strings.Join(policyNames(), ", "))
-		}
-		for _, r := range settings {
-			r = strings.TrimSpace(r)
-			if r == "" {
-				names, hidden = append(names, n), append(hidden, nil)
-				continue
-			}
-			if event || policies[n].spaceSharing {
-				return cli.Usage("rates", o.rates, "round policies without space sharing only (%s is not)", n)
-			}
-			h, err := hiddenFor(r, o.seed)
-			if err != nil {
-				return err
-			}
-			names, hidden = append(names, n+"/"+r), append(hidden, h)
-		}
+	entrants, err := o.entrants()
+	if err != nil {
+		return err
 	}
 	mechanism := "ours (a queue per type, fastest type first, work-conserving)"
 	if compat == allocation.CompatGavel {
@@ -375,97 +224,38 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 			source += ", CPython's draws"
 		}
 	}
-	if _, err := fmt.Fprintf(stdout, "Cluster %s (%d GPUs); %s; measuring jobs %d to %d; mechanism: %s.\n\n", o.cluster, cluster.NumGPUs(), source, from, to, mechanism); err != nil {
+	if o.table == "" || o.table == string(compare.FormatText) {
+		if _, err := fmt.Fprintf(stdout, "Cluster %s (%d GPUs); %s; measuring jobs %d to %d; mechanism: %s.\n\n", o.cluster, cluster.NumGPUs(), source, from, to, mechanism); err != nil {
+			return err
+		}
+	}
+	names := make([]string, len(entrants))
+	for i, e := range entrants {
+		names[i] = e.Name
+	}
+	opt := compare.Options{Parallel: max(1, o.parallel)}
+	var progress *compare.Progress
+	if !o.quiet {
+		progress = compare.NewProgress(stderr, names)
+		opt.Progress = progress.Update
+	}
+	sc := compare.Scenario{Cluster: o.cluster, Jobs: jobs, From: from, To: to, Seed: o.seed, Compat: compat, Vertex: o.vertex}
+	report, err := compare.Run(ctx, sc, entrants, opt)
+	if progress != nil {
+		progress.Done()
+	}
+	if err != nil {
 		return err
 	}
-
-	// Traces hold jobs of 16 GPUs and more, which Gavel never measured:
-	// they run at rates extrapolated from its largest measurement.
-	model := perfmodel.Extrapolated{Table: gavel.Simulation()}
-	results := make([]outcome, len(names))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, max(1, o.parallel))
-	progress := newProgress(stderr, o.quiet, names)
-	for i, name := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			start := time.Now()
-			if ev, ok := eventPolicies[name]; ok {
-				sched := ev(eventCluster{types: types, capacity: capacity, order: typeOrder(o.cluster, types)})
-				res, err := sim.RunEvents(ctx, sim.EventConfig{Types: types, Capacity: capacity, Scheduler: sched, Throughput: model,
-					Progress: func(done, total int) { progress.update(i, done, total) }}, jobs)
-				results[i] = outcome{name: name, result: res, took: time.Since(start), err: err}
-				if err == nil {
-					results[i].summary = res.Summarise(from, to)
-				}
-				return
-			}
-			spec := policies[strings.SplitN(name, "/", 2)[0]]
-			pol := spec.make(o.seed, compat)
-			if o.vertex {
-				setVertex(pol)
-			}
-			cfg := sim.Config{
-				Types: types, Capacity: capacity, Policy: pol, Throughput: model,
-				Mechanism: allocation.Mechanism{Seed: o.seed, Compat: compat, ShuffleTypes: spec.agnostic},
-				Progress:  func(done, total int) { progress.update(i, done, total) },
-			}
-			if compat == allocation.CompatGavel {
-				cfg.ShuffleTypes = spec.gavelShuffle
-			}
-			if spec.spaceSharing {
-				cfg.Colocation = measuredPairs{gavel.Simulation()}
-			}
-			cfg.Hidden = hidden[i]
-			res, err := sim.Run(ctx, cfg, jobs)
-			results[i] = outcome{name: name, result: res, took: time.Since(start), err: err}
-			if err == nil {
-				results[i].summary = res.Summarise(from, to)
-			}
-		}()
+	cols, err := o.columns(report)
+	if err != nil {
+		return err
 	}
-	wg.Wait()
-	progress.done()
-	for _, r := range results {
-		if r.err != nil {
-			return fmt.Errorf("%s: %w", r.name, r.err)
-		}
+	format := compare.Format(o.table)
+	if format == "" {
+		format = compare.FormatText
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	var werr error
-	line := func(cells ...string) {
-		if werr == nil {
-			_, werr = fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
-		}
-	}
-	head := []string{"policy", "jobs", "mean JCT (h)", "median (h)", "p95 (h)", "p99 (h)", "queueing (h)", "makespan (h)", "utilisation", "mean rho", "rho>1", "allocations", "run time"}
-	if o.rates != "" {
-		head = append(head, "explored (GPU-h)")
-	}
-	line(head...)
-	for _, r := range results {
-		s := r.summary
-		h := func(v float64) string { return cli.Fixed(v/3600, 2) }
-		// The event-driven engine does not compute isolated times, so it
-		// has no rho to show.
-		rho, above := cli.Fixed(s.MeanRho, 2), cli.Percent(s.RhoAbove1)
-		if !hasRho(r.result) {
-			rho, above = "-", "-"
-		}
-		cells := []string{r.name, strconv.Itoa(s.Jobs), h(s.MeanJCT), h(s.MedianJCT), h(s.P95JCT), h(s.P99JCT), h(s.MeanQueueing), h(s.Makespan),
-			cli.Percent(s.Utilisation), rho, above, strconv.Itoa(r.result.Allocations), r.took.Round(10 * time.Millisecond).String()}
-		if o.rates != "" {
-			cells = append(cells, cli.Fixed(r.result.ExploredGPUSeconds/3600, 1))
-		}
-		line(cells...)
-	}
-	if werr != nil {
-		return werr
-	}
-	if err := tw.Flush(); err != nil {
+	if err := report.Write(stdout, format, cols); err != nil {
 		return err
 	}
 	if o.out == "" {
@@ -477,37 +267,61 @@ func run(ctx context.Context, stdout, stderr io.Writer, o options) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	files, err := plots(o.out, results, from, to)
+	files, err := report.WritePlots(o.out)
 	if err != nil {
 		return err
+	}
+	if format != compare.FormatText {
+		return nil // the table alone on standard output
 	}
 	_, err = fmt.Fprintf(stdout, "\nPlots: %s\n", strings.Join(files, ", "))
 	return err
 }
 
-// hasRho reports whether any job has an isolated time, the denominator of
-// rho.
-func hasRho(res *sim.Result) bool {
-	for _, r := range res.Records {
-		if r.Isolated > 0 {
-			return true
+// entrants returns the baselines -policies names, each once per -rates
+// setting.
+func (o *options) entrants() ([]compare.Entrant, error) {
+	settings := []string{""}
+	if o.rates != "" {
+		settings = strings.Split(o.rates, ",")
+	}
+	var out []compare.Entrant
+	for _, n := range strings.Split(o.policies, ",") {
+		e, err := compare.Baseline(strings.TrimSpace(n))
+		if err != nil {
+			return nil, fmt.Errorf("unknown policy %q (known: %s)", strings.TrimSpace(n), strings.Join(policyNames(), ", "))
+		}
+		for _, r := range settings {
+			r = strings.TrimSpace(r)
+			if r == "" {
+				out = append(out, e)
+				continue
+			}
+			if e.Policy == nil || e.SpaceSharing {
+				return nil, cli.Usage("rates", o.rates, "round policies without space sharing only (%s is not)", e.Name)
+			}
+			h, err := compare.WithRates(e, r)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, h)
 		}
 	}
-	return false
+	return out, nil
 }
 
-// measuredPairs answers co-located rates from Gavel's table; jobs it never
-// measured (16 GPUs and more) do not share a GPU.
-type measuredPairs struct{ t *perfmodel.Table }
-
-var _ perfmodel.ColocationModel = measuredPairs{}
-
-func (m measuredPairs) Colocated(a, b perfmodel.JobKey, t topology.GPUType) (float64, float64, error) {
-	ta, tb, err := m.t.Colocated(a, b, t)
-	if errors.Is(err, perfmodel.ErrUnknownJob) {
-		return 0, 0, nil
+// columns are the table's columns: simulate's own in text (with the
+// GPU-hours explored under -rates), every reproducible one in the other
+// formats.
+func (o *options) columns(r *compare.Report) ([]compare.Column, error) {
+	if o.table != "" && o.table != string(compare.FormatText) {
+		return r.Select()
 	}
-	return ta, tb, err
+	keys := compare.TextKeys
+	if o.rates != "" {
+		keys = append(slices.Clone(keys), "explored_gpu_h")
+	}
+	return r.Select(keys...)
 }
 
 func parseWindow(s string) (int, int, error) {
@@ -519,75 +333,3 @@ func parseWindow(s string) (int, int, error) {
 	}
 	return from, to, nil
 }
-
-// progress prints each policy's share of finished jobs ("waiting" until
-// its run starts): on a terminal redrawn in place at most every half
-// second; elsewhere (a log file, a pipe) as plain lines, at most every
-// 10 s.
-type progress struct {
-	mu    sync.Mutex
-	w     io.Writer
-	quiet bool
-	tty   bool
-	names []string
-	pct   []int // -1: waiting
-	last  time.Time
-}
-
-func newProgress(w io.Writer, quiet bool, names []string) *progress {
-	p := &progress{w: w, quiet: quiet, names: names, pct: make([]int, len(names))}
-	for i := range p.pct {
-		p.pct[i] = -1
-	}
-	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			p.tty = true
-		}
-	}
-	return p
-}
-
-func (p *progress) update(i, done, total int) {
-	if p.quiet || total == 0 {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.pct[i] = 100 * done / total
-	every := 10 * time.Second
-	if p.tty {
-		every = 500 * time.Millisecond
-	}
-	if time.Since(p.last) < every {
-		return
-	}
-	p.last = time.Now()
-	line := p.line()
-	if p.tty {
-		_, _ = fmt.Fprintf(p.w, "\r%s", line) // progress is best effort
-	} else {
-		_, _ = fmt.Fprintln(p.w, line)
-	}
-}
-
-// line is the progress of every policy.
-func (p *progress) line() string {
-	parts := make([]string, len(p.names))
-	for j, n := range p.names {
-		if p.pct[j] < 0 {
-			parts[j] = n + " waiting"
-		} else {
-			parts[j] = fmt.Sprintf("%s %3d%%", n, p.pct[j])
-		}
-	}
-	return strings.Join(parts, "  ")
-}
-
-func (p *progress) done() {
-	if !p.quiet && !p.last.IsZero() && p.tty {
-		_, _ = fmt.Fprintln(p.w)
-	}
-}
-
-// plotPath joins the output folder and a file name.
-func plotPath(dir, name string) string { return filepath.Join(dir, name) }

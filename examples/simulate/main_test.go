@@ -10,8 +10,6 @@ import (
 	"testing"
 
 	"github.com/gpusched/gpusched/internal/cli"
-	"github.com/gpusched/gpusched/sim"
-	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -109,18 +107,6 @@ func TestRunTiresiasTrace(t *testing.T) {
 	assert.Regexp(t, `\sgavel\s+3\s`, out.String())
 }
 
-// A result with no job in the window still plots (a log axis over no data
-// used to panic in gonum/plot).
-func TestPlotsWithoutJobs(t *testing.T) {
-	files, err := plots(t.TempDir(), []outcome{{name: "fifo", result: &sim.Result{}}}, 0, 10)
-	require.NoError(t, err)
-	for _, f := range files {
-		st, err := os.Stat(f)
-		require.NoError(t, err)
-		assert.Positive(t, st.Size())
-	}
-}
-
 // A trace shorter than the default window is measured whole, with a note;
 // never a row of 0 jobs.
 func TestRunAdaptsWindow(t *testing.T) {
@@ -155,13 +141,6 @@ func TestRunKueue(t *testing.T) {
 	}
 }
 
-func TestTypeOrder(t *testing.T) {
-	types := []topology.GPUType{"k80", "p100", "v100"}
-	assert.Equal(t, []int{2, 1, 0}, typeOrder("v100:4,p100:4,k80:4", types))
-	assert.Equal(t, []int{0, 2, 1}, typeOrder("k80:4,v100:8:8", types), "p100 not named: last")
-	assert.Equal(t, []int{2, 1, 0}, typeOrder("36:36:36", types), "Gavel's form: V100, P100, K80")
-}
-
 // A trace of more than bigTrace jobs is simulated one policy at a time
 // unless -parallel says otherwise: two runs of 2 million jobs arriving
 // together (6.2 GB each) ran a 24 GB machine out of memory.
@@ -179,14 +158,19 @@ func TestParallelForBigTraces(t *testing.T) {
 	}
 }
 
-// Progress into a file or a pipe is plain lines (no carriage returns), at
-// most every 10 s, and names the policies not started yet as waiting.
-func TestProgressPlainLines(t *testing.T) {
-	var b strings.Builder
-	p := newProgress(&b, false, []string{"gavel", "las"})
-	p.update(0, 10, 100)
-	p.update(0, 20, 100) // within 10 s: not printed
-	p.done()
-	assert.Equal(t, "gavel  10%  las waiting\n", b.String())
-	assert.NotContains(t, b.String(), "\r")
+// -table csv writes the table alone, every reproducible metric in full
+// precision; the plots still go to -out.
+func TestRunTableCSV(t *testing.T) {
+	var out, errOut bytes.Buffer
+	dir := t.TempDir()
+	o := options{cluster: "v100:4,p100:4,k80:4", policies: "fifo,gavel", rate: 20, jobs: 40, window: "0:40", out: dir, quiet: true, table: "csv"}
+	require.NoError(t, run(context.Background(), &out, &errOut, o))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 3, out.String())
+	assert.True(t, strings.HasPrefix(lines[0], "entrant,jobs,mean_jct_h,"), lines[0])
+	assert.Contains(t, lines[0], "gpu_h_v100")
+	assert.NotContains(t, lines[0], "run_time")
+	assert.True(t, strings.HasPrefix(lines[2], "gavel,40,"), lines[2])
+	_, err := os.Stat(filepath.Join(dir, "gpu_hours.svg"))
+	assert.NoError(t, err)
 }

@@ -1,8 +1,10 @@
-package main
+package compare
 
 import (
 	"image/color"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/gpusched/gpusched/internal/cli"
@@ -21,9 +23,26 @@ var palette = []color.Color{
 	color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
 }
 
-// plots writes the JCT CDF and the utilisation over time, and returns the
-// files written.
-func plots(dir string, results []outcome, from, to int) ([]string, error) {
+// The plots' file names, in the order WritePlots returns them.
+const (
+	PlotJCT         = "jct_cdf.svg"
+	PlotUtilisation = "utilisation.svg"
+	PlotGPUHours    = "gpu_hours.svg"
+)
+
+// WritePlots writes three SVG plots into dir (which must exist): the CDF
+// of the measured jobs' JCT (PlotJCT), the share of busy GPUs over time,
+// hourly means (PlotUtilisation), and the measured jobs' GPU-hours on
+// each type, a group of bars per entrant (PlotGPUHours). Each file is
+// written to a temporary file and renamed into place (a symbolic link at
+// its name is replaced, not followed). It returns the files written.
+func (r *Report) WritePlots(dir string) ([]string, error) {
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		if err == nil {
+			err = &os.PathError{Op: "plot", Path: dir, Err: os.ErrInvalid}
+		}
+		return nil, err
+	}
 	cdf := plot.New()
 	cdf.Title.Text = "Job completion time"
 	cdf.X.Label.Text = "JCT (hours, log scale)"
@@ -38,20 +57,9 @@ func plots(dir string, results []outcome, from, to int) ([]string, error) {
 	util.Y.Min, util.Y.Max = 0, 1.05
 	util.Legend.Top = true
 	anyJobs := false
-	for i, r := range results {
-		recs := slices.Clone(r.result.Records)
-		slices.SortStableFunc(recs, func(a, b sim.Record) int {
-			switch {
-			case a.Arrival < b.Arrival:
-				return -1
-			case a.Arrival > b.Arrival:
-				return 1
-			}
-			return a.ID - b.ID
-		})
-		lo, hi := min(from, len(recs)), min(to, len(recs))
+	for i, row := range r.Rows {
 		var jct []float64
-		for _, rec := range recs[lo:hi] {
+		for _, rec := range window(row.Result.Records, r.From, r.To) {
 			jct = append(jct, max(rec.JCT()/3600, 1e-3))
 		}
 		slices.Sort(jct)
@@ -67,10 +75,10 @@ func plots(dir string, results []outcome, from, to int) ([]string, error) {
 			}
 			l.Color, l.Width = c, vg.Points(1.5)
 			cdf.Add(l)
-			cdf.Legend.Add(r.name, l)
+			cdf.Legend.Add(row.Entrant, l)
 			anyJobs = true
 		}
-		hourly := hourlyMean(r.result.Utilisation, r.result.End)
+		hourly := hourlyMean(row.Result.Utilisation, row.Result.End)
 		if len(hourly) > 1 {
 			l, err := plotter.NewLine(hourly)
 			if err != nil {
@@ -78,21 +86,63 @@ func plots(dir string, results []outcome, from, to int) ([]string, error) {
 			}
 			l.Color, l.Width = c, vg.Points(1)
 			util.Add(l)
-			util.Legend.Add(r.name, l)
+			util.Legend.Add(row.Entrant, l)
 		}
 	}
 	if !anyJobs {
 		// No job in the window: a log axis needs a positive range.
 		cdf.X.Min, cdf.X.Max = 0.01, 100
 	}
-	files := []string{plotPath(dir, "jct_cdf.svg"), plotPath(dir, "utilisation.svg")}
-	if err := save(cdf, 7*vg.Inch, 4.5*vg.Inch, files[0]); err != nil {
+	use, err := r.gpuHoursPlot()
+	if err != nil {
 		return nil, err
 	}
-	if err := save(util, 9*vg.Inch, 4*vg.Inch, files[1]); err != nil {
-		return nil, err
+	files := []string{filepath.Join(dir, PlotJCT), filepath.Join(dir, PlotUtilisation), filepath.Join(dir, PlotGPUHours)}
+	for i, p := range []struct {
+		p    *plot.Plot
+		w, h vg.Length
+	}{{cdf, 7 * vg.Inch, 4.5 * vg.Inch}, {util, 9 * vg.Inch, 4 * vg.Inch}, {use, 7 * vg.Inch, 4.5 * vg.Inch}} {
+		if err := save(p.p, p.w, p.h, files[i]); err != nil {
+			return nil, err
+		}
 	}
 	return files, nil
+}
+
+// gpuHoursPlot draws the measured jobs' GPU-hours per type: one group of
+// bars per entrant, one bar per type.
+func (r *Report) gpuHoursPlot() (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = "GPU-hours of the measured jobs, per type"
+	p.Y.Label.Text = "GPU-hours"
+	p.Legend.Top = true
+	names := make([]string, len(r.Rows))
+	for i, row := range r.Rows {
+		names[i] = row.Entrant
+	}
+	if len(names) == 0 {
+		return p, nil
+	}
+	p.NominalX(names...)
+	width := vg.Points(max(4, 48/float64(max(1, len(r.Types)))))
+	for k, t := range r.Types {
+		vals := make(plotter.Values, len(r.Rows))
+		for i, row := range r.Rows {
+			if k < len(row.GPUHours) {
+				vals[i] = row.GPUHours[k]
+			}
+		}
+		b, err := plotter.NewBarChart(vals, width)
+		if err != nil {
+			return nil, err
+		}
+		b.LineStyle.Width = 0
+		b.Color = palette[k%len(palette)]
+		b.Offset = vg.Length(float64(k)-float64(len(r.Types)-1)/2) * width
+		p.Add(b)
+		p.Legend.Add(string(t), b)
+	}
+	return p, nil
 }
 
 // save writes a plot as SVG through a temporary file renamed into place,

@@ -1,0 +1,326 @@
+package compare
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/perfmodel"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
+	"github.com/gpusched/gpusched/sim"
+	"github.com/gpusched/gpusched/topology"
+)
+
+// Scenario is the workload a comparison runs: a cluster, jobs, the
+// measured window and a seed. A plain value, safe for concurrent reads;
+// Run never changes it.
+type Scenario struct {
+	// Name names the scenario in reports (optional).
+	Name string
+	// Cluster is the cluster in topology.ParseCompact's form, one GPU per
+	// server as in Gavel's simulations: "v100:36,p100:36,k80:36". The
+	// order in which it names the types is Kueue's flavor order; the round
+	// engine sees them sorted by name.
+	Cluster string
+	// Jobs is the trace (sim.GavelWorkload, a loader of package sim).
+	Jobs []sim.Job
+	// From and To select the measured jobs by position in order of
+	// arrival, [From, To); To 0 means every job from From on (Gavel
+	// measures 4000 to 5000 of its continuous traces).
+	From, To int
+	// Seed seeds the policies and the mechanism (and the noise of hidden
+	// rates).
+	Seed uint64
+	// Compat runs Gavel's mechanism, FIFO and simulator loop
+	// (allocation.CompatGavel) instead of ours.
+	Compat allocation.Compat
+	// Vertex asks the LP policies for a vertex of the optimal face.
+	Vertex bool
+	// Throughput gives the jobs' rates; nil means Gavel's simulation
+	// table, extrapolated beyond 8 GPUs (perfmodel.Extrapolated), as
+	// examples/simulate runs traces.
+	Throughput perfmodel.ThroughputModel
+	// Colocation gives co-located rates to space-sharing entrants; nil
+	// means Gavel's measured pairs, a job it never measured sharing no
+	// GPU.
+	Colocation perfmodel.ColocationModel
+}
+
+// Options tune how Run runs; the zero value runs two entrants at once,
+// silently.
+type Options struct {
+	// Parallel is the number of entrants simulated at once (0 means 2).
+	// It changes no result.
+	Parallel int
+	// Progress, if set, is called from the runs' goroutines with an
+	// entrant's index and its jobs finished and total (NewProgress
+	// draws it); it must be safe for concurrent use.
+	Progress func(entrant, done, total int)
+}
+
+// Row is one entrant's outcome. A plain value, safe for concurrent reads.
+type Row struct {
+	// Entrant is the entrant's name.
+	Entrant string
+	// Summary holds the metrics over the measured window.
+	Summary sim.Summary
+	// GPUHours is the GPU time the measured jobs used on each type
+	// (Report.Types' order), in hours.
+	GPUHours []float64
+	// HasRho says the engine computes isolated times (the round engine's);
+	// without them rho is not shown.
+	HasRho bool
+	// Result is the whole simulation's outcome.
+	Result *sim.Result
+	// Took is the run's wall time: the one thing that differs between
+	// runs.
+	Took time.Duration
+}
+
+// Report is a comparison's outcome: one row per entrant, in the order
+// given. A plain value, safe for concurrent reads.
+type Report struct {
+	// Scenario is the scenario's name; Cluster its cluster; Types its
+	// types, sorted; GPUs their total.
+	Scenario, Cluster string
+	Types             []topology.GPUType
+	GPUs              int
+	// From and To are the measured window (To the trace's length where
+	// the scenario says 0).
+	From, To int
+	Rows     []Row
+}
+
+// ScenarioError says what is wrong with a scenario. Safe for concurrent
+// reads.
+type ScenarioError struct {
+	Scenario, Field, Reason string
+}
+
+func (e *ScenarioError) Error() string {
+	return fmt.Sprintf("compare: scenario %q: %s: %s", e.Scenario, e.Field, e.Reason)
+}
+
+// setup checks the scenario and returns its setup.
+func (sc *Scenario) setup() (Setup, error) {
+	bad := func(field, format string, args ...any) (Setup, error) {
+		return Setup{}, &ScenarioError{Scenario: sc.Name, Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	cluster, err := topology.ParseCompact(sc.Cluster, 1)
+	if err != nil {
+		return bad("Cluster", "%q: %v", sc.Cluster, err)
+	}
+	if len(sc.Jobs) == 0 {
+		return bad("Jobs", "no jobs")
+	}
+	if sc.From < 0 || sc.To < 0 || (sc.To > 0 && sc.To <= sc.From) || sc.From >= len(sc.Jobs) || sc.To > len(sc.Jobs) {
+		return bad("From, To", "[%d, %d) is not a window of the %d jobs (0 <= From < To, To 0 for all)", sc.From, sc.To, len(sc.Jobs))
+	}
+	if _, err := allocation.ParseCompat(sc.Compat.String()); err != nil {
+		return bad("Compat", "%v", err)
+	}
+	s := Setup{Types: cluster.GPUTypes(), Seed: sc.Seed, Compat: sc.Compat, Vertex: sc.Vertex}
+	for _, t := range s.Types {
+		s.Capacity = append(s.Capacity, cluster.Capacity()[t])
+	}
+	s.Order = typeOrder(sc.Cluster, s.Types)
+	return s, nil
+}
+
+// typeOrder lists the types (indices into the sorted types) in the order
+// a cluster spec names them ("v100:4,p100:4"; Gavel's "36:36:36" means
+// V100, P100, K80); types it does not name come last.
+func typeOrder(spec string, types []topology.GPUType) []int {
+	var names []string
+	for _, part := range strings.Split(spec, ",") {
+		name, _, _ := strings.Cut(strings.TrimSpace(part), ":")
+		names = append(names, strings.ToLower(name))
+	}
+	if len(names) == 1 && strings.Count(spec, ":") == 2 {
+		names = []string{"v100", "p100", "k80"} // Gavel's form
+	}
+	var order []int
+	for _, n := range names {
+		for k, t := range types {
+			if string(t) == n && !slices.Contains(order, k) {
+				order = append(order, k)
+			}
+		}
+	}
+	for k := range types {
+		if !slices.Contains(order, k) {
+			order = append(order, k)
+		}
+	}
+	return order
+}
+
+// Run simulates every entrant on the scenario and returns their rows in
+// the order given. It checks the scenario and every entrant (names
+// unique) before it runs any; the first run that fails cancels the
+// others and its error, naming the entrant, is returned. It is safe for
+// concurrent use (the entrants' functions build each run's own policy).
+func Run(ctx context.Context, sc Scenario, entrants []Entrant, opt Options) (*Report, error) {
+	setup, err := sc.setup()
+	if err != nil {
+		return nil, err
+	}
+	if len(entrants) == 0 {
+		return nil, &ScenarioError{Scenario: sc.Name, Field: "entrants", Reason: "none to run"}
+	}
+	seen := map[string]bool{}
+	for i := range entrants {
+		if err := entrants[i].Validate(); err != nil {
+			return nil, err
+		}
+		if seen[entrants[i].Name] {
+			return nil, &EntrantError{Name: entrants[i].Name, Reason: "a name no other entrant has"}
+		}
+		seen[entrants[i].Name] = true
+		if sc.Compat == allocation.CompatGavel && entrants[i].Hidden != nil {
+			return nil, &EntrantError{Name: entrants[i].Name, Reason: "no hidden rates with allocation.CompatGavel (Gavel's loop runs on the rates the policies see)"}
+		}
+	}
+	if opt.Parallel < 0 {
+		return nil, fmt.Errorf("compare: Options.Parallel %d: want 0 (2) or more", opt.Parallel)
+	}
+	parallel := opt.Parallel
+	if parallel == 0 {
+		parallel = 2
+	}
+	throughput := sc.Throughput
+	if throughput == nil {
+		throughput = perfmodel.Extrapolated{Table: gavel.Simulation()}
+	}
+	colocation := sc.Colocation
+	if colocation == nil {
+		colocation = measuredPairs{gavel.Simulation()}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	rows := make([]Row, len(entrants))
+	errs := make([]error, len(entrants))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, parallel)
+	for i := range entrants {
+		wg.Go(func() {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				errs[i] = context.Cause(ctx)
+				return
+			}
+			defer func() { <-sem }()
+			progress := func(done, total int) {
+				if opt.Progress != nil {
+					opt.Progress(i, done, total)
+				}
+			}
+			rows[i], errs[i] = runOne(ctx, &sc, setup, &entrants[i], throughput, colocation, progress)
+			if errs[i] != nil {
+				cancel(errs[i])
+			}
+		})
+	}
+	wg.Wait()
+	// The first failure in the entrants' order that is not a cancellation
+	// another's failure caused.
+	var first error
+	for _, err := range errs {
+		if err != nil && (first == nil || errors.Is(first, context.Canceled)) {
+			first = err
+		}
+	}
+	if first != nil {
+		return nil, first
+	}
+	r := &Report{Scenario: sc.Name, Cluster: sc.Cluster, Types: setup.Types, From: sc.From, To: sc.To, Rows: rows}
+	for _, c := range setup.Capacity {
+		r.GPUs += c
+	}
+	if r.To == 0 {
+		r.To = len(sc.Jobs)
+	}
+	return r, nil
+}
+
+// runOne simulates one entrant.
+func runOne(ctx context.Context, sc *Scenario, setup Setup, e *Entrant, throughput perfmodel.ThroughputModel,
+	colocation perfmodel.ColocationModel, progress func(done, total int)) (Row, error) {
+	start := time.Now()
+	var res *sim.Result
+	var err error
+	if e.Events != nil {
+		res, err = sim.RunEvents(ctx, sim.EventConfig{Types: setup.Types, Capacity: setup.Capacity,
+			Scheduler: e.Events(setup), Throughput: throughput, Progress: progress}, sc.Jobs)
+	} else {
+		cfg := sim.Config{Types: setup.Types, Capacity: setup.Capacity, Policy: e.Policy(setup), Throughput: throughput,
+			Mechanism: e.Mechanism, Progress: progress}
+		cfg.Seed, cfg.Compat = sc.Seed, sc.Compat
+		if sc.Compat == allocation.CompatGavel {
+			cfg.ShuffleTypes = e.CompatShuffle
+		}
+		if e.SpaceSharing {
+			cfg.Colocation = colocation
+		}
+		if e.Hidden != nil {
+			if cfg.Hidden, err = e.Hidden(setup); err != nil {
+				return Row{}, fmt.Errorf("%s: %w", e.Name, err)
+			}
+		}
+		res, err = sim.Run(ctx, cfg, sc.Jobs)
+	}
+	if err != nil {
+		return Row{}, fmt.Errorf("%s: %w", e.Name, err)
+	}
+	row := Row{Entrant: e.Name, Result: res, Summary: res.Summarise(sc.From, sc.To), Took: time.Since(start),
+		GPUHours: make([]float64, len(setup.Types))}
+	for _, rec := range window(res.Records, sc.From, sc.To) {
+		row.HasRho = row.HasRho || rec.Isolated > 0
+		for k, g := range rec.GPUSeconds {
+			if k < len(row.GPUHours) {
+				row.GPUHours[k] += g / 3600
+			}
+		}
+	}
+	return row, nil
+}
+
+// window returns the records of jobs [from, to) in order of arrival (ties
+// by ID), as sim.Result.Summarise selects them.
+func window(records []sim.Record, from, to int) []sim.Record {
+	recs := slices.Clone(records)
+	slices.SortStableFunc(recs, func(a, b sim.Record) int {
+		switch {
+		case a.Arrival < b.Arrival:
+			return -1
+		case a.Arrival > b.Arrival:
+			return 1
+		}
+		return a.ID - b.ID
+	})
+	if to <= 0 || to > len(recs) {
+		to = len(recs)
+	}
+	from = min(max(from, 0), to)
+	return recs[from:to]
+}
+
+// measuredPairs answers co-located rates from Gavel's table; jobs it never
+// measured (16 GPUs and more) do not share a GPU.
+type measuredPairs struct{ t *perfmodel.Table }
+
+var _ perfmodel.ColocationModel = measuredPairs{}
+
+func (m measuredPairs) Colocated(a, b perfmodel.JobKey, t topology.GPUType) (float64, float64, error) {
+	ta, tb, err := m.t.Colocated(a, b, t)
+	if errors.Is(err, perfmodel.ErrUnknownJob) {
+		return 0, 0, nil
+	}
+	return ta, tb, err
+}
