@@ -58,6 +58,9 @@ func (r *Report) WritePlots(dir string) ([]string, error) {
 	util.Legend.Top = true
 	anyJobs := false
 	for i, row := range r.Rows {
+		if row.Result == nil {
+			continue // a resumed row: its records were not kept
+		}
 		var jct []float64
 		for _, rec := range window(row.Result.Records, r.From, r.To) {
 			jct = append(jct, max(rec.JCT()/3600, 1e-3))

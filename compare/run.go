@@ -41,6 +41,11 @@ type Scenario struct {
 	Compat allocation.Compat
 	// Vertex asks the LP policies for a vertex of the optimal face.
 	Vertex bool
+	// UntilMeasured ends each run when the measured jobs have finished, as
+	// Gavel's continuous experiments do (jobs keep arriving while they
+	// run; sim.Config.JobsToComplete): the trace should be long enough
+	// that arrivals outlast them. Round engine only.
+	UntilMeasured bool
 	// Throughput gives the jobs' rates; nil means Gavel's simulation
 	// table, extrapolated beyond 8 GPUs (perfmodel.Extrapolated), as
 	// examples/simulate runs traces.
@@ -75,7 +80,15 @@ type Row struct {
 	// HasRho says the engine computes isolated times (the round engine's);
 	// without them rho is not shown.
 	HasRho bool
-	// Result is the whole simulation's outcome.
+	// Allocations counts the policy's calls (sim.Result.Allocations);
+	// ExploredGPUHours is the GPU time spent exploring types under hidden
+	// rates; AuditFailed counts the jobs whose progress reports failed
+	// the audit.
+	Allocations      int
+	ExploredGPUHours float64
+	AuditFailed      int
+	// Result is the whole simulation's outcome (nil in a row a suite
+	// resumed from its results folder).
 	Result *sim.Result
 	// Took is the run's wall time: the one thing that differs between
 	// runs.
@@ -111,7 +124,7 @@ func (sc *Scenario) setup() (Setup, error) {
 	bad := func(field, format string, args ...any) (Setup, error) {
 		return Setup{}, &ScenarioError{Scenario: sc.Name, Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
-	cluster, err := topology.ParseCompact(sc.Cluster, 1)
+	cluster, err := sc.setupCluster()
 	if err != nil {
 		return bad("Cluster", "%q: %v", sc.Cluster, err)
 	}
@@ -130,6 +143,11 @@ func (sc *Scenario) setup() (Setup, error) {
 	}
 	s.Order = typeOrder(sc.Cluster, s.Types)
 	return s, nil
+}
+
+// setupCluster parses the scenario's cluster.
+func (sc *Scenario) setupCluster() (*topology.Cluster, error) {
+	return topology.ParseCompact(sc.Cluster, 1)
 }
 
 // typeOrder lists the types (indices into the sorted types) in the order
@@ -182,6 +200,9 @@ func Run(ctx context.Context, sc Scenario, entrants []Entrant, opt Options) (*Re
 			return nil, &EntrantError{Name: entrants[i].Name, Reason: "a name no other entrant has"}
 		}
 		seen[entrants[i].Name] = true
+		if sc.UntilMeasured && entrants[i].Events != nil {
+			return nil, &EntrantError{Name: entrants[i].Name, Reason: "a round-engine policy for a scenario that runs until the measured jobs finish"}
+		}
 		if sc.Compat == allocation.CompatGavel && entrants[i].Hidden != nil {
 			return nil, &EntrantError{Name: entrants[i].Name, Reason: "no hidden rates with allocation.CompatGavel (Gavel's loop runs on the rates the policies see)"}
 		}
@@ -200,6 +221,12 @@ func Run(ctx context.Context, sc Scenario, entrants []Entrant, opt Options) (*Re
 	colocation := sc.Colocation
 	if colocation == nil {
 		colocation = measuredPairs{gavel.Simulation()}
+	}
+	var measured []int // the measured jobs' IDs, for UntilMeasured
+	if sc.UntilMeasured {
+		for _, j := range window(jobRecords(sc.Jobs), sc.From, sc.To) {
+			measured = append(measured, j.ID)
+		}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -221,7 +248,7 @@ func Run(ctx context.Context, sc Scenario, entrants []Entrant, opt Options) (*Re
 					opt.Progress(i, done, total)
 				}
 			}
-			rows[i], errs[i] = runOne(ctx, &sc, setup, &entrants[i], throughput, colocation, progress)
+			rows[i], errs[i] = runOne(ctx, &sc, setup, measured, &entrants[i], throughput, colocation, progress)
 			if errs[i] != nil {
 				cancel(errs[i])
 			}
@@ -250,7 +277,7 @@ func Run(ctx context.Context, sc Scenario, entrants []Entrant, opt Options) (*Re
 }
 
 // runOne simulates one entrant.
-func runOne(ctx context.Context, sc *Scenario, setup Setup, e *Entrant, throughput perfmodel.ThroughputModel,
+func runOne(ctx context.Context, sc *Scenario, setup Setup, measured []int, e *Entrant, throughput perfmodel.ThroughputModel,
 	colocation perfmodel.ColocationModel, progress func(done, total int)) (Row, error) {
 	start := time.Now()
 	var res *sim.Result
@@ -260,7 +287,7 @@ func runOne(ctx context.Context, sc *Scenario, setup Setup, e *Entrant, throughp
 			Scheduler: e.Events(setup), Throughput: throughput, Progress: progress}, sc.Jobs)
 	} else {
 		cfg := sim.Config{Types: setup.Types, Capacity: setup.Capacity, Policy: e.Policy(setup), Throughput: throughput,
-			Mechanism: e.Mechanism, Progress: progress}
+			Mechanism: e.Mechanism, Progress: progress, JobsToComplete: measured}
 		cfg.Seed, cfg.Compat = sc.Seed, sc.Compat
 		if sc.Compat == allocation.CompatGavel {
 			cfg.ShuffleTypes = e.CompatShuffle
@@ -278,9 +305,29 @@ func runOne(ctx context.Context, sc *Scenario, setup Setup, e *Entrant, throughp
 	if err != nil {
 		return Row{}, fmt.Errorf("%s: %w", e.Name, err)
 	}
-	row := Row{Entrant: e.Name, Result: res, Summary: res.Summarise(sc.From, sc.To), Took: time.Since(start),
-		GPUHours: make([]float64, len(setup.Types))}
-	for _, rec := range window(res.Records, sc.From, sc.To) {
+	row := Row{Entrant: e.Name, Result: res, Took: time.Since(start), GPUHours: make([]float64, len(setup.Types)),
+		Allocations: res.Allocations, ExploredGPUHours: res.ExploredGPUSeconds / 3600, AuditFailed: len(res.AuditFailed)}
+	recs := window(res.Records, sc.From, sc.To)
+	if measured != nil {
+		// Jobs still running when the measured ones finish are not
+		// recorded: the window is the measured jobs by ID.
+		recs = recs[:0]
+		ids := map[int]bool{}
+		for _, id := range measured {
+			ids[id] = true
+		}
+		for _, r := range res.Records {
+			if ids[r.ID] {
+				recs = append(recs, r)
+			}
+		}
+		sub := *res
+		sub.Records = recs
+		row.Summary = sub.Summarise(0, 0)
+	} else {
+		row.Summary = res.Summarise(sc.From, sc.To)
+	}
+	for _, rec := range recs {
 		row.HasRho = row.HasRho || rec.Isolated > 0
 		for k, g := range rec.GPUSeconds {
 			if k < len(row.GPUHours) {
@@ -309,6 +356,15 @@ func window(records []sim.Record, from, to int) []sim.Record {
 	}
 	from = min(max(from, 0), to)
 	return recs[from:to]
+}
+
+// jobRecords wraps jobs in records, to select a window of them.
+func jobRecords(jobs []sim.Job) []sim.Record {
+	recs := make([]sim.Record, len(jobs))
+	for i, j := range jobs {
+		recs[i].Job = j
+	}
+	return recs
 }
 
 // measuredPairs answers co-located rates from Gavel's table; jobs it never

@@ -70,7 +70,7 @@ func (r *Report) Columns() []Column {
 		summaryColumn("utilisation", "utilisation", func(r Row) float64 { return r.Summary.Utilisation }, cli.Percent),
 		rhoColumn("mean_rho", "mean rho", func(r Row) float64 { return r.Summary.MeanRho }, fixed(2)),
 		rhoColumn("rho_above_1", "rho>1", func(r Row) float64 { return r.Summary.RhoAbove1 }, cli.Percent),
-		summaryColumn("allocations", "allocations", func(r Row) float64 { return float64(r.Result.Allocations) }, integer),
+		summaryColumn("allocations", "allocations", func(r Row) float64 { return float64(r.Allocations) }, integer),
 		{Key: "run_time_s", Header: "run time", Value: func(r Row) (float64, bool) { return r.Took.Seconds(), true },
 			Format: func(v float64) string {
 				return time.Duration(v * float64(time.Second)).Round(10 * time.Millisecond).String()
@@ -89,8 +89,8 @@ func (r *Report) Columns() []Column {
 		}, fixed(1)))
 	}
 	return append(cols,
-		summaryColumn("explored_gpu_h", "explored (GPU-h)", func(r Row) float64 { return r.Result.ExploredGPUSeconds / 3600 }, fixed(1)),
-		summaryColumn("audit_failed", "audit failed", func(r Row) float64 { return float64(len(r.Result.AuditFailed)) }, integer),
+		summaryColumn("explored_gpu_h", "explored (GPU-h)", func(r Row) float64 { return r.ExploredGPUHours }, fixed(1)),
+		summaryColumn("audit_failed", "audit failed", func(r Row) float64 { return float64(r.AuditFailed) }, integer),
 	)
 }
 

@@ -1,0 +1,481 @@
+package compare
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpusched/gpusched/internal/cli"
+	"github.com/gpusched/gpusched/internal/strictjson"
+	"github.com/gpusched/gpusched/sim"
+)
+
+// SuiteOptions tune a suite's run.
+type SuiteOptions struct {
+	// Only selects scenarios by name (none: all); Entrants keeps, in every
+	// scenario, only the entrants of these names (none: all).
+	Only, Entrants []string
+	// Extra are entrants of one's own, run in every scenario beside its
+	// baselines (their names must differ from the baselines').
+	Extra []Entrant
+	// Traces is the folder trace paths are relative to ("" is the current
+	// one: the built-in suite's traces are the repository's sim/testdata).
+	Traces string
+	// Results is the folder where each scenario's rows are kept as they
+	// finish, so that a suite stopped half-way resumes where it stopped
+	// (a row is resumed when its scenario's definition and its entrant's
+	// name and description are unchanged; "" keeps nothing). Fresh
+	// ignores what it holds.
+	Results string
+	Fresh   bool
+	// Parallel and Progress are Options' (Progress per scenario: called
+	// with the scenario's name).
+	Parallel int
+	Progress func(scenario string, names []string) func(entrant, done, total int)
+}
+
+// SuiteReport is a suite's outcome: one report per scenario, in the
+// suite's order. A plain value, safe for concurrent reads.
+type SuiteReport struct {
+	Scenarios []SuiteScenario
+	Reports   []*Report
+}
+
+// savedRow is a row as a results folder keeps it.
+type savedRow struct {
+	Digest      string      `json:"digest"`
+	Entrant     string      `json:"entrant"`
+	Description string      `json:"description,omitempty"`
+	Summary     sim.Summary `json:"summary"`
+	GPUHours    []float64   `json:"gpu_hours"`
+	HasRho      bool        `json:"has_rho"`
+	Allocations int         `json:"allocations"`
+	Explored    float64     `json:"explored_gpu_h"`
+	AuditFailed int         `json:"audit_failed"`
+	TookSeconds float64     `json:"took_s"`
+}
+
+// maxSavedRowBytes bounds a saved row's file.
+const maxSavedRowBytes = 1 << 16
+
+// rowFile is where a results folder keeps an entrant's row of a scenario.
+func rowFile(dir, scenario, entrant string) string {
+	return filepath.Join(dir, scenario, url.PathEscape(entrant)+".json")
+}
+
+// loadRow returns the saved row of an entrant if it matches the digest.
+func loadRow(dir, scenario, digest string, e *Entrant, types int) (Row, bool) {
+	data, err := cli.ReadFile(rowFile(dir, scenario, e.Name), maxSavedRowBytes)
+	if err != nil {
+		return Row{}, false
+	}
+	var s savedRow
+	if strictjson.Decode(data, &s) != nil || s.Digest != digest || s.Entrant != e.Name || s.Description != e.Description ||
+		len(s.GPUHours) != types || s.TookSeconds < 0 || math.IsNaN(s.TookSeconds) || s.TookSeconds > 1e9 {
+		return Row{}, false
+	}
+	return Row{Entrant: s.Entrant, Summary: s.Summary, GPUHours: s.GPUHours, HasRho: s.HasRho, Allocations: s.Allocations,
+		ExploredGPUHours: s.Explored, AuditFailed: s.AuditFailed, Took: time.Duration(s.TookSeconds * float64(time.Second))}, true
+}
+
+// saveRow keeps a row in the results folder.
+func saveRow(dir, scenario, digest string, e *Entrant, r *Row) error {
+	if err := os.MkdirAll(filepath.Join(dir, scenario), 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(savedRow{Digest: digest, Entrant: e.Name, Description: e.Description, Summary: r.Summary, GPUHours: r.GPUHours,
+		HasRho: r.HasRho, Allocations: r.Allocations, Explored: r.ExploredGPUHours, AuditFailed: r.AuditFailed, TookSeconds: r.Took.Seconds()}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return cli.WriteFile(rowFile(dir, scenario, e.Name), func(w io.Writer) error {
+		_, err := w.Write(append(b, '\n'))
+		return err
+	})
+}
+
+// Run runs the suite's scenarios one after the other, each scenario's
+// entrants in parallel, keeping each row in opt.Results as it finishes.
+func (s *Suite) Run(ctx context.Context, opt SuiteOptions) (*SuiteReport, error) {
+	for _, n := range opt.Only {
+		if !slices.ContainsFunc(s.Scenarios, func(sc SuiteScenario) bool { return sc.Name == n }) {
+			return nil, fmt.Errorf("compare: scenario %q: %w", n, ErrUnknown)
+		}
+	}
+	for i := range opt.Extra {
+		if err := opt.Extra[i].Validate(); err != nil {
+			return nil, err
+		}
+		if _, err := Baseline(opt.Extra[i].Name); err == nil {
+			return nil, &EntrantError{Name: opt.Extra[i].Name, Reason: "a name no baseline has"}
+		}
+	}
+	out := &SuiteReport{}
+	for i := range s.Scenarios {
+		sc := &s.Scenarios[i]
+		if len(opt.Only) > 0 && !slices.Contains(opt.Only, sc.Name) {
+			continue
+		}
+		rep, err := s.runScenario(ctx, sc, opt)
+		if err != nil {
+			return nil, err
+		}
+		out.Scenarios = append(out.Scenarios, *sc)
+		out.Reports = append(out.Reports, rep)
+	}
+	return out, nil
+}
+
+// runScenario runs one scenario's entrants that its results folder does
+// not hold yet.
+func (s *Suite) runScenario(ctx context.Context, sc *SuiteScenario, opt SuiteOptions) (*Report, error) {
+	var entrants []Entrant
+	for _, n := range sc.Entrants {
+		e, err := Baseline(n)
+		if err != nil {
+			return nil, err
+		}
+		entrants = append(entrants, e)
+	}
+	for _, e := range opt.Extra {
+		if sc.UntilMeasured && e.Events != nil {
+			continue // the event engine cannot stop when the measured jobs finish
+		}
+		entrants = append(entrants, e)
+	}
+	if len(opt.Entrants) > 0 {
+		entrants = slices.DeleteFunc(entrants, func(e Entrant) bool { return !slices.Contains(opt.Entrants, e.Name) })
+	}
+	scenario, err := sc.Scenario(func(p string) ([]byte, error) { return cli.ReadFile(p, sim.MaxTraceBytes) }, opt.Traces)
+	if err != nil {
+		return nil, err
+	}
+	setup, err := scenario.setup()
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Scenario: sc.Name, Cluster: sc.Cluster, Types: setup.Types, From: scenario.From, To: scenario.To, Rows: make([]Row, len(entrants))}
+	for _, c := range setup.Capacity {
+		rep.GPUs += c
+	}
+	if rep.To == 0 {
+		rep.To = len(scenario.Jobs)
+	}
+	digest := sc.Digest()
+	var todo []Entrant
+	var at []int
+	for i := range entrants {
+		if opt.Results != "" && !opt.Fresh {
+			if row, ok := loadRow(opt.Results, sc.Name, digest, &entrants[i], len(setup.Types)); ok {
+				rep.Rows[i] = row
+				continue
+			}
+		}
+		todo, at = append(todo, entrants[i]), append(at, i)
+	}
+	if len(todo) == 0 {
+		return rep, nil
+	}
+	o := Options{Parallel: opt.Parallel}
+	if opt.Progress != nil {
+		names := make([]string, len(todo))
+		for i, e := range todo {
+			names[i] = e.Name
+		}
+		o.Progress = opt.Progress(sc.Name, names)
+	}
+	got, err := Run(ctx, scenario, todo, o)
+	if err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+	}
+	for j, row := range got.Rows {
+		rep.Rows[at[j]] = row
+		if opt.Results != "" {
+			if err := saveRow(opt.Results, sc.Name, digest, &todo[j], &row); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return rep, nil
+}
+
+// higherIsBetter are the metrics ranked in decreasing order.
+var higherIsBetter = map[string]bool{"utilisation": true}
+
+// ranks returns the rank of each row by a column (1 is best; ties share
+// a rank; rows without a value rank last).
+func ranks(rep *Report, c Column, higher bool) []int {
+	vals := make([]float64, len(rep.Rows))
+	for i, row := range rep.Rows {
+		v, ok := c.Value(row)
+		switch {
+		case !ok || math.IsNaN(v):
+			v = math.Inf(1)
+		case higher:
+			v = -v
+		}
+		vals[i] = v
+	}
+	out := make([]int, len(vals))
+	for i, v := range vals {
+		out[i] = 1
+		for _, w := range vals {
+			if w < v {
+				out[i]++
+			}
+		}
+	}
+	return out
+}
+
+// WriteMarkdown writes the suite's report: the entrants' ranks over the
+// scenarios, then each scenario's table with its metric, the published
+// figure, ours over it and the rank beside every reproducible metric.
+func (s *SuiteReport) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("# Benchmark suite\n\n")
+	fmt.Fprintf(&b, "%d scenarios. Each is ranked by its metric (1 is best; ties share a rank); the papers' figures are beside ours where they published one.\n\n", len(s.Reports))
+	// Ranks over the scenarios.
+	var names []string
+	rankOf := map[string][]string{}
+	sum, count := map[string]float64{}, map[string]int{}
+	for i, rep := range s.Reports {
+		sc := &s.Scenarios[i]
+		col, err := rep.Select(sc.metric())
+		if err != nil {
+			return err
+		}
+		rk := ranks(rep, col[0], higherIsBetter[sc.metric()])
+		for j, row := range rep.Rows {
+			if !slices.Contains(names, row.Entrant) {
+				names = append(names, row.Entrant)
+				rankOf[row.Entrant] = make([]string, len(s.Reports))
+			}
+			rankOf[row.Entrant][i] = fmt.Sprintf("%d of %d", rk[j], len(rep.Rows))
+			sum[row.Entrant] += float64(rk[j]) / float64(len(rep.Rows))
+			count[row.Entrant]++
+		}
+	}
+	b.WriteString("| entrant | scenarios | mean rank (share of the field) |")
+	rule := "| --- | --- | --- |"
+	for _, sc := range s.Scenarios {
+		b.WriteString(" " + sc.Name + " |")
+		rule += " --- |"
+	}
+	b.WriteString("\n" + rule + "\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "| %s | %d | %s |", n, count[n], cli.Fixed(sum[n]/float64(count[n]), 2))
+		for i := range s.Reports {
+			r := rankOf[n][i]
+			if r == "" {
+				r = "-"
+			}
+			b.WriteString(" " + r + " |")
+		}
+		b.WriteString("\n")
+	}
+	for i, rep := range s.Reports {
+		sc := &s.Scenarios[i]
+		fmt.Fprintf(&b, "\n## %s\n\n%s.\n\n", sc.Name, strings.TrimSuffix(sc.About, "."))
+		cols, err := rep.Select(sc.metric())
+		if err != nil {
+			return err
+		}
+		metric := cols[0]
+		rk := ranks(rep, metric, higherIsBetter[sc.metric()])
+		rankCol := Column{Key: "rank", Header: "rank", Format: integer, Value: func(r Row) (float64, bool) {
+			return float64(rk[slices.IndexFunc(rep.Rows, func(x Row) bool { return x.Entrant == r.Entrant })]), true
+		}}
+		cols = append(cols, rankCol)
+		if p := sc.Published; p != nil {
+			fmt.Fprintf(&b, "Published: %s.\n\n", strings.TrimSuffix(p.Source, "."))
+			cols = append(cols,
+				Column{Key: "published", Header: "paper", Format: metric.Format, Value: func(r Row) (float64, bool) {
+					v, ok := p.Values[r.Entrant]
+					return v, ok
+				}},
+				Column{Key: "ratio", Header: "ours/paper", Format: fixed(2), Value: func(r Row) (float64, bool) {
+					v, ok := p.Values[r.Entrant]
+					m, has := metric.Value(r)
+					return m / v, ok && has && v > 0
+				}})
+		}
+		rest, err := rep.Select()
+		if err != nil {
+			return err
+		}
+		for _, c := range rest {
+			if c.Key != metric.Key {
+				cols = append(cols, c)
+			}
+		}
+		cols = append(cols, Column{Key: "run_time_s", Header: "run time", Format: func(v float64) string {
+			return time.Duration(v * float64(time.Second)).Round(time.Second).String()
+		}, Value: func(r Row) (float64, bool) { return r.Took.Seconds(), true }})
+		if err := rep.WriteMarkdown(&b, cols); err != nil {
+			return err
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteCSV writes every row of every scenario: the scenario's name, then
+// the entrant and every reproducible column but the GPU-hours per type
+// (which depend on the scenario's types).
+func (s *SuiteReport) WriteCSV(w io.Writer) error {
+	var b strings.Builder
+	for i, rep := range s.Reports {
+		cols, err := rep.Select()
+		if err != nil {
+			return err
+		}
+		cols = slices.DeleteFunc(cols, func(c Column) bool { return strings.HasPrefix(c.Key, "gpu_h_") })
+		var part strings.Builder
+		if err := rep.WriteCSV(&part, cols); err != nil {
+			return err
+		}
+		for j, line := range strings.Split(strings.TrimSuffix(part.String(), "\n"), "\n") {
+			if j == 0 {
+				if i == 0 {
+					b.WriteString("scenario," + line + "\n")
+				}
+				continue
+			}
+			b.WriteString(s.Scenarios[i].Name + "," + line + "\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Main is the benchmark suite's command: the body of a program's main,
+// with the program's own entrants (none for the built-in baselines alone):
+//
+//	func main() { os.Exit(compare.Main(os.Args[1:], os.Stdout, os.Stderr, myEntrants...)) }
+//
+// It runs the built-in suite (or -suite's file) and writes the report to
+// standard output and, with the results kept, report.md and results.csv
+// into -results. It returns the exit status: 0, 1 when a run fails, 2
+// for a bad flag.
+func Main(args []string, stdout, stderr io.Writer, extra ...Entrant) int {
+	fset := flag.NewFlagSet("suite", flag.ContinueOnError)
+	suiteFile := fset.String("suite", "", "a suite file (JSON; default: the built-in suite, compare/suite.json)")
+	traces := fset.String("traces", ".", "the folder the suite's trace paths are relative to (the built-in suite's: a clone's root)")
+	only := fset.String("only", "", "scenarios to run, comma-separated (default: all)")
+	names := fset.String("entrants", "", "entrants to run, comma-separated (default: each scenario's and the program's own)")
+	results := fset.String("results", "suite-results", "folder for the rows as they finish (a run resumes from it), report.md and results.csv; empty: none")
+	fresh := fset.Bool("fresh", false, "run every row again, ignoring the rows kept in -results")
+	parallel := fset.Int("parallel", 2, "entrants simulated at once, 1 to 64")
+	list := fset.Bool("list", false, "list the scenarios and exit")
+	quiet := fset.Bool("quiet", false, "no progress on standard error")
+	return cli.Main(fset, args, stderr, func(ctx context.Context) error {
+		var c cli.Checks
+		if *suiteFile != "" {
+			c.InputFile("suite", *suiteFile, MaxSuiteBytes)
+		}
+		c.Int("parallel", *parallel, 1, 64)
+		if *results != "" {
+			c.OutputDir("results", *results)
+		}
+		if err := c.Err(); err != nil {
+			return err
+		}
+		suite := DefaultSuite()
+		if *suiteFile != "" {
+			data, err := cli.ReadFile(*suiteFile, MaxSuiteBytes)
+			if err != nil {
+				return err
+			}
+			if suite, err = ReadSuite(data, *suiteFile); err != nil {
+				return err
+			}
+		}
+		if *list {
+			for _, sc := range suite.Scenarios {
+				if _, err := fmt.Fprintf(stdout, "%s: %s (entrants %s)\n", sc.Name, sc.About, strings.Join(sc.Entrants, ", ")); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		opt := SuiteOptions{Only: split(*only), Entrants: split(*names), Extra: extra, Traces: *traces, Results: *results, Fresh: *fresh, Parallel: *parallel}
+		for _, n := range opt.Only {
+			if !slices.ContainsFunc(suite.Scenarios, func(sc SuiteScenario) bool { return sc.Name == n }) {
+				return cli.Usage("only", *only, "scenarios of the suite (-list lists them; %q is not one)", n)
+			}
+		}
+		known := BaselineNames()
+		for _, e := range extra {
+			known = append(known, e.Name)
+		}
+		for _, n := range opt.Entrants {
+			if !slices.Contains(known, n) {
+				return cli.Usage("entrants", *names, "baselines or the program's own entrants (%s; %q is not one)", strings.Join(known, ", "), n)
+			}
+		}
+		var shown *Progress
+		if !*quiet {
+			opt.Progress = func(scenario string, names []string) func(int, int, int) {
+				if shown != nil {
+					shown.Done()
+				}
+				_, _ = fmt.Fprintf(stderr, "suite: %s\n", scenario) // progress is best effort
+				shown = NewProgress(stderr, names)
+				return shown.Update
+			}
+		}
+		rep, err := suite.Run(ctx, opt)
+		if shown != nil {
+			shown.Done()
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w (trace paths are relative to -traces, %q: run from a clone's root, or -only the generated scenarios)", err, *traces)
+		}
+		if err != nil {
+			return err
+		}
+		var md strings.Builder
+		if err := rep.WriteMarkdown(&md); err != nil {
+			return err
+		}
+		if *results != "" {
+			if err := os.MkdirAll(*results, 0o755); err != nil {
+				return err
+			}
+			if err := cli.WriteFile(filepath.Join(*results, "report.md"), func(w io.Writer) error {
+				_, err := io.WriteString(w, md.String())
+				return err
+			}); err != nil {
+				return err
+			}
+			if err := cli.WriteFile(filepath.Join(*results, "results.csv"), rep.WriteCSV); err != nil {
+				return err
+			}
+		}
+		_, err = io.WriteString(stdout, md.String())
+		return err
+	})
+}
+
+// split splits a comma-separated list, dropping empty items.
+func split(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

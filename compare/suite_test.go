@@ -1,0 +1,249 @@
+package compare_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/compare"
+	"github.com/gpusched/gpusched/internal/cli/clitest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The built-in suite parses, names every trace the repository ships, and
+// its Gavel scenarios are Gavel's protocol (jobs 4,000 to 5,000 of its
+// exact draws, arrivals continuing until they finish).
+func TestDefaultSuite(t *testing.T) {
+	s := compare.DefaultSuite()
+	require.NotEmpty(t, s.Scenarios)
+	var names []string
+	for _, sc := range s.Scenarios {
+		names = append(names, sc.Name)
+		if tr := sc.Workload.Trace; tr != "" {
+			_, err := os.Stat(filepath.Join("..", tr))
+			assert.NoError(t, err, sc.Name)
+		}
+		if strings.HasPrefix(sc.Name, "gavel-single") || strings.HasPrefix(sc.Name, "gavel-multi") {
+			assert.True(t, sc.UntilMeasured && sc.Workload.Python, sc.Name)
+			assert.Equal(t, [2]int{4000, 5000}, sc.Window, sc.Name)
+			assert.NotNil(t, sc.Published, sc.Name)
+		}
+	}
+	assert.Equal(t, []string{"gavel-single-4.8", "gavel-multi-2.8", "gavel-makespan-100", "kueue-flavor-walk", "itp", "philly", "tiresias"}, names)
+}
+
+func tinySuite(t *testing.T) *compare.Suite {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "tiny.json"))
+	require.NoError(t, err)
+	s, err := compare.ReadSuite(data, "tiny.json")
+	require.NoError(t, err)
+	return s
+}
+
+// counting is a user's entrant whose runs are counted.
+func counting(n *atomic.Int32) compare.Entrant {
+	return compare.Entrant{Name: "mine/v1", Description: "max-min fairness, counted",
+		Policy: func(compare.Setup) allocation.Policy { n.Add(1); return &allocation.MaxMinFairness{} }}
+}
+
+// A suite keeps each row as it finishes and resumes from them: a second
+// run simulates nothing and reports the same figures; a changed scenario
+// or entrant runs again; -fresh ignores what was kept.
+func TestSuiteResumes(t *testing.T) {
+	s := tinySuite(t)
+	dir := t.TempDir()
+	var runs atomic.Int32
+	opt := compare.SuiteOptions{Traces: "..", Results: dir, Extra: []compare.Entrant{counting(&runs)}}
+	first, err := s.Run(context.Background(), opt)
+	require.NoError(t, err)
+	require.Len(t, first.Reports, 2)
+	assert.Equal(t, int32(2), runs.Load())
+	assert.Len(t, first.Reports[0].Rows, 4)
+	assert.Equal(t, "mine/v1", first.Reports[0].Rows[3].Entrant)
+	_, err = os.Stat(filepath.Join(dir, "small-gavel", "mine%2Fv1.json"))
+	require.NoError(t, err)
+
+	second, err := s.Run(context.Background(), opt)
+	require.NoError(t, err)
+	assert.Equal(t, int32(2), runs.Load(), "nothing simulated again")
+	var a, b bytes.Buffer
+	require.NoError(t, first.WriteCSV(&a))
+	require.NoError(t, second.WriteCSV(&b))
+	assert.Equal(t, a.String(), b.String())
+
+	s.Scenarios[1].Seed = 9 // another definition: its rows run again
+	_, err = s.Run(context.Background(), opt)
+	require.NoError(t, err)
+	assert.Equal(t, int32(3), runs.Load())
+	opt.Fresh, opt.Only = true, []string{"small-gavel"}
+	_, err = s.Run(context.Background(), opt)
+	require.NoError(t, err)
+	assert.Equal(t, int32(4), runs.Load())
+
+	// A kept row that was tampered with is run again, not trusted.
+	file := filepath.Join(dir, "small-gavel", "gavel.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"digest": 1}`), 0o644))
+	opt.Fresh = false
+	_, err = s.Run(context.Background(), opt)
+	require.NoError(t, err)
+	kept, err := os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Contains(t, string(kept), `"entrant": "gavel"`)
+
+	opt.Only = []string{"nope"}
+	_, err = s.Run(context.Background(), opt)
+	assert.ErrorIs(t, err, compare.ErrUnknown)
+	opt.Only, opt.Extra = nil, []compare.Entrant{{Name: "gavel", Policy: func(compare.Setup) allocation.Policy { return &allocation.MaxMinFairness{} }}}
+	_, err = s.Run(context.Background(), opt)
+	var ee *compare.EntrantError
+	assert.ErrorAs(t, err, &ee, "a user's entrant named as a baseline")
+}
+
+// The report ranks each scenario by its metric (utilisation: higher is
+// better), puts the published figure and ours over it beside ours, and
+// the ranks over the scenarios first.
+func TestSuiteReport(t *testing.T) {
+	s := tinySuite(t)
+	rep, err := s.Run(context.Background(), compare.SuiteOptions{Traces: ".."})
+	require.NoError(t, err)
+	var md strings.Builder
+	require.NoError(t, rep.WriteMarkdown(&md))
+	out := md.String()
+	assert.Contains(t, out, "| entrant | scenarios | mean rank (share of the field) | small-gavel | small-tiresias |")
+	assert.Contains(t, out, "| policy | mean JCT (h) | rank | paper | ours/paper | jobs |")
+	assert.Contains(t, out, "| policy | utilisation | rank | jobs |")
+	assert.Contains(t, out, "Published: made up for the test.")
+	g := rep.Reports[0].Rows[1]
+	assert.Contains(t, out, "| gavel | "+strings.TrimSpace(fixed2(g.Summary.MeanJCT/3600))+" | ")
+	assert.Contains(t, out, " | 20.00 | "+fixed2(g.Summary.MeanJCT/3600/20)+" | ")
+	// Higher utilisation ranks first.
+	u := rep.Reports[1].Rows
+	best := 0
+	if u[1].Summary.Utilisation > u[0].Summary.Utilisation {
+		best = 1
+	}
+	assert.Contains(t, out, "| "+u[best].Entrant+" | "+strings.TrimSuffix(percent(u[best].Summary.Utilisation), "%")+"% | 1 |")
+	var csv strings.Builder
+	require.NoError(t, rep.WriteCSV(&csv))
+	lines := strings.Split(strings.TrimSpace(csv.String()), "\n")
+	assert.Len(t, lines, 1+3+2)
+	assert.True(t, strings.HasPrefix(lines[0], "scenario,entrant,jobs,"), lines[0])
+	assert.True(t, strings.HasPrefix(lines[5], "small-tiresias,gavel,60,"), lines[5])
+}
+
+func fixed2(v float64) string {
+	var b strings.Builder
+	rep := &compare.Report{Rows: []compare.Row{{}}}
+	cols, _ := rep.Select("mean_jct_h")
+	b.WriteString(cols[0].Format(v))
+	return b.String()
+}
+
+func percent(v float64) string {
+	rep := &compare.Report{}
+	cols, _ := rep.Select("utilisation")
+	return cols[0].Format(v)
+}
+
+// Every wrong suite file is a *SuiteError naming the file and the value
+// at fault.
+func TestReadSuiteErrors(t *testing.T) {
+	good := `{"name": "a", "cluster": "v100:4", "workload": {"generator": "gavel", "jobs": 10, "rate": 1}, "window": [0, 10], "entrants": ["gavel"]}`
+	for _, c := range []struct{ doc, want string }{
+		{`{}`, "scenarios: 0 scenarios"},
+		{`{"scenarios": [` + good + `], "x": 1}`, `unknown`},
+		{`{"scenarios": [` + good + `, ` + good + `]}`, `scenarios[1].name: "a" appears twice`},
+		{strings.Replace(good, `"a"`, `"a/b"`, 1), `scenarios[0].name: "a/b"`},
+		{strings.Replace(good, `"a"`, `".."`, 1), `scenarios[0].name`},
+		{strings.Replace(good, `v100:4`, `v100:0`, 1), `scenarios[0].cluster`},
+		{strings.Replace(good, `"generator": "gavel", `, ``, 1), `scenarios[0].workload: exactly one of generator and trace`},
+		{strings.Replace(good, `"gavel", "jobs"`, `"gavel", "trace": "x.csv", "jobs"`, 1), `exactly one of generator and trace`},
+		{strings.Replace(good, `"jobs": 10`, `"jobs": 0`, 1), `scenarios[0].workload.jobs: 0`},
+		{strings.Replace(good, `"rate": 1`, `"rate": 1e-9`, 1), `scenarios[0].workload.rate`},
+		{strings.Replace(good, `[0, 10]`, `[5, 5]`, 1), `scenarios[0].window: [5, 5]`},
+		{strings.Replace(good, `[0, 10]`, `[0, 11]`, 1), `beyond the 10 jobs generated`},
+		{strings.Replace(good, `["gavel"]`, `["gavel", "gavel"]`, 1), `scenarios[0].entrants[1]: "gavel" appears twice`},
+		{strings.Replace(good, `["gavel"]`, `["tiresias"]`, 1), `scenarios[0].entrants[0]`},
+		{strings.Replace(good, `["gavel"]`, `[]`, 1), `scenarios[0].entrants: 0 entrants`},
+		{strings.Replace(good, `["gavel"]`, `["kueue"], "until_measured": true`, 1), `cannot stop when the measured jobs finish`},
+		{strings.Replace(good, `"window"`, `"metric": "speed", "window"`, 1), `scenarios[0].metric: "speed"`},
+		{strings.Replace(good, `"window"`, `"compat": "tiresias", "window"`, 1), `scenarios[0].compat`},
+		{strings.Replace(good, `"window"`, `"published": {"source": "", "values": {}}, "window"`, 1), `published.source`},
+		{strings.Replace(good, `"window"`, `"published": {"source": "x", "values": {"las": 1}}, "window"`, 1), `"las" is not an entrant`},
+		{strings.Replace(good, `"window"`, `"published": {"source": "x", "values": {"gavel": -1}}, "window"`, 1), `gavel: -1`},
+		{`{"scenarios": [{"name": "t", "cluster": "v100:4", "workload": {"trace": "/etc/passwd", "format": "itp"}, "window": [0, 0], "entrants": ["gavel"]}]}`, `workload.trace: "/etc/passwd"`},
+		{`{"scenarios": [{"name": "t", "cluster": "v100:4", "workload": {"trace": "../x.csv", "format": "itp"}, "window": [0, 0], "entrants": ["gavel"]}]}`, `workload.trace: "../x.csv"`},
+		{`{"scenarios": [{"name": "t", "cluster": "v100:4", "workload": {"trace": "x.csv", "format": "yaml"}, "window": [0, 0], "entrants": ["gavel"]}]}`, `workload.format: "yaml"`},
+		{`{"scenarios": [{"name": "t", "cluster": "v100:4", "workload": {"trace": "x.csv", "format": "itp", "rate": 2}, "window": [0, 0], "entrants": ["gavel"]}]}`, `are for the generator`},
+		{`{"scenarios": [{"name": "t", "cluster": "v100:4", "workload": {"trace": "x.csv", "format": "itp"}, "window": [3, 0], "entrants": ["gavel"]}]}`, `window: [3, 0]`},
+	} {
+		doc := c.doc
+		if strings.HasPrefix(doc, `{"name"`) {
+			doc = `{"scenarios": [` + doc + `]}`
+		}
+		_, err := compare.ReadSuite([]byte(doc), "bad.json")
+		var se *compare.SuiteError
+		if assert.ErrorAs(t, err, &se, c.doc) {
+			assert.Equal(t, "bad.json", se.File)
+			assert.ErrorContains(t, err, c.want, c.doc)
+		}
+	}
+	_, err := compare.ReadSuite(make([]byte, compare.MaxSuiteBytes+1), "big.json")
+	assert.ErrorContains(t, err, "more than")
+	// A trace that is not there names the file; one shorter than the
+	// window says so.
+	sc := compare.SuiteScenario{Name: "t", Cluster: "v100:4", Workload: compare.Workload{Trace: "missing.csv", Format: "itp"}, Entrants: []string{"gavel"}}
+	_, err = sc.Scenario(func(string) ([]byte, error) { return nil, os.ErrNotExist }, t.TempDir())
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	sc.Window = [2]int{0, 100}
+	_, err = sc.Scenario(func(string) ([]byte, error) {
+		return []byte("job_id,submission_time,duration,num_gpu\n1,0,60,1\n"), nil
+	}, ".")
+	var se *compare.ScenarioError
+	assert.ErrorAs(t, err, &se)
+}
+
+func FuzzReadSuite(f *testing.F) {
+	data, err := os.ReadFile(filepath.Join("testdata", "tiny.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(data)
+	f.Add([]byte(`{"scenarios": []}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := compare.ReadSuite(b, "fuzz.json")
+		if err != nil {
+			var se *compare.SuiteError
+			if !errors.As(err, &se) {
+				t.Fatalf("not a *SuiteError: %v", err)
+			}
+			return
+		}
+		for _, sc := range s.Scenarios {
+			if sc.Workload.Generator != "" && sc.Workload.Jobs > 1000 {
+				continue // too slow to build here; checked by ReadSuite
+			}
+			if _, err := sc.Scenario(func(string) ([]byte, error) { return nil, os.ErrNotExist }, "."); err != nil && sc.Workload.Generator != "" {
+				t.Fatalf("scenario %s passed ReadSuite but not Scenario: %v", sc.Name, err)
+			}
+		}
+	})
+}
+
+// TestMainCorpus runs the command lines of testdata/args.txt: every bad
+// flag is refused with exit status 2 and one line naming it.
+func TestMainCorpus(t *testing.T) {
+	corpus, err := filepath.Abs(filepath.Join("testdata", "args.txt"))
+	require.NoError(t, err)
+	t.Chdir("..")
+	clitest.Run(t, corpus, func(args []string, stdout, stderr io.Writer) int { return compare.Main(args, stdout, stderr) })
+}
