@@ -41,8 +41,9 @@ type group struct {
 
 // groupJobs partitions the jobs into groups of identical jobs; it returns
 // nil when there are too many groups for the group LP to pay off.
-// With cp nil (no space sharing) jobs are grouped by their data alone.
-func groupJobs(p *Problem, cp ClassPairRates, tput [][]float64, scale []float64) []group {
+// With cp nil (no space sharing) jobs are grouped by their data alone;
+// key, if set, adds an Extension's key to the data.
+func groupJobs(p *Problem, cp ClassPairRates, tput [][]float64, scale []float64, key func(m int) string) []group {
 	index := map[string]int{}
 	var groups []group
 	var b []byte
@@ -61,6 +62,9 @@ func groupJobs(p *Problem, cp ClassPairRates, tput [][]float64, scale []float64)
 		for k := range p.Types {
 			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(tput[m][k]))
 			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(j.Throughput[k]))
+		}
+		if key != nil {
+			b = append(b, key(m)...)
 		}
 		g, ok := index[string(b)]
 		if !ok {
@@ -181,6 +185,15 @@ func (pol *MaxMinFairness) allocateGrouped(ctx context.Context, p *Problem, tput
 	for k := range p.Types {
 		if len(capIdx[k]) > 0 {
 			m.AddRow(-lp.Inf, float64(p.Capacity[k]), capIdx[k], capVal[k])
+		}
+	}
+	if pol.Extension != nil && cp == nil {
+		units := make([][]int, len(groups))
+		for g := range groups {
+			units[g] = groups[g].jobs
+		}
+		if err := extend(pol.Extension, &Program{p: p, m: m, units: units, x: x, level: t, scale: scale, rates: tput}); err != nil {
+			return nil, err
 		}
 	}
 	s := lpSolver(pol.Solver, pol.Vertex)

@@ -39,6 +39,9 @@ type MaxMinFairness struct {
 	// ignored when Solver is set. docs/simulator.md in the repository measures
 	// what it changes.
 	Vertex bool
+	// Extension, if set, changes the LP before it is solved (extra
+	// bounds, rows, objective terms); not with SpaceSharing.
+	Extension Extension
 }
 
 // Allocate implements Policy.
@@ -56,11 +59,14 @@ func (pol *MaxMinFairness) Allocate(ctx context.Context, p *Problem) (a *Allocat
 		tput = p.ones()
 	}
 	if pol.SpaceSharing {
+		if pol.Extension != nil {
+			return nil, invalid("an Extension with space sharing (only the LP without pairs takes one)")
+		}
 		if p.Pairs == nil {
 			return nil, invalid("space sharing needs Problem.Pairs")
 		}
 		if cp, ok := p.Pairs.(ClassPairRates); ok {
-			if groups := groupJobs(p, cp, tput, normalisers(p, tput)); groups != nil {
+			if groups := groupJobs(p, cp, tput, normalisers(p, tput), nil); groups != nil {
 				return pol.allocateGrouped(ctx, p, tput, cp, groups)
 			}
 		}
@@ -70,7 +76,11 @@ func (pol *MaxMinFairness) Allocate(ctx context.Context, p *Problem) (a *Allocat
 	// Interchangeable jobs (same scale factor, weight and rates) can share
 	// one set of variables: the LP is symmetric in them, so some optimum
 	// treats them alike. This makes large traces of a few job types cheap.
-	if groups := groupJobs(p, nil, tput, scale); groups != nil && len(groups) < len(p.Jobs) {
+	var key func(m int) string
+	if pol.Extension != nil {
+		key = func(m int) string { return pol.Extension.Key(p, m) }
+	}
+	if groups := groupJobs(p, nil, tput, scale, key); groups != nil && len(groups) < len(p.Jobs) {
 		return pol.allocateGrouped(ctx, p, tput, nil, groups)
 	}
 	g := newProgram(p, lp.Maximize, p.matrix())
@@ -89,6 +99,15 @@ func (pol *MaxMinFairness) Allocate(ctx context.Context, p *Problem) (a *Allocat
 	}
 	if t < 0 {
 		return newAllocation(p), nil
+	}
+	if pol.Extension != nil {
+		units := make([][]int, len(p.Jobs))
+		for m := range units {
+			units[m] = []int{m}
+		}
+		if err := extend(pol.Extension, &Program{p: p, m: g.m, units: units, x: g.x, level: t, scale: scale, rates: tput}); err != nil {
+			return nil, err
+		}
 	}
 	a, sol, err := g.solve(ctx, lpSolver(pol.Solver, pol.Vertex))
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/internal/strictjson"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/sim"
 )
 
@@ -70,7 +71,9 @@ type SuiteScenario struct {
 type Workload struct {
 	// Generator "gavel": Gavel's workload generator (sim.GavelWorkload)
 	// with Jobs, Rate (jobs/h; 0 is a static trace), MultiGPU and Python
-	// (CPython's draws: Gavel's exact jobs).
+	// (CPython's draws: Gavel's exact jobs), at the rates of Gavel's
+	// table as it is (a trace's jobs get rates extrapolated beyond 8
+	// GPUs: Scenario.Throughput's default).
 	Generator string  `json:"generator,omitempty"`
 	Jobs      int     `json:"jobs,omitempty"`
 	Rate      float64 `json:"rate,omitempty"`
@@ -295,6 +298,10 @@ func (sc *SuiteScenario) Scenario(read func(path string) ([]byte, error), dir st
 	out := Scenario{Name: sc.Name, Cluster: sc.Cluster, From: sc.Window[0], To: sc.Window[1], Seed: sc.Seed, Compat: compat,
 		UntilMeasured: sc.UntilMeasured}
 	if w.Generator != "" {
+		// Gavel's jobs are all in its table: their rates are the table's,
+		// as Gavel's simulator has them (no extrapolation to a type
+		// where a job was not measured).
+		out.Throughput = gavel.Simulation()
 		out.Jobs, err = (&sim.GavelWorkload{Rate: w.Rate, MultiGPU: w.MultiGPU, Seed: sc.Seed, Python: w.Python}).Generate(w.Jobs)
 		return out, err
 	}
