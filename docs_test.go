@@ -381,6 +381,9 @@ func checkGoCommand(t *testing.T, where, dir string, f []string) {
 		}
 		if !isTest {
 			src := goSource(t, full, false)
+			if strings.Contains(src, "compare.Main(") {
+				src += goSource(t, "compare", false) // the suite's command
+			}
 			for _, fl := range flags {
 				if fl == "h" || fl == "help" {
 					continue

@@ -13,7 +13,9 @@ import (
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/compare"
+	"github.com/gpusched/gpusched/gang"
 	"github.com/gpusched/gpusched/internal/cli/clitest"
+	"github.com/gpusched/gpusched/sim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -246,4 +248,46 @@ func TestMainCorpus(t *testing.T) {
 	require.NoError(t, err)
 	t.Chdir("..")
 	clitest.Run(t, corpus, func(args []string, stdout, stderr io.Writer) int { return compare.Main(args, stdout, stderr) })
+}
+
+// docs/compare.md's table of FIFOs on the suite's itp scenario: the round
+// engine's FIFO is a preemptive FIFO, within 5% of the event engine's
+// preemptive one; gang.FIFO is Priority over arrival order without
+// preemption, whose Backfill zero value now lets later jobs pass.
+func TestTwoFIFOs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates 4,000 ITP jobs five times")
+	}
+	var sc compare.SuiteScenario
+	for _, s := range compare.DefaultSuite().Scenarios {
+		if s.Name == "itp" {
+			sc = s
+		}
+	}
+	scen, err := sc.Scenario(os.ReadFile, "..")
+	require.NoError(t, err)
+	events := func(name string, s sim.EventScheduler) compare.Entrant {
+		return compare.Entrant{Name: name, Events: func(compare.Setup) sim.EventScheduler { return s }}
+	}
+	entrants := append(baselines(t, "fifo", "fifo-events"),
+		compare.Entrant{Name: "sticky", Policy: func(s compare.Setup) allocation.Policy { return &allocation.FIFO{Seed: s.Seed, Sticky: true} }},
+		events("preemptive", gang.Priority{Order: gang.ByArrival{}}),
+		events("non-preemptive", gang.Priority{Order: gang.ByArrival{}, NoPreemption: true}),
+		events("strict", gang.FIFO{Strict: true}))
+	rep, err := compare.Run(context.Background(), scen, entrants, compare.Options{})
+	require.NoError(t, err)
+	mean := map[string]string{}
+	for _, r := range rep.Rows {
+		mean[r.Entrant] = fixed2(r.Summary.MeanJCT / 3600)
+	}
+	doc := docFile(t, "docs/compare.md")
+	for name, want := range map[string]string{"fifo": "| rounds | " + mean["fifo"] + " h |", "sticky": "| rounds | " + mean["sticky"] + " h |",
+		"preemptive": "| events | " + mean["preemptive"] + " h |", "fifo-events": "| events | " + mean["fifo-events"] + " h |", "strict": "| events | " + mean["strict"] + " h |"} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("docs/compare.md lacks %s's row: %s", name, want)
+		}
+	}
+	assert.Equal(t, mean["fifo-events"], mean["non-preemptive"])
+	r := rep.Rows[0].Summary.MeanJCT / rep.Rows[3].Summary.MeanJCT
+	assert.InDelta(t, 1, r, 0.05, "round FIFO over preemptive event FIFO")
 }

@@ -33,7 +33,7 @@ func BenchmarkDecide(b *testing.B) {
 		name string
 		p    Priority
 	}{
-		{"fifo", Priority{Order: ByArrival{}, NoPreemption: true}},
+		{"fifo", Priority{Order: ByArrival{}, NoPreemption: true, Backfill: NoBackfill}},
 		{"fifo-easy", Priority{Order: ByArrival{}, NoPreemption: true, Backfill: EASY}},
 		{"fifo-conservative", Priority{Order: ByArrival{}, NoPreemption: true, Backfill: Conservative}},
 		{"fifo-conservative-depth500", Priority{Order: ByArrival{}, NoPreemption: true, Backfill: Conservative, Depth: 500}},

@@ -131,7 +131,7 @@ func TestConservativePlanProperties(t *testing.T) {
 			spans[r.Type] = append(spans[r.Type], span{r.At, r.At + estimate(w, r.Type), w.ScaleFactor})
 		}
 		require.Equal(t, starts, d.Start)
-		strict := decided(t)(Priority{Order: ByArrival{}, NoPreemption: true}.Decide(0, slices.Clone(free), waiting, running))
+		strict := decided(t)(Priority{Order: ByArrival{}, NoPreemption: true, Backfill: NoBackfill}.Decide(0, slices.Clone(free), waiting, running))
 		for _, s := range strict.Start {
 			require.Contains(t, d.Start, s)
 		}

@@ -179,16 +179,18 @@ func (g *Gittins2D) Key(j JobView, _ float64) float64 {
 }
 
 // Backfilling says whether and how jobs may pass a waiting job that does
-// not fit. Its values are constants, safe for concurrent use.
+// not fit. Its zero value, Greedy, lets them: gpusched's one default,
+// that of gang.FIFO, allocation.FIFO and Kueue's BestEffortFIFO (issue
+// #43). Its values are constants, safe for concurrent use.
 type Backfilling int
 
 const (
-	// NoBackfill: strict order; a job that does not fit blocks the ones
-	// ranked after it.
-	NoBackfill Backfilling = iota
 	// Greedy: later jobs take any GPUs left, even if that delays the
-	// first blocked job.
-	Greedy
+	// first blocked job. The zero value.
+	Greedy Backfilling = iota
+	// NoBackfill: strict order; a job that does not fit blocks the ones
+	// ranked after it (FIFO.Strict; Kueue's StrictFIFO).
+	NoBackfill
 	// EASY: the first blocked job gets a reservation at the earliest time
 	// enough GPUs of one type free up (from the running jobs' remaining
 	// work at their rates, or, for a job given by its duration, the
@@ -216,9 +218,9 @@ const (
 // preempted, unless NoPreemption is set, in which case running jobs keep
 // their GPUs and only waiting jobs are ranked (non-preemptive SJF, FIFO).
 // Backfill says what happens behind a waiting job that does not fit: its
-// zero value, NoBackfill, is strict (that job blocks the ones behind it),
-// unlike FIFO's zero value, which lets later jobs pass (FIFO.Strict);
-// Greedy is FIFO's way (issue #43: SRTF on ITP 63.86 h strict, 51.73 h
+// zero value, Greedy, lets later jobs pass, as FIFO's zero value does;
+// NoBackfill is strict (that job blocks the ones behind it). Before issue
+// #43 the zero value was strict (SRTF on ITP 63.86 h strict, 51.73 h
 // with Greedy). Decide returns an error wrapping ErrInvalid, never panics, on
 // inconsistent input (duplicate job IDs, a nil Throughput, a scale factor
 // below 1, a running job on a type that does not exist, ...). A Priority
@@ -282,7 +284,7 @@ func (p Priority) check(now float64, free []int, waiting, running []JobView) err
 	switch {
 	case p.Order == nil:
 		return fmt.Errorf("%w: Priority has no Order", ErrInvalid)
-	case p.Backfill < NoBackfill || p.Backfill > Conservative:
+	case p.Backfill < Greedy || p.Backfill > Conservative:
 		return fmt.Errorf("%w: backfilling %d", ErrInvalid, p.Backfill)
 	case p.Depth < 0:
 		return fmt.Errorf("%w: depth %d, want >= 0 (0: all)", ErrInvalid, p.Depth)

@@ -47,9 +47,9 @@ func TestPriorityDecide(t *testing.T) {
 	// fresh 2-GPU job: LAS preempts the old one; FIFO does not.
 	running := []JobView{{ID: 1, Arrival: 0, ScaleFactor: 4, Throughput: []float64{1}, Attained: 50000, Type: 0}}
 	waiting := []JobView{{ID: 2, Arrival: 10, ScaleFactor: 2, Throughput: []float64{1}, Type: -1, Steps: 10, Remaining: 10}}
-	d := decided(t)(Priority{Order: LAS2D{}}.Decide(100, []int{0}, waiting, running))
+	d := decided(t)(Priority{Order: LAS2D{}, Backfill: NoBackfill}.Decide(100, []int{0}, waiting, running))
 	assert.Equal(t, Decision{Start: []Start{{JobID: 2, Type: 0}}, Preempt: []int{1}}, d)
-	d = decided(t)(Priority{Order: ByArrival{}}.Decide(100, []int{0}, waiting, running))
+	d = decided(t)(Priority{Order: ByArrival{}, Backfill: NoBackfill}.Decide(100, []int{0}, waiting, running))
 	assert.Empty(t, d.Start)
 	assert.Empty(t, d.Preempt)
 	// Strict order blocks behind a job that does not fit; backfill passes.
@@ -57,7 +57,7 @@ func TestPriorityDecide(t *testing.T) {
 		{ID: 3, Arrival: 1, ScaleFactor: 8, Throughput: []float64{1}, Type: -1},
 		{ID: 4, Arrival: 2, ScaleFactor: 1, Throughput: []float64{1}, Type: -1},
 	}
-	d = decided(t)(Priority{Order: ByArrival{}, NoPreemption: true}.Decide(0, []int{4}, waiting, nil))
+	d = decided(t)(Priority{Order: ByArrival{}, NoPreemption: true, Backfill: NoBackfill}.Decide(0, []int{4}, waiting, nil))
 	assert.Empty(t, d.Start)
 	d = decided(t)(Priority{Order: ByArrival{}, NoPreemption: true, Backfill: Greedy}.Decide(0, []int{4}, waiting, nil))
 	assert.Equal(t, []Start{{JobID: 4, Type: 0}}, d.Start)

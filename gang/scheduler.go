@@ -67,8 +67,9 @@ type Scheduler interface {
 // enough GPUs of a type they can use are free, taking the fastest such
 // type; with Strict, a job that does not fit blocks the ones behind it
 // (head-of-line), as in a plain FIFO queue; otherwise (the zero value)
-// later jobs may pass it, unlike Priority's zero value, which is strict
-// (Priority.Backfill). It holds no state and is safe for concurrent use.
+// later jobs may pass it, as with Priority's zero value (Backfill
+// Greedy): every queue of gpusched lets later jobs pass unless told not
+// to. It holds no state and is safe for concurrent use.
 type FIFO struct {
 	Strict bool
 }

@@ -56,7 +56,7 @@ func TestGangRollback(t *testing.T) {
 	assert.Equal(t, 5, d.Start[0].JobID)
 	assert.Nil(t, o.Placement(4))
 	// Without Strict the 4-GPU job spreads over both servers.
-	o2 := &OnServers{Inner: Priority{Order: ByArrival{}, NoPreemption: true}, Cluster: c}
+	o2 := &OnServers{Inner: Priority{Order: ByArrival{}, NoPreemption: true, Backfill: NoBackfill}, Cluster: c}
 	decided(t)(o2.Decide(0, []int{8}, []JobView{waitingJob(1, 2), waitingJob(2, 2), waitingJob(3, 2)}, nil))
 	d = decided(t)(o2.Decide(5, []int{4}, []JobView{waitingJob(4, 4)}, running))
 	require.Len(t, d.Start, 1)
@@ -73,7 +73,7 @@ func (b badPlacer) Place(*topology.Cluster, [][]bool, topology.GPUType, int) (GP
 func TestBadPlacerRolledBack(t *testing.T) {
 	c := twoServers(t)
 	for _, set := range []GPUSet{{0: {0, 0}}, {0: {7, 1}}, {5: {0, 1}}, {0: {0}}} {
-		o := &OnServers{Inner: Priority{Order: ByArrival{}, NoPreemption: true}, Cluster: c, Placer: badPlacer{set}}
+		o := &OnServers{Inner: Priority{Order: ByArrival{}, NoPreemption: true, Backfill: NoBackfill}, Cluster: c, Placer: badPlacer{set}}
 		d := decided(t)(o.Decide(0, []int{8}, []JobView{waitingJob(1, 2)}, nil))
 		assert.Empty(t, d.Start, "%v", set)
 	}
@@ -136,7 +136,7 @@ func TestOnServersSharedState(t *testing.T) {
 	assert.Equal(t, 3, st.Free(topology.V100))
 	assert.Nil(t, o.Placement(2))
 
-	bad := &OnServers{Inner: Priority{Order: ByArrival{}}, Cluster: &topology.Cluster{Servers: []topology.Server{{ID: "x"}}}}
+	bad := &OnServers{Inner: Priority{Order: ByArrival{}, Backfill: NoBackfill}, Cluster: &topology.Cluster{Servers: []topology.Server{{ID: "x"}}}}
 	require.ErrorIs(t, bad.Err(), ErrInvalid)
 	_, err = bad.Decide(0, []int{0}, []JobView{waitingJob(1, 1)}, nil)
 	require.ErrorIs(t, err, ErrInvalid)

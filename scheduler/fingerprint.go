@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -151,11 +152,41 @@ func (s *Scheduler) settingsDiffer(snap *snapshot) bool {
 	}
 	now := s.settings()
 	for k, v := range now {
-		if snap.Settings[k] != v {
+		if then, ok := snap.Settings[k]; !ok || !sameSetting(then, v) {
 			return true
 		}
 	}
 	return len(snap.Settings) != len(now)
+}
+
+// zeroField matches a struct field at its zero value in a description
+// (describe): nil, false, 0, "", [] or {}, followed by a space or the
+// struct's end.
+var zeroField = regexp.MustCompile(`([{ ])[A-Z][A-Za-z0-9_]*=(?:\(nil\)|false|0|""|\[\]|\{\})([ }])`)
+
+// sameSetting reports whether two descriptions of a setting say the same,
+// fields at their zero value aside: a field added to a policy in a later
+// version (allocation.MaxMinFairness.Extension, issue #43) keeps the
+// snapshots of earlier versions restorable while it is unset.
+func sameSetting(a, b string) bool {
+	return a == b || normaliseSetting(a) == normaliseSetting(b)
+}
+
+// normaliseSetting drops a description's fields at their zero value.
+func normaliseSetting(s string) string {
+	for range 64 { // each pass drops at least one field, or stops
+		t := zeroField.ReplaceAllString(s, "$1$2")
+		for _, r := range [][2]string{{"{ ", "{"}, {" }", "}"}, {"  ", " "}} {
+			for strings.Contains(t, r[0]) {
+				t = strings.ReplaceAll(t, r[0], r[1])
+			}
+		}
+		if t == s {
+			break
+		}
+		s = t
+	}
+	return s
 }
 
 // differences lists how a snapshot's settings, servers and failed GPUs
@@ -174,7 +205,7 @@ func (s *Scheduler) differences(snap *snapshot) []Difference {
 	for _, k := range sortedKeys(now) {
 		if v, ok := snap.Settings[k]; !ok {
 			add("setting "+k, "absent", now[k])
-		} else if v != now[k] {
+		} else if !sameSetting(v, now[k]) {
 			add("setting "+k, v, now[k])
 		}
 	}

@@ -267,8 +267,8 @@ func TestRestoreRefusesMismatch(t *testing.T) {
 			[]Difference{{What: "setting round_length", Snapshot: "360", Now: "600"}}},
 		{"policy", func() *Scheduler {
 			return newSched(t, func(c *Config) { c.Policy = &allocation.MaxMinFairness{Agnostic: true} })
-		}, []Difference{{What: "setting policy", Snapshot: "*allocation.MaxMinFairness({Agnostic=false SpaceSharing=false Solver=(nil) Vertex=false})",
-			Now: "*allocation.MaxMinFairness({Agnostic=true SpaceSharing=false Solver=(nil) Vertex=false})"}}},
+		}, []Difference{{What: "setting policy", Snapshot: "*allocation.MaxMinFairness({Agnostic=false SpaceSharing=false Solver=(nil) Vertex=false Extension=(nil)})",
+			Now: "*allocation.MaxMinFairness({Agnostic=true SpaceSharing=false Solver=(nil) Vertex=false Extension=(nil)})"}}},
 		{"a server less", func() *Scheduler {
 			return newSched(t, func(c *Config) { c.Cluster, _ = topology.ParseCompact("v100:4:4,k80:4:4", 4) })
 		}, []Difference{{What: "server v100-1", Snapshot: "4 v100", Now: "absent"}}},
@@ -374,4 +374,16 @@ func TestAdopt(t *testing.T) {
 	checkRound(t, s, r)
 	_, err = s.Adopt(v1)
 	assert.ErrorIs(t, err, ErrInvalid, "adopt into a scheduler with jobs")
+}
+
+// A field added to a policy keeps earlier snapshots restorable while it
+// is at its zero value (allocation.MaxMinFairness.Extension, issue #43);
+// a field set is a difference.
+func TestSameSettingIgnoresZeroFields(t *testing.T) {
+	old := "*allocation.MaxMinFairness({Agnostic=false SpaceSharing=false Solver=(nil) Vertex=false})"
+	assert.True(t, sameSetting(old, "*allocation.MaxMinFairness({Agnostic=false SpaceSharing=false Solver=(nil) Vertex=false Extension=(nil)})"))
+	assert.True(t, sameSetting("x{A=0 B={C=\"\" D=[]} E=1}", "x{E=1 F=false}"))
+	assert.False(t, sameSetting(old, "*allocation.MaxMinFairness({Agnostic=true SpaceSharing=false Solver=(nil) Vertex=false Extension=(nil)})"))
+	assert.False(t, sameSetting(old, "*allocation.MaxMinFairness({Agnostic=false SpaceSharing=false Solver=(nil) Vertex=false Extension=allocation.TimeCap({Share=0.5})})"))
+	assert.False(t, sameSetting("x{A=1}", "x{A=10}"))
 }

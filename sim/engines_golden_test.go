@@ -250,7 +250,7 @@ func TestEventResultsGolden(t *testing.T) {
 		timer   float64
 		restart float64
 	}{
-		{"fifo", gang.Priority{Order: gang.ByArrival{}, NoPreemption: true}, 0, 0},
+		{"fifo", gang.Priority{Order: gang.ByArrival{}, NoPreemption: true, Backfill: gang.NoBackfill}, 0, 0},
 		{"fifo-easy", gang.Priority{Order: gang.ByArrival{}, NoPreemption: true, Backfill: gang.EASY}, 0, 0},
 		{"fifo-conservative", gang.Priority{Order: gang.ByArrival{}, NoPreemption: true, Backfill: gang.Conservative}, 0, 0},
 		{"sjf", gang.Priority{Order: gang.ShortestJob{}, NoPreemption: true, Backfill: gang.Greedy}, 60, 0},

@@ -40,7 +40,7 @@ func TestTiresiasQueues(t *testing.T) {
 			name string
 			s    EventScheduler
 		}{
-			{"fifo", gang.Priority{Order: gang.ByArrival{}, NoPreemption: true}},
+			{"fifo", gang.Priority{Order: gang.ByArrival{}, NoPreemption: true, Backfill: gang.NoBackfill}},
 			{"fifo-easy", gang.Priority{Order: gang.ByArrival{}, NoPreemption: true, Backfill: gang.EASY}},
 			{"sjf", gang.Priority{Order: gang.ShortestJob{}, NoPreemption: true, Backfill: gang.Greedy}},
 			{"srtf", gang.Priority{Order: gang.ShortestRemaining{}, Backfill: gang.Greedy}},

@@ -153,17 +153,17 @@ func policies(gittins gang.Order) []struct {
 		name string
 		s    gang.Scheduler
 	}{
-		{"fifo", gang.Priority{Order: gang.ByArrival{}, NoPreemption: true}},
+		{"fifo", gang.Priority{Order: gang.ByArrival{}, NoPreemption: true, Backfill: gang.NoBackfill}},
 		{"fifo+easy", gang.Priority{Order: gang.ByArrival{}, NoPreemption: true, Backfill: gang.EASY}},
 		{"fifo+conservative", gang.Priority{Order: gang.ByArrival{}, NoPreemption: true, Backfill: gang.Conservative, Depth: 500}},
-		{"sjf", gang.Priority{Order: gang.ShortestJob{}, NoPreemption: true}},
+		{"sjf", gang.Priority{Order: gang.ShortestJob{}, NoPreemption: true, Backfill: gang.NoBackfill}},
 		{"sjf+easy", gang.Priority{Order: gang.ShortestJob{}, NoPreemption: true, Backfill: gang.EASY}},
 		{"sjf+conservative", gang.Priority{Order: gang.ShortestJob{}, NoPreemption: true, Backfill: gang.Conservative, Depth: 500}},
-		{"srtf", gang.Priority{Order: gang.ShortestRemaining{}}},
+		{"srtf", gang.Priority{Order: gang.ShortestRemaining{}, Backfill: gang.NoBackfill}},
 		{"srtf+easy", gang.Priority{Order: gang.ShortestRemaining{}, Backfill: gang.EASY}},
-		{"2d-las", gang.Priority{Order: gang.LAS2D{}}},
+		{"2d-las", gang.Priority{Order: gang.LAS2D{}, Backfill: gang.NoBackfill}},
 		{"2d-las+easy", gang.Priority{Order: gang.LAS2D{}, Backfill: gang.EASY}},
-		{"2d-gittins", gang.Priority{Order: gittins}},
+		{"2d-gittins", gang.Priority{Order: gittins, Backfill: gang.NoBackfill}},
 		{"2d-gittins+easy", gang.Priority{Order: gittins, Backfill: gang.EASY}},
 	}
 }
