@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -290,4 +291,54 @@ func TestTwoFIFOs(t *testing.T) {
 	assert.Equal(t, mean["fifo-events"], mean["non-preemptive"])
 	r := rep.Rows[0].Summary.MeanJCT / rep.Rows[3].Summary.MeanJCT
 	assert.InDelta(t, 1, r, 0.05, "round FIFO over preemptive event FIFO")
+}
+
+// docs/reproduction.md's "ours" column for Gavel's single-GPU experiment
+// at 4.8 jobs/h (Gavel's protocol, its exact jobs), rebuilt through the
+// suite's scenario, and docs/kueue.md's table of the flavor walk.
+func TestReproductionTables(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates Gavel's experiment under five policies (about 20 s of CPU)")
+	}
+	scenarios := map[string]compare.SuiteScenario{}
+	for _, s := range compare.DefaultSuite().Scenarios {
+		scenarios[s.Name] = s
+	}
+	run := func(name string, entrants ...string) *compare.Report {
+		sc := scenarios[name]
+		scen, err := sc.Scenario(os.ReadFile, "..")
+		require.NoError(t, err)
+		rep, err := compare.Run(context.Background(), scen, baselines(t, entrants...), compare.Options{})
+		require.NoError(t, err)
+		return rep
+	}
+	doc := docFile(t, "docs/reproduction.md")
+	rep := run("gavel-single-4.8", "fifo", "fifo-perf", "las", "gavel", "gavel-ss")
+	label := map[string]string{"fifo": "FIFO", "fifo-perf": "FIFO-perf", "las": "LAS", "gavel": "Gavel", "gavel-ss": "Gavel w/ SS"}
+	for i, row := range rep.Rows {
+		prefix := "|  | "
+		if i == 0 {
+			prefix = "| single-GPU, 4.8 jobs/h | "
+		}
+		want := prefix + label[row.Entrant] + " | " + fmt.Sprintf("%.2f h", scenarios["gavel-single-4.8"].Published.Values[row.Entrant]) + " | " + fixed2(row.Summary.MeanJCT/3600) + " h |"
+		if !strings.Contains(doc, want) {
+			t.Errorf("docs/reproduction.md lacks %q", want)
+		}
+	}
+	kueue := run("kueue-flavor-walk", "kueue", "kueue-gpusched", "kueue-gpusched-nowait")
+	doc = docFile(t, "docs/kueue.md")
+	h := func(v float64) string {
+		s := fixed2(v / 3600)
+		if whole, frac, ok := strings.Cut(s, "."); ok && len(whole) > 3 {
+			s = whole[:len(whole)-3] + "," + whole[len(whole)-3:] + "." + frac
+		}
+		return s + " h"
+	}
+	for _, row := range kueue.Rows {
+		s := row.Summary
+		want := "| `" + row.Entrant + "` | " + strings.Join([]string{h(s.MeanJCT), h(s.MedianJCT), h(s.P95JCT), h(s.P99JCT), h(s.MeanQueueing), h(s.Makespan), percent(s.Utilisation)}, " | ") + " |"
+		if !strings.Contains(doc, want) {
+			t.Errorf("docs/kueue.md lacks %q", want)
+		}
+	}
 }
