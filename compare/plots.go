@@ -43,58 +43,13 @@ func (r *Report) WritePlots(dir string) ([]string, error) {
 		}
 		return nil, err
 	}
-	cdf := plot.New()
-	cdf.Title.Text = "Job completion time"
-	cdf.X.Label.Text = "JCT (hours, log scale)"
-	cdf.Y.Label.Text = "fraction of jobs"
-	cdf.X.Scale = plot.LogScale{}
-	cdf.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	cdf.Legend.Top, cdf.Legend.Left = true, true
-	util := plot.New()
-	util.Title.Text = "Cluster utilisation"
-	util.X.Label.Text = "time (hours)"
-	util.Y.Label.Text = "busy GPUs (share, hourly mean)"
-	util.Y.Min, util.Y.Max = 0, 1.05
-	util.Legend.Top = true
-	anyJobs := false
-	for i, row := range r.Rows {
-		if row.Result == nil {
-			continue // a resumed row: its records were not kept
-		}
-		var jct []float64
-		for _, rec := range window(row.Result.Records, r.From, r.To) {
-			jct = append(jct, max(rec.JCT()/3600, 1e-3))
-		}
-		slices.Sort(jct)
-		pts := make(plotter.XYs, len(jct))
-		for j, v := range jct {
-			pts[j] = plotter.XY{X: v, Y: float64(j+1) / float64(len(jct))}
-		}
-		c := palette[i%len(palette)]
-		if len(pts) > 0 {
-			l, err := plotter.NewLine(pts)
-			if err != nil {
-				return nil, err
-			}
-			l.Color, l.Width = c, vg.Points(1.5)
-			cdf.Add(l)
-			cdf.Legend.Add(row.Entrant, l)
-			anyJobs = true
-		}
-		hourly := hourlyMean(row.Result.Utilisation, row.Result.End)
-		if len(hourly) > 1 {
-			l, err := plotter.NewLine(hourly)
-			if err != nil {
-				return nil, err
-			}
-			l.Color, l.Width = c, vg.Points(1)
-			util.Add(l)
-			util.Legend.Add(row.Entrant, l)
-		}
+	cdf, err := r.jctPlot()
+	if err != nil {
+		return nil, err
 	}
-	if !anyJobs {
-		// No job in the window: a log axis needs a positive range.
-		cdf.X.Min, cdf.X.Max = 0.01, 100
+	util, err := r.utilisationPlot()
+	if err != nil {
+		return nil, err
 	}
 	use, err := r.gpuHoursPlot()
 	if err != nil {
@@ -110,6 +65,77 @@ func (r *Report) WritePlots(dir string) ([]string, error) {
 		}
 	}
 	return files, nil
+}
+
+// jctPlot draws the CDF of the measured jobs' JCTs, a line per entrant
+// (rows resumed without records have none).
+func (r *Report) jctPlot() (*plot.Plot, error) {
+	cdf := plot.New()
+	cdf.Title.Text = "Job completion time"
+	cdf.X.Label.Text = "JCT (hours, log scale)"
+	cdf.Y.Label.Text = "fraction of jobs"
+	cdf.X.Scale = plot.LogScale{}
+	cdf.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	cdf.Legend.Top, cdf.Legend.Left = true, true
+	anyJobs := false
+	for i, row := range r.Rows {
+		if row.Result == nil {
+			continue
+		}
+		var jct []float64
+		for _, rec := range window(row.Result.Records, r.From, r.To) {
+			jct = append(jct, max(rec.JCT()/3600, 1e-3))
+		}
+		if len(jct) == 0 {
+			continue
+		}
+		slices.Sort(jct)
+		pts := make(plotter.XYs, len(jct))
+		for j, v := range jct {
+			pts[j] = plotter.XY{X: v, Y: float64(j+1) / float64(len(jct))}
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return nil, err
+		}
+		l.Color, l.Width = palette[i%len(palette)], vg.Points(1.5)
+		cdf.Add(l)
+		cdf.Legend.Add(row.Entrant, l)
+		anyJobs = true
+	}
+	if !anyJobs {
+		// No job in the window: a log axis needs a positive range.
+		cdf.X.Min, cdf.X.Max = 0.01, 100
+	}
+	return cdf, nil
+}
+
+// utilisationPlot draws the share of busy GPUs over time, hourly means, a
+// line per entrant.
+func (r *Report) utilisationPlot() (*plot.Plot, error) {
+	util := plot.New()
+	util.Title.Text = "Cluster utilisation"
+	util.X.Label.Text = "time (hours)"
+	util.Y.Label.Text = "busy GPUs (share, hourly mean)"
+	util.Y.Min, util.Y.Max = 0, 1.05
+	util.Legend.Top = true
+	for i, row := range r.Rows {
+		if row.Result == nil {
+			continue
+		}
+		hourly := hourlyMean(row.Result.Utilisation, row.Result.End)
+		if len(hourly) < 2 {
+			continue
+		}
+		l, err := plotter.NewLine(hourly)
+		if err != nil {
+			return nil, err
+		}
+		l.Color, l.Width = palette[i%len(palette)], vg.Points(1)
+		util.Add(l)
+		util.Legend.Add(row.Entrant, l)
+	}
+	return util, nil
 }
 
 // gpuHoursPlot draws the measured jobs' GPU-hours per type: one group of

@@ -188,45 +188,79 @@ func Run(ctx context.Context, sc Scenario, entrants []Entrant, opt Options) (*Re
 	if err != nil {
 		return nil, err
 	}
+	if err := checkEntrants(&sc, entrants, opt); err != nil {
+		return nil, err
+	}
+	r := &runner{sc: &sc, setup: setup, opt: opt, throughput: sc.Throughput, colocation: sc.Colocation}
+	if r.throughput == nil {
+		r.throughput = perfmodel.Extrapolated{Table: gavel.Simulation()}
+	}
+	if r.colocation == nil {
+		r.colocation = measuredPairs{gavel.Simulation()}
+	}
+	if sc.UntilMeasured {
+		for _, j := range window(jobRecords(sc.Jobs), sc.From, sc.To) {
+			r.measured = append(r.measured, j.ID)
+		}
+	}
+	rows, err := r.runAll(ctx, entrants)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Scenario: sc.Name, Cluster: sc.Cluster, Types: setup.Types, From: sc.From, To: sc.To, Rows: rows}
+	for _, c := range setup.Capacity {
+		rep.GPUs += c
+	}
+	if rep.To == 0 {
+		rep.To = len(sc.Jobs)
+	}
+	return rep, nil
+}
+
+// checkEntrants checks the entrants for a scenario (each valid, names
+// unique, each fit for the scenario's engine and mode) and the options.
+func checkEntrants(sc *Scenario, entrants []Entrant, opt Options) error {
 	if len(entrants) == 0 {
-		return nil, &ScenarioError{Scenario: sc.Name, Field: "entrants", Reason: "none to run"}
+		return &ScenarioError{Scenario: sc.Name, Field: "entrants", Reason: "none to run"}
 	}
 	seen := map[string]bool{}
 	for i := range entrants {
-		if err := entrants[i].Validate(); err != nil {
-			return nil, err
+		e := &entrants[i]
+		if err := e.Validate(); err != nil {
+			return err
 		}
-		if seen[entrants[i].Name] {
-			return nil, &EntrantError{Name: entrants[i].Name, Reason: "a name no other entrant has"}
+		switch {
+		case seen[e.Name]:
+			return &EntrantError{Name: e.Name, Reason: "a name no other entrant has"}
+		case sc.UntilMeasured && e.Events != nil:
+			return &EntrantError{Name: e.Name, Reason: "a round-engine policy for a scenario that runs until the measured jobs finish"}
+		case sc.Compat == allocation.CompatGavel && e.Hidden != nil:
+			return &EntrantError{Name: e.Name, Reason: "no hidden rates with allocation.CompatGavel (Gavel's loop runs on the rates the policies see)"}
 		}
-		seen[entrants[i].Name] = true
-		if sc.UntilMeasured && entrants[i].Events != nil {
-			return nil, &EntrantError{Name: entrants[i].Name, Reason: "a round-engine policy for a scenario that runs until the measured jobs finish"}
-		}
-		if sc.Compat == allocation.CompatGavel && entrants[i].Hidden != nil {
-			return nil, &EntrantError{Name: entrants[i].Name, Reason: "no hidden rates with allocation.CompatGavel (Gavel's loop runs on the rates the policies see)"}
-		}
+		seen[e.Name] = true
 	}
 	if opt.Parallel < 0 {
-		return nil, fmt.Errorf("compare: Options.Parallel %d: want 0 (2) or more", opt.Parallel)
+		return fmt.Errorf("compare: Options.Parallel %d: want 0 (2) or more", opt.Parallel)
 	}
-	parallel := opt.Parallel
+	return nil
+}
+
+// runner runs a scenario's entrants.
+type runner struct {
+	sc         *Scenario
+	setup      Setup
+	opt        Options
+	measured   []int // the measured jobs' IDs, for UntilMeasured
+	throughput perfmodel.ThroughputModel
+	colocation perfmodel.ColocationModel
+}
+
+// runAll runs the entrants, Options.Parallel at once; the first failure
+// cancels the others.
+func (r *runner) runAll(ctx context.Context, entrants []Entrant) ([]Row, error) {
+	parallel := r.opt.Parallel
 	if parallel == 0 {
 		parallel = 2
-	}
-	throughput := sc.Throughput
-	if throughput == nil {
-		throughput = perfmodel.Extrapolated{Table: gavel.Simulation()}
-	}
-	colocation := sc.Colocation
-	if colocation == nil {
-		colocation = measuredPairs{gavel.Simulation()}
-	}
-	var measured []int // the measured jobs' IDs, for UntilMeasured
-	if sc.UntilMeasured {
-		for _, j := range window(jobRecords(sc.Jobs), sc.From, sc.To) {
-			measured = append(measured, j.ID)
-		}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -244,88 +278,48 @@ func Run(ctx context.Context, sc Scenario, entrants []Entrant, opt Options) (*Re
 			}
 			defer func() { <-sem }()
 			progress := func(done, total int) {
-				if opt.Progress != nil {
-					opt.Progress(i, done, total)
+				if r.opt.Progress != nil {
+					r.opt.Progress(i, done, total)
 				}
 			}
-			rows[i], errs[i] = runOne(ctx, &sc, setup, measured, &entrants[i], throughput, colocation, progress)
-			if errs[i] != nil {
+			if rows[i], errs[i] = r.runOne(ctx, &entrants[i], progress); errs[i] != nil {
 				cancel(errs[i])
 			}
 		})
 	}
 	wg.Wait()
-	// The first failure in the entrants' order that is not a cancellation
-	// another's failure caused.
+	return rows, firstFailure(errs)
+}
+
+// firstFailure returns the first error in the entrants' order that is not
+// a cancellation another's failure caused.
+func firstFailure(errs []error) error {
 	var first error
 	for _, err := range errs {
 		if err != nil && (first == nil || errors.Is(first, context.Canceled)) {
 			first = err
 		}
 	}
-	if first != nil {
-		return nil, first
-	}
-	r := &Report{Scenario: sc.Name, Cluster: sc.Cluster, Types: setup.Types, From: sc.From, To: sc.To, Rows: rows}
-	for _, c := range setup.Capacity {
-		r.GPUs += c
-	}
-	if r.To == 0 {
-		r.To = len(sc.Jobs)
-	}
-	return r, nil
+	return first
 }
 
 // runOne simulates one entrant.
-func runOne(ctx context.Context, sc *Scenario, setup Setup, measured []int, e *Entrant, throughput perfmodel.ThroughputModel,
-	colocation perfmodel.ColocationModel, progress func(done, total int)) (Row, error) {
+func (r *runner) runOne(ctx context.Context, e *Entrant, progress func(done, total int)) (Row, error) {
 	start := time.Now()
-	var res *sim.Result
-	var err error
-	if e.Events != nil {
-		res, err = sim.RunEvents(ctx, sim.EventConfig{Types: setup.Types, Capacity: setup.Capacity,
-			Scheduler: e.Events(setup), Throughput: throughput, Progress: progress}, sc.Jobs)
-	} else {
-		cfg := sim.Config{Types: setup.Types, Capacity: setup.Capacity, Policy: e.Policy(setup), Throughput: throughput,
-			Mechanism: e.Mechanism, Progress: progress, JobsToComplete: measured}
-		cfg.Seed, cfg.Compat = sc.Seed, sc.Compat
-		if sc.Compat == allocation.CompatGavel {
-			cfg.ShuffleTypes = e.CompatShuffle
-		}
-		if e.SpaceSharing {
-			cfg.Colocation = colocation
-		}
-		if e.Hidden != nil {
-			if cfg.Hidden, err = e.Hidden(setup); err != nil {
-				return Row{}, fmt.Errorf("%s: %w", e.Name, err)
-			}
-		}
-		res, err = sim.Run(ctx, cfg, sc.Jobs)
-	}
+	res, err := r.simulate(ctx, e, progress)
 	if err != nil {
 		return Row{}, fmt.Errorf("%s: %w", e.Name, err)
 	}
-	row := Row{Entrant: e.Name, Result: res, Took: time.Since(start), GPUHours: make([]float64, len(setup.Types)),
+	row := Row{Entrant: e.Name, Result: res, Took: time.Since(start), GPUHours: make([]float64, len(r.setup.Types)),
 		Allocations: res.Allocations, ExploredGPUHours: res.ExploredGPUSeconds / 3600, AuditFailed: len(res.AuditFailed)}
-	recs := window(res.Records, sc.From, sc.To)
-	if measured != nil {
-		// Jobs still running when the measured ones finish are not
-		// recorded: the window is the measured jobs by ID.
-		recs = recs[:0]
-		ids := map[int]bool{}
-		for _, id := range measured {
-			ids[id] = true
-		}
-		for _, r := range res.Records {
-			if ids[r.ID] {
-				recs = append(recs, r)
-			}
-		}
+	recs := r.measuredRecords(res)
+	if r.measured == nil {
+		row.Summary = res.Summarise(r.sc.From, r.sc.To)
+	} else {
 		sub := *res
 		sub.Records = recs
 		row.Summary = sub.Summarise(0, 0)
-	} else {
-		row.Summary = res.Summarise(sc.From, sc.To)
+		row.Summary.Makespan = res.Summarise(0, 0).Makespan // the whole run's
 	}
 	for _, rec := range recs {
 		row.HasRho = row.HasRho || rec.Isolated > 0
@@ -336,6 +330,52 @@ func runOne(ctx context.Context, sc *Scenario, setup Setup, measured []int, e *E
 		}
 	}
 	return row, nil
+}
+
+// simulate runs one entrant on its engine.
+func (r *runner) simulate(ctx context.Context, e *Entrant, progress func(done, total int)) (*sim.Result, error) {
+	sc, setup := r.sc, r.setup
+	if e.Events != nil {
+		return sim.RunEvents(ctx, sim.EventConfig{Types: setup.Types, Capacity: setup.Capacity,
+			Scheduler: e.Events(setup), Throughput: r.throughput, Progress: progress}, sc.Jobs)
+	}
+	cfg := sim.Config{Types: setup.Types, Capacity: setup.Capacity, Policy: e.Policy(setup), Throughput: r.throughput,
+		Mechanism: e.Mechanism, Progress: progress, JobsToComplete: r.measured}
+	cfg.Seed, cfg.Compat = sc.Seed, sc.Compat
+	if sc.Compat == allocation.CompatGavel {
+		cfg.ShuffleTypes = e.CompatShuffle
+	}
+	if e.SpaceSharing {
+		cfg.Colocation = r.colocation
+	}
+	if e.Hidden != nil {
+		var err error
+		if cfg.Hidden, err = e.Hidden(setup); err != nil {
+			return nil, err
+		}
+	}
+	return sim.Run(ctx, cfg, sc.Jobs)
+}
+
+// measuredRecords returns the records of the measured jobs: the window by
+// position in order of arrival, or, when the run stopped as the measured
+// jobs finished (jobs still running then are not recorded), the measured
+// jobs by ID.
+func (r *runner) measuredRecords(res *sim.Result) []sim.Record {
+	if r.measured == nil {
+		return window(res.Records, r.sc.From, r.sc.To)
+	}
+	ids := make(map[int]bool, len(r.measured))
+	for _, id := range r.measured {
+		ids[id] = true
+	}
+	var recs []sim.Record
+	for _, rec := range res.Records {
+		if ids[rec.ID] {
+			recs = append(recs, rec)
+		}
+	}
+	return recs
 }
 
 // window returns the records of jobs [from, to) in order of arrival (ties

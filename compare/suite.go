@@ -7,6 +7,7 @@ import (
 	_ "embed" // the built-in suite
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -173,87 +174,136 @@ func (s *Suite) validate() *SuiteError {
 	names := map[string]bool{}
 	for i := range s.Scenarios {
 		sc := &s.Scenarios[i]
-		bad := func(field, format string, args ...any) *SuiteError {
-			return &SuiteError{Path: fmt.Sprintf("scenarios[%d].%s", i, field), Err: fmt.Errorf(format, args...)}
-		}
-		if !validName(sc.Name) {
-			return bad("name", "%q: want 1 to %d bytes of letters, digits, '-', '_' and '.'", sc.Name, maxSuiteNameBytes)
-		}
-		if names[sc.Name] {
-			return bad("name", "%q appears twice", sc.Name)
-		}
-		names[sc.Name] = true
-		if _, err := (&Scenario{Cluster: sc.Cluster}).setupCluster(); err != nil {
-			return bad("cluster", "%q: %v", sc.Cluster, err)
-		}
-		w := &sc.Workload
-		switch {
-		case (w.Generator == "") == (w.Trace == ""):
-			return bad("workload", "exactly one of generator and trace")
-		case w.Generator != "" && w.Generator != "gavel":
-			return bad("workload.generator", "%q: want gavel", w.Generator)
-		case w.Generator != "" && (w.Jobs < 1 || w.Jobs > sim.MaxJobs):
-			return bad("workload.jobs", "%d: want 1 to %d", w.Jobs, sim.MaxJobs)
-		case w.Generator != "" && w.Rate != 0 && !(w.Rate >= 1e-3 && w.Rate <= 1e6):
-			return bad("workload.rate", "%v: want 0 (a static trace) or 0.001 to 1e6 jobs/h", w.Rate)
-		case w.Generator != "" && (w.Format != "" || w.First != 0):
-			return bad("workload", "format and first are for traces")
-		case w.Trace != "" && (w.Jobs != 0 || w.Rate != 0 || w.MultiGPU || w.Python):
-			return bad("workload", "jobs, rate, multi_gpu and python are for the generator")
-		case w.Trace != "" && (filepath.IsAbs(w.Trace) || !filepath.IsLocal(w.Trace)):
-			return bad("workload.trace", "%q: want a relative path inside the traces folder", w.Trace)
-		case w.Trace != "" && TraceReaders[w.Format] == nil:
-			return bad("workload.format", "%q: want one of gavel, philly, itp, tiresias, alibaba", w.Format)
-		case w.First < 0 || w.First > sim.MaxJobs:
-			return bad("workload.first", "%d: want 0 (all) to %d", w.First, sim.MaxJobs)
-		}
-		if from, to := sc.Window[0], sc.Window[1]; from < 0 || to < 0 || (to != 0 && to <= from) || (to == 0 && from != 0) {
-			return bad("window", "[%d, %d]: want [from, to] with 0 <= from < to, or [0, 0] for every job", from, to)
-		}
-		if w.Generator != "" && sc.Window[1] > w.Jobs {
-			return bad("window", "[%d, %d] beyond the %d jobs generated", sc.Window[0], sc.Window[1], w.Jobs)
-		}
-		if sc.Compat != "" {
-			if _, err := allocation.ParseCompat(sc.Compat); err != nil {
-				return bad("compat", "%q: want none or gavel", sc.Compat)
-			}
-		}
-		if len(sc.Entrants) == 0 || len(sc.Entrants) > MaxSuiteEntrants {
-			return bad("entrants", "%d entrants: want 1 to %d", len(sc.Entrants), MaxSuiteEntrants)
-		}
-		for j, n := range sc.Entrants {
-			e, err := Baseline(n)
-			if err != nil {
-				return bad(fmt.Sprintf("entrants[%d]", j), "%v", err)
-			}
-			if sc.UntilMeasured && e.Events != nil {
-				return bad(fmt.Sprintf("entrants[%d]", j), "%s runs on the event engine, which cannot stop when the measured jobs finish", n)
-			}
-			if slices.Index(sc.Entrants, n) != j {
-				return bad(fmt.Sprintf("entrants[%d]", j), "%q appears twice", n)
-			}
-		}
-		if sc.Metric != "" && !slices.Contains(metricKeys(), sc.Metric) {
-			return bad("metric", "%q: want one of %s", sc.Metric, strings.Join(metricKeys(), ", "))
-		}
-		if p := sc.Published; p != nil {
-			if p.Source == "" {
-				return bad("published.source", "empty: cite the paper, figure and artifact")
-			}
-			if len(p.Values) > MaxSuiteEntrants {
-				return bad("published.values", "%d values: want at most %d", len(p.Values), MaxSuiteEntrants)
-			}
-			for n, v := range p.Values {
-				if !slices.Contains(sc.Entrants, n) {
-					return bad("published.values", "%q is not an entrant of the scenario", n)
-				}
-				if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-					return bad("published.values", "%s: %v: want a finite value >= 0", n, v)
-				}
-			}
+		field, err := sc.check(names)
+		if err != nil {
+			return &SuiteError{Path: fmt.Sprintf("scenarios[%d].%s", i, field), Err: err}
 		}
 	}
 	return nil
+}
+
+// check checks a scenario in turn: its name (not in names, where it is
+// then added), cluster, workload, window, compat, entrants, metric and
+// published figures; it returns the field at fault and what is wrong.
+func (sc *SuiteScenario) check(names map[string]bool) (string, error) {
+	switch {
+	case !validName(sc.Name):
+		return "name", fmt.Errorf("%q: want 1 to %d bytes of letters, digits, '-', '_' and '.'", sc.Name, maxSuiteNameBytes)
+	case names[sc.Name]:
+		return "name", fmt.Errorf("%q appears twice", sc.Name)
+	}
+	names[sc.Name] = true
+	if _, err := (&Scenario{Cluster: sc.Cluster}).setupCluster(); err != nil {
+		return "cluster", fmt.Errorf("%q: %v", sc.Cluster, err)
+	}
+	for _, step := range []func() (string, error){sc.Workload.check, sc.checkWindow, sc.checkCompat, sc.checkEntrants, sc.checkMetric, sc.checkPublished} {
+		if field, err := step(); err != nil {
+			return field, err
+		}
+	}
+	return "", nil
+}
+
+// check checks a workload: a generator's or a trace's fields, not both.
+func (w *Workload) check() (string, error) {
+	switch {
+	case (w.Generator == "") == (w.Trace == ""):
+		return "workload", errors.New("exactly one of generator and trace")
+	case w.First < 0 || w.First > sim.MaxJobs:
+		return "workload.first", fmt.Errorf("%d: want 0 (all) to %d", w.First, sim.MaxJobs)
+	case w.Generator != "":
+		return w.checkGenerator()
+	case w.Jobs != 0 || w.Rate != 0 || w.MultiGPU || w.Python:
+		return "workload", errors.New("jobs, rate, multi_gpu and python are for the generator")
+	case filepath.IsAbs(w.Trace) || !filepath.IsLocal(w.Trace):
+		return "workload.trace", fmt.Errorf("%q: want a relative path inside the traces folder", w.Trace)
+	case TraceReaders[w.Format] == nil:
+		return "workload.format", fmt.Errorf("%q: want one of gavel, philly, itp, tiresias, alibaba", w.Format)
+	}
+	return "", nil
+}
+
+// checkGenerator checks a generated workload's fields.
+func (w *Workload) checkGenerator() (string, error) {
+	switch {
+	case w.Generator != "gavel":
+		return "workload.generator", fmt.Errorf("%q: want gavel", w.Generator)
+	case w.Jobs < 1 || w.Jobs > sim.MaxJobs:
+		return "workload.jobs", fmt.Errorf("%d: want 1 to %d", w.Jobs, sim.MaxJobs)
+	case w.Rate != 0 && !(w.Rate >= 1e-3 && w.Rate <= 1e6):
+		return "workload.rate", fmt.Errorf("%v: want 0 (a static trace) or 0.001 to 1e6 jobs/h", w.Rate)
+	case w.Format != "" || w.First != 0:
+		return "workload", errors.New("format and first are for traces")
+	}
+	return "", nil
+}
+
+func (sc *SuiteScenario) checkWindow() (string, error) {
+	from, to := sc.Window[0], sc.Window[1]
+	switch {
+	case from < 0 || to < 0 || (to != 0 && to <= from) || (to == 0 && from != 0):
+		return "window", fmt.Errorf("[%d, %d]: want [from, to] with 0 <= from < to, or [0, 0] for every job", from, to)
+	case sc.Workload.Generator != "" && to > sc.Workload.Jobs:
+		return "window", fmt.Errorf("[%d, %d] beyond the %d jobs generated", from, to, sc.Workload.Jobs)
+	}
+	return "", nil
+}
+
+func (sc *SuiteScenario) checkCompat() (string, error) {
+	if sc.Compat == "" {
+		return "", nil
+	}
+	if _, err := allocation.ParseCompat(sc.Compat); err != nil {
+		return "compat", fmt.Errorf("%q: want none or gavel", sc.Compat)
+	}
+	return "", nil
+}
+
+func (sc *SuiteScenario) checkEntrants() (string, error) {
+	if len(sc.Entrants) == 0 || len(sc.Entrants) > MaxSuiteEntrants {
+		return "entrants", fmt.Errorf("%d entrants: want 1 to %d", len(sc.Entrants), MaxSuiteEntrants)
+	}
+	for j, n := range sc.Entrants {
+		field := fmt.Sprintf("entrants[%d]", j)
+		e, err := Baseline(n)
+		switch {
+		case err != nil:
+			return field, err
+		case sc.UntilMeasured && e.Events != nil:
+			return field, fmt.Errorf("%s runs on the event engine, which cannot stop when the measured jobs finish", n)
+		case slices.Index(sc.Entrants, n) != j:
+			return field, fmt.Errorf("%q appears twice", n)
+		}
+	}
+	return "", nil
+}
+
+func (sc *SuiteScenario) checkMetric() (string, error) {
+	if sc.Metric != "" && !slices.Contains(metricKeys(), sc.Metric) {
+		return "metric", fmt.Errorf("%q: want one of %s", sc.Metric, strings.Join(metricKeys(), ", "))
+	}
+	return "", nil
+}
+
+func (sc *SuiteScenario) checkPublished() (string, error) {
+	p := sc.Published
+	switch {
+	case p == nil:
+		return "", nil
+	case p.Source == "":
+		return "published.source", errors.New("empty: cite the paper, figure and artifact")
+	case len(p.Values) > MaxSuiteEntrants:
+		return "published.values", fmt.Errorf("%d values: want at most %d", len(p.Values), MaxSuiteEntrants)
+	}
+	for n, v := range p.Values {
+		if !slices.Contains(sc.Entrants, n) {
+			return "published.values", fmt.Errorf("%q is not an entrant of the scenario", n)
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return "published.values", fmt.Errorf("%s: %v: want a finite value >= 0", n, v)
+		}
+	}
+	return "", nil
 }
 
 // metricKeys are the columns a scenario may rank by: every reproducible

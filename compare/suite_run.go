@@ -140,22 +140,9 @@ func (s *Suite) Run(ctx context.Context, opt SuiteOptions) (*SuiteReport, error)
 // runScenario runs one scenario's entrants that its results folder does
 // not hold yet.
 func (s *Suite) runScenario(ctx context.Context, sc *SuiteScenario, opt SuiteOptions) (*Report, error) {
-	var entrants []Entrant
-	for _, n := range sc.Entrants {
-		e, err := Baseline(n)
-		if err != nil {
-			return nil, err
-		}
-		entrants = append(entrants, e)
-	}
-	for _, e := range opt.Extra {
-		if sc.UntilMeasured && e.Events != nil {
-			continue // the event engine cannot stop when the measured jobs finish
-		}
-		entrants = append(entrants, e)
-	}
-	if len(opt.Entrants) > 0 {
-		entrants = slices.DeleteFunc(entrants, func(e Entrant) bool { return !slices.Contains(opt.Entrants, e.Name) })
+	entrants, err := scenarioEntrants(sc, opt)
+	if err != nil {
+		return nil, err
 	}
 	scenario, err := sc.Scenario(func(p string) ([]byte, error) { return cli.ReadFile(p, sim.MaxTraceBytes) }, opt.Traces)
 	if err != nil {
@@ -176,26 +163,16 @@ func (s *Suite) runScenario(ctx context.Context, sc *SuiteScenario, opt SuiteOpt
 	var todo []Entrant
 	var at []int
 	for i := range entrants {
-		if opt.Results != "" && !opt.Fresh {
-			if row, ok := loadRow(opt.Results, sc.Name, digest, &entrants[i], len(setup.Types)); ok {
-				rep.Rows[i] = row
-				continue
-			}
+		if row, ok := resumed(opt, sc.Name, digest, &entrants[i], len(setup.Types)); ok {
+			rep.Rows[i] = row
+			continue
 		}
 		todo, at = append(todo, entrants[i]), append(at, i)
 	}
 	if len(todo) == 0 {
 		return rep, nil
 	}
-	o := Options{Parallel: opt.Parallel}
-	if opt.Progress != nil {
-		names := make([]string, len(todo))
-		for i, e := range todo {
-			names[i] = e.Name
-		}
-		o.Progress = opt.Progress(sc.Name, names)
-	}
-	got, err := Run(ctx, scenario, todo, o)
+	got, err := Run(ctx, scenario, todo, Options{Parallel: opt.Parallel, Progress: scenarioProgress(opt, sc.Name, todo)})
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
 	}
@@ -208,6 +185,50 @@ func (s *Suite) runScenario(ctx context.Context, sc *SuiteScenario, opt SuiteOpt
 		}
 	}
 	return rep, nil
+}
+
+// scenarioEntrants returns a scenario's entrants: its baselines and the
+// options' own (not those of the event engine where the scenario stops
+// when the measured jobs finish), those of Options.Entrants.
+func scenarioEntrants(sc *SuiteScenario, opt SuiteOptions) ([]Entrant, error) {
+	var entrants []Entrant
+	for _, n := range sc.Entrants {
+		e, err := Baseline(n)
+		if err != nil {
+			return nil, err
+		}
+		entrants = append(entrants, e)
+	}
+	for _, e := range opt.Extra {
+		if !sc.UntilMeasured || e.Events == nil {
+			entrants = append(entrants, e)
+		}
+	}
+	if len(opt.Entrants) > 0 {
+		entrants = slices.DeleteFunc(entrants, func(e Entrant) bool { return !slices.Contains(opt.Entrants, e.Name) })
+	}
+	return entrants, nil
+}
+
+// resumed returns the row the results folder keeps for an entrant, unless
+// the options ask for a fresh run.
+func resumed(opt SuiteOptions, scenario, digest string, e *Entrant, types int) (Row, bool) {
+	if opt.Results == "" || opt.Fresh {
+		return Row{}, false
+	}
+	return loadRow(opt.Results, scenario, digest, e, types)
+}
+
+// scenarioProgress returns a scenario's progress callback, or nil.
+func scenarioProgress(opt SuiteOptions, scenario string, entrants []Entrant) func(entrant, done, total int) {
+	if opt.Progress == nil {
+		return nil
+	}
+	names := make([]string, len(entrants))
+	for i, e := range entrants {
+		names[i] = e.Name
+	}
+	return opt.Progress(scenario, names)
 }
 
 // higherIsBetter are the metrics ranked in decreasing order.
@@ -246,7 +267,20 @@ func (s *SuiteReport) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("# Benchmark suite\n\n")
 	fmt.Fprintf(&b, "%d scenarios. Each is ranked by its metric (1 is best; ties share a rank); the papers' figures are beside ours where they published one.\n\n", len(s.Reports))
-	// Ranks over the scenarios.
+	if err := s.writeRanks(&b); err != nil {
+		return err
+	}
+	for i := range s.Reports {
+		if err := s.writeScenario(&b, i); err != nil {
+			return err
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeRanks writes the table of each entrant's ranks over the scenarios.
+func (s *SuiteReport) writeRanks(b *strings.Builder) error {
 	var names []string
 	rankOf := map[string][]string{}
 	sum, count := map[string]float64{}, map[string]int{}
@@ -260,75 +294,70 @@ func (s *SuiteReport) WriteMarkdown(w io.Writer) error {
 		for j, row := range rep.Rows {
 			if !slices.Contains(names, row.Entrant) {
 				names = append(names, row.Entrant)
-				rankOf[row.Entrant] = make([]string, len(s.Reports))
+				rankOf[row.Entrant] = slices.Repeat([]string{"-"}, len(s.Reports))
 			}
 			rankOf[row.Entrant][i] = fmt.Sprintf("%d of %d", rk[j], len(rep.Rows))
 			sum[row.Entrant] += float64(rk[j]) / float64(len(rep.Rows))
 			count[row.Entrant]++
 		}
 	}
-	b.WriteString("| entrant | scenarios | mean rank (share of the field) |")
-	rule := "| --- | --- | --- |"
+	head, rule := "| entrant | scenarios | mean rank (share of the field) |", "| --- | --- | --- |"
 	for _, sc := range s.Scenarios {
-		b.WriteString(" " + sc.Name + " |")
-		rule += " --- |"
+		head, rule = head+" "+sc.Name+" |", rule+" --- |"
 	}
-	b.WriteString("\n" + rule + "\n")
+	b.WriteString(head + "\n" + rule + "\n")
 	for _, n := range names {
-		fmt.Fprintf(&b, "| %s | %d | %s |", n, count[n], cli.Fixed(sum[n]/float64(count[n]), 2))
-		for i := range s.Reports {
-			r := rankOf[n][i]
-			if r == "" {
-				r = "-"
-			}
-			b.WriteString(" " + r + " |")
-		}
-		b.WriteString("\n")
+		fmt.Fprintf(b, "| %s | %d | %s | %s |\n", n, count[n], cli.Fixed(sum[n]/float64(count[n]), 2), strings.Join(rankOf[n], " | "))
 	}
-	for i, rep := range s.Reports {
-		sc := &s.Scenarios[i]
-		fmt.Fprintf(&b, "\n## %s\n\n%s.\n\n", sc.Name, strings.TrimSuffix(sc.About, "."))
-		cols, err := rep.Select(sc.metric())
-		if err != nil {
-			return err
-		}
-		metric := cols[0]
-		rk := ranks(rep, metric, higherIsBetter[sc.metric()])
-		rankCol := Column{Key: "rank", Header: "rank", Format: integer, Value: func(r Row) (float64, bool) {
-			return float64(rk[slices.IndexFunc(rep.Rows, func(x Row) bool { return x.Entrant == r.Entrant })]), true
-		}}
-		cols = append(cols, rankCol)
-		if p := sc.Published; p != nil {
-			fmt.Fprintf(&b, "Published: %s.\n\n", strings.TrimSuffix(p.Source, "."))
-			cols = append(cols,
-				Column{Key: "published", Header: "paper", Format: metric.Format, Value: func(r Row) (float64, bool) {
-					v, ok := p.Values[r.Entrant]
-					return v, ok
-				}},
-				Column{Key: "ratio", Header: "ours/paper", Format: fixed(2), Value: func(r Row) (float64, bool) {
-					v, ok := p.Values[r.Entrant]
-					m, has := metric.Value(r)
-					return m / v, ok && has && v > 0
-				}})
-		}
-		rest, err := rep.Select()
-		if err != nil {
-			return err
-		}
-		for _, c := range rest {
-			if c.Key != metric.Key {
-				cols = append(cols, c)
-			}
-		}
-		cols = append(cols, Column{Key: "run_time_s", Header: "run time", Format: func(v float64) string {
-			return time.Duration(v * float64(time.Second)).Round(time.Second).String()
-		}, Value: func(r Row) (float64, bool) { return r.Took.Seconds(), true }})
-		if err := rep.WriteMarkdown(&b, cols); err != nil {
-			return err
+	return nil
+}
+
+// writeScenario writes one scenario's section: what it is, its source,
+// and its table.
+func (s *SuiteReport) writeScenario(b *strings.Builder, i int) error {
+	rep, sc := s.Reports[i], &s.Scenarios[i]
+	fmt.Fprintf(b, "\n## %s\n\n%s.\n\n", sc.Name, strings.TrimSuffix(sc.About, "."))
+	cols, err := rep.Select(sc.metric())
+	if err != nil {
+		return err
+	}
+	metric := cols[0]
+	rk := ranks(rep, metric, higherIsBetter[sc.metric()])
+	cols = append(cols, Column{Key: "rank", Header: "rank", Format: integer, Value: func(r Row) (float64, bool) {
+		return float64(rk[slices.IndexFunc(rep.Rows, func(x Row) bool { return x.Entrant == r.Entrant })]), true
+	}})
+	if p := sc.Published; p != nil {
+		fmt.Fprintf(b, "Published: %s.\n\n", strings.TrimSuffix(p.Source, "."))
+		cols = append(cols, publishedColumns(p, metric)...)
+	}
+	rest, err := rep.Select()
+	if err != nil {
+		return err
+	}
+	for _, c := range rest {
+		if c.Key != metric.Key {
+			cols = append(cols, c)
 		}
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	cols = append(cols, Column{Key: "run_time_s", Header: "run time", Format: func(v float64) string {
+		return time.Duration(v * float64(time.Second)).Round(time.Second).String()
+	}, Value: func(r Row) (float64, bool) { return r.Took.Seconds(), true }})
+	return rep.WriteMarkdown(b, cols)
+}
+
+// publishedColumns are the paper's figure and ours over it.
+func publishedColumns(p *Published, metric Column) []Column {
+	return []Column{
+		{Key: "published", Header: "paper", Format: metric.Format, Value: func(r Row) (float64, bool) {
+			v, ok := p.Values[r.Entrant]
+			return v, ok
+		}},
+		{Key: "ratio", Header: "ours/paper", Format: fixed(2), Value: func(r Row) (float64, bool) {
+			v, ok := p.Values[r.Entrant]
+			m, has := metric.Value(r)
+			return m / v, ok && has && v > 0
+		}},
+	}
 }
 
 // WriteCSV writes every row of every scenario: the scenario's name, then
@@ -371,102 +400,137 @@ func (s *SuiteReport) WriteCSV(w io.Writer) error {
 // for a bad flag.
 func Main(args []string, stdout, stderr io.Writer, extra ...Entrant) int {
 	fset := flag.NewFlagSet("suite", flag.ContinueOnError)
-	suiteFile := fset.String("suite", "", "a suite file (JSON; default: the built-in suite, compare/suite.json)")
-	traces := fset.String("traces", ".", "the folder the suite's trace paths are relative to (the built-in suite's: a clone's root)")
-	only := fset.String("only", "", "scenarios to run, comma-separated (default: all)")
-	names := fset.String("entrants", "", "entrants to run, comma-separated (default: each scenario's and the program's own)")
-	results := fset.String("results", "suite-results", "folder for the rows as they finish (a run resumes from it), report.md and results.csv; empty: none")
-	fresh := fset.Bool("fresh", false, "run every row again, ignoring the rows kept in -results")
-	parallel := fset.Int("parallel", 2, "entrants simulated at once, 1 to 64")
-	list := fset.Bool("list", false, "list the scenarios and exit")
-	quiet := fset.Bool("quiet", false, "no progress on standard error")
-	return cli.Main(fset, args, stderr, func(ctx context.Context) error {
-		var c cli.Checks
-		if *suiteFile != "" {
-			c.InputFile("suite", *suiteFile, MaxSuiteBytes)
-		}
-		c.Int("parallel", *parallel, 1, 64)
-		if *results != "" {
-			c.OutputDir("results", *results)
-		}
-		if err := c.Err(); err != nil {
-			return err
-		}
-		suite := DefaultSuite()
-		if *suiteFile != "" {
-			data, err := cli.ReadFile(*suiteFile, MaxSuiteBytes)
-			if err != nil {
-				return err
-			}
-			if suite, err = ReadSuite(data, *suiteFile); err != nil {
-				return err
-			}
-		}
-		if *list {
-			for _, sc := range suite.Scenarios {
-				if _, err := fmt.Fprintf(stdout, "%s: %s (entrants %s)\n", sc.Name, sc.About, strings.Join(sc.Entrants, ", ")); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		opt := SuiteOptions{Only: split(*only), Entrants: split(*names), Extra: extra, Traces: *traces, Results: *results, Fresh: *fresh, Parallel: *parallel}
-		for _, n := range opt.Only {
-			if !slices.ContainsFunc(suite.Scenarios, func(sc SuiteScenario) bool { return sc.Name == n }) {
-				return cli.Usage("only", *only, "scenarios of the suite (-list lists them; %q is not one)", n)
-			}
-		}
-		known := BaselineNames()
-		for _, e := range extra {
-			known = append(known, e.Name)
-		}
-		for _, n := range opt.Entrants {
-			if !slices.Contains(known, n) {
-				return cli.Usage("entrants", *names, "baselines or the program's own entrants (%s; %q is not one)", strings.Join(known, ", "), n)
-			}
-		}
-		var shown *Progress
-		if !*quiet {
-			opt.Progress = func(scenario string, names []string) func(int, int, int) {
-				if shown != nil {
-					shown.Done()
-				}
-				_, _ = fmt.Fprintf(stderr, "suite: %s\n", scenario) // progress is best effort
-				shown = NewProgress(stderr, names)
-				return shown.Update
-			}
-		}
-		rep, err := suite.Run(ctx, opt)
-		if shown != nil {
-			shown.Done()
-		}
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%w (trace paths are relative to -traces, %q: run from a clone's root, or -only the generated scenarios)", err, *traces)
-		}
-		if err != nil {
-			return err
-		}
-		var md strings.Builder
-		if err := rep.WriteMarkdown(&md); err != nil {
-			return err
-		}
-		if *results != "" {
-			if err := os.MkdirAll(*results, 0o755); err != nil {
-				return err
-			}
-			if err := cli.WriteFile(filepath.Join(*results, "report.md"), func(w io.Writer) error {
-				_, err := io.WriteString(w, md.String())
-				return err
-			}); err != nil {
-				return err
-			}
-			if err := cli.WriteFile(filepath.Join(*results, "results.csv"), rep.WriteCSV); err != nil {
-				return err
-			}
-		}
-		_, err = io.WriteString(stdout, md.String())
+	f := &suiteFlags{extra: extra}
+	fset.StringVar(&f.suite, "suite", "", "a suite file (JSON; default: the built-in suite, compare/suite.json)")
+	fset.StringVar(&f.traces, "traces", ".", "the folder the suite's trace paths are relative to (the built-in suite's: a clone's root)")
+	fset.StringVar(&f.only, "only", "", "scenarios to run, comma-separated (default: all)")
+	fset.StringVar(&f.entrants, "entrants", "", "entrants to run, comma-separated (default: each scenario's and the program's own)")
+	fset.StringVar(&f.results, "results", "suite-results", "folder for the rows as they finish (a run resumes from it), report.md and results.csv; empty: none")
+	fset.BoolVar(&f.fresh, "fresh", false, "run every row again, ignoring the rows kept in -results")
+	fset.IntVar(&f.parallel, "parallel", 2, "entrants simulated at once, 1 to 64")
+	fset.BoolVar(&f.list, "list", false, "list the scenarios and exit")
+	fset.BoolVar(&f.quiet, "quiet", false, "no progress on standard error")
+	return cli.Main(fset, args, stderr, func(ctx context.Context) error { return f.run(ctx, stdout, stderr) })
+}
+
+// suiteFlags are Main's flags and the program's own entrants.
+type suiteFlags struct {
+	suite, traces, only, entrants, results string
+	fresh, list, quiet                     bool
+	parallel                               int
+	extra                                  []Entrant
+}
+
+// run runs Main's command: checks, the suite, the run, the report.
+func (f *suiteFlags) run(ctx context.Context, stdout, stderr io.Writer) error {
+	suite, err := f.load()
+	if err != nil {
 		return err
-	})
+	}
+	if f.list {
+		for _, sc := range suite.Scenarios {
+			if _, err := fmt.Fprintf(stdout, "%s: %s (entrants %s)\n", sc.Name, sc.About, strings.Join(sc.Entrants, ", ")); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	opt, err := f.options(suite)
+	if err != nil {
+		return err
+	}
+	var shown *Progress
+	if !f.quiet {
+		opt.Progress = func(scenario string, names []string) func(int, int, int) {
+			if shown != nil {
+				shown.Done()
+			}
+			_, _ = fmt.Fprintf(stderr, "suite: %s\n", scenario) // progress is best effort
+			shown = NewProgress(stderr, names)
+			return shown.Update
+		}
+	}
+	rep, err := suite.Run(ctx, opt)
+	if shown != nil {
+		shown.Done()
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w (trace paths are relative to -traces, %q: run from a clone's root, or -only the generated scenarios)", err, f.traces)
+	}
+	if err != nil {
+		return err
+	}
+	return f.write(stdout, rep)
+}
+
+// load checks the flags' values and reads the suite.
+func (f *suiteFlags) load() (*Suite, error) {
+	var c cli.Checks
+	if f.suite != "" {
+		c.InputFile("suite", f.suite, MaxSuiteBytes)
+	}
+	c.Int("parallel", f.parallel, 1, 64)
+	if f.results != "" {
+		c.OutputDir("results", f.results)
+	}
+	if err := c.Err(); err != nil {
+		return nil, err
+	}
+	if f.suite == "" {
+		return DefaultSuite(), nil
+	}
+	data, err := cli.ReadFile(f.suite, MaxSuiteBytes)
+	if err != nil {
+		return nil, err
+	}
+	return ReadSuite(data, f.suite)
+}
+
+// options turns the flags into SuiteOptions, checking -only and -entrants
+// against the suite and the entrants known.
+func (f *suiteFlags) options(suite *Suite) (SuiteOptions, error) {
+	opt := SuiteOptions{Only: split(f.only), Entrants: split(f.entrants), Extra: f.extra, Traces: f.traces, Results: f.results,
+		Fresh: f.fresh, Parallel: f.parallel}
+	for _, n := range opt.Only {
+		if !slices.ContainsFunc(suite.Scenarios, func(sc SuiteScenario) bool { return sc.Name == n }) {
+			return opt, cli.Usage("only", f.only, "scenarios of the suite (-list lists them; %q is not one)", n)
+		}
+	}
+	known := BaselineNames()
+	for _, e := range f.extra {
+		known = append(known, e.Name)
+	}
+	for _, n := range opt.Entrants {
+		if !slices.Contains(known, n) {
+			return opt, cli.Usage("entrants", f.entrants, "baselines or the program's own entrants (%s; %q is not one)", strings.Join(known, ", "), n)
+		}
+	}
+	return opt, nil
+}
+
+// write writes the report to standard output and, with -results,
+// report.md and results.csv.
+func (f *suiteFlags) write(stdout io.Writer, rep *SuiteReport) error {
+	var md strings.Builder
+	if err := rep.WriteMarkdown(&md); err != nil {
+		return err
+	}
+	if f.results != "" {
+		if err := os.MkdirAll(f.results, 0o755); err != nil {
+			return err
+		}
+		if err := cli.WriteFile(filepath.Join(f.results, "report.md"), func(w io.Writer) error {
+			_, err := io.WriteString(w, md.String())
+			return err
+		}); err != nil {
+			return err
+		}
+		if err := cli.WriteFile(filepath.Join(f.results, "results.csv"), rep.WriteCSV); err != nil {
+			return err
+		}
+	}
+	_, err := io.WriteString(stdout, md.String())
+	return err
 }
 
 // split splits a comma-separated list, dropping empty items.

@@ -45,49 +45,58 @@ func (BestFit) Allocate(_ context.Context, p *allocation.Problem) (*allocation.A
 		return a, nil
 	}
 	share := min(1, float64(gpus)/float64(demand)) // each job's time share
-	gain := func(m int) float64 {                  // best rate over worst rate where it runs
-		best, worst := 0.0, 0.0
-		for _, r := range p.Jobs[m].Throughput {
-			if r > 0 {
-				best = max(best, r)
-				if worst == 0 || r < worst {
-					worst = r
-				}
-			}
-		}
-		if worst == 0 {
-			return 0
-		}
-		return best / worst
-	}
-	order := make([]int, len(p.Jobs))
-	for m := range order {
-		order[m] = m
-	}
-	slices.SortStableFunc(order, func(x, y int) int { return cmp.Compare(gain(y), gain(x)) })
+	order := indices(len(p.Jobs))
+	slices.SortStableFunc(order, func(x, y int) int { return cmp.Compare(gain(p.Jobs[y]), gain(p.Jobs[x])) })
 	free := make([]float64, len(p.Capacity))
 	for k, c := range p.Capacity {
 		free[k] = float64(c)
 	}
 	for _, m := range order {
-		j := p.Jobs[m]
-		types := make([]int, len(p.Types))
-		for k := range types {
-			types[k] = k
-		}
-		slices.SortStableFunc(types, func(x, y int) int { return cmp.Compare(j.Throughput[y], j.Throughput[x]) })
-		left := share
-		for _, k := range types {
-			if left <= 0 || j.Throughput[k] <= 0 {
-				break
-			}
-			x := min(left, free[k]/float64(j.ScaleFactor))
-			a.X[m][k] = x
-			free[k] -= x * float64(j.ScaleFactor)
-			left -= x
-		}
+		fill(p.Jobs[m], a.X[m], free, share)
 	}
 	return a, nil
+}
+
+// gain is a job's best rate over its worst where it runs (0 if nowhere).
+func gain(j allocation.Job) float64 {
+	best, worst := 0.0, 0.0
+	for _, r := range j.Throughput {
+		if r > 0 {
+			best = max(best, r)
+			if worst == 0 || r < worst {
+				worst = r
+			}
+		}
+	}
+	if worst == 0 {
+		return 0
+	}
+	return best / worst
+}
+
+// fill gives a job its share on its types from the fastest, within the
+// free GPUs.
+func fill(j allocation.Job, x, free []float64, share float64) {
+	types := indices(len(x))
+	slices.SortStableFunc(types, func(a, b int) int { return cmp.Compare(j.Throughput[b], j.Throughput[a]) })
+	left := share
+	for _, k := range types {
+		if left <= 0 || j.Throughput[k] <= 0 {
+			return
+		}
+		x[k] = min(left, free[k]/float64(j.ScaleFactor))
+		free[k] -= x[k] * float64(j.ScaleFactor)
+		left -= x[k]
+	}
+}
+
+// indices returns 0, 1, ..., n-1.
+func indices(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
 
 func main() {
