@@ -194,7 +194,7 @@ func (sc *SuiteScenario) check(names map[string]bool) (string, error) {
 	}
 	names[sc.Name] = true
 	if _, err := (&Scenario{Cluster: sc.Cluster}).setupCluster(); err != nil {
-		return "cluster", fmt.Errorf("%q: %v", sc.Cluster, err)
+		return "cluster", fmt.Errorf("%q: %w", sc.Cluster, err)
 	}
 	for _, step := range []func() (string, error){sc.Workload.check, sc.checkWindow, sc.checkCompat, sc.checkEntrants, sc.checkMetric, sc.checkPublished} {
 		if field, err := step(); err != nil {
