@@ -94,3 +94,17 @@ func Run(t *testing.T, corpus string, cmd Command) {
 		t.Fatal(err)
 	}
 }
+
+// RunExample runs the corpus of an example program, testdata/args.txt in
+// its folder (examples/NAME), from the module root two folders up, where
+// the corpus's paths are written: every bad flag is refused with exit
+// status 2 and one line naming it.
+func RunExample(t *testing.T, cmd Command) {
+	t.Helper()
+	corpus, err := filepath.Abs(filepath.Join("testdata", "args.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(filepath.Join("..", ".."))
+	Run(t, corpus, cmd)
+}
