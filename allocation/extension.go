@@ -19,8 +19,8 @@ import (
 // concurrent use (hold no state, as the example's cap does).
 type Extension interface {
 	// Key returns what, besides its scale factor, weight and rates,
-	// decides job m's part in the extension: jobs with different keys
-	// never share variables. Return "" where the extension treats all
+	// decides the part in the extension of p.Jobs[m] (m is an index, not
+	// a job ID): jobs with different keys never share variables. Return "" where the extension treats all
 	// jobs alike (a cap on every job), a job's tenant where it bounds
 	// tenants.
 	Key(p *Problem, m int) string
@@ -48,7 +48,10 @@ type Program struct {
 func (g *Program) Problem() *Problem { return g.p }
 
 // Model returns the LP: add variables and rows, set bounds and objective
-// coefficients. Its sense is lp.Maximize; its objective is the level's 1.
+// coefficients. Its sense is lp.Maximize (a penalty is a negative
+// coefficient); its objective is the level's 1. A coefficient on a
+// unit's variable counts once for the unit, however many jobs it holds:
+// weigh it by len(Jobs(u)) for one per job.
 func (g *Program) Model() *lp.Model { return g.m }
 
 // Units returns the number of units.
@@ -103,7 +106,7 @@ func (c TimeCap) Extend(g *Program) error {
 		return nil
 	}
 	if !(c.Share > 0) {
-		return fmt.Errorf("time cap %v: want a share above 0", c.Share)
+		return invalid("time cap %v: want a share above 0", c.Share)
 	}
 	var idx []int
 	var val []float64

@@ -132,7 +132,9 @@ func TestExtensionErrors(t *testing.T) {
 	p := randomProblem(1, 30, 2)
 	_, err := (&allocation.MaxMinFairness{Extension: allocation.TimeCap{Share: -1}}).Allocate(context.Background(), p)
 	require.Error(t, err)
-	assert.ErrorContains(t, err, "extension: time cap -1")
+	assert.ErrorContains(t, err, "extension: ")
+	assert.ErrorContains(t, err, "time cap -1: want a share above 0")
+	assert.ErrorIs(t, err, allocation.ErrInvalidProblem)
 	_, err = (&allocation.MaxMinFairness{SpaceSharing: true, Extension: allocation.TimeCap{Share: 1}}).Allocate(context.Background(), p)
 	assert.True(t, errors.Is(err, allocation.ErrInvalidProblem), "%v", err)
 }

@@ -196,6 +196,17 @@ func TestErrors(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, strings.HasPrefix(err.Error(), "mine: "), err.Error())
 	assert.ErrorContains(t, err, "out of ideas")
+	var re *compare.RunError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, "mine", re.Entrant)
+
+	// A panic in an entrant's code is its run's error, not the caller's
+	// process's.
+	boom := compare.Entrant{Name: "boom", Policy: func(compare.Setup) allocation.Policy { panic("no policy today") }}
+	_, err = compare.Run(ctx, compare.Scenario{Cluster: "v100:2", Jobs: jobs}, []compare.Entrant{boom}, compare.Options{})
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, "boom", re.Entrant)
+	assert.ErrorContains(t, err, "panic: no policy today")
 }
 
 // The table formats agree: CSV and JSON hold the values the Markdown
@@ -287,15 +298,16 @@ func TestPlots(t *testing.T) {
 }
 
 // Progress into a file or a pipe is plain lines (no carriage returns), at
-// most every 10 s, and names the entrants not started yet as waiting.
+// most every 10 s, names the entrants not started yet as waiting, and
+// ends with the final state.
 func TestProgressPlainLines(t *testing.T) {
 	var b strings.Builder
 	p := compare.NewProgress(&b, []string{"gavel", "las"})
 	p.Update(0, 10, 100)
 	p.Update(0, 20, 100) // within 10 s: not printed
 	p.Update(7, 20, 100) // no such entrant: ignored
-	p.Done()
-	assert.Equal(t, "gavel  10%  las waiting\n", b.String())
+	p.Done()             // the final state, which changed since
+	assert.Equal(t, "gavel  10%  las waiting\ngavel  20%  las waiting\n", b.String())
 }
 
 // Run, Report and Progress are safe for concurrent use: comparisons share

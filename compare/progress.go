@@ -21,6 +21,8 @@ type Progress struct {
 	names []string
 	pct   []int // -1: waiting
 	last  time.Time
+	// printed is the last line written.
+	printed string
 }
 
 // NewProgress returns a progress display on w for the entrants of these
@@ -59,6 +61,7 @@ func (p *Progress) Update(i, done, total int) {
 	}
 	p.last = time.Now()
 	line := p.line()
+	p.printed = line
 	if p.tty {
 		_, _ = fmt.Fprintf(p.w, "\r%s", line) // progress is best effort
 	} else {
@@ -80,11 +83,16 @@ func (p *Progress) line() string {
 }
 
 // Done ends the display: on a terminal, the line redrawn in place is
-// closed with a newline.
+// closed with a newline; elsewhere the final state is written as a last
+// line, when it changed since the last one written.
 func (p *Progress) Done() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.last.IsZero() && p.tty {
-		_, _ = fmt.Fprintln(p.w)
+	switch {
+	case p.last.IsZero():
+	case p.tty:
+		_, _ = fmt.Fprintf(p.w, "\r%s\n", p.line())
+	case p.line() != p.printed:
+		_, _ = fmt.Fprintln(p.w, p.line())
 	}
 }

@@ -88,8 +88,9 @@ type Row struct {
 	ExploredGPUHours float64
 	AuditFailed      int
 	// Result is the whole simulation's outcome (nil in a row a suite
-	// resumed from its results folder).
-	Result *sim.Result
+	// resumed from its results folder: Resumed).
+	Result  *sim.Result
+	Resumed bool
 	// Took is the run's wall time: the one thing that differs between
 	// runs.
 	Took time.Duration
@@ -138,6 +139,16 @@ func (sc *Scenario) setup() (Setup, error) {
 		return bad("Compat", "%v", err)
 	}
 	s := Setup{Types: cluster.GPUTypes(), Seed: sc.Seed, Compat: sc.Compat, Vertex: sc.Vertex}
+	if sc.Throughput == nil {
+		// Gavel's table, the default, knows a few types: a cluster of
+		// another fails at once, not at the first job's rate.
+		known := gavel.Simulation().GPUTypes()
+		for _, t := range s.Types {
+			if !slices.Contains(known, t) {
+				return bad("Cluster", "%q: GPU type %s has no rates in Gavel's table, the default Throughput (it has %v); give a Throughput that knows it", sc.Cluster, t, known)
+			}
+		}
+	}
 	for _, t := range s.Types {
 		s.Capacity = append(s.Capacity, cluster.Capacity()[t])
 	}
@@ -181,7 +192,8 @@ func typeOrder(spec string, types []topology.GPUType) []int {
 // Run simulates every entrant on the scenario and returns their rows in
 // the order given. It checks the scenario and every entrant (names
 // unique) before it runs any; the first run that fails cancels the
-// others and its error, naming the entrant, is returned. It is safe for
+// others and its error, a *RunError naming the entrant, is returned (a
+// panic in an entrant's code is recovered into one). It is safe for
 // concurrent use (the entrants' functions build each run's own policy).
 func Run(ctx context.Context, sc Scenario, entrants []Entrant, opt Options) (*Report, error) {
 	setup, err := sc.setup()
@@ -245,6 +257,18 @@ func checkEntrants(sc *Scenario, entrants []Entrant, opt Options) error {
 	return nil
 }
 
+// RunError is a run that failed: the entrant's name and what went wrong
+// (the engine's error, the policy's, or a panic in the entrant's code,
+// recovered). Safe for concurrent reads.
+type RunError struct {
+	Entrant string
+	Err     error
+}
+
+func (e *RunError) Error() string { return e.Entrant + ": " + e.Err.Error() }
+
+func (e *RunError) Unwrap() error { return e.Err }
+
 // runner runs a scenario's entrants.
 type runner struct {
 	sc         *Scenario
@@ -304,13 +328,20 @@ func firstFailure(errs []error) error {
 }
 
 // runOne simulates one entrant.
-func (r *runner) runOne(ctx context.Context, e *Entrant, progress func(done, total int)) (Row, error) {
+func (r *runner) runOne(ctx context.Context, e *Entrant, progress func(done, total int)) (row Row, err error) {
+	defer func() {
+		// A panic in the entrant's own code (its policy, its
+		// constructors) is its run's failure, not the caller's process's.
+		if v := recover(); v != nil {
+			row, err = Row{}, &RunError{Entrant: e.Name, Err: fmt.Errorf("panic: %v", v)}
+		}
+	}()
 	start := time.Now()
 	res, err := r.simulate(ctx, e, progress)
 	if err != nil {
-		return Row{}, fmt.Errorf("%s: %w", e.Name, err)
+		return Row{}, &RunError{Entrant: e.Name, Err: err}
 	}
-	row := Row{Entrant: e.Name, Result: res, Took: time.Since(start), GPUHours: make([]float64, len(r.setup.Types)),
+	row = Row{Entrant: e.Name, Result: res, Took: time.Since(start), GPUHours: make([]float64, len(r.setup.Types)),
 		Allocations: res.Allocations, ExploredGPUHours: res.ExploredGPUSeconds / 3600, AuditFailed: len(res.AuditFailed)}
 	recs := r.measuredRecords(res)
 	if r.measured == nil {

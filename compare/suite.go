@@ -36,6 +36,8 @@ const (
 // plain value, safe for concurrent reads.
 type Suite struct {
 	Scenarios []SuiteScenario `json:"scenarios"`
+	// file names the suite in errors (ReadSuite's name).
+	file string
 }
 
 // SuiteScenario is one scenario of a suite, as its file writes it.
@@ -111,12 +113,24 @@ var defaultSuite []byte
 // flavor walk, and the ITP, Philly and Tiresias traces the repository
 // ships under sim/testdata.
 func DefaultSuite() *Suite {
-	s, err := ReadSuite(defaultSuite, "suite.json")
+	s, err := ReadSuite(defaultSuite, "compare/suite.json")
 	if err != nil {
 		panic(err) // TestDefaultSuite reads it
 	}
 	return s
 }
+
+// TraceError is a scenario's trace that could not be read: the file, and
+// why (a missing file wraps fs.ErrNotExist; a malformed one a
+// *sim.ParseError). Safe for concurrent reads.
+type TraceError struct {
+	Path string
+	Err  error
+}
+
+func (e *TraceError) Error() string { return fmt.Sprintf("trace %s: %v", e.Path, e.Err) }
+
+func (e *TraceError) Unwrap() error { return e.Err }
 
 // SuiteError is a problem in a suite file: where, and what.
 type SuiteError struct {
@@ -149,6 +163,7 @@ func ReadSuite(data []byte, name string) (*Suite, error) {
 		err.File = name
 		return nil, err
 	}
+	s.file = name
 	return &s, nil
 }
 
@@ -340,10 +355,17 @@ func (sc *SuiteScenario) Digest() string {
 // Scenario builds the scenario: jobs generated, or read from the trace
 // under dir (through read, which reads at most sim.MaxTraceBytes).
 func (sc *SuiteScenario) Scenario(read func(path string) ([]byte, error), dir string) (Scenario, error) {
+	out, _, err := sc.build(read, dir)
+	return out, err
+}
+
+// build builds the scenario and returns, for a trace, the SHA-256 of its
+// bytes (a kept row of another trace is not resumed).
+func (sc *SuiteScenario) build(read func(path string) ([]byte, error), dir string) (Scenario, string, error) {
 	w := &sc.Workload
 	compat, err := allocation.ParseCompat(cmp.Or(sc.Compat, "none"))
 	if err != nil {
-		return Scenario{}, err
+		return Scenario{}, "", err
 	}
 	out := Scenario{Name: sc.Name, Cluster: sc.Cluster, From: sc.Window[0], To: sc.Window[1], Seed: sc.Seed, Compat: compat,
 		UntilMeasured: sc.UntilMeasured}
@@ -353,16 +375,16 @@ func (sc *SuiteScenario) Scenario(read func(path string) ([]byte, error), dir st
 		// where a job was not measured).
 		out.Throughput = gavel.Simulation()
 		out.Jobs, err = (&sim.GavelWorkload{Rate: w.Rate, MultiGPU: w.MultiGPU, Seed: sc.Seed, Python: w.Python}).Generate(w.Jobs)
-		return out, err
+		return out, "", err
 	}
 	path := filepath.Join(dir, w.Trace)
 	data, err := read(path)
 	if err != nil {
-		return Scenario{}, fmt.Errorf("compare: scenario %s: %w", sc.Name, err)
+		return Scenario{}, "", &TraceError{Path: path, Err: err}
 	}
 	jobs, err := TraceReaders[w.Format](bytes.NewReader(data), path)
 	if err != nil {
-		return Scenario{}, err
+		return Scenario{}, "", &TraceError{Path: path, Err: err}
 	}
 	if w.First > 0 && w.First < len(jobs) {
 		recs := window(jobRecords(jobs), 0, w.First)
@@ -372,11 +394,12 @@ func (sc *SuiteScenario) Scenario(read func(path string) ([]byte, error), dir st
 		}
 	}
 	if err := (&sim.AssignModels{Seed: sc.Seed}).Apply(jobs); err != nil {
-		return Scenario{}, err
+		return Scenario{}, "", err
 	}
 	if out.To > len(jobs) {
-		return Scenario{}, &ScenarioError{Scenario: sc.Name, Field: "window", Reason: fmt.Sprintf("[%d, %d] beyond the trace's %d jobs", out.From, out.To, len(jobs))}
+		return Scenario{}, "", &ScenarioError{Scenario: sc.Name, Field: "window", Reason: fmt.Sprintf("[%d, %d] beyond the trace's %d jobs", out.From, out.To, len(jobs))}
 	}
 	out.Jobs = jobs
-	return out, nil
+	sum := sha256.Sum256(data)
+	return out, hex.EncodeToString(sum[:8]), nil
 }

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -86,7 +87,7 @@ func loadRow(dir, scenario, digest string, e *Entrant, types int) (Row, bool) {
 		return Row{}, false
 	}
 	return Row{Entrant: s.Entrant, Summary: s.Summary, GPUHours: s.GPUHours, HasRho: s.HasRho, Allocations: s.Allocations,
-		ExploredGPUHours: s.Explored, AuditFailed: s.AuditFailed, Took: time.Duration(s.TookSeconds * float64(time.Second))}, true
+		ExploredGPUHours: s.Explored, AuditFailed: s.AuditFailed, Took: time.Duration(s.TookSeconds * float64(time.Second)), Resumed: true}, true
 }
 
 // saveRow keeps a row in the results folder.
@@ -121,65 +122,115 @@ func (s *Suite) Run(ctx context.Context, opt SuiteOptions) (*SuiteReport, error)
 			return nil, &EntrantError{Name: opt.Extra[i].Name, Reason: "a name no baseline has"}
 		}
 	}
+	todo, err := s.prepare(opt)
+	if err != nil {
+		return nil, err
+	}
 	out := &SuiteReport{}
-	for i := range s.Scenarios {
-		sc := &s.Scenarios[i]
-		if len(opt.Only) > 0 && !slices.Contains(opt.Only, sc.Name) {
-			continue
-		}
-		rep, err := s.runScenario(ctx, sc, opt)
+	for _, p := range todo {
+		rep, err := p.run(ctx, opt)
 		if err != nil {
-			return nil, err
+			return nil, &SuiteError{File: s.file, Path: p.path, Err: err}
 		}
-		out.Scenarios = append(out.Scenarios, *sc)
+		out.Scenarios = append(out.Scenarios, *p.sc)
 		out.Reports = append(out.Reports, rep)
 	}
 	return out, nil
 }
 
-// runScenario runs one scenario's entrants that its results folder does
-// not hold yet.
-func (s *Suite) runScenario(ctx context.Context, sc *SuiteScenario, opt SuiteOptions) (*Report, error) {
-	entrants, err := scenarioEntrants(sc, opt)
-	if err != nil {
-		return nil, err
+// prepared is a scenario ready to run: its jobs, setup, entrants, and the
+// digest its kept rows must carry.
+type prepared struct {
+	sc       *SuiteScenario
+	path     string // "scenarios[2] (itp)", for errors
+	scenario Scenario
+	setup    Setup
+	entrants []Entrant
+	digest   string
+}
+
+// prepare builds every selected scenario before any runs, so that a
+// mistake in the last (a trace that is not there, a window beyond it) is
+// found before the first has run for minutes.
+func (s *Suite) prepare(opt SuiteOptions) ([]prepared, error) {
+	var out []prepared
+	for i := range s.Scenarios {
+		sc := &s.Scenarios[i]
+		if len(opt.Only) > 0 && !slices.Contains(opt.Only, sc.Name) {
+			continue
+		}
+		p := prepared{sc: sc, path: fmt.Sprintf("scenarios[%d] (%s)", i, sc.Name)}
+		var trace string
+		var err error
+		if p.scenario, trace, err = sc.build(func(f string) ([]byte, error) { return cli.ReadFile(f, sim.MaxTraceBytes) }, opt.Traces); err == nil {
+			if p.setup, err = p.scenario.setup(); err == nil {
+				p.entrants, err = scenarioEntrants(sc, opt)
+			}
+		}
+		if err != nil {
+			return nil, &SuiteError{File: s.file, Path: p.path, Err: err}
+		}
+		p.digest = sc.Digest() + "-" + trace + "-" + moduleVersion()
+		out = append(out, p)
 	}
-	scenario, err := sc.Scenario(func(p string) ([]byte, error) { return cli.ReadFile(p, sim.MaxTraceBytes) }, opt.Traces)
-	if err != nil {
-		return nil, err
+	return out, nil
+}
+
+// moduleVersion is gpusched's version in the running program's build
+// ("(devel)" in a clone): a kept row of another version is not resumed.
+func moduleVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
 	}
-	setup, err := scenario.setup()
-	if err != nil {
-		return nil, err
+	if info.Main.Path == module {
+		return info.Main.Version
 	}
-	rep := &Report{Scenario: sc.Name, Cluster: sc.Cluster, Types: setup.Types, From: scenario.From, To: scenario.To, Rows: make([]Row, len(entrants))}
+	for _, d := range info.Deps {
+		if d.Path == module {
+			if d.Replace != nil {
+				return d.Version + "=>" + d.Replace.Path + "@" + d.Replace.Version
+			}
+			return d.Version
+		}
+	}
+	return "unknown"
+}
+
+// module is gpusched's module path.
+const module = "github.com/gpusched/gpusched"
+
+// run runs the scenario's entrants that the results folder does not hold
+// yet, keeping each row as it finishes.
+func (p *prepared) run(ctx context.Context, opt SuiteOptions) (*Report, error) {
+	sc, setup := p.sc, p.setup
+	rep := &Report{Scenario: sc.Name, Cluster: sc.Cluster, Types: setup.Types, From: p.scenario.From, To: p.scenario.To, Rows: make([]Row, len(p.entrants))}
 	for _, c := range setup.Capacity {
 		rep.GPUs += c
 	}
 	if rep.To == 0 {
-		rep.To = len(scenario.Jobs)
+		rep.To = len(p.scenario.Jobs)
 	}
-	digest := sc.Digest()
 	var todo []Entrant
 	var at []int
-	for i := range entrants {
-		if row, ok := resumed(opt, sc.Name, digest, &entrants[i], len(setup.Types)); ok {
+	for i := range p.entrants {
+		if row, ok := resumed(opt, sc.Name, p.digest, &p.entrants[i], len(setup.Types)); ok {
 			rep.Rows[i] = row
 			continue
 		}
-		todo, at = append(todo, entrants[i]), append(at, i)
+		todo, at = append(todo, p.entrants[i]), append(at, i)
 	}
 	if len(todo) == 0 {
 		return rep, nil
 	}
-	got, err := Run(ctx, scenario, todo, Options{Parallel: opt.Parallel, Progress: scenarioProgress(opt, sc.Name, todo)})
+	got, err := Run(ctx, p.scenario, todo, Options{Parallel: opt.Parallel, Progress: scenarioProgress(opt, sc.Name, todo)})
 	if err != nil {
-		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+		return nil, err
 	}
 	for j, row := range got.Rows {
 		rep.Rows[at[j]] = row
 		if opt.Results != "" {
-			if err := saveRow(opt.Results, sc.Name, digest, &todo[j], &row); err != nil {
+			if err := saveRow(opt.Results, sc.Name, p.digest, &todo[j], &row); err != nil {
 				return nil, err
 			}
 		}
@@ -266,7 +317,11 @@ func ranks(rep *Report, c Column, higher bool) []int {
 func (s *SuiteReport) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("# Benchmark suite\n\n")
-	fmt.Fprintf(&b, "%d scenarios. Each is ranked by its metric (1 is best; ties share a rank); the papers' figures are beside ours where they published one.\n\n", len(s.Reports))
+	what := fmt.Sprintf("%d scenarios", len(s.Reports))
+	if len(s.Reports) == 1 {
+		what = "1 scenario"
+	}
+	fmt.Fprintf(&b, "%s. Each is ranked by its metric (1 is best; ties share a rank); the papers' figures are beside ours where they published one.\n\n", what)
 	if err := s.writeRanks(&b); err != nil {
 		return err
 	}
@@ -326,6 +381,15 @@ func (s *SuiteReport) writeScenario(b *strings.Builder, i int) error {
 	cols = append(cols, Column{Key: "rank", Header: "rank", Format: integer, Value: func(r Row) (float64, bool) {
 		return float64(rk[slices.IndexFunc(rep.Rows, func(x Row) bool { return x.Entrant == r.Entrant })]), true
 	}})
+	var kept []string
+	for _, row := range rep.Rows {
+		if row.Resumed {
+			kept = append(kept, row.Entrant)
+		}
+	}
+	if len(kept) > 0 {
+		fmt.Fprintf(b, "Kept from an earlier run of the same scenario, trace and gpusched (-fresh runs them again): %s.\n\n", strings.Join(kept, ", "))
+	}
 	if p := sc.Published; p != nil {
 		fmt.Fprintf(b, "Published: %s.\n\n", strings.TrimSuffix(p.Source, "."))
 		cols = append(cols, publishedColumns(p, metric)...)
@@ -429,6 +493,9 @@ func (f *suiteFlags) run(ctx context.Context, stdout, stderr io.Writer) error {
 	}
 	if f.list {
 		for _, sc := range suite.Scenarios {
+			if f.only != "" && !slices.Contains(split(f.only), sc.Name) {
+				continue
+			}
 			if _, err := fmt.Fprintf(stdout, "%s: %s (entrants %s)\n", sc.Name, sc.About, strings.Join(sc.Entrants, ", ")); err != nil {
 				return err
 			}
@@ -454,8 +521,9 @@ func (f *suiteFlags) run(ctx context.Context, stdout, stderr io.Writer) error {
 	if shown != nil {
 		shown.Done()
 	}
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%w (trace paths are relative to -traces, %q: run from a clone's root, or -only the generated scenarios)", err, f.traces)
+	var te *TraceError
+	if errors.As(err, &te) && errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w (trace paths are relative to -traces, %q: a clone's root for the built-in suite's traces; or -only the generated scenarios)", err, f.traces)
 	}
 	if err != nil {
 		return err

@@ -342,3 +342,65 @@ func TestReproductionTables(t *testing.T) {
 		}
 	}
 }
+
+// Every scenario is built before any runs: a trace that is not there, or
+// shorter than its window, in the last scenario is a *SuiteError naming
+// the file and the scenario before the first has run; a trace changed
+// since a row was kept runs that row again; the report says which rows
+// were kept.
+func TestSuitePreparesAndKeysTraces(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "t.csv")
+	full, err := os.ReadFile(filepath.Join("..", "sim", "testdata", "tiresias", "60_job.csv"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(trace, full, 0o644))
+	doc := `{"scenarios": [
+	  {"name": "gen", "cluster": "v100:4", "workload": {"generator": "gavel", "jobs": 20, "rate": 20}, "window": [0, 0], "entrants": ["gavel"]},
+	  {"name": "tr", "cluster": "v100:8", "workload": {"trace": "t.csv", "format": "tiresias"}, "window": [0, 50], "entrants": ["fifo"]}]}`
+	s, err := compare.ReadSuite([]byte(doc), "two.json")
+	require.NoError(t, err)
+	var runs atomic.Int32
+	opt := compare.SuiteOptions{Traces: dir, Results: filepath.Join(dir, "results"), Extra: []compare.Entrant{counting(&runs)}}
+	_, err = s.Run(context.Background(), compare.SuiteOptions{Traces: t.TempDir(), Extra: opt.Extra})
+	var se *compare.SuiteError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "two.json", se.File)
+	assert.Equal(t, "scenarios[1] (tr)", se.Path)
+	var te *compare.TraceError
+	assert.ErrorAs(t, err, &te)
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	assert.Equal(t, int32(0), runs.Load(), "nothing ran before the missing trace was found")
+
+	_, err = s.Run(context.Background(), opt)
+	require.NoError(t, err)
+	assert.Equal(t, int32(2), runs.Load())
+	rep, err := s.Run(context.Background(), opt)
+	require.NoError(t, err)
+	assert.Equal(t, int32(2), runs.Load(), "all kept")
+	var md strings.Builder
+	require.NoError(t, rep.WriteMarkdown(&md))
+	assert.Contains(t, md.String(), "Kept from an earlier run of the same scenario, trace and gpusched (-fresh runs them again): fifo, mine/v1.")
+
+	// The trace shortened: its rows run again (and the window no longer
+	// fits: an error naming the scenario).
+	lines := strings.SplitAfter(string(full), "\n")
+	require.NoError(t, os.WriteFile(trace, []byte(strings.Join(lines[:56], "")), 0o644))
+	s.Scenarios[1].Window = [2]int{0, 40}
+	before := runs.Load()
+	_, err = s.Run(context.Background(), opt)
+	require.NoError(t, err)
+	assert.Equal(t, before+1, runs.Load(), "the changed trace's row ran again, the generated scenario's did not")
+	s.Scenarios[1].Window = [2]int{0, 58}
+	_, err = s.Run(context.Background(), opt)
+	require.ErrorAs(t, err, &se)
+	assert.ErrorContains(t, err, "beyond the trace's 55 jobs")
+}
+
+// A cluster of a GPU type Gavel's table (the default rates) does not know
+// is an error before anything runs.
+func TestUnknownTypeInCluster(t *testing.T) {
+	_, err := compare.Run(context.Background(), compare.Scenario{Cluster: "v10:4", Jobs: gavelJobs(t, 5, 20, 0)}, baselines(t, "fifo"), compare.Options{})
+	var se *compare.ScenarioError
+	require.ErrorAs(t, err, &se)
+	assert.ErrorContains(t, err, "GPU type v10 has no rates in Gavel's table")
+}

@@ -49,15 +49,14 @@ func rhoColumn(key, header string, get func(Row) float64, format func(float64) s
 	return Column{Key: key, Header: header, Value: func(r Row) (float64, bool) { return get(r), r.HasRho }, Format: format}
 }
 
-// Columns returns every column of the report, in the order of
-// TextKeys and then the rest: jobs, JCT mean, median, p95 and p99,
-// queueing, makespan (hours), utilisation, mean and largest rho, the
-// share of jobs with rho > 1, preemptions and moves between types per
-// job, cost (dollars, at allocation.DefaultPrices), GPU-hours of the
-// measured jobs on each type ("gpu_h_v100"), the policy's allocations,
-// the GPU-hours spent exploring (hidden rates), the jobs whose reports
-// failed the audit, and the run time (seconds; the one column that
-// differs between runs).
+// Columns returns every column of the report: first TextKeys' (jobs;
+// JCT mean, median, p95 and p99, queueing, makespan, in hours;
+// utilisation; mean rho and the share of jobs with rho > 1; the policy's
+// allocations; the run time, in seconds, the one column that differs
+// between runs), then the largest rho, preemptions and moves between
+// types per job, cost (dollars, at allocation.DefaultPrices), GPU-hours
+// of the measured jobs on each type ("gpu_h_v100"), the GPU-hours spent
+// exploring (hidden rates) and the jobs whose reports failed the audit.
 func (r *Report) Columns() []Column {
 	cols := []Column{
 		summaryColumn("jobs", "jobs", func(r Row) float64 { return float64(r.Summary.Jobs) }, integer),
@@ -255,9 +254,16 @@ const (
 // Formats lists the formats, in the order a flag's help names them.
 var Formats = []Format{FormatText, FormatMarkdown, FormatCSV, FormatJSON}
 
-// Write writes the table in a format; an unknown format is an error
+// Write writes the table in a format, with cols, or, when cols is empty,
+// every reproducible column (Select()); an unknown format is an error
 // wrapping ErrUnknown.
 func (r *Report) Write(w io.Writer, f Format, cols []Column) error {
+	if len(cols) == 0 {
+		var err error
+		if cols, err = r.Select(); err != nil {
+			return err
+		}
+	}
 	switch f {
 	case FormatText:
 		return r.WriteText(w, cols)

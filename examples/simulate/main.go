@@ -46,6 +46,7 @@ import (
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/compare"
 	"github.com/gpusched/gpusched/internal/cli"
+	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/sim"
 	"github.com/gpusched/gpusched/topology"
 )
@@ -130,8 +131,16 @@ func (o *options) check() error {
 	}
 	c.OneOf("format", o.format, formatNames...)
 	c.OneOf("compat", o.compat, "none", "gavel")
-	if _, err := topology.ParseCompact(o.cluster, 1); err != nil {
+	if cl, err := topology.ParseCompact(o.cluster, 1); err != nil {
 		c.Fail("cluster", o.cluster, "type:count,... with counts above 0 (%v)", err)
+	} else {
+		known := gavel.Simulation().GPUTypes()
+		for _, t := range cl.GPUTypes() {
+			if !slices.Contains(known, t) {
+				c.Fail("cluster", o.cluster, "types Gavel's throughput table knows (%v; %s is not one)", known, t)
+				break
+			}
+		}
 	}
 	c.List("policies", o.policies, false, policyNames()...)
 	c.ZeroOr("rate", o.rate, 0.001, 1e6, "every job at time 0")
