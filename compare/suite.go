@@ -47,8 +47,15 @@ type SuiteScenario struct {
 	Name string `json:"name"`
 	// About says what the scenario reproduces, with its source.
 	About string `json:"about,omitempty"`
-	// Cluster is the cluster (Scenario.Cluster).
-	Cluster  string   `json:"cluster"`
+	// Engine is "" (the round and event engines: Entrants are Baselines'
+	// names) or "elastic" (Pollux's workloads on Pools with RunTyped:
+	// Entrants are TypedBaselines' names; no Cluster, Window, compat or
+	// until_measured).
+	Engine string `json:"engine,omitempty"`
+	// Cluster is the cluster (Scenario.Cluster); Pools an elastic
+	// scenario's pools (ParsePools: "t4:6x4,v100:3x8").
+	Cluster  string   `json:"cluster,omitempty"`
+	Pools    string   `json:"pools,omitempty"`
 	Workload Workload `json:"workload"`
 	// Window is the measured jobs [from, to) by position in order of
 	// arrival; [0, 0] measures every job.
@@ -90,6 +97,14 @@ type Workload struct {
 	Trace  string `json:"trace,omitempty"`
 	Format string `json:"format,omitempty"`
 	First  int    `json:"first,omitempty"`
+	// Pollux, for an elastic scenario, is the folder of the Pollux
+	// artifact's app-profiles and workloads (relative to the traces
+	// folder); Workloads how many of workload-1.csv, ... to run (1 to 8);
+	// Power raises the predicted speedups (0 means 1; 0.1 to 1:
+	// PolluxOnPools).
+	Pollux    string  `json:"pollux,omitempty"`
+	Workloads int     `json:"workloads,omitempty"`
+	Power     float64 `json:"power,omitempty"`
 }
 
 // Published is a paper's figures for a scenario's metric.
@@ -208,12 +223,73 @@ func (sc *SuiteScenario) check(names map[string]bool) (string, error) {
 		return "name", fmt.Errorf("%q appears twice", sc.Name)
 	}
 	names[sc.Name] = true
+	switch sc.Engine {
+	case "":
+	case "elastic":
+		return sc.checkElastic()
+	default:
+		return "engine", fmt.Errorf("%q: want \"\" (rounds and events) or elastic", sc.Engine)
+	}
+	if sc.Pools != "" || sc.Workload.Pollux != "" || sc.Workload.Workloads != 0 || sc.Workload.Power != 0 {
+		return "pools", errors.New("pools, pollux, workloads and power are for elastic scenarios")
+	}
 	if _, err := (&Scenario{Cluster: sc.Cluster}).setupCluster(); err != nil {
 		return "cluster", fmt.Errorf("%q: %w", sc.Cluster, err)
 	}
 	for _, step := range []func() (string, error){sc.Workload.check, sc.checkWindow, sc.checkCompat, sc.checkEntrants, sc.checkMetric, sc.checkPublished} {
 		if field, err := step(); err != nil {
 			return field, err
+		}
+	}
+	return "", nil
+}
+
+// checkElastic checks an elastic scenario: pools, Pollux's workloads,
+// typed entrants, metric and published figures.
+func (sc *SuiteScenario) checkElastic() (string, error) {
+	if _, err := ParsePools(sc.Pools); err != nil {
+		return "pools", err
+	}
+	if sc.Cluster != "" || sc.Window != [2]int{} || sc.UntilMeasured || sc.Compat != "" {
+		return "engine", errors.New("an elastic scenario has pools, not cluster, window, until_measured or compat")
+	}
+	for _, step := range []func() (string, error){sc.Workload.checkPollux, sc.checkTypedEntrants, sc.checkMetric, sc.checkPublished} {
+		if field, err := step(); err != nil {
+			return field, err
+		}
+	}
+	return "", nil
+}
+
+// checkPollux checks an elastic scenario's workload: Pollux's folder,
+// how many of its workloads, and the speedups' power; nothing else.
+func (w *Workload) checkPollux() (string, error) {
+	other := Workload{Pollux: w.Pollux, Workloads: w.Workloads, Power: w.Power}
+	switch {
+	case *w != other:
+		return "workload", errors.New("an elastic scenario's workload is pollux, workloads and power")
+	case filepath.IsAbs(w.Pollux) || !filepath.IsLocal(w.Pollux):
+		return "workload.pollux", fmt.Errorf("%q: want a relative path inside the traces folder", w.Pollux)
+	case w.Workloads < 1 || w.Workloads > 8:
+		return "workload.workloads", fmt.Errorf("%d: want 1 to 8 (Pollux's workload-1.csv to workload-8.csv)", w.Workloads)
+	case w.Power != 0 && !(w.Power >= 0.1 && w.Power <= 1):
+		return "workload.power", fmt.Errorf("%v: want 0 (1) or 0.1 to 1", w.Power)
+	}
+	return "", nil
+}
+
+// checkTypedEntrants checks an elastic scenario's entrants: typed
+// baselines, each once.
+func (sc *SuiteScenario) checkTypedEntrants() (string, error) {
+	if len(sc.Entrants) == 0 || len(sc.Entrants) > MaxSuiteEntrants {
+		return "entrants", fmt.Errorf("%d entrants: want 1 to %d", len(sc.Entrants), MaxSuiteEntrants)
+	}
+	for j, n := range sc.Entrants {
+		if _, err := TypedBaseline(n); err != nil {
+			return fmt.Sprintf("entrants[%d]", j), err
+		}
+		if slices.Index(sc.Entrants, n) != j {
+			return fmt.Sprintf("entrants[%d]", j), fmt.Errorf("%q appears twice", n)
 		}
 	}
 	return "", nil
@@ -362,6 +438,9 @@ func (sc *SuiteScenario) Scenario(read func(path string) ([]byte, error), dir st
 // build builds the scenario and returns, for a trace, the SHA-256 of its
 // bytes (a kept row of another trace is not resumed).
 func (sc *SuiteScenario) build(read func(path string) ([]byte, error), dir string) (Scenario, string, error) {
+	if sc.Engine != "" {
+		return Scenario{}, "", &ScenarioError{Scenario: sc.Name, Field: "engine", Reason: "an elastic scenario runs with RunTyped (a suite's Run), not as a Scenario"}
+	}
 	w := &sc.Workload
 	compat, err := allocation.ParseCompat(cmp.Or(sc.Compat, "none"))
 	if err != nil {

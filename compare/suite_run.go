@@ -1,7 +1,10 @@
 package compare
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -28,8 +31,10 @@ type SuiteOptions struct {
 	// scenario, only the entrants of these names (none: all).
 	Only, Entrants []string
 	// Extra are entrants of one's own, run in every scenario beside its
-	// baselines (their names must differ from the baselines').
+	// baselines (their names must differ from the baselines'); Typed are
+	// elastic ones, run in every elastic scenario.
 	Extra []Entrant
+	Typed []TypedEntrant
 	// Traces is the folder trace paths are relative to ("" is the current
 	// one: the built-in suite's traces are the repository's sim/testdata).
 	Traces string
@@ -67,6 +72,10 @@ type savedRow struct {
 	TookSeconds float64     `json:"took_s"`
 }
 
+// named is an entrant's name and description, which a kept row must
+// carry.
+type named struct{ name, description string }
+
 // maxSavedRowBytes bounds a saved row's file.
 const maxSavedRowBytes = 1 << 16
 
@@ -76,13 +85,13 @@ func rowFile(dir, scenario, entrant string) string {
 }
 
 // loadRow returns the saved row of an entrant if it matches the digest.
-func loadRow(dir, scenario, digest string, e *Entrant, types int) (Row, bool) {
-	data, err := cli.ReadFile(rowFile(dir, scenario, e.Name), maxSavedRowBytes)
+func loadRow(dir, scenario, digest string, e named, types int) (Row, bool) {
+	data, err := cli.ReadFile(rowFile(dir, scenario, e.name), maxSavedRowBytes)
 	if err != nil {
 		return Row{}, false
 	}
 	var s savedRow
-	if strictjson.Decode(data, &s) != nil || s.Digest != digest || s.Entrant != e.Name || s.Description != e.Description ||
+	if strictjson.Decode(data, &s) != nil || s.Digest != digest || s.Entrant != e.name || s.Description != e.description ||
 		len(s.GPUHours) != types || s.TookSeconds < 0 || math.IsNaN(s.TookSeconds) || s.TookSeconds > 1e9 {
 		return Row{}, false
 	}
@@ -91,16 +100,16 @@ func loadRow(dir, scenario, digest string, e *Entrant, types int) (Row, bool) {
 }
 
 // saveRow keeps a row in the results folder.
-func saveRow(dir, scenario, digest string, e *Entrant, r *Row) error {
+func saveRow(dir, scenario, digest string, e named, r *Row) error {
 	if err := os.MkdirAll(filepath.Join(dir, scenario), 0o755); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(savedRow{Digest: digest, Entrant: e.Name, Description: e.Description, Summary: r.Summary, GPUHours: r.GPUHours,
+	b, err := json.MarshalIndent(savedRow{Digest: digest, Entrant: e.name, Description: e.description, Summary: r.Summary, GPUHours: r.GPUHours,
 		HasRho: r.HasRho, Allocations: r.Allocations, Explored: r.ExploredGPUHours, AuditFailed: r.AuditFailed, TookSeconds: r.Took.Seconds()}, "", "  ")
 	if err != nil {
 		return err
 	}
-	return cli.WriteFile(rowFile(dir, scenario, e.Name), func(w io.Writer) error {
+	return cli.WriteFile(rowFile(dir, scenario, e.name), func(w io.Writer) error {
 		_, err := w.Write(append(b, '\n'))
 		return err
 	})
@@ -120,6 +129,14 @@ func (s *Suite) Run(ctx context.Context, opt SuiteOptions) (*SuiteReport, error)
 		}
 		if _, err := Baseline(opt.Extra[i].Name); err == nil {
 			return nil, &EntrantError{Name: opt.Extra[i].Name, Reason: "a name no baseline has"}
+		}
+	}
+	for i := range opt.Typed {
+		if err := opt.Typed[i].Validate(); err != nil {
+			return nil, err
+		}
+		if _, err := TypedBaseline(opt.Typed[i].Name); err == nil {
+			return nil, &EntrantError{Name: opt.Typed[i].Name, Reason: "a name no typed baseline has"}
 		}
 	}
 	todo, err := s.prepare(opt)
@@ -147,6 +164,9 @@ type prepared struct {
 	setup    Setup
 	entrants []Entrant
 	digest   string
+	// typed is an elastic scenario, with its entrants.
+	typed         *TypedScenario
+	typedEntrants []TypedEntrant
 }
 
 // prepare builds every selected scenario before any runs, so that a
@@ -160,6 +180,13 @@ func (s *Suite) prepare(opt SuiteOptions) ([]prepared, error) {
 			continue
 		}
 		p := prepared{sc: sc, path: fmt.Sprintf("scenarios[%d] (%s)", i, sc.Name)}
+		if sc.Engine == "elastic" {
+			if err := p.prepareTyped(opt); err != nil {
+				return nil, &SuiteError{File: s.file, Path: p.path, Err: err}
+			}
+			out = append(out, p)
+			continue
+		}
 		var trace string
 		var err error
 		if p.scenario, trace, err = sc.build(func(f string) ([]byte, error) { return cli.ReadFile(f, sim.MaxTraceBytes) }, opt.Traces); err == nil {
@@ -203,6 +230,9 @@ const module = "github.com/gpusched/gpusched"
 // run runs the scenario's entrants that the results folder does not hold
 // yet, keeping each row as it finishes.
 func (p *prepared) run(ctx context.Context, opt SuiteOptions) (*Report, error) {
+	if p.typed != nil {
+		return p.runTyped(ctx, opt)
+	}
 	sc, setup := p.sc, p.setup
 	rep := &Report{Scenario: sc.Name, Cluster: sc.Cluster, Types: setup.Types, From: p.scenario.From, To: p.scenario.To, Rows: make([]Row, len(p.entrants))}
 	for _, c := range setup.Capacity {
@@ -214,7 +244,7 @@ func (p *prepared) run(ctx context.Context, opt SuiteOptions) (*Report, error) {
 	var todo []Entrant
 	var at []int
 	for i := range p.entrants {
-		if row, ok := resumed(opt, sc.Name, p.digest, &p.entrants[i], len(setup.Types)); ok {
+		if row, ok := resumed(opt, sc.Name, p.digest, named{p.entrants[i].Name, p.entrants[i].Description}, len(setup.Types)); ok {
 			rep.Rows[i] = row
 			continue
 		}
@@ -230,7 +260,107 @@ func (p *prepared) run(ctx context.Context, opt SuiteOptions) (*Report, error) {
 	for j, row := range got.Rows {
 		rep.Rows[at[j]] = row
 		if opt.Results != "" {
-			if err := saveRow(opt.Results, sc.Name, p.digest, &todo[j], &row); err != nil {
+			if err := saveRow(opt.Results, sc.Name, p.digest, named{todo[j].Name, todo[j].Description}, &row); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return rep, nil
+}
+
+// prepareTyped builds an elastic scenario: its pools, Pollux's
+// applications on them, its workloads, its entrants, and a digest of the
+// workloads' bytes.
+func (p *prepared) prepareTyped(opt SuiteOptions) error {
+	sc, w := p.sc, &p.sc.Workload
+	pools, err := ParsePools(sc.Pools)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(opt.Traces, w.Pollux)
+	fsys := os.DirFS(dir)
+	power := w.Power
+	if power == 0 {
+		power = 1
+	}
+	apps, err := PolluxOnPools(fsys, pools, power)
+	if err != nil {
+		return &TraceError{Path: dir, Err: err}
+	}
+	ts := &TypedScenario{Name: sc.Name, Pools: pools, Apps: apps}
+	h := sha256.New()
+	for i := 1; i <= w.Workloads; i++ {
+		name := fmt.Sprintf("workloads/workload-%d.csv", i)
+		data, err := fs.ReadFile(fsys, name)
+		if err == nil && len(data) > sim.MaxTraceBytes {
+			err = fmt.Errorf("%d bytes, more than %d", len(data), sim.MaxTraceBytes)
+		}
+		var jobs []sim.Job
+		if err == nil {
+			jobs, err = sim.ReadPollux(bytes.NewReader(data), name)
+		}
+		if err != nil {
+			return &TraceError{Path: filepath.Join(dir, name), Err: err}
+		}
+		h.Write(data)
+		ts.Workloads = append(ts.Workloads, jobs)
+	}
+	for _, n := range sc.Entrants {
+		e, err := TypedBaseline(n)
+		if err != nil {
+			return err
+		}
+		p.typedEntrants = append(p.typedEntrants, e)
+	}
+	p.typedEntrants = append(p.typedEntrants, opt.Typed...)
+	if len(opt.Entrants) > 0 {
+		p.typedEntrants = slices.DeleteFunc(p.typedEntrants, func(e TypedEntrant) bool { return !slices.Contains(opt.Entrants, e.Name) })
+	}
+	p.typed = ts
+	p.digest = sc.Digest() + "-" + hex.EncodeToString(h.Sum(nil)[:8]) + "-" + moduleVersion()
+	return nil
+}
+
+// runTyped runs an elastic scenario's entrants that the results folder
+// does not hold yet.
+func (p *prepared) runTyped(ctx context.Context, opt SuiteOptions) (*Report, error) {
+	rep := &Report{Scenario: p.sc.Name, Rows: make([]Row, len(p.typedEntrants))}
+	var todo []TypedEntrant
+	var at []int
+	for i, e := range p.typedEntrants {
+		if row, ok := resumed(opt, p.sc.Name, p.digest, named{e.Name, e.Description}, len(p.typed.Pools)); ok {
+			rep.Rows[i] = row
+			continue
+		}
+		todo, at = append(todo, e), append(at, i)
+	}
+	var progress func(entrant, done, total int)
+	if opt.Progress != nil {
+		var names []string
+		for _, e := range todo {
+			names = append(names, e.Name)
+		}
+		progress = opt.Progress(p.sc.Name, names)
+	}
+	for _, pool := range p.typed.Pools {
+		rep.Types = append(rep.Types, pool.Type)
+		rep.GPUs += pool.GPUs()
+	}
+	for _, w := range p.typed.Workloads {
+		rep.To += len(w)
+	}
+	rep.Cluster = p.sc.Pools
+	if len(todo) == 0 {
+		return rep, nil
+	}
+	got, err := RunTyped(ctx, *p.typed, todo, Options{Parallel: opt.Parallel, Progress: progress})
+	if err != nil {
+		return nil, err
+	}
+	for j, row := range got.Rows {
+		rep.Rows[at[j]] = row
+		if opt.Results != "" {
+			if err := saveRow(opt.Results, p.sc.Name, p.digest, named{todo[j].Name, todo[j].Description}, &row); err != nil {
 				return nil, err
 			}
 		}
@@ -263,7 +393,7 @@ func scenarioEntrants(sc *SuiteScenario, opt SuiteOptions) ([]Entrant, error) {
 
 // resumed returns the row the results folder keeps for an entrant, unless
 // the options ask for a fresh run.
-func resumed(opt SuiteOptions, scenario, digest string, e *Entrant, types int) (Row, bool) {
+func resumed(opt SuiteOptions, scenario, digest string, e named, types int) (Row, bool) {
 	if opt.Results == "" || opt.Fresh {
 		return Row{}, false
 	}
@@ -371,7 +501,10 @@ func (s *SuiteReport) writeRanks(b *strings.Builder) error {
 // and its table.
 func (s *SuiteReport) writeScenario(b *strings.Builder, i int) error {
 	rep, sc := s.Reports[i], &s.Scenarios[i]
-	fmt.Fprintf(b, "\n## %s\n\n%s.\n\n", sc.Name, strings.TrimSuffix(sc.About, "."))
+	fmt.Fprintf(b, "\n## %s\n\n", sc.Name)
+	if sc.About != "" {
+		fmt.Fprintf(b, "%s.\n\n", strings.TrimSuffix(sc.About, "."))
+	}
 	cols, err := rep.Select(sc.metric())
 	if err != nil {
 		return err
@@ -463,8 +596,14 @@ func (s *SuiteReport) WriteCSV(w io.Writer) error {
 // into -results. It returns the exit status: 0, 1 when a run fails, 2
 // for a bad flag.
 func Main(args []string, stdout, stderr io.Writer, extra ...Entrant) int {
+	return MainWith(args, stdout, stderr, extra, nil)
+}
+
+// MainWith is Main with typed entrants of one's own too, run in every
+// elastic scenario beside its typed baselines.
+func MainWith(args []string, stdout, stderr io.Writer, extra []Entrant, typed []TypedEntrant) int {
 	fset := flag.NewFlagSet("suite", flag.ContinueOnError)
-	f := &suiteFlags{extra: extra}
+	f := &suiteFlags{extra: extra, typed: typed}
 	fset.StringVar(&f.suite, "suite", "", "a suite file (JSON; default: the built-in suite, compare/suite.json)")
 	fset.StringVar(&f.traces, "traces", ".", "the folder the suite's trace paths are relative to (the built-in suite's: a clone's root)")
 	fset.StringVar(&f.only, "only", "", "scenarios to run, comma-separated (default: all)")
@@ -483,6 +622,7 @@ type suiteFlags struct {
 	fresh, list, quiet                     bool
 	parallel                               int
 	extra                                  []Entrant
+	typed                                  []TypedEntrant
 }
 
 // run runs Main's command: checks, the suite, the run, the report.
@@ -557,7 +697,7 @@ func (f *suiteFlags) load() (*Suite, error) {
 // options turns the flags into SuiteOptions, checking -only and -entrants
 // against the suite and the entrants known.
 func (f *suiteFlags) options(suite *Suite) (SuiteOptions, error) {
-	opt := SuiteOptions{Only: split(f.only), Entrants: split(f.entrants), Extra: f.extra, Traces: f.traces, Results: f.results,
+	opt := SuiteOptions{Only: split(f.only), Entrants: split(f.entrants), Extra: f.extra, Typed: f.typed, Traces: f.traces, Results: f.results,
 		Fresh: f.fresh, Parallel: f.parallel}
 	for _, n := range opt.Only {
 		if !slices.ContainsFunc(suite.Scenarios, func(sc SuiteScenario) bool { return sc.Name == n }) {
@@ -565,7 +705,13 @@ func (f *suiteFlags) options(suite *Suite) (SuiteOptions, error) {
 		}
 	}
 	known := BaselineNames()
+	for _, e := range TypedBaselines() {
+		known = append(known, e.Name)
+	}
 	for _, e := range f.extra {
+		known = append(known, e.Name)
+	}
+	for _, e := range f.typed {
 		known = append(known, e.Name)
 	}
 	for _, n := range opt.Entrants {

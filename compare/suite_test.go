@@ -14,9 +14,11 @@ import (
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/compare"
+	"github.com/gpusched/gpusched/elastic"
 	"github.com/gpusched/gpusched/gang"
 	"github.com/gpusched/gpusched/internal/cli/clitest"
 	"github.com/gpusched/gpusched/sim"
+	"github.com/gpusched/gpusched/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -30,9 +32,11 @@ func TestDefaultSuite(t *testing.T) {
 	var names []string
 	for _, sc := range s.Scenarios {
 		names = append(names, sc.Name)
-		if tr := sc.Workload.Trace; tr != "" {
-			_, err := os.Stat(filepath.Join("..", tr))
-			assert.NoError(t, err, sc.Name)
+		for _, tr := range []string{sc.Workload.Trace, sc.Workload.Pollux} {
+			if tr != "" {
+				_, err := os.Stat(filepath.Join("..", tr))
+				assert.NoError(t, err, sc.Name)
+			}
 		}
 		if strings.HasPrefix(sc.Name, "gavel-single") || strings.HasPrefix(sc.Name, "gavel-multi") {
 			assert.True(t, sc.UntilMeasured && sc.Workload.Python, sc.Name)
@@ -40,7 +44,7 @@ func TestDefaultSuite(t *testing.T) {
 			assert.NotNil(t, sc.Published, sc.Name)
 		}
 	}
-	assert.Equal(t, []string{"gavel-single-4.8", "gavel-multi-2.8", "gavel-makespan-100", "kueue-flavor-walk", "itp", "philly", "tiresias"}, names)
+	assert.Equal(t, []string{"gavel-single-4.8", "gavel-multi-2.8", "gavel-makespan-100", "kueue-flavor-walk", "itp", "philly", "tiresias", "sia-heterogeneous", "pollux-t4"}, names)
 }
 
 func tinySuite(t *testing.T) *compare.Suite {
@@ -161,6 +165,7 @@ func percent(v float64) string {
 // at fault.
 func TestReadSuiteErrors(t *testing.T) {
 	good := `{"name": "a", "cluster": "v100:4", "workload": {"generator": "gavel", "jobs": 10, "rate": 1}, "window": [0, 10], "entrants": ["gavel"]}`
+	elastic := `{"name": "e", "engine": "elastic", "pools": "t4:4x4", "workload": {"pollux": "p", "workloads": 1}, "entrants": ["sia"]}`
 	for _, c := range []struct{ doc, want string }{
 		{`{}`, "scenarios: 0 scenarios"},
 		{`{"scenarios": [` + good + `], "x": 1}`, `unknown`},
@@ -188,6 +193,14 @@ func TestReadSuiteErrors(t *testing.T) {
 		{`{"scenarios": [{"name": "t", "cluster": "v100:4", "workload": {"trace": "x.csv", "format": "yaml"}, "window": [0, 0], "entrants": ["gavel"]}]}`, `workload.format: "yaml"`},
 		{`{"scenarios": [{"name": "t", "cluster": "v100:4", "workload": {"trace": "x.csv", "format": "itp", "rate": 2}, "window": [0, 0], "entrants": ["gavel"]}]}`, `are for the generator`},
 		{`{"scenarios": [{"name": "t", "cluster": "v100:4", "workload": {"trace": "x.csv", "format": "itp"}, "window": [3, 0], "entrants": ["gavel"]}]}`, `window: [3, 0]`},
+		{strings.Replace(elastic, `"t4:4x4"`, `"t4:4"`, 1), `scenarios[0].pools: compare: pool "t4:4"`},
+		{strings.Replace(elastic, `"engine": "elastic"`, `"engine": "elastic", "cluster": "v100:4"`, 1), `scenarios[0].engine: an elastic scenario has pools`},
+		{strings.Replace(elastic, `"workloads": 1`, `"workloads": 9`, 1), `scenarios[0].workload.workloads: 9`},
+		{strings.Replace(elastic, `"workloads": 1`, `"workloads": 1, "power": 2`, 1), `scenarios[0].workload.power: 2`},
+		{strings.Replace(elastic, `"pollux": "p"`, `"pollux": "../p"`, 1), `scenarios[0].workload.pollux: "../p"`},
+		{strings.Replace(elastic, `["sia"]`, `["gavel-ss"]`, 1), `scenarios[0].entrants[0]: compare: typed baseline "gavel-ss"`},
+		{strings.Replace(elastic, `"elastic"`, `"hetero"`, 1), `scenarios[0].engine: "hetero"`},
+		{strings.Replace(good, `"window"`, `"pools": "t4:1x4", "window"`, 1), `scenarios[0].pools: pools, pollux, workloads and power are for elastic scenarios`},
 	} {
 		doc := c.doc
 		if strings.HasPrefix(doc, `{"name"`) {
@@ -403,4 +416,50 @@ func TestUnknownTypeInCluster(t *testing.T) {
 	var se *compare.ScenarioError
 	require.ErrorAs(t, err, &se)
 	assert.ErrorContains(t, err, "GPU type v10 has no rates in Gavel's table")
+}
+
+// An elastic scenario: Pollux's workload 1 on Pollux's testbed (16 nodes
+// of 4 T4) under typed baselines and a typed entrant of one's own, kept
+// and resumed as the others; Pollux's goodput beats the workload's fixed
+// GPUs (FIFO) as in Pollux's evaluation, and the row agrees with the
+// per-workload figure docs/reproduction.md gives for the typed Sia.
+func TestTypedSuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fits six step-time models")
+	}
+	doc := `{"scenarios": [{"name": "p1", "engine": "elastic", "pools": "t4:16x4", "workload": {"pollux": "sim/testdata/pollux", "workloads": 1}, "entrants": ["pollux", "sia", "fifo"], "published": {"source": "artifact, workload 1", "values": {"pollux": 0.58}}}]}`
+	s, err := compare.ReadSuite([]byte(doc), "p.json")
+	require.NoError(t, err)
+	var runs atomic.Int32
+	mine := compare.TypedEntrant{Name: "mine", Description: "FIFO, counted", Fixed: true,
+		Policy: func() elastic.TypedPolicy { runs.Add(1); return elastic.Unaware{Policy: elastic.FIFO{}} }}
+	opt := compare.SuiteOptions{Traces: "..", Results: t.TempDir(), Typed: []compare.TypedEntrant{mine}}
+	rep, err := s.Run(context.Background(), opt)
+	require.NoError(t, err)
+	rows := rep.Reports[0].Rows
+	require.Len(t, rows, 4)
+	assert.Equal(t, int32(1), runs.Load())
+	pollux, sia, fifo, own := rows[0].Summary, rows[1].Summary, rows[2].Summary, rows[3].Summary
+	assert.Less(t, pollux.MeanJCT, fifo.MeanJCT)
+	assert.Equal(t, fifo, own, "the same policy as fifo")
+	assert.Equal(t, "2108", fmt.Sprintf("%.0f", sia.MeanJCT), "docs/reproduction.md: Sia (one GPU type), workload 1")
+	assert.Equal(t, 160, pollux.Jobs)
+	assert.Equal(t, []topology.GPUType{"t4"}, rep.Reports[0].Types)
+	assert.InDelta(t, rows[0].GPUHours[0], pollux.Utilisation*64*pollux.Makespan/3600, 1)
+	again, err := s.Run(context.Background(), opt)
+	require.NoError(t, err)
+	assert.Equal(t, int32(1), runs.Load(), "kept")
+	assert.Equal(t, rows[0].Summary, again.Reports[0].Rows[0].Summary)
+	var md strings.Builder
+	require.NoError(t, again.WriteMarkdown(&md))
+	assert.Regexp(t, `\| pollux \| `+fixed2(pollux.MeanJCT/3600)+` \| \d \| 0\.58 \|`, md.String())
+
+	opt.Typed = []compare.TypedEntrant{{Name: "sia", Policy: mine.Policy}}
+	_, err = s.Run(context.Background(), opt)
+	var ee *compare.EntrantError
+	assert.ErrorAs(t, err, &ee, "a typed entrant named as a typed baseline")
+	_, err = compare.ParsePools(strings.Repeat("t4:1x4,", 64) + "t4:1x4")
+	assert.ErrorContains(t, err, "65 pools, more than 64")
+	_, err = compare.ParsePools("t4:0x4")
+	assert.ErrorContains(t, err, `pool "t4:0x4"`)
 }

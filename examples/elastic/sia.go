@@ -11,9 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/gpusched/gpusched/allocation"
+	"github.com/gpusched/gpusched/compare"
 	"github.com/gpusched/gpusched/elastic"
-	"github.com/gpusched/gpusched/gang"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/perfmodel/hw"
@@ -45,22 +44,16 @@ type siaPolicy struct {
 	policy          func() elastic.TypedPolicy
 }
 
-var siaPolicies = []siaPolicy{
-	{"sia", "Sia (p = -0.5, lambda = 1.1, bootstrapped models)", true, false, 60, "Sia", func() elastic.TypedPolicy { return elastic.Sia{} }},
-	{"sia-oracle", "Sia, every type's model known", true, false, 60, "", func() elastic.TypedPolicy { return elastic.Sia{Oracle: true} }},
-	{"pollux", "Pollux-style, type-blind (T4 models)", true, false, 60, "Pollux", func() elastic.TypedPolicy {
-		return elastic.Unaware{Policy: elastic.Pollux{}}
-	}},
-	{"gavel", "Gavel max-sum-throughput, workload's GPUs and batch, 360 s rounds", false, true, 360, "Gavel+TJ", func() elastic.TypedPolicy {
-		return &sim.GavelRounds{Rounds: &allocation.Rounds{Policy: &allocation.MaxThroughput{}}}
-	}},
-	{"tiresias", "Tiresias 2D-LAS (artifact's queues), type-blind", false, true, 60, "", func() elastic.TypedPolicy {
-		return elastic.Unaware{Policy: elastic.Tiresias{Order: gang.LAS2D{Thresholds: []float64{16 * 3600}}}}
-	}},
-	{"fifo", "FIFO, workload's GPUs and batch, type-blind", false, true, 60, "", func() elastic.TypedPolicy {
-		return elastic.Unaware{Policy: elastic.FIFO{}}
-	}},
-}
+// siaPolicies are compare.TypedBaselines, the comparison's entrants
+// defined once, with the row of Sia's Table 3 each stands beside.
+var siaPolicies = func() []siaPolicy {
+	published := map[string]string{"sia": "Sia", "pollux": "Pollux", "gavel": "Gavel+TJ"}
+	var out []siaPolicy
+	for _, e := range compare.TypedBaselines() {
+		out = append(out, siaPolicy{e.Name, e.Description, e.Adaptive, e.Fixed, e.Interval, published[e.Name], e.Policy})
+	}
+	return out
+}()
 
 func siaNames() []string {
 	var n []string
