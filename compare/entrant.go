@@ -16,7 +16,8 @@ import (
 )
 
 // Setup is what an entrant's policy is built for: the scenario's cluster
-// and settings. A plain value; Run gives each run its own.
+// and settings. A plain value, safe for concurrent reads; Run gives each
+// run its own.
 type Setup struct {
 	// Types are the cluster's GPU types, sorted by name; Capacity their
 	// GPUs.

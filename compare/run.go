@@ -57,7 +57,8 @@ type Scenario struct {
 }
 
 // Options tune how Run runs; the zero value runs two entrants at once,
-// silently.
+// silently. A plain value, safe for concurrent reads (Progress must be
+// safe for concurrent use).
 type Options struct {
 	// Parallel is the number of entrants simulated at once (0 means 2).
 	// It changes no result.

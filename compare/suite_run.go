@@ -25,7 +25,8 @@ import (
 	"github.com/gpusched/gpusched/sim"
 )
 
-// SuiteOptions tune a suite's run.
+// SuiteOptions tune a suite's run. A plain value, safe for concurrent
+// reads.
 type SuiteOptions struct {
 	// Only selects scenarios by name (none: all); Entrants keeps, in every
 	// scenario, only the entrants of these names (none: all).
