@@ -42,7 +42,7 @@ var allowed = map[string][]string{
 	"flavor": {"allocation", "gang", "perfmodel", "topology", "internal"},
 	// compare runs policies side by side on the simulator: the baselines
 	// (allocation, flavor) defined once over sim's engines.
-	"compare":  {"sim", "flavor", "scheduler", "allocation", "gang", "cluster", "perfmodel", "topology", "internal"},
+	"compare":  {"sim", "flavor", "scheduler", "allocation", "elastic", "gang", "cluster", "perfmodel", "topology", "internal"},
 	"internal": {"internal"},
 	"examples": {"compare", "flavor", "sim", "scheduler", "allocation", "placement", "gang", "elastic", "cluster", "perfmodel", "topology", "internal"},
 	".":        {},

@@ -55,6 +55,11 @@ type FIFO struct {
 	SpaceSharing     bool
 	PackingThreshold float64
 	Compat           Compat
+	// Key, if set, takes the jobs in increasing Key(p, m) (then arrival,
+	// then ID) instead of arrival: a queue order on the round engine,
+	// preemptive as FIFO is (compare.QueueOrder adapts a gang.Order). It
+	// must be safe for concurrent use; not with Compat.
+	Key func(p *Problem, m int) float64
 
 	mu       sync.Mutex
 	assigned map[int]int // job ID -> type index
@@ -84,13 +89,7 @@ func (pol *FIFO) Allocate(_ context.Context, p *Problem) (*Allocation, error) {
 	for m := range p.Jobs {
 		index[p.Jobs[m].ID] = m
 	}
-	order := make([]int, len(p.Jobs))
-	for m := range order {
-		order[m] = m
-	}
-	slices.SortFunc(order, func(x, y int) int {
-		return cmp.Or(cmp.Compare(p.Jobs[x].Arrival, p.Jobs[y].Arrival), cmp.Compare(p.Jobs[x].ID, p.Jobs[y].ID))
-	})
+	order := pol.order(p)
 	real := p.matrix()
 	// With Sticky, jobs keep their types, and pairs their partners.
 	for _, m := range order {
@@ -164,6 +163,30 @@ func (pol *FIFO) Allocate(_ context.Context, p *Problem) (*Allocation, error) {
 	}
 	pol.assigned, pol.partner = keep, partner
 	return a, nil
+}
+
+// order returns the jobs (indices into p.Jobs) in the order FIFO takes
+// them: by Key when set, then arrival, then ID.
+func (pol *FIFO) order(p *Problem) []int {
+	order := make([]int, len(p.Jobs))
+	for m := range order {
+		order[m] = m
+	}
+	var keys []float64
+	if pol.Key != nil {
+		keys = make([]float64, len(p.Jobs))
+		for m := range keys {
+			keys[m] = pol.Key(p, m)
+		}
+	}
+	slices.SortFunc(order, func(x, y int) int {
+		byKey := 0
+		if keys != nil {
+			byKey = cmp.Compare(keys[x], keys[y])
+		}
+		return cmp.Or(byKey, cmp.Compare(p.Jobs[x].Arrival, p.Jobs[y].Arrival), cmp.Compare(p.Jobs[x].ID, p.Jobs[y].ID))
+	})
+	return order
 }
 
 // typeSpeed ranks the types as the round mechanism does: the sum over the

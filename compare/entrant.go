@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpusched/gpusched/allocation"
 	"github.com/gpusched/gpusched/flavor"
+	"github.com/gpusched/gpusched/gang"
 	"github.com/gpusched/gpusched/perfmodel"
 	"github.com/gpusched/gpusched/perfmodel/gavel"
 	"github.com/gpusched/gpusched/perfmodel/hw"
@@ -264,4 +265,27 @@ func hiddenFor(name string, seed uint64) (*sim.Hidden, error) {
 		return nil, fmt.Errorf("compare: rate setting %q: %w (known: %s)", name, ErrUnknown, strings.Join(RateSettings, ", "))
 	}
 	return h, nil
+}
+
+// QueueOrder returns a round-engine entrant for a queue order of the event
+// engine (gang.Order): Gavel's FIFO on each job's fastest type with room
+// (allocation.FIFO{Perf: true}), taking the jobs in the order's Key instead
+// of arrival; like Gavel's FIFO it is preemptive (each reset ranks the
+// jobs again) and lets later jobs pass one that does not fit, so it is
+// the round engine's gang.Priority{Order: o} (TestQueueOrderEngines). The
+// order sees a job's ID, arrival, scale factor, weight, rates and
+// remaining steps (its Steps too: an allocation problem has no total);
+// attained service, queue times and durations are not in an allocation
+// problem and read 0, so orders of arrival and remaining work
+// (gang.ByArrival, ShortestRemaining, ShortestJob) rank as on the event
+// engine, and Tiresias's (LAS2D, Gittins2D) need the event engine.
+func QueueOrder(name string, o gang.Order) Entrant {
+	key := func(p *allocation.Problem, m int) float64 {
+		j := &p.Jobs[m]
+		view := gang.JobView{ID: j.ID, Arrival: j.Arrival, ScaleFactor: j.ScaleFactor, Weight: j.Weight,
+			Steps: j.RemainingSteps, Remaining: j.RemainingSteps, Throughput: j.Throughput, Type: -1}
+		return o.Key(view, p.Now)
+	}
+	return Entrant{Name: name, Description: fmt.Sprintf("queue order %T on the round engine (preemptive, later jobs pass)", o),
+		Policy: func(Setup) allocation.Policy { return &allocation.FIFO{Perf: true, Key: key} }}
 }

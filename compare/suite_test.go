@@ -272,14 +272,7 @@ func TestTwoFIFOs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates 4,000 ITP jobs five times")
 	}
-	var sc compare.SuiteScenario
-	for _, s := range compare.DefaultSuite().Scenarios {
-		if s.Name == "itp" {
-			sc = s
-		}
-	}
-	scen, err := sc.Scenario(os.ReadFile, "..")
-	require.NoError(t, err)
+	scen := defaultScenario(t, "itp")
 	events := func(name string, s sim.EventScheduler) compare.Entrant {
 		return compare.Entrant{Name: name, Events: func(compare.Setup) sim.EventScheduler { return s }}
 	}
@@ -462,4 +455,42 @@ func TestTypedSuite(t *testing.T) {
 	assert.ErrorContains(t, err, "65 pools, more than 64")
 	_, err = compare.ParsePools("t4:0x4")
 	assert.ErrorContains(t, err, `pool "t4:0x4"`)
+}
+
+// A queue order on the round engine (QueueOrder): arrival order is Gavel's
+// FIFO-perf bit for bit; SRTF ranks by remaining work as the event
+// engine's preemptive SRTF does, and lands within a fifth of it on the
+// itp scenario (the round: jobs start and GPUs free at its boundaries;
+// the events engine places on the fastest type with room too).
+func TestQueueOrderEngines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates 4,000 ITP jobs four times")
+	}
+	scen := defaultScenario(t, "itp")
+	entrants := append(baselines(t, "fifo-perf"), compare.QueueOrder("fifo-order", gang.ByArrival{}), compare.QueueOrder("srtf", gang.ShortestRemaining{}),
+		compare.Entrant{Name: "srtf-events", Events: func(compare.Setup) sim.EventScheduler {
+			return gang.Priority{Order: gang.ShortestRemaining{}}
+		}})
+	rep, err := compare.Run(context.Background(), scen, entrants, compare.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, rep.Rows[0].Summary, rep.Rows[1].Summary, "arrival order is FIFO-perf")
+	srtf, events := rep.Rows[2].Summary.MeanJCT, rep.Rows[3].Summary.MeanJCT
+	assert.Less(t, srtf, rep.Rows[0].Summary.MeanJCT, "SRTF beats FIFO")
+	assert.InDelta(t, 1, srtf/events, 0.2, "SRTF %.2f h on rounds, %.2f h on events", srtf/3600, events/3600)
+	t.Logf("mean JCT: fifo-perf %.2f h, srtf rounds %.2f h, srtf events %.2f h", rep.Rows[0].Summary.MeanJCT/3600, srtf/3600, events/3600)
+}
+
+// defaultScenario builds a scenario of the built-in suite, its traces
+// read from the repository.
+func defaultScenario(t *testing.T, name string) compare.Scenario {
+	t.Helper()
+	for _, s := range compare.DefaultSuite().Scenarios {
+		if s.Name == name {
+			scen, err := s.Scenario(os.ReadFile, "..")
+			require.NoError(t, err)
+			return scen
+		}
+	}
+	t.Fatalf("no scenario %q in the built-in suite", name)
+	return compare.Scenario{}
 }
