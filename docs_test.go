@@ -384,6 +384,9 @@ func checkGoCommand(t *testing.T, where, dir string, f []string) {
 			if strings.Contains(src, "compare.Main(") {
 				src += goSource(t, "compare", false) // the suite's command
 			}
+			if strings.Contains(src, "kube/internal/startup") {
+				src += goSource(t, filepath.Join("kube", "internal", "startup"), false) // the kube binaries' shared flags
+			}
 			for _, fl := range flags {
 				if fl == "h" || fl == "help" {
 					continue

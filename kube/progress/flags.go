@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/gpusched/gpusched/kube/internal/startup"
 	"github.com/gpusched/gpusched/perfmodel/learn"
 	"k8s.io/client-go/kubernetes"
 )
@@ -68,17 +69,11 @@ func ServeTLS(ctx context.Context, addr, cert, key string, h http.Handler, onErr
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
 		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}}
-	go func() {
-		if err := srv.ServeTLS(l, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) && onErr != nil {
+	startup.Serve(ctx, srv, func() error { return srv.ServeTLS(l, "", "") }, func(err error) {
+		if onErr != nil {
 			onErr(fmt.Errorf("progress channel: %w", err))
 		}
-	}()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
+	})
 	return l.Addr().String(), nil
 }
 

@@ -22,23 +22,19 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net"
-	"net/http"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gpusched/gpusched/kube/admission"
 	"github.com/gpusched/gpusched/kube/internal/leader"
+	"github.com/gpusched/gpusched/kube/internal/startup"
 	"github.com/gpusched/gpusched/kube/progress"
 	"github.com/gpusched/gpusched/kube/tenancy"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go's rest_client_* metrics, in legacyregistry
@@ -52,12 +48,12 @@ func main() {
 }
 
 type options struct {
-	kubeconfig, namespace, policy, nodeSelector string
+	startup.Flags
+	namespace, policy, nodeSelector             string
 	stateNamespace, stateName, tenancyConfigMap string
 	round, grace                                time.Duration
-	noPreemption, leaderElect, debug            bool
+	noPreemption                                bool
 	checkTenancy                                string
-	metricsAddr                                 string
 	apiQPS, eventQPS                            float64
 	apiBurst, eventBurst                        int
 	removal                                     removalOptions
@@ -111,7 +107,7 @@ func (r *removalOptions) copyKey(ctx context.Context, cs kubernetes.Interface, n
 func parse(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("gpusched-admission", flag.ContinueOnError)
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config)")
+	o.Register(fs)
 	fs.StringVar(&o.namespace, "namespace", "", "namespace of the workloads (default: all)")
 	fs.StringVar(&o.policy, "policy", admission.DefaultPolicy, "allocation policy: "+strings.Join(admission.Policies(), ", ")+
 		" (the default is fair per tenant, by the tenancy's weights and quotas; max-min-fairness is fair per job: a tenant's share grows with its jobs)")
@@ -123,9 +119,6 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.tenancyConfigMap, "tenancy-configmap", tenancy.DefaultConfigMap, "ConfigMap in the state namespace holding the admin's tenancy (key "+tenancy.ConfigKey+")")
 	fs.StringVar(&o.checkTenancy, "check-tenancy", "", "validate a tenancy document (file, - for stdin), print a summary and exit")
 	fs.StringVar(&o.stateName, "state-name", admission.DefaultStateName, "name of the state ConfigMap and the leader lease")
-	fs.BoolVar(&o.leaderElect, "leader-elect", true, "run only while holding the leader lease")
-	fs.BoolVar(&o.debug, "debug", false, "log at debug level")
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the /metrics and /healthz endpoints (plain HTTP); 0 or empty turns them off")
 	fs.Float64Var(&o.apiQPS, "kube-api-qps", 100, "queries per second to the API server (admissions, preemptions, the state's save)")
 	fs.IntVar(&o.apiBurst, "kube-api-burst", 200, "burst of queries to the API server")
 	fs.Float64Var(&o.eventQPS, "event-qps", admission.DefaultEventQPS, "events and pod condition writes per second (a token bucket shared by both; the rest wait, and events past a queue of 1,000 are dropped)")
@@ -198,15 +191,10 @@ func run(args []string) error {
 	if o.checkTenancy != "" {
 		return checkTenancy(o.checkTenancy, os.Stdout)
 	}
-	log := logger(o.debug)
-	var rc *rest.Config
-	if o.kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
+	log := o.Logger()
+	rc, err := o.RESTConfig()
 	if err != nil {
-		return fmt.Errorf("client config: %w", err)
+		return err
 	}
 	// Events and pod conditions go through a client of their own, so that
 	// their rate limit never delays an admission.
@@ -243,17 +231,15 @@ func run(args []string) error {
 		Metrics: m, Requests: requests, EventClient: ecs, EventQPS: float32(o.eventQPS), EventBurst: o.eventBurst,
 		MaxDeletionGrace: o.removal.maxDeletionGrace, TenantBudget: o.removal.tenantBudget,
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := startup.Context()
 	defer stop()
 	if cfg.CopyKey, err = o.removal.copyKey(ctx, cs, o.stateNamespace, log); err != nil {
 		return err
 	}
-	if o.metricsAddr != "0" && o.metricsAddr != "" {
-		srv, err := serveMetrics(ctx, o.metricsAddr, prometheus.Gatherers{reg, legacyregistry.DefaultGatherer})
-		if err != nil {
-			return err
-		}
-		log.Info("serving metrics", "address", srv)
+	if addr, err := o.ServeMetrics(ctx, prometheus.Gatherers{reg, legacyregistry.DefaultGatherer}, log); err != nil {
+		return err
+	} else if addr != "" {
+		log.Info("serving metrics", "address", addr)
 	}
 	start := func(ctx context.Context) error {
 		// The state is read when leading, so a new leader continues from
@@ -274,16 +260,7 @@ func run(args []string) error {
 		log.Info("admission controller running", "policy", o.policy, "round", o.round, "preemption", !o.noPreemption)
 		return c.Run(ctx)
 	}
-	return leader.Run(ctx, stop, cs, log, o.leaderElect, o.stateNamespace, o.stateName, start)
-}
-
-// logger logs text to stderr, at debug level if debug.
-func logger(debug bool) *slog.Logger {
-	level := slog.LevelInfo
-	if debug {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	return leader.Run(ctx, stop, cs, log, o.LeaderElect, o.stateNamespace, o.stateName, start)
 }
 
 // checkTenancy validates a tenancy document, for an admin before applying
@@ -331,36 +308,4 @@ func share(s *tenancy.TypeShare) string {
 		parts = append(parts, fmt.Sprintf("%g %s", s.GPUs[t], t))
 	}
 	return strings.Join(parts, " and ")
-}
-
-// serveMetrics serves /metrics (the gatherer's) and /healthz on addr
-// until ctx ends; it returns the address it listens on.
-// serve runs srv (by run) until ctx ends, then shuts it down within
-// 5 s; an error other than the shutdown's is printed with the server's
-// name.
-func serve(ctx context.Context, srv *http.Server, name string, run func() error) {
-	go func() {
-		if err := run(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			fmt.Fprintf(os.Stderr, "gpusched-admission: %s server: %v\n", name, err)
-		}
-	}()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-}
-
-func serveMetrics(ctx context.Context, addr string, g prometheus.Gatherer) (string, error) {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics.HandlerFor(g, metrics.HandlerOpts{ErrorHandling: metrics.ContinueOnError}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
-	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
-	if err != nil {
-		return "", fmt.Errorf("--metrics-bind-address %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	serve(ctx, srv, "metrics", func() error { return srv.Serve(l) })
-	return l.Addr().String(), nil
 }

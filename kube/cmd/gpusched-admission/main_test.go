@@ -27,7 +27,7 @@ func TestParse(t *testing.T) {
 	assert.Equal(t, "hierarchical", o.policy)
 	assert.Equal(t, 2*time.Minute, o.round)
 	assert.True(t, o.noPreemption)
-	assert.True(t, o.leaderElect)
+	assert.True(t, o.LeaderElect)
 	// The default is fair per tenant (issue #40): splitting work into
 	// more jobs wins a tenant nothing (admission.TestSplitWinsNothing).
 	o, err = parse([]string{"--state-namespace", "gpusched-system"})

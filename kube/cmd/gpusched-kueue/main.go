@@ -15,19 +15,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gpusched/gpusched/flavor"
 	"github.com/gpusched/gpusched/kube/admission"
 	"github.com/gpusched/gpusched/kube/internal/leader"
+	"github.com/gpusched/gpusched/kube/internal/startup"
 	"github.com/gpusched/gpusched/kube/kueue"
 	"github.com/gpusched/gpusched/kube/model"
 	"github.com/gpusched/gpusched/kube/progress"
@@ -36,8 +32,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/component-base/metrics"
 )
 
@@ -55,24 +49,24 @@ func main() {
 }
 
 type options struct {
-	kubeconfig, namespace, policy, typeLabel, gate string
-	resources                                      []corev1.ResourceName
-	metricsAddr, leaseNamespace, leaseName         string
-	stateNamespace, stateName                      string
-	minInterval, interval                          time.Duration
-	maxRatio                                       float64
-	maxJobs                                        int
-	patience                                       float64
-	jobDuration                                    time.Duration
-	leaderElect, debug                             bool
-	qps                                            float64
-	learning                                       progress.Flags
+	startup.Flags
+	namespace, policy, typeLabel, gate string
+	resources                          []corev1.ResourceName
+	leaseNamespace, leaseName          string
+	stateNamespace, stateName          string
+	minInterval, interval              time.Duration
+	maxRatio                           float64
+	maxJobs                            int
+	patience                           float64
+	jobDuration                        time.Duration
+	qps                                float64
+	learning                           progress.Flags
 }
 
 func parse(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("gpusched-kueue", flag.ContinueOnError)
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config)")
+	o.Register(fs)
 	fs.StringVar(&o.namespace, "namespace", "", "namespace of the Workloads (default: all)")
 	fs.StringVar(&o.policy, "policy", DefaultPolicy, "allocation policy: "+strings.Join(admission.Policies(), ", ")+
 		" (quota-water-filling: fair between ClusterQueues by their fair-sharing weights, nominal quotas guaranteed; max-min-fairness is fair between workloads, so a ClusterQueue with more of them gets more)")
@@ -85,13 +79,10 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.maxJobs, "max-jobs", 0, "workloads in a round's problem at most (0: 2048)")
 	fs.Float64Var(&o.patience, "patience", 1, "how long a workload waits for a faster GPU type before it starts on a slower one, in multiples of what the slower one would cost it (1: the break-even; 0: never waits)")
 	fs.DurationVar(&o.jobDuration, "job-duration", time.Hour, "how long a workload is taken to run on its fastest GPU type (Kueue does not say): for --patience, and the remaining work of the policies that use it")
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of /metrics and /healthz (plain HTTP); 0 or empty turns them off")
-	fs.StringVar(&o.metricsAddr, "metrics-address", ":8080", "deprecated name of --metrics-bind-address (gpusched-admission's)")
-	fs.BoolVar(&o.leaderElect, "leader-elect", true, "run only while holding the leader lease")
+	fs.StringVar(&o.MetricsAddr, "metrics-address", ":8080", "deprecated name of --metrics-bind-address (gpusched-admission's)")
 	fs.StringVar(&o.leaseNamespace, "lease-namespace", "", "namespace of the leader lease (default: $POD_NAMESPACE)")
 	fs.StringVar(&o.leaseName, "lease-name", "gpusched-kueue", "name of the leader lease")
 	fs.Float64Var(&o.qps, "kube-api-qps", 50, "queries per second to the API server")
-	fs.BoolVar(&o.debug, "debug", false, "log at debug level")
 	fs.StringVar(&o.stateNamespace, "state-namespace", "", "with --learn, the namespace of the ConfigMap that keeps what was learned across restarts (default: $POD_NAMESPACE; --state-namespace= keeps nothing)")
 	fs.StringVar(&o.stateName, "state-name", kueue.DefaultStateName, "name of the ConfigMap that keeps what was learned")
 	o.learning.Register(fs, "learn every workload's rates from its progress (its annotations' rates are claims); runs of one program (namespace, job-kind or images and commands, GPU count) share what they measured; what was learned is kept in --state-name across restarts")
@@ -130,7 +121,7 @@ func parse(args []string) (options, error) {
 	if !stateSet {
 		o.stateNamespace = os.Getenv("POD_NAMESPACE")
 	}
-	if o.leaderElect && o.leaseNamespace == "" {
+	if o.LeaderElect && o.leaseNamespace == "" {
 		o.leaseNamespace = os.Getenv("POD_NAMESPACE")
 		if o.leaseNamespace == "" {
 			return o, errors.New("no --lease-namespace and no $POD_NAMESPACE (or give --leader-elect=false)")
@@ -166,19 +157,10 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	level := slog.LevelInfo
-	if o.debug {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	var rc *rest.Config
-	if o.kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
+	log := o.Logger()
+	rc, err := o.RESTConfig()
 	if err != nil {
-		return fmt.Errorf("client config: %w", err)
+		return err
 	}
 	rc.QPS, rc.Burst = float32(o.qps), int(2*o.qps)
 	cs, err := kubernetes.NewForConfig(rc)
@@ -198,20 +180,12 @@ func run(args []string) error {
 	if err := m.Register(reg); err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := startup.Context()
 	defer stop()
-	if o.metricsAddr != "" && o.metricsAddr != "0" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", metrics.HandlerFor(reg, metrics.HandlerOpts{}))
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-		ln, err := net.Listen("tcp", o.metricsAddr)
-		if err != nil {
-			return fmt.Errorf("metrics: %w", err)
-		}
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		defer func() { _ = srv.Close() }()
-		log.Info("metrics", "address", ln.Addr().String())
+	if addr, err := o.ServeMetrics(ctx, reg, log); err != nil {
+		return err
+	} else if addr != "" {
+		log.Info("metrics", "address", addr)
 	}
 	cfg := kueue.Config{
 		Client: cs, Dynamic: dyn, Namespace: o.namespace, Policy: pol, PolicyName: o.policy,
@@ -236,5 +210,5 @@ func run(args []string) error {
 		log.Info("gpusched-kueue running", "policy", o.policy, "type-label", o.typeLabel, "gate", o.gate)
 		return c.Run(ctx)
 	}
-	return leader.Run(ctx, stop, cs, log, o.leaderElect, o.leaseNamespace, o.leaseName, start)
+	return leader.Run(ctx, stop, cs, log, o.LeaderElect, o.leaseNamespace, o.leaseName, start)
 }

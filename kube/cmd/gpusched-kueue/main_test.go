@@ -38,7 +38,7 @@ func TestParse(t *testing.T) {
 	for _, flagName := range []string{"--metrics-bind-address", "--metrics-address"} {
 		o, err = parse([]string{"--leader-elect=false", flagName + "=:9090"})
 		require.NoError(t, err)
-		assert.Equal(t, ":9090", o.metricsAddr, "%s (the admission controller's name, and the former one)", flagName)
+		assert.Equal(t, ":9090", o.MetricsAddr, "%s (the admission controller's name, and the former one)", flagName)
 	}
 	t.Setenv("POD_NAMESPACE", "gpusched-system")
 	o, err = parse([]string{"--leader-elect=false", "--learn"})
