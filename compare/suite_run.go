@@ -165,9 +165,11 @@ type prepared struct {
 	setup    Setup
 	entrants []Entrant
 	digest   string
-	// typed is an elastic scenario, with its entrants.
+	// typed is an elastic scenario, with its entrants; fit fits its
+	// applications on its pools.
 	typed         *TypedScenario
 	typedEntrants []TypedEntrant
+	fit           func() ([]map[string]*sim.PolluxApp, error)
 }
 
 // prepare builds every selected scenario before any runs, so that a
@@ -284,11 +286,13 @@ func (p *prepared) prepareTyped(opt SuiteOptions) error {
 	if power == 0 {
 		power = 1
 	}
-	apps, err := PolluxOnPools(fsys, pools, power)
-	if err != nil {
-		return &TraceError{Path: dir, Err: err}
+	// The applications are fitted only when a row runs (kept rows need
+	// none; fitting takes seconds): here their folder must be there.
+	if _, err := fs.Stat(fsys, "app-profiles"); err != nil {
+		return &TraceError{Path: filepath.Join(dir, "app-profiles"), Err: err}
 	}
-	ts := &TypedScenario{Name: sc.Name, Pools: pools, Apps: apps}
+	p.fit = func() ([]map[string]*sim.PolluxApp, error) { return PolluxOnPools(fsys, pools, power) }
+	ts := &TypedScenario{Name: sc.Name, Pools: pools}
 	h := sha256.New()
 	for i := 1; i <= w.Workloads; i++ {
 		name := fmt.Sprintf("workloads/workload-%d.csv", i)
@@ -353,6 +357,13 @@ func (p *prepared) runTyped(ctx context.Context, opt SuiteOptions) (*Report, err
 	rep.Cluster = p.sc.Pools
 	if len(todo) == 0 {
 		return rep, nil
+	}
+	if p.typed.Apps == nil {
+		apps, err := p.fit()
+		if err != nil {
+			return nil, &TraceError{Path: filepath.Join(opt.Traces, p.sc.Workload.Pollux), Err: err}
+		}
+		p.typed.Apps = apps
 	}
 	got, err := RunTyped(ctx, *p.typed, todo, Options{Parallel: opt.Parallel, Progress: progress})
 	if err != nil {

@@ -447,6 +447,11 @@ func TestTypedSuite(t *testing.T) {
 	require.NoError(t, again.WriteMarkdown(&md))
 	assert.Regexp(t, `\| pollux \| `+fixed2(pollux.MeanJCT/3600)+` \| \d \| 0\.58 \|`, md.String())
 
+	_, err = s.Run(context.Background(), compare.SuiteOptions{Traces: t.TempDir()})
+	var te *compare.TraceError
+	require.ErrorAs(t, err, &te, "no Pollux folder there")
+	assert.Contains(t, te.Path, "app-profiles")
+
 	opt.Typed = []compare.TypedEntrant{{Name: "sia", Policy: mine.Policy}}
 	_, err = s.Run(context.Background(), opt)
 	var ee *compare.EntrantError
