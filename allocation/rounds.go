@@ -523,16 +523,7 @@ func (r *Rounds) baseOrder(p *Problem) []int {
 			}
 		}
 	}
-	speed := make([]float64, len(p.Types))
-	for m := range p.Jobs {
-		best := slices.Max(append([]float64{0}, p.Jobs[m].Throughput...))
-		if best <= 0 {
-			continue
-		}
-		for k, v := range p.Jobs[m].Throughput {
-			speed[k] += v / best
-		}
-	}
+	speed := typeSpeed(p)
 	rest := make([]int, 0, len(p.Types))
 	for k := range p.Types {
 		if !taken[k] && (r.Compat != CompatGavel || p.Capacity[k] > 0) {
