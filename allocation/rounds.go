@@ -22,61 +22,28 @@ import (
 // sorted and taken greedily while GPUs of the type remain; a job runs at
 // most once per round. By default each type has its own queue and the
 // types are visited fastest first (see TypeOrder); with GlobalQueue one
-// queue holds every entry. Units that never ran come first, by X, within
-// their entity's budget (below); the others, and those beyond it, by
-// their lag on the type, the time they are behind their share: deficit +
-// X[m][k] * (time since the last reset, to the middle of the round) - time
-// received on k since the reset, plus X[m][k] times a round for a unit
-// that never ran; then by X.
+// queue holds every entry. The order:
 //
-// Gavel's priority, X over the time received (OSDI 2020, section 5), is
-// unbounded for a unit that never ran (scheduler.py: X * 1e9 while its
-// counter is 0): new jobs run at once. Unbounded, that is a lever, since
-// the number of jobs is the submitter's to choose: with 256 jobs of 1 GPU
-// sharing 2 GPUs against three jobs of 4 GPUs of other tenants on 8 GPUs,
-// the 256 took every GPU until each had run once, and the three got 1
-// round of 20 each where their share is 10 (kube/admission's
-// TestStateBoundedWhateverTenantsWrite). So the priority is bounded per
-// entity (Job.Entity, the tenant; the jobs with no entity form one
-// group): its units that never ran go first (in submission order, by
-// job IDs, for the budget) while the GPU-seconds they take this round
-// (GPUs times the round, once per unit whatever its types) stay within
-// what the entity is owed by the end of the round, the sum over its units
-// and types of GPUs * (deficit + X[m][k] * (time since the last reset, to
-// the end of the round) - time received on k). A pair goes first only
-// where both its jobs' entities have the budget for it, and counts for
-// both. What an entity takes by this priority is thus at most what it is
-// owed, and taking it leaves it owed less in the next rounds: over rounds,
-// however many jobs it submits, it gets by priority no more than its
-// share, and the three above get 10 of 20 each
-// (allocation's TestRoundsManyJobsOneTenantHierarchical; a budget of one
-// round of the entity's share instead, whatever it received, gave them 7:
-// the attacker's new jobs went first every round). A single user (one
-// entity, as on an untenanted trace, or every job's entity the same)
-// takes from nobody and keeps Gavel's rule unbounded: its rounds are
-// those of the mechanism before the budget, unit for unit (the
-// simulator's golden records of untenanted traces did not change). With
-// several entities, GPUs handed out after the priority pass count as
-// received, so an entity whose jobs ran well ahead of their shares is
-// owed less and its new jobs wait as by lag.
-// Units beyond the budget, and units larger than all their entity is
-// owed, go by lag with a head start of X times a round, so that they go
-// before units exactly as far behind as they are; letting the unit that
-// crosses the budget go first too gave the three above 10, 10 and 9.
+//   - Units that never ran come first, by X, while their entity
+//     (Job.Entity, the tenant; jobs without one form one group) is owed the
+//     GPU-seconds they take this round: the sum over its units and types of
+//     GPUs * (deficit + X * (time since the last reset, to the end of the
+//     round) - time received). A pair needs both entities' budgets. A
+//     single entity keeps Gavel's unbounded rule (X * 1e9 for a unit that
+//     never ran).
+//   - The others, and those beyond the budget, by their lag on the type:
+//     deficit + X * (time since the last reset, to the middle of the
+//     round) - time received, plus X times a round for a unit that never
+//     ran; then by X.
+//   - Shares below 1e-6 count as 0; a unit with X = 0 or no rate on the
+//     type is not scheduled there by priority.
+//   - GPUs left go to runnable jobs, fastest type first, the jobs that
+//     received least time since the last reset first (then by arrival and
+//     ID), unless LeaveIdle is set.
 //
-// Gavel sorts by X / (time received / time of all units), its counters
-// seeded with half a round at every reset; that phantom half round weighs
-// most on the smallest shares, so a job of 8 GPUs (whose share of time is
-// an eighth of a 1-GPU job's under max-min fairness) waits until the jobs
-// around it have run several rounds since the reset, which under load they
-// never do: on Gavel's multi-GPU trace at 2.8 jobs/h, a 3-hour job of 8
-// GPUs took 1,255 h; by lag it does not wait. Shares below 1e-6 count as 0
-// (interior-point solutions carry residues of 1e-10), and a unit with X = 0
-// or no rate on the type is not scheduled there by priority. GPUs left
-// after this priority pass go to runnable jobs (present, with a positive
-// rate on the type, not already running), fastest type first, the jobs
-// that received least time since the last reset first (then by arrival and
-// ID), unless LeaveIdle is set.
+// Why the budget and the lag, instead of Gavel's X over time received, and
+// what each alternative measured: docs/architecture.md, "The round
+// mechanism".
 //
 // The allocation is recomputed by the policy when jobs have arrived or left
 // and at least MinResetInterval has passed since the last reset (Gavel:
@@ -84,9 +51,9 @@ import (
 // those of the last reset, and at the next round after ForceReset. At a
 // reset every unit's shortfall X * elapsed - received is added to its
 // deficit (so lags carry over), and the time counters restart at 0. A unit
-// scheduled again on the type it ran on keeps its
-// workers (lease extension); others take free workers, filling servers of
-// GPUsPerServer first to use few servers.
+// scheduled again on the type it ran on keeps its workers (lease
+// extension); others take free workers, filling servers of GPUsPerServer
+// first to use few servers.
 //
 // Time received comes from Report, which credits what really ran; a round
 // that was not reported is credited in full (every unit of it, for the time
