@@ -1,6 +1,7 @@
 package elastic
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -83,22 +84,9 @@ type siaSettings struct {
 }
 
 func (s Sia) settings() (siaSettings, error) {
-	c := siaSettings{p: s.P, lambda: s.Lambda, penalty: s.RestartPenalty, growth: s.Growth, gap: s.Gap}
-	if c.p == 0 {
-		c.p = -0.5
-	}
-	if c.lambda == 0 {
-		c.lambda = 1.1
-	}
-	if c.penalty == 0 {
-		c.penalty = 30
-	}
-	if c.growth == 0 {
-		c.growth = 2
-	}
-	if c.gap == 0 {
-		c.gap = 1e-4
-	}
+	// A zero setting takes its default (cmp.Or: the first non-zero).
+	c := siaSettings{p: cmp.Or(s.P, -0.5), lambda: cmp.Or(s.Lambda, 1.1), penalty: cmp.Or(s.RestartPenalty, 30),
+		growth: cmp.Or(s.Growth, 2), gap: cmp.Or(s.Gap, 1e-4)}
 	for _, v := range []float64{c.p, c.lambda, c.penalty, c.growth, c.gap} {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return c, fmt.Errorf("%w: Sia settings %+v", ErrInvalid, s)

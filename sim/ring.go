@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -65,18 +66,9 @@ type RingPaperConfig struct {
 // servers that hold it.
 func RingPaperSetup(cfg RingPaperConfig) (*RingSetup, error) {
 	seed, servers := cfg.Seed, cfg.Servers
-	if cfg.CommShare == 0 {
-		cfg.CommShare = 0.06
-	}
-	if cfg.Xi1 == 0 {
-		cfg.Xi1 = 1
-	}
-	if cfg.Alpha == 0 {
-		cfg.Alpha = 0.75
-	}
-	if cfg.Xi2 == 0 {
-		cfg.Xi2 = 0.0001
-	}
+	// A zero setting takes its default (cmp.Or: the first non-zero).
+	cfg.CommShare, cfg.Xi1 = cmp.Or(cfg.CommShare, 0.06), cmp.Or(cfg.Xi1, 1)
+	cfg.Alpha, cfg.Xi2 = cmp.Or(cfg.Alpha, 0.75), cmp.Or(cfg.Xi2, 0.0001)
 	if servers < 1 || servers > MaxRingServers {
 		return nil, fmt.Errorf("%w: %d servers, want 1 to %d", topology.ErrInvalidCount, servers, MaxRingServers)
 	}
