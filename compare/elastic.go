@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gpusched/gpusched/allocation"
@@ -43,8 +42,7 @@ type TypedEntrant struct {
 // Validate checks the entrant: a name a table can hold, a policy, an
 // interval of 0 or sim.MinPeriod to sim.MaxPeriod.
 func (e *TypedEntrant) Validate() error {
-	named := Entrant{Name: e.Name, Policy: func(Setup) allocation.Policy { return nil }}
-	if err := named.Validate(); err != nil {
+	if err := checkName(e.Name); err != nil {
 		return err
 	}
 	switch {
@@ -192,7 +190,24 @@ func RunTyped(ctx context.Context, sc TypedScenario, entrants []TypedEntrant, op
 		}
 		seen[entrants[i].Name] = true
 	}
-	rep := &Report{Scenario: sc.Name, Rows: make([]Row, len(entrants))}
+	rep := sc.report()
+	if opt.Parallel < 0 {
+		return nil, fmt.Errorf("compare: Options.Parallel %d: want 0 (2) or more", opt.Parallel)
+	}
+	rows, err := runParallel(ctx, len(entrants), opt, func(ctx context.Context, i int, progress func(done, total int)) (Row, error) {
+		return runTyped(ctx, &sc, &entrants[i], progress)
+	})
+	if err != nil {
+		return nil, err
+	}
+	rep.Rows = rows
+	return rep, nil
+}
+
+// report is the scenario's report without rows: its pools as the
+// cluster and types, their GPUs, and its jobs (all measured).
+func (sc *TypedScenario) report() *Report {
+	rep := &Report{Scenario: sc.Name}
 	var names []string
 	for _, p := range sc.Pools {
 		rep.Types = append(rep.Types, p.Type)
@@ -203,29 +218,7 @@ func RunTyped(ctx context.Context, sc TypedScenario, entrants []TypedEntrant, op
 	for _, w := range sc.Workloads {
 		rep.To += len(w)
 	}
-	parallel := max(1, opt.Parallel)
-	if opt.Parallel == 0 {
-		parallel = 2
-	}
-	errs := make([]error, len(entrants))
-	sem := make(chan struct{}, parallel)
-	var wg sync.WaitGroup
-	for i := range entrants {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			rep.Rows[i], errs[i] = runTyped(ctx, &sc, &entrants[i], func(done, total int) {
-				if opt.Progress != nil {
-					opt.Progress(i, done, total)
-				}
-			})
-		})
-	}
-	wg.Wait()
-	if err := firstFailure(errs); err != nil {
-		return nil, err
-	}
-	return rep, nil
+	return rep
 }
 
 // runTyped runs one entrant on every workload and averages.

@@ -80,17 +80,27 @@ const maxNameLen = 64
 // Validate checks the entrant: a name a table can hold and exactly one
 // engine.
 func (e *Entrant) Validate() error {
+	if err := checkName(e.Name); err != nil {
+		return err
+	}
 	switch {
-	case e.Name == "" || len(e.Name) > maxNameLen:
-		return &EntrantError{Name: e.Name, Reason: fmt.Sprintf("a name of 1 to %d bytes", maxNameLen)}
-	case strings.ContainsAny(e.Name, "\t\n\r,|"):
-		return &EntrantError{Name: e.Name, Reason: "a name without tab, newline, comma or '|'"}
 	case (e.Policy == nil) == (e.Events == nil):
 		return &EntrantError{Name: e.Name, Reason: "exactly one of Policy (round engine) and Events (event engine)"}
 	case e.Events != nil && (e.SpaceSharing || e.Hidden != nil):
 		return &EntrantError{Name: e.Name, Reason: "no SpaceSharing or Hidden on the event engine"}
 	case e.SpaceSharing && e.Hidden != nil:
 		return &EntrantError{Name: e.Name, Reason: "Hidden rates without SpaceSharing (sim.Config.Hidden)"}
+	}
+	return nil
+}
+
+// checkName checks an entrant's name: one a table can hold.
+func checkName(name string) error {
+	switch {
+	case name == "" || len(name) > maxNameLen:
+		return &EntrantError{Name: name, Reason: fmt.Sprintf("a name of 1 to %d bytes", maxNameLen)}
+	case strings.ContainsAny(name, "\t\n\r,|"):
+		return &EntrantError{Name: name, Reason: "a name without tab, newline, comma or '|'"}
 	}
 	return nil
 }

@@ -83,7 +83,7 @@ func (r *Report) jctPlot() (*plot.Plot, error) {
 			continue
 		}
 		var jct []float64
-		for _, rec := range window(row.Result.Records, r.From, r.To) {
+		for _, rec := range sim.Window(row.Result.Records, r.From, r.To) {
 			jct = append(jct, max(rec.JCT()/3600, 1e-3))
 		}
 		if len(jct) == 0 {
@@ -94,13 +94,9 @@ func (r *Report) jctPlot() (*plot.Plot, error) {
 		for j, v := range jct {
 			pts[j] = plotter.XY{X: v, Y: float64(j+1) / float64(len(jct))}
 		}
-		l, err := plotter.NewLine(pts)
-		if err != nil {
+		if err := addLine(cdf, pts, i, 1.5, row.Entrant); err != nil {
 			return nil, err
 		}
-		l.Color, l.Width = palette[i%len(palette)], vg.Points(1.5)
-		cdf.Add(l)
-		cdf.Legend.Add(row.Entrant, l)
 		anyJobs = true
 	}
 	if !anyJobs {
@@ -127,15 +123,23 @@ func (r *Report) utilisationPlot() (*plot.Plot, error) {
 		if len(hourly) < 2 {
 			continue
 		}
-		l, err := plotter.NewLine(hourly)
-		if err != nil {
+		if err := addLine(util, hourly, i, 1, row.Entrant); err != nil {
 			return nil, err
 		}
-		l.Color, l.Width = palette[i%len(palette)], vg.Points(1)
-		util.Add(l)
-		util.Legend.Add(row.Entrant, l)
 	}
 	return util, nil
+}
+
+// addLine adds entrant i's line to a plot and its legend.
+func addLine(p *plot.Plot, pts plotter.XYs, i int, width float64, name string) error {
+	l, err := plotter.NewLine(pts)
+	if err != nil {
+		return err
+	}
+	l.Color, l.Width = palette[i%len(palette)], vg.Points(width)
+	p.Add(l)
+	p.Legend.Add(name, l)
+	return nil
 }
 
 // gpuHoursPlot draws the measured jobs' GPU-hours per type: one group of

@@ -212,7 +212,7 @@ func Run(ctx context.Context, sc Scenario, entrants []Entrant, opt Options) (*Re
 		r.colocation = measuredPairs{gavel.Simulation()}
 	}
 	if sc.UntilMeasured {
-		for _, j := range window(jobRecords(sc.Jobs), sc.From, sc.To) {
+		for _, j := range sim.Window(jobRecords(sc.Jobs), sc.From, sc.To) {
 			r.measured = append(r.measured, j.ID)
 		}
 	}
@@ -283,17 +283,26 @@ type runner struct {
 // runAll runs the entrants, Options.Parallel at once; the first failure
 // cancels the others.
 func (r *runner) runAll(ctx context.Context, entrants []Entrant) ([]Row, error) {
-	parallel := r.opt.Parallel
+	return runParallel(ctx, len(entrants), r.opt, func(ctx context.Context, i int, progress func(done, total int)) (Row, error) {
+		return r.runOne(ctx, &entrants[i], progress)
+	})
+}
+
+// runParallel runs n runs, Options.Parallel at once (0 means 2), each
+// with its progress callback; the first failure cancels the others and is
+// returned (firstFailure).
+func runParallel(ctx context.Context, n int, opt Options, run func(ctx context.Context, i int, progress func(done, total int)) (Row, error)) ([]Row, error) {
+	parallel := opt.Parallel
 	if parallel == 0 {
 		parallel = 2
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	rows := make([]Row, len(entrants))
-	errs := make([]error, len(entrants))
+	rows := make([]Row, n)
+	errs := make([]error, n)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, parallel)
-	for i := range entrants {
+	for i := range n {
 		wg.Go(func() {
 			select {
 			case sem <- struct{}{}:
@@ -303,11 +312,11 @@ func (r *runner) runAll(ctx context.Context, entrants []Entrant) ([]Row, error) 
 			}
 			defer func() { <-sem }()
 			progress := func(done, total int) {
-				if r.opt.Progress != nil {
-					r.opt.Progress(i, done, total)
+				if opt.Progress != nil {
+					opt.Progress(i, done, total)
 				}
 			}
-			if rows[i], errs[i] = r.runOne(ctx, &entrants[i], progress); errs[i] != nil {
+			if rows[i], errs[i] = run(ctx, i, progress); errs[i] != nil {
 				cancel(errs[i])
 			}
 		})
@@ -395,7 +404,7 @@ func (r *runner) simulate(ctx context.Context, e *Entrant, progress func(done, t
 // jobs by ID.
 func (r *runner) measuredRecords(res *sim.Result) []sim.Record {
 	if r.measured == nil {
-		return window(res.Records, r.sc.From, r.sc.To)
+		return sim.Window(res.Records, r.sc.From, r.sc.To)
 	}
 	ids := make(map[int]bool, len(r.measured))
 	for _, id := range r.measured {
@@ -408,26 +417,6 @@ func (r *runner) measuredRecords(res *sim.Result) []sim.Record {
 		}
 	}
 	return recs
-}
-
-// window returns the records of jobs [from, to) in order of arrival (ties
-// by ID), as sim.Result.Summarise selects them.
-func window(records []sim.Record, from, to int) []sim.Record {
-	recs := slices.Clone(records)
-	slices.SortStableFunc(recs, func(a, b sim.Record) int {
-		switch {
-		case a.Arrival < b.Arrival:
-			return -1
-		case a.Arrival > b.Arrival:
-			return 1
-		}
-		return a.ID - b.ID
-	})
-	if to <= 0 || to > len(recs) {
-		to = len(recs)
-	}
-	from = min(max(from, 0), to)
-	return recs[from:to]
 }
 
 // jobRecords wraps jobs in records, to select a window of them.

@@ -470,7 +470,7 @@ func (sc *SuiteScenario) build(read func(path string) ([]byte, error), dir strin
 		return Scenario{}, "", &TraceError{Path: path, Err: err}
 	}
 	if w.First > 0 && w.First < len(jobs) {
-		recs := window(jobRecords(jobs), 0, w.First)
+		recs := sim.Window(jobRecords(jobs), 0, w.First)
 		jobs = jobs[:0:0]
 		for _, r := range recs {
 			jobs = append(jobs, r.Job)

@@ -329,7 +329,8 @@ func (p *prepared) prepareTyped(opt SuiteOptions) error {
 // runTyped runs an elastic scenario's entrants that the results folder
 // does not hold yet.
 func (p *prepared) runTyped(ctx context.Context, opt SuiteOptions) (*Report, error) {
-	rep := &Report{Scenario: p.sc.Name, Rows: make([]Row, len(p.typedEntrants))}
+	rep := p.typed.report()
+	rep.Rows = make([]Row, len(p.typedEntrants))
 	var todo []TypedEntrant
 	var at []int
 	for i, e := range p.typedEntrants {
@@ -347,14 +348,6 @@ func (p *prepared) runTyped(ctx context.Context, opt SuiteOptions) (*Report, err
 		}
 		progress = opt.Progress(p.sc.Name, names)
 	}
-	for _, pool := range p.typed.Pools {
-		rep.Types = append(rep.Types, pool.Type)
-		rep.GPUs += pool.GPUs()
-	}
-	for _, w := range p.typed.Workloads {
-		rep.To += len(w)
-	}
-	rep.Cluster = p.sc.Pools
 	if len(todo) == 0 {
 		return rep, nil
 	}

@@ -36,21 +36,8 @@ type Summary struct {
 // engine was configured with (none for a Result built by hand). Summarise
 // only reads r.
 func (r *Result) Summarise(from, to int) Summary {
-	recs := slices.Clone(r.Records)
-	slices.SortStableFunc(recs, func(a, b Record) int {
-		if a.Arrival != b.Arrival {
-			if a.Arrival < b.Arrival {
-				return -1
-			}
-			return 1
-		}
-		return a.ID - b.ID
-	})
-	if to <= 0 || to > len(recs) {
-		to = len(recs)
-	}
-	from = min(max(from, 0), to)
-	window := recs[from:to]
+	recs := recordsByArrival(r.Records)
+	window := span(recs, from, to)
 	s := Summary{Jobs: len(window)}
 	if len(window) > 0 {
 		jct := make([]float64, len(window))
@@ -98,6 +85,36 @@ func (r *Result) Summarise(from, to int) Summary {
 		s.Utilisation = busy / span
 	}
 	return s
+}
+
+// Window returns the records of the jobs whose position in order of
+// arrival (then ID) is in [from, to), as Summarise selects them; to <= 0
+// means all from from on. It returns a new slice and only reads records.
+func Window(records []Record, from, to int) []Record {
+	return span(recordsByArrival(records), from, to)
+}
+
+// recordsByArrival returns a copy of the records in order of arrival, then ID.
+func recordsByArrival(records []Record) []Record {
+	recs := slices.Clone(records)
+	slices.SortStableFunc(recs, func(a, b Record) int {
+		if a.Arrival != b.Arrival {
+			if a.Arrival < b.Arrival {
+				return -1
+			}
+			return 1
+		}
+		return a.ID - b.ID
+	})
+	return recs
+}
+
+// span returns recs[from:to], to <= 0 or beyond the end meaning the end.
+func span(recs []Record, from, to int) []Record {
+	if to <= 0 || to > len(recs) {
+		to = len(recs)
+	}
+	return recs[min(max(from, 0), to):to]
 }
 
 // quantile returns the q-quantile of sorted values by linear interpolation.
