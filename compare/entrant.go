@@ -288,14 +288,22 @@ func hiddenFor(name string, seed uint64) (*sim.Hidden, error) {
 // attained service, queue times and durations are not in an allocation
 // problem and read 0, so orders of arrival and remaining work
 // (gang.ByArrival, ShortestRemaining, ShortestJob) rank as on the event
-// engine, and Tiresias's (LAS2D, Gittins2D) need the event engine.
-func QueueOrder(name string, o gang.Order) Entrant {
+// engine, and Tiresias's (LAS2D, Gittins2D) need the event engine: they
+// are refused with an *EntrantError rather than ranked on zeros.
+func QueueOrder(name string, o gang.Order) (Entrant, error) {
+	switch o.(type) {
+	case nil:
+		return Entrant{}, &EntrantError{Name: name, Reason: "a queue order"}
+	case gang.LAS2D, *gang.LAS2D, *gang.Gittins2D:
+		return Entrant{}, &EntrantError{Name: name, Reason: fmt.Sprintf("an order without attained service (%T ranks by it, which an allocation problem does not hold: run it on the event engine)", o)}
+	}
 	key := func(p *allocation.Problem, m int) float64 {
 		j := &p.Jobs[m]
 		view := gang.JobView{ID: j.ID, Arrival: j.Arrival, ScaleFactor: j.ScaleFactor, Weight: j.Weight,
 			Steps: j.RemainingSteps, Remaining: j.RemainingSteps, Throughput: j.Throughput, Type: -1}
 		return o.Key(view, p.Now)
 	}
-	return Entrant{Name: name, Description: fmt.Sprintf("queue order %T on the round engine (preemptive, later jobs pass)", o),
+	e := Entrant{Name: name, Description: fmt.Sprintf("queue order %T on the round engine (preemptive, later jobs pass)", o),
 		Policy: func(Setup) allocation.Policy { return &allocation.FIFO{Perf: true, Key: key} }}
+	return e, e.Validate()
 }

@@ -140,6 +140,9 @@ func (s *Suite) Run(ctx context.Context, opt SuiteOptions) (*SuiteReport, error)
 			return nil, &EntrantError{Name: opt.Typed[i].Name, Reason: "a name no typed baseline has"}
 		}
 	}
+	if err := knownEntrants(opt); err != nil {
+		return nil, err
+	}
 	todo, err := s.prepare(opt)
 	if err != nil {
 		return nil, err
@@ -154,6 +157,31 @@ func (s *Suite) Run(ctx context.Context, opt SuiteOptions) (*SuiteReport, error)
 		out.Reports = append(out.Reports, rep)
 	}
 	return out, nil
+}
+
+// knownEntrants checks that Options.Entrants names only baselines, typed
+// baselines and the options' own entrants: a name nobody has would
+// quietly leave scenarios without rows.
+func knownEntrants(opt SuiteOptions) error {
+	known := map[string]bool{}
+	for _, n := range BaselineNames() {
+		known[n] = true
+	}
+	for _, e := range TypedBaselines() {
+		known[e.Name] = true
+	}
+	for _, e := range opt.Extra {
+		known[e.Name] = true
+	}
+	for _, e := range opt.Typed {
+		known[e.Name] = true
+	}
+	for _, n := range opt.Entrants {
+		if !known[n] {
+			return fmt.Errorf("compare: entrant %q: %w", n, ErrUnknown)
+		}
+	}
+	return nil
 }
 
 // prepared is a scenario ready to run: its jobs, setup, entrants, and the

@@ -109,6 +109,10 @@ func TestSuiteResumes(t *testing.T) {
 	opt.Only = []string{"nope"}
 	_, err = s.Run(context.Background(), opt)
 	assert.ErrorIs(t, err, compare.ErrUnknown)
+	opt.Only, opt.Entrants = nil, []string{"gavle"}
+	_, err = s.Run(context.Background(), opt)
+	assert.ErrorIs(t, err, compare.ErrUnknown, "a misspelt entrant")
+	opt.Entrants = nil
 	opt.Only, opt.Extra = nil, []compare.Entrant{{Name: "gavel", Policy: func(compare.Setup) allocation.Policy { return &allocation.MaxMinFairness{} }}}
 	_, err = s.Run(context.Background(), opt)
 	var ee *compare.EntrantError
@@ -472,7 +476,18 @@ func TestQueueOrderEngines(t *testing.T) {
 		t.Skip("simulates 4,000 ITP jobs four times")
 	}
 	scen := defaultScenario(t, "itp")
-	entrants := append(baselines(t, "fifo-perf"), compare.QueueOrder("fifo-order", gang.ByArrival{}), compare.QueueOrder("srtf", gang.ShortestRemaining{}),
+	byArrival, err := compare.QueueOrder("fifo-order", gang.ByArrival{})
+	require.NoError(t, err)
+	srtfOrder, err := compare.QueueOrder("srtf", gang.ShortestRemaining{})
+	require.NoError(t, err)
+	var ee *compare.EntrantError
+	for _, o := range []gang.Order{gang.LAS2D{}, &gang.Gittins2D{}, nil} {
+		_, err := compare.QueueOrder("tiresias", o)
+		require.ErrorAs(t, err, &ee, "%T", o)
+	}
+	_, err = compare.QueueOrder("a,b", gang.ByArrival{})
+	require.ErrorAs(t, err, &ee)
+	entrants := append(baselines(t, "fifo-perf"), byArrival, srtfOrder,
 		compare.Entrant{Name: "srtf-events", Events: func(compare.Setup) sim.EventScheduler {
 			return gang.Priority{Order: gang.ShortestRemaining{}}
 		}})
