@@ -24,6 +24,9 @@ var allowed = map[string][]string{
 	"perfmodel":  {"topology", "internal"},
 	"allocation": {"perfmodel", "topology", "internal"},
 	"placement":  {"cluster", "topology", "internal"},
+	// multires splits CPUs and memory beside the GPUs (Synergy); its
+	// bound is a linear program.
+	"multires": {"allocation/lp", "internal"},
 	// placement/ring needs the ring model; placement itself does not, so a
 	// binary that chooses GPUs or admits gangs carries no throughput table.
 	"placement/ring": {"placement", "cluster", "perfmodel", "topology", "internal"},
@@ -35,16 +38,16 @@ var allowed = map[string][]string{
 	// scheduler composes the policies over the live state; it never
 	// imports sim, which drives it.
 	"scheduler": {"allocation", "placement", "gang", "elastic", "cluster", "perfmodel", "topology", "internal"},
-	"sim":       {"scheduler", "allocation", "placement", "gang", "elastic", "cluster", "perfmodel", "topology", "internal"},
+	"sim":       {"scheduler", "multires", "allocation", "placement", "gang", "elastic", "cluster", "perfmodel", "topology", "internal"},
 	// flavor models Kueue's flavor assignment and gpusched's steering of
 	// it (allocation policies over ClusterQueues), as gang schedulers for
 	// the simulator's event engine and for kube/kueue.
 	"flavor": {"allocation", "gang", "perfmodel", "topology", "internal"},
 	// compare runs policies side by side on the simulator: the baselines
 	// (allocation, flavor) defined once over sim's engines.
-	"compare":  {"sim", "flavor", "scheduler", "allocation", "elastic", "gang", "cluster", "perfmodel", "topology", "internal"},
+	"compare":  {"sim", "flavor", "scheduler", "multires", "allocation", "elastic", "gang", "cluster", "perfmodel", "topology", "internal"},
 	"internal": {"internal"},
-	"examples": {"compare", "flavor", "sim", "scheduler", "allocation", "placement", "gang", "elastic", "cluster", "perfmodel", "topology", "internal"},
+	"examples": {"compare", "flavor", "sim", "scheduler", "multires", "allocation", "placement", "gang", "elastic", "cluster", "perfmodel", "topology", "internal"},
 	".":        {},
 	// kube is a module of its own (the only one with Kubernetes
 	// dependencies): the scheduler plugin builds on the core, never on sim.

@@ -15,7 +15,7 @@ import (
 // every exported type must say in its doc whether it is safe for
 // concurrent use (issue #14); each package's concurrency_test.go proves
 // the claims of safety under -race.
-var concurrencyDocumented = []string{"allocation", "gang", "placement", "elastic", "sim", "perfmodel", "topology", "kube", "scheduler", "flavor", "compare"}
+var concurrencyDocumented = []string{"allocation", "gang", "placement", "elastic", "sim", "perfmodel", "topology", "kube", "scheduler", "flavor", "compare", "multires"}
 
 // concurrencyPending are subpackages not yet held to it (their owners are
 // reworking them): remove an entry once its types say.

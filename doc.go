@@ -35,6 +35,9 @@
 //     orders, backfilling.
 //   - [github.com/gpusched/gpusched/elastic]: elastic scaling, capacity
 //     loaning, Pollux's goodput, Sia.
+//   - [github.com/gpusched/gpusched/multires]: CPUs and memory beside the
+//     GPUs: throughput surfaces, Synergy's model zoo, and its allocators
+//     (GPU-proportional, GREEDY, TUNE and the OPT bound).
 //   - [github.com/gpusched/gpusched/flavor]: how Kueue chooses a workload's
 //     flavor (GPU type), and gpusched's steering of that choice.
 //   - [github.com/gpusched/gpusched/sim]: the simulator's engines and trace loaders.
