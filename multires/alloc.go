@@ -16,6 +16,46 @@ type Job struct {
 	GPUs int
 	// Profile is its kind's profile; required.
 	Profile *Profile
+	// Min and Max bound its share per GPU (a component 0: no bound):
+	// Max caps its best case and every share it gets; Min raises every
+	// share it gets, but never above the proportional share (a floor
+	// above it would take from others' proportional shares; with
+	// servers of different shapes, the smallest server's). Max must not
+	// be below Min.
+	Min, Max Share
+}
+
+// floor raises sh to j.Min, at most to p.
+func (j Job) floor(sh, p Share) Share {
+	sh.CPUs = max(sh.CPUs, min(j.Min.CPUs, p.CPUs))
+	sh.MemGB = max(sh.MemGB, min(j.Min.MemGB, p.MemGB))
+	return sh
+}
+
+// bound caps sh at j.Max.
+func (j Job) bound(sh Share) Share {
+	if j.Max.CPUs > 0 {
+		sh.CPUs = min(sh.CPUs, j.Max.CPUs)
+	}
+	if j.Max.MemGB > 0 {
+		sh.MemGB = min(sh.MemGB, j.Max.MemGB)
+	}
+	return sh
+}
+
+func (j Job) checkBounds(where string) error {
+	for _, b := range []struct {
+		name string
+		v, w float64
+	}{{"min.cpus", j.Min.CPUs, MaxCPUs}, {"min.mem_gb", j.Min.MemGB, MaxMemGB}, {"max.cpus", j.Max.CPUs, MaxCPUs}, {"max.mem_gb", j.Max.MemGB, MaxMemGB}} {
+		if !(b.v >= 0 && b.v <= b.w) {
+			return errorf(ErrInvalidJob, where+"."+b.name, "%g: want 0 (none) or a number up to %g", b.v, b.w)
+		}
+	}
+	if (j.Max.CPUs > 0 && j.Max.CPUs < j.Min.CPUs) || (j.Max.MemGB > 0 && j.Max.MemGB < j.Min.MemGB) {
+		return errorf(ErrInvalidJob, where, "max %v below min %v", j.Max, j.Min)
+	}
+	return nil
 }
 
 // Placement is where and with how much a job runs this round.
@@ -74,6 +114,9 @@ func check(servers []Server, jobs []Job) error {
 		if j.GPUs < 1 || j.GPUs > total {
 			return errorf(ErrInvalidJob, where, "%d GPUs: want 1 to the cluster's %d", j.GPUs, total)
 		}
+		if err := j.checkBounds(where); err != nil {
+			return err
+		}
 		if !seen[j.Profile] {
 			if err := j.Profile.validate(where + ".profile"); err != nil {
 				return err
@@ -90,10 +133,10 @@ func check(servers []Server, jobs []Job) error {
 // GPUs than a server has asks for each server's proportional share.
 func (st *state) ideal(j Job) (demandFunc, bool) {
 	if j.GPUs > st.maxGPUs {
-		return st.proportional, false
+		return func(s int) Share { return j.bound(st.proportional(s)) }, false
 	}
 	n := float64(j.GPUs)
-	sh := Share{min(j.Profile.Ideal.CPUs, st.maxCPUs/n), min(j.Profile.Ideal.MemGB, st.maxMem/n)}
+	sh := j.bound(j.floor(Share{min(j.Profile.Ideal.CPUs, st.maxCPUs/n), min(j.Profile.Ideal.MemGB, st.maxMem/n)}, st.minProp))
 	return func(int) Share { return sh }, true
 }
 
@@ -105,13 +148,19 @@ func (st *state) proportional(s int) Share { return st.servers[s].Proportional()
 // GPU-proportional share's throughput).
 func (st *state) fallback(j Job) demandFunc {
 	ideal, _ := st.ideal(j)
-	return func(s int) Share {
-		p := st.proportional(s)
-		if d := ideal(s); d.Within(p) {
-			return d
-		}
-		return p
+	return func(s int) Share { return fallbackShare(j, ideal(s), st.proportional(s)) }
+}
+
+// fallbackShare is the share a job with best case ideal gets on a server
+// of proportional share p when it cannot have its best case: p, or its
+// ideal where that is no more, raised to its Min up to p, capped at its
+// Max.
+func fallbackShare(j Job, ideal, p Share) Share {
+	fb := p
+	if ideal.Within(p) {
+		fb = ideal
 	}
+	return j.bound(j.floor(fb, p))
 }
 
 func rateOf(p *Profile, parts []Part) float64 {

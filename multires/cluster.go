@@ -69,6 +69,7 @@ type state struct {
 	maxCPUs  float64 // the largest server's
 	maxMem   float64
 	maxGPUs  int
+	minProp  Share // the smallest proportional share of any server
 }
 
 func newState(servers []Server) *state {
@@ -79,6 +80,13 @@ func newState(servers []Server) *state {
 		st.totalGPU += s.GPUs
 		st.free += s.GPUs
 		st.maxCPUs, st.maxMem, st.maxGPUs = max(st.maxCPUs, s.CPUs), max(st.maxMem, s.MemGB), max(st.maxGPUs, s.GPUs)
+		p := s.Proportional()
+		if i == 0 || p.CPUs < st.minProp.CPUs {
+			st.minProp.CPUs = p.CPUs
+		}
+		if i == 0 || p.MemGB < st.minProp.MemGB {
+			st.minProp.MemGB = p.MemGB
+		}
 	}
 	return st
 }
