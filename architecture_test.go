@@ -51,7 +51,7 @@ var allowed = map[string][]string{
 	".":        {},
 	// kube is a module of its own (the only one with Kubernetes
 	// dependencies): the scheduler plugin builds on the core, never on sim.
-	"kube": {"kube", "flavor", "scheduler", "allocation", "placement", "gang", "elastic", "cluster", "perfmodel", "topology"},
+	"kube": {"kube", "flavor", "scheduler", "multires", "allocation", "placement", "gang", "elastic", "cluster", "perfmodel", "topology"},
 }
 
 // cgoAllowed are the only packages that may use cgo or import a cgo binding.

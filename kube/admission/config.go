@@ -2,6 +2,7 @@ package admission
 
 import (
 	"fmt"
+	"github.com/gpusched/gpusched/multires"
 	"log/slog"
 	"math"
 	"slices"
@@ -106,6 +107,16 @@ const (
 type Config struct {
 	// Client talks to the API server.
 	Client kubernetes.Interface
+	// HostProfiles, if set, has the controller size the CPUs and memory
+	// of the workloads that name one of its profiles
+	// (model.AnnotationHostProfile; multires.Zoo() is Synergy's): each
+	// round, on each node, Synergy's split (multires.Split) of the node's
+	// allocatable CPUs and memory, less what the other workloads there
+	// request, within each workload's bounds (model.AnnotationCPU,
+	// model.AnnotationMemory); written with the admission (a Job's
+	// template; a gated pod through pods/resize) and by resizing running
+	// pods in place. Nil leaves requests as workloads write them.
+	HostProfiles *multires.Profiles
 	// Namespace limits the workloads to one namespace; "" watches all.
 	Namespace string
 	// NodeSelector selects the nodes whose GPUs the controller hands out

@@ -508,6 +508,7 @@ func (c *Controller) round(ctx context.Context) (*RoundResult, *roundView, error
 			ran = append(ran, pa)
 		}
 	}
+	c.planHost(ctx, r.Assignments, present, ran)
 	c.admitAll(ctx, admits, now)
 	for _, pa := range ran {
 		if pa.w != nil {
@@ -925,6 +926,7 @@ type pendingAdmit struct {
 	w     *workload // nil: the job runs already
 	typ   topology.GPUType
 	nodes []string
+	host  *hostTarget // its pods' CPUs and memory (Config.HostProfiles)
 	rec   *record
 	err   error
 }
@@ -937,7 +939,7 @@ const writeParallelism = 16
 func (c *Controller) admitAll(ctx context.Context, admits []*pendingAdmit, now float64) {
 	parallel(len(admits), func(i int) {
 		pa := admits[i]
-		pa.rec, pa.err = c.admitWrites(ctx, pa.w, pa.typ, pa.nodes, now)
+		pa.rec, pa.err = c.admitWrites(ctx, pa.w, pa.typ, pa.nodes, pa.host, now)
 	})
 }
 
@@ -945,7 +947,7 @@ func (c *Controller) admitAll(ctx context.Context, admits []*pendingAdmit, now f
 // Job resumed); it returns the record of what it ungated, also when a
 // later pod failed. It changes nothing of the controller's but the
 // overlay of its own writes: several run at once.
-func (c *Controller) admitWrites(ctx context.Context, w *workload, t topology.GPUType, nodes []string, now float64) (*record, error) {
+func (c *Controller) admitWrites(ctx context.Context, w *workload, t topology.GPUType, nodes []string, host *hostTarget, now float64) (*record, error) {
 	at := strconv.FormatFloat(now, 'f', 3, 64)
 	mark := func(m *metav1.ObjectMeta) {
 		if m.Annotations == nil {
@@ -962,10 +964,14 @@ func (c *Controller) admitWrites(ctx context.Context, w *workload, t topology.GP
 			mark(&j.ObjectMeta)
 			j.Spec.Template.Spec.SchedulingGates = dropGate(j.Spec.Template.Spec.SchedulingGates)
 			c.affinity(&j.Spec.Template.Spec, t, nodes)
+			c.hostOnJob(&j.Spec.Template.Spec, host)
 			j.Spec.Suspend = new(bool)
 		})
 		if err != nil {
 			return nil, err
+		}
+		if host != nil {
+			c.event(w, corev1.EventTypeNormal, ReasonHost, "sized at admission: "+host.note)
 		}
 		rec.UIDs = []types.UID{w.job.UID}
 		return rec, nil
@@ -973,6 +979,12 @@ func (c *Controller) admitWrites(ctx context.Context, w *workload, t topology.GP
 	for _, p := range w.pods {
 		if terminal(p) {
 			continue
+		}
+		if host != nil && hasGate(p.Spec.SchedulingGates) {
+			p = p.DeepCopy()
+			if _, err := c.resizePod(ctx, p, host); err != nil {
+				c.event(w, corev1.EventTypeWarning, ReasonHost, fmt.Sprintf("pod %s not resized: %v", p.Name, cut(err.Error())))
+			}
 		}
 		err := c.updatePod(ctx, p, func(p *corev1.Pod) {
 			mark(&p.ObjectMeta)
@@ -1635,52 +1647,52 @@ func (c *Controller) deleteCopy(ctx context.Context, name string) int {
 
 func (c *Controller) updatePod(ctx context.Context, p *corev1.Pod, mutate func(*corev1.Pod)) error {
 	pods := c.cfg.Client.CoreV1().Pods(p.Namespace)
-	first := true
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := p
-		if !first {
-			var err error
-			if cur, err = pods.Get(ctx, p.Name, metav1.GetOptions{}); err != nil {
-				return err
-			}
-		}
-		first = false
-		cur = cur.DeepCopy()
-		mutate(cur)
-		out, err := pods.Update(ctx, cur, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			c.metrics.conflict()
-		}
-		if err == nil {
-			c.caches.own.wrotePod(out, false)
-		}
-		return err
-	})
+	_, err := retried(c, p, func() (*corev1.Pod, error) { return pods.Get(ctx, p.Name, metav1.GetOptions{}) },
+		(*corev1.Pod).DeepCopy, func(p *corev1.Pod) bool { mutate(p); return true },
+		func(p *corev1.Pod) (*corev1.Pod, error) { return pods.Update(ctx, p, metav1.UpdateOptions{}) },
+		func(out *corev1.Pod) { c.caches.own.wrotePod(out, false) })
+	return err
 }
 
 func (c *Controller) updateJob(ctx context.Context, j *batchv1.Job, mutate func(*batchv1.Job)) error {
 	jobs := c.cfg.Client.BatchV1().Jobs(j.Namespace)
-	first := true
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := j
+	_, err := retried(c, j, func() (*batchv1.Job, error) { return jobs.Get(ctx, j.Name, metav1.GetOptions{}) },
+		(*batchv1.Job).DeepCopy, func(j *batchv1.Job) bool { mutate(j); return true },
+		func(j *batchv1.Job) (*batchv1.Job, error) { return jobs.Update(ctx, j, metav1.UpdateOptions{}) },
+		c.caches.own.wroteJob)
+	return err
+}
+
+// retried writes obj changed by mutate (a copy; nothing is written when
+// mutate reports no change), and on a conflict reads it again with get
+// and retries (client-go's retry.DefaultRetry); wrote sees what was
+// written. It returns whether a write succeeded.
+func retried[T any](c *Controller, obj T, get func() (T, error), clone func(T) T, mutate func(T) bool, write func(T) (T, error), wrote func(T)) (bool, error) {
+	first, written := true, false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := obj
 		if !first {
 			var err error
-			if cur, err = jobs.Get(ctx, j.Name, metav1.GetOptions{}); err != nil {
+			if cur, err = get(); err != nil {
 				return err
 			}
 		}
 		first = false
-		cur = cur.DeepCopy()
-		mutate(cur)
-		out, err := jobs.Update(ctx, cur, metav1.UpdateOptions{})
+		cur = clone(cur)
+		if !mutate(cur) {
+			return nil
+		}
+		out, err := write(cur)
 		if apierrors.IsConflict(err) {
 			c.metrics.conflict()
 		}
 		if err == nil {
-			c.caches.own.wroteJob(out)
+			wrote(out)
+			written = true
 		}
 		return err
 	})
+	return written, err
 }
 
 func dropGate(gates []corev1.PodSchedulingGate) []corev1.PodSchedulingGate {

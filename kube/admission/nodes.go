@@ -18,6 +18,9 @@ type nodeInfo struct {
 	product   string
 	ready     bool
 	unhealthy []int
+	// cpus and memGB are the node's allocatable CPUs and memory (GiB),
+	// for the host split (Config.HostProfiles).
+	cpus, memGB float64
 }
 
 func (n *nodeInfo) typ() topology.GPUType { return n.server.GPUs[0].Type }
@@ -44,7 +47,8 @@ func (c *Controller) listNodes() (map[string]nodeInfo, error) {
 			c.log.Warn("node left out: no product label to steer pods to it", "node", n.Name)
 			continue
 		}
-		out[n.Name] = nodeInfo{server: nd.Server, product: product, ready: nd.Ready && !n.Spec.Unschedulable, unhealthy: nd.Unhealthy}
+		out[n.Name] = nodeInfo{server: nd.Server, product: product, ready: nd.Ready && !n.Spec.Unschedulable, unhealthy: nd.Unhealthy,
+			cpus: n.Status.Allocatable.Cpu().AsApproximateFloat64(), memGB: n.Status.Allocatable.Memory().AsApproximateFloat64() / gib}
 	}
 	return out, nil
 }

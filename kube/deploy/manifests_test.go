@@ -155,6 +155,7 @@ func TestAdmissionManifests(t *testing.T) {
 	cluster := []need{
 		{"", "nodes", "list"}, {"", "nodes", "watch"}, {"", "pods", "list"}, {"", "pods", "watch"}, {"", "pods", "get"},
 		{"", "pods", "update"}, {"", "pods", "delete"}, {"", "pods", "create"}, {"", "pods/status", "patch"},
+		{"", "pods/resize", "update"},
 		{"batch", "jobs", "list"}, {"batch", "jobs", "watch"}, {"batch", "jobs", "get"}, {"batch", "jobs", "update"},
 		{"scheduling.k8s.io", "priorityclasses", "list"}, {"scheduling.k8s.io", "priorityclasses", "watch"},
 		{"", "events", "create"}, {"", "events", "patch"},
@@ -182,6 +183,7 @@ func TestAdmissionManifests(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, tenantFairPolicy, policy, "the tenant, with its weight and quota, is the unit of fairness (#40)")
 	assert.Contains(t, c.Command, "--tenancy-configmap="+tenancy.DefaultConfigMap)
+	assert.Contains(t, c.Command, "--host-profiles=synergy", "workloads that name a host profile get Synergy's split (#45)")
 	assert.Contains(t, c.Command, "--copy-key-secret="+admissionCopyKeySecret, "the copies of preempted pods signed with the key made at install")
 	assert.True(t, slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
 		return e.Name == "POD_NAMESPACE" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace"

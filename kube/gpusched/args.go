@@ -60,12 +60,18 @@ type Args struct {
 	// NVLink domain; "" means gpusched.io/rack and nvidia.com/gpu.clique.
 	RackLabel   string `json:"rackLabel,omitempty"`
 	DomainLabel string `json:"domainLabel,omitempty"`
-	// LinkWeight, PackWeight and GangWeight weigh the parts of a node's
-	// score: the links of the best GPU set, best fit, and closeness to the
-	// pod group's members. All zero means 2, 1 and 2.
+	// LinkWeight, PackWeight, GangWeight and HostWeight weigh the parts
+	// of a node's score: the links of the best GPU set, best fit,
+	// closeness to the pod group's members, and how well the node's CPUs
+	// and memory keep up with its GPUs once the pod is there (1 while
+	// every GPU left free keeps at least its proportional share of the
+	// CPUs and memory left free; less as a pod that asks for more than its
+	// share would strand GPUs without CPUs: Synergy, OSDI 2022). All zero
+	// means 2, 1, 2 and 1.
 	LinkWeight float64 `json:"linkWeight,omitempty"`
 	PackWeight float64 `json:"packWeight,omitempty"`
 	GangWeight float64 `json:"gangWeight,omitempty"`
+	HostWeight float64 `json:"hostWeight,omitempty"`
 	// StatsFile, if set, is where the plugin writes its per-pod latency
 	// statistics as JSON, every second while they change and at exit.
 	StatsFile string `json:"statsFile,omitempty"`
@@ -166,7 +172,7 @@ func (a *Args) validate() error {
 			return bad("recordKeySecret and recordKeyFile both set (give one)")
 		}
 	}
-	for _, w := range []float64{a.LinkWeight, a.PackWeight, a.GangWeight} {
+	for _, w := range []float64{a.LinkWeight, a.PackWeight, a.GangWeight, a.HostWeight} {
 		if !(w >= 0) || math.IsInf(w, 0) {
 			return bad("score weights must be finite and non-negative")
 		}
@@ -219,11 +225,11 @@ func (a *Args) resource() corev1.ResourceName {
 	return corev1.ResourceName(a.Resource)
 }
 
-func (a *Args) weights() (link, pack, gangW float64) {
-	if a.LinkWeight == 0 && a.PackWeight == 0 && a.GangWeight == 0 {
-		return 2, 1, 2
+func (a *Args) weights() (link, pack, gangW, host float64) {
+	if a.LinkWeight == 0 && a.PackWeight == 0 && a.GangWeight == 0 && a.HostWeight == 0 {
+		return 2, 1, 2, 1
 	}
-	return a.LinkWeight, a.PackWeight, a.GangWeight
+	return a.LinkWeight, a.PackWeight, a.GangWeight, a.HostWeight
 }
 
 // GetObjectKind implements runtime.Object, so that embedders and tests can

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,7 +42,7 @@ type Plugin struct {
 	service *service
 	logger  klog.Logger
 
-	linkW, packW, gangW float64
+	linkW, packW, gangW, hostW float64
 
 	synced   []cache.InformerSynced
 	isSynced atomic.Bool
@@ -88,7 +89,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	registerMetrics()
 	pl := &Plugin{h: h, args: args, order: order, res: args.resource(),
 		logger: klog.FromContext(ctx).WithName(Name), backoff: map[string]*time.Timer{}, waitingSince: map[string]time.Time{}}
-	pl.linkW, pl.packW, pl.gangW = args.weights()
+	pl.linkW, pl.packW, pl.gangW, pl.hostW = args.weights()
 	pl.cosched = &gang.Coscheduler{Timeout: args.permitTimeout(), Backoff: args.backoff()}
 	pl.groups = newGroups(pl.cosched.Delete)
 	pl.ledger = NewLedger(model.NodeOptions{Resource: pl.res, RackLabel: args.RackLabel, DomainLabel: args.DomainLabel}, pl.warn)
@@ -254,8 +255,11 @@ func (pl *Plugin) waitSynced(ctx context.Context) *fwk.Status {
 // cycleData is what the plugin keeps about a pod during one scheduling
 // cycle.
 type cycleData struct {
-	req   model.Request
-	nanos atomic.Int64 // time spent in the plugin for this pod
+	req model.Request
+	// milliCPU and memory are the pod's requests (the host term of the
+	// score).
+	milliCPU, memory int64
+	nanos            atomic.Int64 // time spent in the plugin for this pod
 	// places of the pod group's members already booked (PreScore).
 	places []Place
 	// permitRejected: Permit rejected the pod (its group is backing off).
@@ -342,6 +346,8 @@ func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, p *corev1
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "gpusched: "+err.Error())
 	}
 	d.req = req
+	reqs := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+	d.milliCPU, d.memory = reqs.Cpu().MilliValue(), reqs.Memory().Value()
 	state.Write(stateKey, d)
 	if req.GPUs > 0 {
 		if largest := pl.ledger.Largest(req.Allows); req.GPUs > largest {
@@ -475,16 +481,17 @@ func (pl *Plugin) Score(_ context.Context, state fwk.CycleState, _ *corev1.Pod, 
 		return 0, fwk.NewStatus(fwk.Error, "gpusched: no PreFilter state or no node")
 	}
 	if !d.sample { // as Filter: timed in one cycle of metricsSampleEvery
-		return pl.scoreNode(d, ni.Node().Name), nil
+		return pl.scoreNode(d, ni), nil
 	}
 	start := time.Now()
-	v := pl.scoreNode(d, ni.Node().Name)
+	v := pl.scoreNode(d, ni)
 	d.since(start)
 	observe(pointScore, start)
 	return v, nil
 }
 
-func (pl *Plugin) scoreNode(d *cycleData, node string) int64 {
+func (pl *Plugin) scoreNode(d *cycleData, ni fwk.NodeInfo) int64 {
+	node := ni.Node().Name
 	var c Choice
 	var err error
 	if d.req.GPUs == 1 {
@@ -496,10 +503,32 @@ func (pl *Plugin) scoreNode(d *cycleData, node string) int64 {
 	if err != nil {
 		return 0 // Filter let it through and the state moved since: no preference
 	}
-	return pl.score(c, d, node)
+	return pl.score(c, d, node, hostFit(c, d, ni))
 }
 
-func (pl *Plugin) score(c Choice, d *cycleData, node string) int64 {
+// hostFit is how well the node's CPUs and memory keep up with its GPUs
+// once the pod is there: the CPUs (and the memory) left free per GPU left
+// free, over the node's per GPU (its proportional share), capped at 1; 1
+// when no GPU is left free, or the node states no CPUs or memory.
+func hostFit(c Choice, d *cycleData, ni fwk.NodeInfo) float64 {
+	left := c.Free - d.req.GPUs
+	if left <= 0 || c.Total <= 0 {
+		return 1
+	}
+	alloc, used := ni.GetAllocatable(), ni.GetRequested()
+	fit := 1.0
+	for _, r := range [][3]int64{{alloc.GetMilliCPU(), used.GetMilliCPU(), d.milliCPU}, {alloc.GetMemory(), used.GetMemory(), d.memory}} {
+		if r[0] <= 0 {
+			continue
+		}
+		free := float64(r[0] - r[1] - r[2])
+		share := float64(r[0]) / float64(c.Total)
+		fit = min(fit, max(0, free/float64(left)/share))
+	}
+	return fit
+}
+
+func (pl *Plugin) score(c Choice, d *cycleData, node string, host float64) int64 {
 	link := 1.0
 	if c.Best > 0 {
 		link = float64(c.Score) / float64(c.Best)
@@ -521,11 +550,11 @@ func (pl *Plugin) score(c Choice, d *cycleData, node string) int64 {
 		}
 		near /= float64(len(d.places))
 	}
-	sum := pl.linkW + pl.packW + gw
+	sum := pl.linkW + pl.packW + gw + pl.hostW
 	if sum == 0 {
 		return 0
 	}
-	s := (pl.linkW*link + pl.packW*pack + gw*near) / sum
+	s := (pl.linkW*link + pl.packW*pack + gw*near + pl.hostW*host) / sum
 	return int64(s*float64(fwk.MaxScore) + 0.5)
 }
 

@@ -260,8 +260,8 @@ func TestArgs(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 60*time.Second, a.permitTimeout())
 	assert.Equal(t, 10*time.Second, a.backoff())
-	l, p, g := a.weights()
-	assert.Equal(t, [3]float64{2, 1, 2}, [3]float64{l, p, g})
+	l, p, g, h := a.weights()
+	assert.Equal(t, [4]float64{2, 1, 2, 1}, [4]float64{l, p, g, h})
 }
 
 // The attained and remaining-time rows of the attack table: four jobs of

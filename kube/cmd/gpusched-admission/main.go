@@ -19,6 +19,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/gpusched/gpusched/kube/model"
+	"github.com/gpusched/gpusched/multires"
 	"io"
 	"log/slog"
 	"maps"
@@ -54,6 +56,7 @@ type options struct {
 	round, grace                                time.Duration
 	noPreemption                                bool
 	checkTenancy                                string
+	hostProfiles                                string
 	apiQPS, eventQPS                            float64
 	apiBurst, eventBurst                        int
 	removal                                     removalOptions
@@ -119,6 +122,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.tenancyConfigMap, "tenancy-configmap", tenancy.DefaultConfigMap, "ConfigMap in the state namespace holding the admin's tenancy (key "+tenancy.ConfigKey+")")
 	fs.StringVar(&o.checkTenancy, "check-tenancy", "", "validate a tenancy document (file, - for stdin), print a summary and exit")
 	fs.StringVar(&o.stateName, "state-name", admission.DefaultStateName, "name of the state ConfigMap and the leader lease")
+	fs.StringVar(&o.hostProfiles, "host-profiles", "", "size the CPUs and memory of workloads that name a host profile (annotation "+model.AnnotationHostProfile+"), Synergy's split on each node: \"synergy\" for Synergy's model zoo, or a profile file (multires.ReadProfiles' layout, at most 8 MiB); empty leaves requests as written")
 	fs.Float64Var(&o.apiQPS, "kube-api-qps", 100, "queries per second to the API server (admissions, preemptions, the state's save)")
 	fs.IntVar(&o.apiBurst, "kube-api-burst", 200, "burst of queries to the API server")
 	fs.Float64Var(&o.eventQPS, "event-qps", admission.DefaultEventQPS, "events and pod condition writes per second (a token bucket shared by both; the rest wait, and events past a queue of 1,000 are dropped)")
@@ -231,6 +235,9 @@ func run(args []string) error {
 		Metrics: m, Requests: requests, EventClient: ecs, EventQPS: float32(o.eventQPS), EventBurst: o.eventBurst,
 		MaxDeletionGrace: o.removal.maxDeletionGrace, TenantBudget: o.removal.tenantBudget,
 	}
+	if cfg.HostProfiles, err = hostProfiles(o.hostProfiles); err != nil {
+		return err
+	}
 	ctx, stop := startup.Context()
 	defer stop()
 	if cfg.CopyKey, err = o.removal.copyKey(ctx, cs, o.stateNamespace, log); err != nil {
@@ -308,4 +315,34 @@ func share(s *tenancy.TypeShare) string {
 		parts = append(parts, fmt.Sprintf("%g %s", s.GPUs[t], t))
 	}
 	return strings.Join(parts, " and ")
+}
+
+// hostProfiles reads --host-profiles: "" none, "synergy" Synergy's zoo,
+// else a profile file.
+func hostProfiles(v string) (*multires.Profiles, error) {
+	switch v {
+	case "":
+		return nil, nil
+	case "synergy":
+		return multires.Zoo(), nil
+	}
+	// An admin's file: a regular one, bounded (not a pipe or a device
+	// that would block or never end).
+	st, err := os.Stat(v)
+	if err != nil {
+		return nil, fmt.Errorf("--host-profiles: %w", err)
+	}
+	if !st.Mode().IsRegular() || st.Size() > multires.MaxProfilesBytes {
+		return nil, fmt.Errorf("--host-profiles %s: want \"synergy\" or a regular file of at most 8 MiB", v)
+	}
+	f, err := os.Open(v)
+	if err != nil {
+		return nil, fmt.Errorf("--host-profiles: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	ps, err := multires.ReadProfiles(f)
+	if err != nil {
+		return nil, fmt.Errorf("--host-profiles %s: %w", v, err)
+	}
+	return ps, nil
 }

@@ -126,3 +126,20 @@ func TestServeTLSMissingCert(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "/nonexistent/cert.pem")
 }
+
+func TestHostProfiles(t *testing.T) {
+	ps, err := hostProfiles("synergy")
+	require.NoError(t, err)
+	require.NotNil(t, ps.Lookup("res18"))
+	ps, err = hostProfiles("")
+	require.NoError(t, err)
+	require.Nil(t, ps)
+	for _, bad := range []string{"/dev/zero", t.TempDir(), "/no/such/file"} {
+		_, err := hostProfiles(bad)
+		require.ErrorContains(t, err, "--host-profiles", bad)
+	}
+	f := filepath.Join(t.TempDir(), "p.json")
+	require.NoError(t, os.WriteFile(f, []byte(`{"proportional": {"cpus": 3, "mem_gb": 62.5}, "cpus": [3], "mem_gb": [62.5], "models": [{"name": "a", "iter_time_s": 1, "rate": [[2]]}]}`), 0o600))
+	_, err = hostProfiles(f)
+	require.ErrorContains(t, err, "want 1 (rates are relative to it)")
+}

@@ -1,0 +1,137 @@
+package admission
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/gpusched/gpusched/kube/model"
+	"github.com/gpusched/gpusched/multires"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// hostNode is one of Synergy's servers: 8 GPUs, 24 CPUs, 500 GiB.
+func hostNode(name string) *corev1.Node {
+	n := gpuNode(name, "Tesla-V100-SXM2-16GB", 8)
+	n.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("24")
+	n.Status.Allocatable[corev1.ResourceMemory] = resource.MustParse("500Gi")
+	return n
+}
+
+// withHost gives a pod spec's GPU container CPU and memory requests (its
+// minimum).
+func withHost(spec *corev1.PodSpec, cpu, mem string) {
+	c := &spec.Containers[0]
+	c.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}
+}
+
+// TestHostSplit: two AlexNets (best case 12 CPUs and 125 GB per GPU) and
+// six GNMTs (1 CPU, 20 GB) on one 24-CPU node: Synergy's split gives one
+// AlexNet its best case, the other the proportional 3 CPUs and 62.5 GiB,
+// each GNMT its best case; written into the Jobs' templates at admission
+// and, for a bare pod, through pods/resize before its gate goes. A Job
+// without a profile keeps its requests, which the others' split leaves
+// out; one with an unknown profile too, with a Warning.
+func TestHostSplit(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset(hostNode("v1"))
+	create := func(name, profile string, bare bool) {
+		cpu, mem := "1", "8Gi"
+		if profile == "" {
+			cpu, mem = "3", "62.5Gi" // the proportional share
+		}
+		ann := map[string]string{model.AnnotationHostProfile: profile}
+		if profile == "" {
+			ann = nil
+		}
+		if bare {
+			p := gatedPod(testNS, name, 1, ann)
+			withHost(&p.Spec, cpu, mem)
+			_, err := cs.CoreV1().Pods(testNS).Create(ctx, p, metav1.CreateOptions{})
+			require.NoError(t, err)
+			return
+		}
+		j := gatedJob(testNS, name, 1, 1, ann)
+		withHost(&j.Spec.Template.Spec, cpu, mem)
+		_, err := cs.BatchV1().Jobs(testNS).Create(ctx, j, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	create("alex-a", "alexnet", false)
+	create("alex-b", "alexnet", false)
+	for _, n := range []string{"g1", "g2", "g3", "g4"} {
+		create(n, "gnmt", false)
+	}
+	create("g5", "gnmt", true)
+	create("plain", "", false)
+	clk := &testClock{}
+	c := newController(t, cs, clk, func(cfg *Config) { cfg.HostProfiles = multires.Zoo() })
+	res, err := syncRound(ctx, c)
+	require.NoError(t, err)
+	require.Len(t, res.Admitted, 8)
+	cpu := func(name string) (float64, float64) {
+		j, err := cs.BatchV1().Jobs(testNS).Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		r := j.Spec.Template.Spec.Containers[0].Resources.Requests
+		return r.Cpu().AsApproximateFloat64(), r.Memory().AsApproximateFloat64() / gib
+	}
+	// "plain" asks 3 CPUs and 62.5 GiB: 7 GPUs, 21 CPUs and 437.5 GiB
+	// are split, a proportional share of 3 CPUs and 62.5 GiB.
+	var alex [][2]float64
+	for _, n := range []string{"alex-a", "alex-b"} {
+		c, m := cpu(n)
+		alex = append(alex, [2]float64{c, m})
+	}
+	slices.SortFunc(alex, func(a, b [2]float64) int { return int(a[0] - b[0]) })
+	require.Equal(t, [][2]float64{{3, 62.5}, {12, 125}}, alex)
+	for _, n := range []string{"g1", "g2", "g3", "g4"} {
+		c, m := cpu(n)
+		require.Equal(t, 1.0, c, n)
+		require.InDelta(t, 20, m, 1e-9, n)
+	}
+	c0, m0 := cpu("plain")
+	require.Equal(t, 3.0, c0)
+	require.InDelta(t, 62.5, m0, 1e-9)
+	p := getPod(t, cs, testNS, "g5")
+	require.Empty(t, p.Spec.SchedulingGates)
+	require.Equal(t, 1.0, p.Spec.Containers[0].Resources.Requests.Cpu().AsApproximateFloat64())
+	require.InDelta(t, 20, p.Spec.Containers[0].Resources.Requests.Memory().AsApproximateFloat64()/gib, 1e-9)
+}
+
+// TestHostResizesRunning: an AlexNet runs alone with its best case (12
+// CPUs); two ResNet-18s (9 CPUs each) arrive: 30 CPUs asked of 24, and the
+// most CPU-hungry, the running AlexNet, drops to the proportional 3
+// CPUs, resized in place (pods/resize), so that the newcomers fit.
+func TestHostResizesRunning(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset(hostNode("v1"))
+	create := func(name, profile string) {
+		p := gatedPod(testNS, name, 1, map[string]string{model.AnnotationHostProfile: profile, model.AnnotationCPU: "1-16"})
+		withHost(&p.Spec, "1", "8Gi")
+		_, err := cs.CoreV1().Pods(testNS).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	create("alex", "alexnet")
+	clk := &testClock{}
+	c := newController(t, cs, clk, func(cfg *Config) { cfg.HostProfiles = multires.Zoo() })
+	_, err := syncRound(ctx, c)
+	require.NoError(t, err)
+	p := getPod(t, cs, testNS, "alex")
+	require.Equal(t, 12.0, p.Spec.Containers[0].Resources.Requests.Cpu().AsApproximateFloat64())
+	p.Spec.NodeName, p.Status.Phase = "v1", corev1.PodRunning
+	_, err = cs.CoreV1().Pods(testNS).Update(ctx, p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	create("r1", "res18")
+	create("r2", "res18")
+	clk.t = 360
+	res, err := syncRound(ctx, c)
+	require.NoError(t, err)
+	require.Len(t, res.Admitted, 3)
+	cpus := func(name string) float64 {
+		return getPod(t, cs, testNS, name).Spec.Containers[0].Resources.Requests.Cpu().AsApproximateFloat64()
+	}
+	require.Equal(t, []float64{3, 9, 9}, []float64{cpus("alex"), cpus("r1"), cpus("r2")})
+}
