@@ -26,7 +26,7 @@ var allowed = map[string][]string{
 	"placement":  {"cluster", "topology", "internal"},
 	// multires splits CPUs and memory beside the GPUs (Synergy); its
 	// bound is a linear program.
-	"multires": {"allocation/lp", "internal"},
+	"multires": {"allocation/lp", "topology", "internal"},
 	// placement/ring needs the ring model; placement itself does not, so a
 	// binary that chooses GPUs or admits gangs carries no throughput table.
 	"placement/ring": {"placement", "cluster", "perfmodel", "topology", "internal"},

@@ -46,6 +46,9 @@ type ServerTemplate struct {
 	MemoryMiB int
 	// NICGbps is the server's network bandwidth, Gbit/s; 0 means unknown.
 	NICGbps float64
+	// CPUs and MemoryGiB are each server's host CPU cores and memory; 0
+	// means unknown.
+	CPUs, MemoryGiB float64
 	// Rack and Domain label every server built from the template.
 	Rack, Domain string
 }
@@ -96,12 +99,14 @@ func (c *Cluster) add(prefix string, n int, t ServerTemplate) error {
 	}
 	for k := range n {
 		s := Server{
-			ID:      fmt.Sprintf("%s-%d", prefix, k),
-			Rack:    t.Rack,
-			Domain:  t.Domain,
-			NICGbps: t.NICGbps,
-			Links:   links,
-			GPUs:    make([]GPU, t.GPUs),
+			ID:        fmt.Sprintf("%s-%d", prefix, k),
+			Rack:      t.Rack,
+			Domain:    t.Domain,
+			NICGbps:   t.NICGbps,
+			CPUs:      t.CPUs,
+			MemoryGiB: t.MemoryGiB,
+			Links:     links,
+			GPUs:      make([]GPU, t.GPUs),
 		}
 		for i := range s.GPUs {
 			s.GPUs[i] = GPU{Index: i, Type: t.Type, MemoryMiB: mem, NUMANode: numa[i]}

@@ -42,6 +42,11 @@ type Server struct {
 	// NICGbps is the server's network bandwidth in Gbit/s (the sum over its
 	// NICs); 0 means unknown.
 	NICGbps float64
+	// CPUs and MemoryGiB are the host's CPU cores and memory that jobs
+	// may have beside the GPUs (package multires: Synergy's split); 0
+	// means unknown.
+	CPUs      float64
+	MemoryGiB float64
 	// Links is the pairwise link matrix, len(GPUs) x len(GPUs), in the order
 	// of GPUs, symmetric, with LinkSelf on the diagonal; nil when unknown.
 	// Builders share one matrix between servers of the same shape: treat it
@@ -83,6 +88,12 @@ func (s *Server) PairBandwidth(i, j int) float64 {
 	}
 	return s.Link(i, j).NominalBandwidth(s.GPUs[i].Type, s.GPUs[j].Type)
 }
+
+// Bounds of a server's host resources.
+const (
+	maxHostCPUs      = 1 << 16
+	maxHostMemoryGiB = 1 << 24
+)
 
 // NICGBps returns the network bandwidth in GB/s (NICGbps / 8).
 func (s *Server) NICGBps() float64 { return s.NICGbps / 8 }
@@ -235,6 +246,9 @@ func (s *Server) validate(si int, where func() string, v *validation, p *problem
 	checkLabel(p, where, "server id", s.ID)
 	checkLabel(p, where, "rack", s.Rack)
 	checkLabel(p, where, "domain", s.Domain)
+	if !(s.CPUs >= 0 && s.CPUs <= maxHostCPUs) || !(s.MemoryGiB >= 0 && s.MemoryGiB <= maxHostMemoryGiB) {
+		p.add(ErrInvalidCount, where, "%v CPUs and %v GiB of host memory (want 0, unknown, or up to %d and %d)", s.CPUs, s.MemoryGiB, maxHostCPUs, maxHostMemoryGiB)
+	}
 	if math.IsNaN(s.NICGbps) || math.IsInf(s.NICGbps, 0) || s.NICGbps < 0 {
 		p.add(ErrInvalidCount, where, "NIC bandwidth %v Gbit/s (want a finite number >= 0)", s.NICGbps)
 	}

@@ -62,6 +62,10 @@ type ServerSpec struct {
 	BandwidthGBps [][]float64 `json:"bandwidth_gbps,omitempty"`
 	// NICGbps is the network bandwidth of the server, Gbit/s.
 	NICGbps float64 `json:"nic_gbps,omitempty"`
+	// CPUs and MemoryGiB are the host's CPU cores and memory beside the
+	// GPUs (omitted: unknown).
+	CPUs      float64 `json:"cpus,omitempty"`
+	MemoryGiB float64 `json:"host_memory_gib,omitempty"`
 	// MIG, with GPUType, puts every GPU of the server in MIG mode with this
 	// layout (see [MIGLayout]).
 	MIG *MIGLayout `json:"mig,omitempty"`
@@ -193,7 +197,7 @@ func (ss *ServerSpec) build(pos int) (Server, int, error) {
 	if count < 1 {
 		return Server{}, 0, specErr(ErrInvalidCount, "", "count %d (want >= 1)", count)
 	}
-	s := Server{ID: ss.ID, Rack: ss.Rack, Domain: ss.Domain, NICGbps: ss.NICGbps, Bandwidth: ss.BandwidthGBps}
+	s := Server{ID: ss.ID, Rack: ss.Rack, Domain: ss.Domain, NICGbps: ss.NICGbps, CPUs: ss.CPUs, MemoryGiB: ss.MemoryGiB, Bandwidth: ss.BandwidthGBps}
 	if s.ID == "" {
 		s.ID = fmt.Sprintf("server-%d", pos)
 	}
@@ -293,7 +297,7 @@ func (c *Cluster) Spec() *ClusterSpec {
 	cs := &ClusterSpec{Name: c.Name, Servers: make([]ServerSpec, len(c.Servers))}
 	for si := range c.Servers {
 		s := &c.Servers[si]
-		ss := ServerSpec{ID: s.ID, Rack: s.Rack, Domain: s.Domain, NICGbps: s.NICGbps, BandwidthGBps: s.Bandwidth}
+		ss := ServerSpec{ID: s.ID, Rack: s.Rack, Domain: s.Domain, NICGbps: s.NICGbps, CPUs: s.CPUs, MemoryGiB: s.MemoryGiB, BandwidthGBps: s.Bandwidth}
 		for _, g := range s.GPUs {
 			ss.Devices = append(ss.Devices, DeviceSpec{
 				Index: &g.Index, Type: string(g.Type), MemoryMiB: g.MemoryMiB,
