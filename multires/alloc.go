@@ -152,15 +152,15 @@ func (st *state) fallback(j Job) demandFunc {
 }
 
 // fallbackShare is the share a job with best case ideal gets on a server
-// of proportional share p when it cannot have its best case: p, or its
-// ideal where that is no more, raised to its Min up to p, capped at its
-// Max.
+// of proportional share p when it cannot have its best case: in each
+// resource its best case or the proportional share, whichever is less
+// (Synergy's rule, section 4.3: never more than the proportional share
+// once taken from; on the zoo's surfaces the proportional share itself,
+// or the best case where it is less, as the artifact's), raised to its
+// Min up to p, capped at its Max. It never gives more of a resource than
+// the best case, so taking back never overcommits a server.
 func fallbackShare(j Job, ideal, p Share) Share {
-	fb := p
-	if ideal.Within(p) {
-		fb = ideal
-	}
-	return j.bound(j.floor(fb, p))
+	return j.bound(j.floor(Share{min(ideal.CPUs, p.CPUs), min(ideal.MemGB, p.MemGB)}, p))
 }
 
 func rateOf(p *Profile, parts []Part) float64 {
@@ -214,7 +214,8 @@ type Proportional struct{}
 // Allocate implements Allocator.
 func (Proportional) Allocate(ctx context.Context, servers []Server, jobs []Job) (*Plan, error) {
 	return run(ctx, servers, jobs, func(st *state, _ *Plan, i int) ([]Part, bool) {
-		return st.firstFit(jobs[i].GPUs, st.proportional), false
+		j := jobs[i]
+		return st.firstFit(j.GPUs, func(s int) Share { return j.bound(j.floor(st.proportional(s), st.proportional(s))) }), false
 	})
 }
 
@@ -237,19 +238,24 @@ func (Greedy) Allocate(ctx context.Context, servers []Server, jobs []Job) (*Plan
 // policy's order,
 //
 //  1. gets its best-case demand where it fits first in server order;
-//  2. else its proportional share (or its best case, where that is no
-//     more) where that fits;
+//  2. else its fallback where that fits: in each resource its best case
+//     or the proportional share, whichever is less;
 //  3. else takes the servers with room for its GPUs (one server for a
-//     multi-GPU job when one has room, else the fullest first) and there
-//     takes back from jobs placed earlier in the round what they hold
-//     above their proportional share, those on fewest servers and with
-//     most CPUs and memory per GPU first, until its share fits; a job
-//     taken from keeps its GPUs and drops to its proportional share;
+//     multi-GPU job when one has room, else the fullest first; then the
+//     others in order) and there takes back from jobs placed earlier in
+//     the round what they hold above their fallback, those on fewest
+//     servers and with most CPUs and memory per GPU first, until its
+//     share fits; a job taken from keeps its GPUs and is never given more
+//     of anything;
 //  4. and is placed first-fit with that share.
 //
-// No job ever runs below its proportional share's rate, and every job
-// that gets GPUs runs: Tune never leaves a GPU idle for want of CPUs or
-// memory. Safe for concurrent use.
+// No job gets more than the proportional share of a resource once taken
+// from, and none runs below the proportional share's rate on surfaces
+// whose memory need does not grow as CPUs fall (the cache model's, every
+// model of the zoo's; on others the fallback's less memory may cost a
+// little). Every job that gets GPUs runs: Tune leaves no GPU idle for
+// want of CPUs or memory, and never overcommits a server. Safe for
+// concurrent use.
 type Tune struct{}
 
 // Allocate implements Allocator.
@@ -277,6 +283,15 @@ func (st *state) tune(plan *Plan, jobs []Job, i int, want demandFunc) ([]Part, b
 			st.reclaim(plan, jobs, t, fb)
 		}
 		parts = st.firstFit(j.GPUs, fb)
+	}
+	// Where the chosen servers' peers had nothing to give back (the
+	// artifact stops the simulation here), the other servers with free
+	// GPUs are tried in order.
+	for s := 0; parts == nil && s < len(st.servers); s++ {
+		if f := st.freeGPUs[s]; f > 0 {
+			st.reclaim(plan, jobs, target{s, min(f, j.GPUs)}, fb)
+			parts = st.firstFit(j.GPUs, fb)
+		}
 	}
 	return parts, !ok || below(parts, ideal)
 }
@@ -326,7 +341,8 @@ func (st *state) targets(n int) []target {
 }
 
 // reclaim takes back, on target server t.server, what peers hold above
-// their proportional share until t.gpus GPUs at share fb fit there.
+// their fallback, per resource (never giving a peer more of anything, which
+// could overcommit a server), until t.gpus GPUs at share fb fit there.
 func (st *state) reclaim(plan *Plan, jobs []Job, t target, fb demandFunc) {
 	want := fb(t.server).Scale(float64(t.gpus))
 	needCPU, needMem := want.CPUs-st.cpus[t.server], want.MemGB-st.mem[t.server]
@@ -335,23 +351,54 @@ func (st *state) reclaim(plan *Plan, jobs []Job, t target, fb demandFunc) {
 	}
 	peers := slices.Clone(st.on[t.server])
 	slices.SortStableFunc(peers, func(a, b int) int { return peerOrder(plan, jobs, a, b) })
-	prop := st.proportional(t.server)
 	for _, k := range peers {
 		pl := &plan.Placements[k]
-		part := partOn(pl.Parts, t.server)
-		exCPU := max(0, part.CPUs-prop.CPUs*float64(part.GPUs))
-		exMem := max(0, part.MemGB-prop.MemGB*float64(part.GPUs))
-		if exCPU <= eps && exMem <= eps {
+		fbk := takeBack(pl.Parts, st.fallback(jobs[k]))
+		if !lowers(pl.Parts, fbk, t.server) {
 			continue
 		}
-		st.resize(pl.Parts, st.fallback(jobs[k]))
+		before := partOn(pl.Parts, t.server)
+		st.resize(pl.Parts, fbk)
+		after := partOn(pl.Parts, t.server)
 		pl.Rate = rateOf(jobs[k].Profile, pl.Parts)
 		pl.Demoted = true
-		needCPU, needMem = needCPU-exCPU, needMem-exMem
+		needCPU, needMem = needCPU-(before.CPUs-after.CPUs), needMem-(before.MemGB-after.MemGB)
 		if needCPU <= eps && needMem <= eps {
 			return
 		}
 	}
+}
+
+// takeBack is what a peer keeps when taken from: on each server the
+// lesser, per resource, of what it holds and its fallback.
+func takeBack(parts []Part, fb demandFunc) demandFunc {
+	return func(s int) Share {
+		f := fb(s)
+		for _, p := range parts {
+			if p.Server == s {
+				h := p.Share()
+				return Share{min(h.CPUs, f.CPUs), min(h.MemGB, f.MemGB)}
+			}
+		}
+		return f
+	}
+}
+
+// lowers says whether d gives the parts no more of either resource on
+// any server and less of one on server s.
+func lowers(parts []Part, d demandFunc, s int) bool {
+	less := false
+	for _, p := range parts {
+		n := float64(p.GPUs)
+		sh := d(p.Server)
+		if sh.CPUs*n > p.CPUs+eps || sh.MemGB*n > p.MemGB+eps {
+			return false
+		}
+		if p.Server == s && (sh.CPUs*n < p.CPUs-eps || sh.MemGB*n < p.MemGB-eps) {
+			less = true
+		}
+	}
+	return less
 }
 
 // peerOrder ranks the jobs Tune takes from: on fewest servers, then most

@@ -8,6 +8,7 @@ import (
 // Server is one machine's capacity: GPUs, CPU cores and memory. A Server
 // is a plain value, safe for concurrent use.
 type Server struct {
+	// GPUs, CPUs and MemGB are its GPUs, CPU cores and memory (GB).
 	GPUs  int     `json:"gpus"`
 	CPUs  float64 `json:"cpus"`
 	MemGB float64 `json:"mem_gb"`
@@ -46,10 +47,12 @@ func CheckServers(servers []Server) error {
 // Part is the piece of a job's allocation on one server.
 // It is a plain value, safe for concurrent use.
 type Part struct {
+	// Server is the server's index in the servers given.
 	Server int
-	GPUs   int
-	CPUs   float64
-	MemGB  float64
+	// GPUs, CPUs and MemGB are what the job holds there.
+	GPUs  int
+	CPUs  float64
+	MemGB float64
 }
 
 // Share returns the part's resources per GPU.

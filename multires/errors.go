@@ -19,7 +19,7 @@ var (
 	// not positive and finite, or more servers than MaxServers.
 	ErrInvalidCluster = errors.New("multires: invalid cluster")
 	// ErrInvalidJob: a job with no profile, fewer than one GPU or more
-	// GPUs than the cluster has, or a duplicate ID.
+	// GPUs than the cluster has, or bounds out of range or crossed.
 	ErrInvalidJob = errors.New("multires: invalid job")
 	// ErrMalformedProfiles: a profile file that cannot be read.
 	ErrMalformedProfiles = errors.New("multires: malformed profiles")
@@ -48,7 +48,9 @@ const (
 // "servers[7]") and what is wrong. It is not changed after it is returned:
 // safe for concurrent reads.
 type Error struct {
-	Kind  error
+	// Kind is one of the Err values of this package.
+	Kind error
+	// Where is the path of the offending value; Msg says what is wrong.
 	Where string
 	Msg   string
 }

@@ -3,6 +3,7 @@ package multires
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -336,4 +337,93 @@ func FuzzReadProfiles(f *testing.F) {
 			_ = p.Surface.At(ps.Proportional)
 		}
 	})
+}
+
+// randSurface is a random valid surface over Synergy's axes: gains in
+// CPUs and memory that stop at random points.
+func randSurface(rng *rand.Rand) *Surface {
+	cp, mp := []float64{1, 2, 3, 6, 12}, []float64{20, 62.5, 125, 250}
+	r := make([][]float64, len(cp))
+	a, b := rng.Float64()*0.5, rng.Float64()*0.5
+	for i := range cp {
+		r[i] = make([]float64, len(mp))
+		for j := range mp {
+			r[i][j] = 1 + a*float64(min(i, 2+rng.IntN(3))) + b*float64(min(j, 1+rng.IntN(3)))
+			if i > 0 {
+				r[i][j] = max(r[i][j], r[i-1][j])
+			}
+			if j > 0 {
+				r[i][j] = max(r[i][j], r[i][j-1])
+			}
+		}
+	}
+	return &Surface{CPUs: cp, MemGB: mp, Rate: r}
+}
+
+// TestInvariantsRandomShapes: random surfaces, servers of different
+// shapes, jobs of up to 16 GPUs, some with a Max: no allocator overcommits
+// a server or gives a job more than its Max; Tune and Opt rounded place
+// every GPU GPU-proportional places (none idle for want of CPUs or
+// memory). (A review found Tune's taking back could give a job more
+// memory than it held and overcommit a server.)
+func TestInvariantsRandomShapes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	ctx := context.Background()
+	for trial := range 300 {
+		var profs []*Profile
+		for k := range 4 {
+			s := randSurface(rng)
+			profs = append(profs, &Profile{Name: fmt.Sprint(k), IterTime: 1, Surface: s, Ideal: s.Knee(0, Share{3, 62.5})})
+		}
+		var servers []Server
+		total := 0
+		for range 1 + rng.IntN(4) {
+			g := []int{4, 8}[rng.IntN(2)]
+			servers = append(servers, Server{g, float64(g * (2 + rng.IntN(4))), float64(g * (40 + rng.IntN(60)))})
+			total += g
+		}
+		jobs := make([]Job, rng.IntN(2*total+1))
+		for i := range jobs {
+			jobs[i] = Job{ID: i, GPUs: min([]int{1, 1, 1, 2, 4, 8, 16}[rng.IntN(7)], total), Profile: profs[rng.IntN(4)]}
+			if rng.IntN(4) == 0 {
+				jobs[i].Max = Share{CPUs: float64(2 + rng.IntN(6))}
+			}
+		}
+		gpus := map[string]int{}
+		for name, a := range map[string]Allocator{"prop": Proportional{}, "greedy": Greedy{}, "tune": Tune{}, "opt": Opt{}, "round": Opt{Round: true}} {
+			p, err := a.Allocate(ctx, servers, jobs)
+			if err != nil {
+				t.Fatalf("trial %d %s: %v", trial, name, err)
+			}
+			checkCapacity(t, name, servers, jobs, p)
+			for i, pl := range p.Placements {
+				if pl.Placed {
+					gpus[name] += jobs[i].GPUs
+				}
+				for _, pt := range pl.Parts {
+					if m := jobs[i].Max.CPUs; m > 0 && pt.Share().CPUs > m+1e-9 {
+						t.Fatalf("trial %d %s: job %d holds %v, above its Max %v", trial, name, i, pt.Share(), jobs[i].Max)
+					}
+				}
+			}
+		}
+		if gpus["tune"] != gpus["prop"] || gpus["round"] != gpus["prop"] {
+			t.Fatalf("trial %d: GPUs placed %v", trial, gpus)
+		}
+	}
+}
+
+// TestProfileIdealContradicts: a declared best case where the surface is
+// slow is refused (a review found one read and placed at rate 0.01).
+func TestProfileIdealContradicts(t *testing.T) {
+	doc := `{"proportional": {"cpus": 3, "mem_gb": 62.5}, "cpus": [1, 3], "mem_gb": [20, 62.5],
+	 "models": [{"name": "g", "iter_time_s": 1, "ideal": {"cpus": 1, "mem_gb": 20}, "rate": [[0.01, 0.5], [0.5, 1]]}]}`
+	_, err := ReadProfiles(strings.NewReader(doc))
+	var e *Error
+	if !errors.Is(err, ErrMalformedProfiles) || !errors.As(err, &e) || e.Where != "models[0].ideal" {
+		t.Fatalf("%v", err)
+	}
+	if k := Zoo().Lookup("res18").Surface.Knee(math.NaN(), Share{}); k != (Share{9, 62.5}) {
+		t.Fatalf("knee with a NaN tolerance and no reference: %v", k)
+	}
 }

@@ -26,7 +26,7 @@ import (
 //	           sum_jc G_j mem_c y_jc <= the cluster's memory
 //	           y >= 0, and a job's configurations fit one server
 //
-// Jobs of the same profile and GPU count are interchangeable, so the
+// Jobs of the same profile, GPU count and bounds are interchangeable, so the
 // program is written over groups of them (y summed over a group's jobs):
 // its size is the number of distinct kinds times their configurations,
 // not the number of jobs, and an optimum of the grouped program split
@@ -97,22 +97,21 @@ func (o Opt) Allocate(ctx context.Context, servers []Server, jobs []Job) (*Plan,
 func (o Opt) groups(st *state, jobs []Job) ([]*optGroup, []int) {
 	free := st.free
 	var selected []int
-	byKey := make(map[struct {
-		p *Profile
-		g int
-	}]*optGroup)
+	type groupKey struct {
+		p        *Profile
+		g        int
+		min, max Share
+	}
+	byKey := make(map[groupKey]*optGroup)
 	var groups []*optGroup
-	prop := Share{sumCPUs(st.servers) / float64(st.totalGPU), sumMem(st.servers) / float64(st.totalGPU)}
+	prop := clusterProp(st)
 	for i, j := range jobs {
 		if j.GPUs > free {
 			continue
 		}
 		free -= j.GPUs
 		selected = append(selected, i)
-		key := struct {
-			p *Profile
-			g int
-		}{j.Profile, j.GPUs}
+		key := groupKey{j.Profile, j.GPUs, j.Min, j.Max}
 		g := byKey[key]
 		if g == nil {
 			g = &optGroup{profile: j.Profile, gpus: j.GPUs}
@@ -132,7 +131,7 @@ func configs(st *state, j Job, prop Share) ([]Share, []float64) {
 	s := j.Profile.Surface
 	cs, rs := []Share{prop}, []float64{s.At(prop)}
 	if j.GPUs > st.maxGPUs {
-		return cs, rs
+		return boundConfigs(j, prop, cs)
 	}
 	n := float64(j.GPUs)
 	if ideal, _ := st.ideal(j); ideal(0) != prop {
@@ -152,7 +151,26 @@ func configs(st *state, j Job, prop Share) ([]Share, []float64) {
 			cs, rs = append(cs, Share{c, m}), append(rs, r)
 		}
 	}
-	return cs, rs
+	return boundConfigs(j, prop, cs)
+}
+
+// boundConfigs holds configurations to the job's Min (up to the
+// proportional share) and Max, without repeats, the first kept first.
+func boundConfigs(j Job, prop Share, cs []Share) ([]Share, []float64) {
+	var out []Share
+	var rates []float64
+	for _, c := range cs {
+		c = j.bound(j.floor(c, prop))
+		if !slices.Contains(out, c) {
+			out, rates = append(out, c), append(rates, j.Profile.Surface.At(c))
+		}
+	}
+	return out, rates
+}
+
+// clusterProp is the cluster's mean proportional share.
+func clusterProp(st *state) Share {
+	return Share{sumCPUs(st.servers) / float64(st.totalGPU), sumMem(st.servers) / float64(st.totalGPU)}
 }
 
 func sumCPUs(ss []Server) (t float64) {
@@ -173,6 +191,7 @@ func (o Opt) solve(ctx context.Context, st *state, groups []*optGroup) ([]float6
 	if len(groups) == 0 {
 		return nil, nil
 	}
+	prop := clusterProp(st)
 	m := lp.NewModel(lp.Maximize)
 	m.SetName("synergy-opt")
 	var cpuIdx, memIdx []int
@@ -183,7 +202,11 @@ func (o Opt) solve(ctx context.Context, st *state, groups []*optGroup) ([]float6
 		idx := make([]int, len(g.configs))
 		one := make([]float64, len(g.configs))
 		for c, sh := range g.configs {
-			v := m.AddVar(0, n, float64(g.gpus)*g.rates[c])
+			// A tiny charge for the resources breaks the program's ties
+			// (a language model runs as fast with 1 CPU as with 3) toward
+			// the least, which rounding then places more easily.
+			cost := 1e-6 * (sh.CPUs/prop.CPUs + sh.MemGB/prop.MemGB)
+			v := m.AddVar(0, n, float64(g.gpus)*(g.rates[c]-cost))
 			idx[c], one[c] = v, 1
 			cpuIdx, cpuVal = append(cpuIdx, v), append(cpuVal, float64(g.gpus)*sh.CPUs)
 			memIdx, memVal = append(memIdx, v), append(memVal, float64(g.gpus)*sh.MemGB)

@@ -48,8 +48,21 @@ func (p *Profile) validate(where string) error {
 	if err := p.Surface.validate(where); err != nil {
 		return err
 	}
-	return p.Ideal.check(where+".ideal", ErrInvalidProfile)
+	if err := p.Ideal.check(where+".ideal", ErrInvalidProfile); err != nil {
+		return err
+	}
+	// The best case is where the job runs at its fastest: a declared one
+	// where the surface says it is slow would have the allocators place
+	// it there as if that were its best.
+	if r, top := p.IdealRate(), p.Surface.Max(); r < (1-IdealTolerance)*top {
+		return errorf(ErrInvalidProfile, where+".ideal", "rate %g at %v, below the surface's highest %g: the best case must reach it within %g%%", r, p.Ideal, top, IdealTolerance*100)
+	}
+	return nil
 }
+
+// IdealTolerance is how far below its surface's highest rate a profile's
+// best case may run.
+const IdealTolerance = 0.05
 
 // IdealRate returns the surface's rate at the ideal share.
 func (p *Profile) IdealRate() float64 { return p.Surface.At(p.Ideal) }
@@ -134,14 +147,14 @@ func (f *profilesFile) build() (*Profiles, error) {
 			Surface: &Surface{CPUs: f.CPUs, MemGB: f.MemGB, Rate: m.Rate}}
 		if p.Surface.CPUs != nil && p.Surface.MemGB != nil && m.Ideal == nil && len(m.Rate) > 0 {
 			if err := p.Surface.validate(where); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("%w: %w", ErrMalformedProfiles, err)
 			}
 			p.Ideal = p.Surface.Knee(0, f.Proportional)
 		} else if m.Ideal != nil {
 			p.Ideal = *m.Ideal
 		}
 		if err := p.validate(where); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %w", ErrMalformedProfiles, err)
 		}
 		if seen[p.Name] {
 			return nil, errorf(ErrMalformedProfiles, where+".name", "%q named twice", p.Name)

@@ -1,7 +1,6 @@
 package multires
 
 import (
-	"fmt"
 	"slices"
 )
 
@@ -64,7 +63,7 @@ func Split(server Server, jobs []Job) (*Plan, error) {
 	if cpus > server.CPUs+1e-6 || mem > server.MemGB+1e-6 {
 		// Every fallback is within the proportional share, so the jobs
 		// fit once all have dropped; a check, not an overcommit.
-		return nil, fmt.Errorf("%w: %g CPUs and %g GB split on a server of %g and %g", ErrNoSolution, cpus, mem, server.CPUs, server.MemGB)
+		return nil, errorf(ErrNoSolution, "server", "%g CPUs and %g GB split on a server of %g and %g", cpus, mem, server.CPUs, server.MemGB)
 	}
 	return splitPlan(jobs, shares, demoted), nil
 }

@@ -44,7 +44,8 @@ func (s Share) check(where string, kind error) error {
 // point gain nothing more; fewer than its smallest are charged as the
 // smallest). A valid surface is non-decreasing along both axes: a job is
 // never slower with more of either resource, which the allocators rely on
-// (a demoted job keeps at least its proportional share's rate).
+// (a job taken from is never given more, and a demoted job on the
+// zoo's surfaces keeps its proportional share's rate).
 //
 // A Surface is not changed after it is validated: safe for concurrent
 // reads.
@@ -105,8 +106,8 @@ func checkAxis(where string, v []float64, limit float64) error {
 	return nil
 }
 
-// At returns the rate at share s, interpolated on the grid. It allocates
-// nothing.
+// At returns the rate at share s, interpolated on the grid, for a valid
+// surface (Validate; it panics on an empty one). It allocates nothing.
 func (s *Surface) At(sh Share) float64 {
 	i, fi := bracket(s.CPUs, sh.CPUs)
 	j, fj := bracket(s.MemGB, sh.MemGB)
@@ -151,9 +152,13 @@ func (s *Surface) Max() float64 {
 // that reaches the surface's highest rate within a fraction tol of it
 // while using the least, measured as a sum of fractions of ref (a GPU's
 // proportional share), fewer CPUs first on a tie. tol is clamped to [0,
-// 1).
+// 1) (NaN is 0); a ref component that is not positive counts that
+// resource as free (fewer CPUs, then less memory, decide).
 func (s *Surface) Knee(tol float64, ref Share) Share {
-	tol = min(max(tol, 0), 1-1e-9)
+	if !(tol >= 0) { // NaN too
+		tol = 0
+	}
+	tol = min(tol, 1-1e-9)
 	want := s.Max() * (1 - tol)
 	best, cost := Share{}, math.Inf(1)
 	for i, c := range s.CPUs {
@@ -161,11 +166,19 @@ func (s *Surface) Knee(tol float64, ref Share) Share {
 			if s.Rate[i][j] < want-eps {
 				continue
 			}
-			if k := c/ref.CPUs + m/ref.MemGB; k < cost-eps {
+			if k := frac(c, ref.CPUs) + frac(m, ref.MemGB); k < cost-eps {
 				best, cost = Share{c, m}, k
 			}
 			break // more memory at these CPUs costs more
 		}
 	}
 	return best
+}
+
+// frac is x over ref, 0 where ref is not positive.
+func frac(x, ref float64) float64 {
+	if !(ref > 0) {
+		return 0
+	}
+	return x / ref
 }

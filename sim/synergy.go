@@ -186,6 +186,14 @@ func (e *synEngine) run(ctx context.Context) (*SynergyResult, error) {
 			e.res.End = t
 			return &e.res, nil
 		}
+		if len(e.present) == 0 && e.pending != nil {
+			// Nothing to run: one idle sample, then on to the round in
+			// which the next job arrives (a sparse workload would
+			// otherwise step through empty rounds by the million).
+			e.sample(t, 0, 0, 0)
+			t = max(t, e.round*(math.Ceil(e.pending.Arrival/e.round)-1))
+			continue
+		}
 		if e.res.Rounds >= maxRounds {
 			return nil, fmt.Errorf("%w: %d rounds (SynergyConfig.MaxRounds) with %d jobs present", ErrNoProgress, maxRounds, len(e.present))
 		}

@@ -73,7 +73,7 @@ func command(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("synergy", flag.ContinueOnError)
 	fs.StringVar(&o.orders, "orders", "fifo", "comma-separated queue policies: "+strings.Join(orderNames, ", "))
 	fs.StringVar(&o.allocators, "allocators", strings.Join(allocatorNames(), ","), "comma-separated allocators: "+strings.Join(allocatorNames(), ", "))
-	fs.StringVar(&o.loads, "loads", "9", "comma-separated arrival rates in jobs per hour, each above 0 and at most 1000")
+	fs.StringVar(&o.loads, "loads", "9", "comma-separated arrival rates in jobs per hour, each from 0.01 to 40 (beyond, the queue grows without end: 128 GPUs finish about 8 jobs an hour at the proportional share; arrivals go on while the measured jobs run)")
 	fs.StringVar(&o.split, "split", "20,70,10", "percentages of image, language and speech jobs, adding up to 100")
 	fs.StringVar(&o.profiles, "profiles", "", "a profile file in multires.ReadProfiles' layout (default Synergy's zoo)")
 	fs.IntVar(&o.servers, "servers", 16, "servers, 1 to 4096")
@@ -117,8 +117,8 @@ func (o options) plan() (*plan, error) {
 	c.Int("to", o.to, o.from+1, 1_000_000)
 	for s := range strings.SplitSeq(o.loads, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-		if err != nil || !(v > 0 && v <= 1000) {
-			c.Fail("loads", strconv.Quote(o.loads), "comma-separated jobs per hour, each above 0 and at most 1000")
+		if err != nil || !(v >= 0.01 && v <= 40) {
+			c.Fail("loads", strconv.Quote(o.loads), "comma-separated jobs per hour, each from 0.01 to 40")
 			break
 		}
 		p.loads = append(p.loads, v)

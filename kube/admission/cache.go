@@ -116,7 +116,7 @@ func (c *Controller) startCaches(ctx context.Context) error {
 	strip := informers.WithTransform(stripManaged)
 	work := informers.NewSharedInformerFactoryWithOptions(cl, 0, informers.WithNamespace(c.cfg.Namespace), strip)
 	k.pods = work.Core().V1().Pods().Informer()
-	if err := k.pods.AddIndexers(cache.Indexers{indexWorkload: podWorkloadIndex, indexTerminating: podTerminatingIndex}); err != nil {
+	if err := k.pods.AddIndexers(cache.Indexers{indexWorkload: podWorkloadIndex, indexTerminating: podTerminatingIndex, indexNode: podNodeIndex}); err != nil {
 		cancel()
 		return fmt.Errorf("admission: pod index: %w", err)
 	}

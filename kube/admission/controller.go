@@ -981,10 +981,11 @@ func (c *Controller) admitWrites(ctx context.Context, w *workload, t topology.GP
 			continue
 		}
 		if host != nil && hasGate(p.Spec.SchedulingGates) {
-			p = p.DeepCopy()
-			if _, err := c.resizePod(ctx, p, host); err != nil {
+			out, _, err := c.resizePod(ctx, p, host)
+			if err != nil {
 				c.event(w, corev1.EventTypeWarning, ReasonHost, fmt.Sprintf("pod %s not resized: %v", p.Name, cut(err.Error())))
 			}
+			p = out
 		}
 		err := c.updatePod(ctx, p, func(p *corev1.Pod) {
 			mark(&p.ObjectMeta)

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"maps"
 	"slices"
 
@@ -22,6 +24,17 @@ const ReasonHost = "GPUSchedHost"
 
 // gib is the bytes of multires' GB in the Kubernetes mapping (GiB).
 const gib = 1 << 30
+
+// indexNode indexes the pods bound to a node and not ended, by node name:
+// the host split subtracts what they request.
+const indexNode = "gpusched.io/node"
+
+func podNodeIndex(obj any) ([]string, error) {
+	if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" && !terminal(p) {
+		return []string{p.Spec.NodeName}, nil
+	}
+	return nil, nil
+}
 
 // hostTarget is what each pod of a workload gets: CPUs (cores) and
 // memory (bytes).
@@ -84,7 +97,17 @@ func (c *Controller) planHost(ctx context.Context, assignments []scheduler.Assig
 			resize = append(resize, pa)
 		}
 	}
-	slices.SortFunc(resize, func(a, b *pendingAdmit) int { return order[a.key] - order[b.key] })
+	// Shrinks first, so that what the others grow into is free by then.
+	grows := func(pa *pendingAdmit) bool { return c.grows(present[pa.key], pa.host) }
+	slices.SortStableFunc(resize, func(a, b *pendingAdmit) int {
+		if ga, gb := grows(a), grows(b); ga != gb {
+			if ga {
+				return 1
+			}
+			return -1
+		}
+		return order[a.key] - order[b.key]
+	})
 	for _, pa := range resize {
 		c.resizeRunning(ctx, present[pa.key], pa.host)
 	}
@@ -100,19 +123,31 @@ func (c *Controller) splitNode(node string, jobs []hostJob, targets map[*pending
 	srv := multires.Server{GPUs: len(info.server.GPUs), CPUs: info.cpus, MemGB: info.memGB}
 	var mj []multires.Job
 	var who []hostJob
+	sized := map[types.UID]bool{}
 	for _, j := range jobs {
 		job, fixed, ok := c.hostJob(j)
 		switch {
 		case fixed != nil:
-			// Sized as it asks: its GPUs and its pods' requests are the
-			// node's less.
+			// Sized as it asks: its GPUs are the node's less, and what
+			// its pods request (below, where they are bound; here, from
+			// its spec, where they are not yet).
 			srv.GPUs -= j.gpus
-			srv.CPUs -= fixed.cpus
-			srv.MemGB -= fixed.bytes / gib
+			if !bound(j.w, node) {
+				srv.CPUs -= fixed.cpus
+				srv.MemGB -= fixed.bytes / gib
+			}
 		case ok:
 			mj, who = append(mj, job), append(who, j)
+			for _, p := range j.w.pods {
+				sized[p.UID] = true
+			}
 		}
 	}
+	// What every other pod bound to the node requests (other workloads,
+	// pods without GPUs, daemons) is the node's less too.
+	cpus, bytes := c.boundRequests(node, sized)
+	srv.CPUs -= cpus
+	srv.MemGB -= bytes / gib
 	if len(mj) == 0 || srv.GPUs <= 0 || srv.CPUs <= 0 || srv.MemGB <= 0 {
 		return
 	}
@@ -144,6 +179,35 @@ func (c *Controller) lower(targets map[*pendingAdmit]*hostTarget, j hostJob, nod
 	targets[j.pa] = t
 }
 
+// bound says whether some pod of w is bound to node.
+func bound(w *workload, node string) bool {
+	for _, p := range w.pods {
+		if p.Spec.NodeName == node && !terminal(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// boundRequests sums the CPU and memory requests of the pods bound to
+// node, but those of the workloads being sized.
+func (c *Controller) boundRequests(node string, sized map[types.UID]bool) (cpus, bytes float64) {
+	objs, err := c.caches.pods.GetIndexer().ByIndex(indexNode, node)
+	if err != nil {
+		return 0, 0
+	}
+	for _, o := range objs {
+		p, ok := o.(*corev1.Pod)
+		if !ok || sized[p.UID] || terminal(p) {
+			continue
+		}
+		r := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+		cpus += r.Cpu().AsApproximateFloat64()
+		bytes += r.Memory().AsApproximateFloat64()
+	}
+	return cpus, bytes
+}
+
 // hostJob maps a workload on a node to the split's job, or says it is
 // sized as it asks (fixed: its pods' requests there).
 func (c *Controller) hostJob(j hostJob) (job multires.Job, fixed *hostTarget, ok bool) {
@@ -170,7 +234,19 @@ func (c *Controller) hostJob(j hostJob) (job multires.Job, fixed *hostTarget, ok
 	default:
 		per := float64(perPod)
 		own := spec.Containers[i].Resources.Requests
-		minCPU, minBytes := cmpOr(hr.MinCPUs, own.Cpu().AsApproximateFloat64()), cmpOr(hr.MinBytes, own.Memory().AsApproximateFloat64())
+		// The minimum is the range's, else the container's own request;
+		// never above the range's maximum (a tenant that lowers its
+		// maximum below what it was given shrinks), and every bound
+		// within model's limits, so that no workload's bounds can fail
+		// the node's split.
+		minCPU := min(cmpOr(hr.MinCPUs, own.Cpu().AsApproximateFloat64()), model.MaxHostCPUs)
+		minBytes := min(cmpOr(hr.MinBytes, own.Memory().AsApproximateFloat64()), model.MaxHostBytes)
+		if hr.MaxCPUs > 0 {
+			minCPU = min(minCPU, hr.MaxCPUs)
+		}
+		if hr.MaxBytes > 0 {
+			minBytes = min(minBytes, hr.MaxBytes)
+		}
 		return multires.Job{ID: 0, GPUs: j.gpus, Profile: p,
 			Min: multires.Share{CPUs: minCPU / per, MemGB: minBytes / per / gib},
 			Max: multires.Share{CPUs: hr.MaxCPUs / per, MemGB: hr.MaxBytes / per / gib}}, nil, true
@@ -215,6 +291,21 @@ func fmtBytes(b float64) string {
 	return fmt.Sprintf("%.3gGi", b/gib)
 }
 
+// grows says whether t gives a workload's first pod more CPUs or memory
+// than it requests.
+func (c *Controller) grows(w *workload, t *hostTarget) bool {
+	if w == nil || len(w.pods) == 0 {
+		return false
+	}
+	spec := &w.pods[0].Spec
+	i := model.HostContainer(spec, c.gpuResource())
+	if i < 0 {
+		return false
+	}
+	r := spec.Containers[i].Resources.Requests
+	return t.cpus > r.Cpu().AsApproximateFloat64() || t.bytes > r.Memory().AsApproximateFloat64()
+}
+
 // resizeRunning resizes the pods of a running workload whose requests
 // differ from its target (a Job's running pods: their template cannot
 // change while the Job runs).
@@ -227,7 +318,7 @@ func (c *Controller) resizeRunning(ctx context.Context, w *workload, t *hostTarg
 		if terminal(p) {
 			continue
 		}
-		did, err := c.resizePod(ctx, p, t)
+		_, did, err := c.resizePod(ctx, p, t)
 		if err != nil {
 			c.event(w, corev1.EventTypeWarning, ReasonHost, fmt.Sprintf("pod %s not resized: %v", p.Name, cut(err.Error())))
 			return
@@ -240,23 +331,26 @@ func (c *Controller) resizeRunning(ctx context.Context, w *workload, t *hostTarg
 }
 
 // resizePod sets a pod's host container to t through the pods/resize
-// subresource (which also serves a pod not yet scheduled), and reports
-// whether it changed anything.
-func (c *Controller) resizePod(ctx context.Context, p *corev1.Pod, t *hostTarget) (bool, error) {
+// subresource (which also serves a pod not yet scheduled). It returns the
+// pod as written (p itself, a cached object it never changes, when
+// nothing changed) and whether it changed anything.
+func (c *Controller) resizePod(ctx context.Context, p *corev1.Pod, t *hostTarget) (*corev1.Pod, bool, error) {
 	i := model.HostContainer(&p.Spec, c.gpuResource())
 	if i < 0 {
-		return false, nil
+		return p, false, nil
 	}
 	pods := c.cfg.Client.CoreV1().Pods(p.Namespace)
-	return retried(c, p, func() (*corev1.Pod, error) { return pods.Get(ctx, p.Name, metav1.GetOptions{}) },
+	written := p
+	changed, err := retried(c, p, func() (*corev1.Pod, error) { return pods.Get(ctx, p.Name, metav1.GetOptions{}) },
 		(*corev1.Pod).DeepCopy, func(cur *corev1.Pod) bool { return model.SetHostRequests(&cur.Spec, i, t.cpus, t.bytes) },
 		func(cur *corev1.Pod) (*corev1.Pod, error) {
 			return pods.UpdateResize(ctx, cur.Name, cur, metav1.UpdateOptions{})
 		},
 		func(out *corev1.Pod) {
 			c.caches.own.wrotePod(out, false)
-			*p = *out
+			written = out
 		})
+	return written, changed, err
 }
 
 // hostOnJob sets a Job's template to its target (allowed while it is

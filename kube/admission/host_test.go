@@ -172,3 +172,51 @@ func TestHostHeterogeneous(t *testing.T) {
 		require.Equal(t, want, p.Spec.Containers[0].Resources.Requests.Cpu().AsApproximateFloat64(), key)
 	}
 }
+
+// TestHostRangeAndOthers: what the split cannot take. A pod bound to the
+// node without GPUs (a daemon asking 10 CPUs) leaves 14 of 24: one
+// AlexNet keeps its best case, 12, the other drops to the proportional
+// share of what is left, 14/8 = 1.75. Then the first one's tenant lowers
+// its range to "0-0.5" while it runs (a review found such a range
+// switched the node's sizing off): it shrinks to 0.5, resized in place.
+func TestHostRangeAndOthers(t *testing.T) {
+	ctx := context.Background()
+	daemon := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "daemon", UID: "daemon"},
+		Spec:   corev1.PodSpec{NodeName: "v1", Containers: []corev1.Container{{Name: "d"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	withHost(&daemon.Spec, "10", "1Gi")
+	cs := fake.NewClientset(hostNode("v1"), daemon)
+	for _, n := range []string{"alex-a", "alex-b"} {
+		p := gatedPod(testNS, n, 1, map[string]string{model.AnnotationHostProfile: "alexnet"})
+		withHost(&p.Spec, "1", "8Gi")
+		_, err := cs.CoreV1().Pods(testNS).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	clk := &testClock{}
+	c := newController(t, cs, clk, func(cfg *Config) { cfg.HostProfiles = multires.Zoo() })
+	_, err := syncRound(ctx, c)
+	require.NoError(t, err)
+	cpus := func(name string) float64 {
+		return getPod(t, cs, testNS, name).Spec.Containers[0].Resources.Requests.Cpu().AsApproximateFloat64()
+	}
+	got := []float64{cpus("alex-a"), cpus("alex-b")}
+	slices.Sort(got)
+	require.Equal(t, []float64{1.75, 12}, got)
+	big := "alex-a"
+	if cpus("alex-b") == 12 {
+		big = "alex-b"
+	}
+	for _, n := range []string{"alex-a", "alex-b"} {
+		p := getPod(t, cs, testNS, n)
+		p.Spec.NodeName, p.Status.Phase = "v1", corev1.PodRunning
+		if n == big {
+			p.Annotations[model.AnnotationCPU] = "0-0.5"
+		}
+		_, err := cs.CoreV1().Pods(testNS).Update(ctx, p, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+	clk.t = 360
+	_, err = syncRound(ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, 0.5, cpus(big))
+}
