@@ -44,9 +44,11 @@ type Server struct {
 	NICGbps float64
 	// CPUs and MemoryGiB are the host's CPU cores and memory that jobs
 	// may have beside the GPUs (package multires: Synergy's split); 0
-	// means unknown.
-	CPUs      float64
-	MemoryGiB float64
+	// means unknown. Left out of the encoding while unknown, so that a
+	// server described before they existed (in a scheduler's snapshot,
+	// by its digest) is the same server.
+	CPUs      float64 `json:",omitempty"`
+	MemoryGiB float64 `json:",omitempty"`
 	// Links is the pairwise link matrix, len(GPUs) x len(GPUs), in the order
 	// of GPUs, symmetric, with LinkSelf on the diagonal; nil when unknown.
 	// Builders share one matrix between servers of the same shape: treat it
