@@ -31,12 +31,13 @@ func Split(server Server, jobs []Job) (*Plan, error) {
 	if used > server.GPUs {
 		return nil, errorf(ErrInvalidJob, "jobs", "%d GPUs on a server of %d", used, server.GPUs)
 	}
-	p := server.Proportional()
+	st := newState([]Server{server})
 	shares := make([]Share, len(jobs))
 	var cpus, mem float64
 	for i, j := range jobs {
 		n := float64(j.GPUs)
-		shares[i] = j.bound(j.floor(Share{min(j.Profile.Ideal.CPUs, server.CPUs/n), min(j.Profile.Ideal.MemGB, server.MemGB/n)}, p))
+		best, _ := st.ideal(j)
+		shares[i] = best(0)
 		cpus += shares[i].CPUs * n
 		mem += shares[i].MemGB * n
 	}
@@ -48,7 +49,7 @@ func Split(server Server, jobs []Job) (*Plan, error) {
 		}
 		slices.SortStableFunc(order, func(a, b int) int { return splitOrder(shares, a, b) })
 		for _, i := range order {
-			fb := fallbackShare(jobs[i], shares[i], p)
+			fb := st.fallback(jobs[i])(0)
 			if fb != shares[i] {
 				n := float64(jobs[i].GPUs)
 				cpus -= (shares[i].CPUs - fb.CPUs) * n

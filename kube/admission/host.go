@@ -201,11 +201,17 @@ func (c *Controller) boundRequests(node string, sized map[types.UID]bool) (cpus,
 		if !ok || sized[p.UID] || terminal(p) {
 			continue
 		}
-		r := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
-		cpus += r.Cpu().AsApproximateFloat64()
-		bytes += r.Memory().AsApproximateFloat64()
+		c, b := requests(p)
+		cpus, bytes = cpus+c, bytes+b
 	}
 	return cpus, bytes
+}
+
+// requests is a pod's CPU and memory requests, as the scheduler counts
+// them (init containers, sidecars and overhead included).
+func requests(p *corev1.Pod) (cpus, bytes float64) {
+	r := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+	return r.Cpu().AsApproximateFloat64(), r.Memory().AsApproximateFloat64()
 }
 
 // hostJob maps a workload on a node to the split's job, or says it is
@@ -216,7 +222,7 @@ func (c *Controller) hostJob(j hostJob) (job multires.Job, fixed *hostTarget, ok
 		return job, nil, false
 	}
 	pods := float64(j.gpus) / float64(perPod)
-	reqCPU, reqBytes := podRequests(spec)
+	reqCPU, reqBytes := requests(&corev1.Pod{Spec: *spec})
 	hr, err := model.ParseHostRange(j.w.ann)
 	var p *multires.Profile
 	if err == nil && hr != nil {
@@ -239,8 +245,8 @@ func (c *Controller) hostJob(j hostJob) (job multires.Job, fixed *hostTarget, ok
 		// maximum below what it was given shrinks), and every bound
 		// within model's limits, so that no workload's bounds can fail
 		// the node's split.
-		minCPU := min(cmpOr(hr.MinCPUs, own.Cpu().AsApproximateFloat64()), model.MaxHostCPUs)
-		minBytes := min(cmpOr(hr.MinBytes, own.Memory().AsApproximateFloat64()), model.MaxHostBytes)
+		minCPU := min(cmp.Or(hr.MinCPUs, own.Cpu().AsApproximateFloat64()), model.MaxHostCPUs)
+		minBytes := min(cmp.Or(hr.MinBytes, own.Memory().AsApproximateFloat64()), model.MaxHostBytes)
 		if hr.MaxCPUs > 0 {
 			minCPU = min(minCPU, hr.MaxCPUs)
 		}
@@ -269,22 +275,6 @@ func (c *Controller) perPod(w *workload) int {
 // gpuResource is the extended resource that counts GPUs.
 func (c *Controller) gpuResource() corev1.ResourceName {
 	return cmp.Or(c.cfg.Resource, model.ResourceGPU)
-}
-
-func cmpOr(a, b float64) float64 {
-	if a > 0 {
-		return a
-	}
-	return b
-}
-
-// podRequests sums a pod spec's containers' CPU and memory requests.
-func podRequests(spec *corev1.PodSpec) (cpus, bytes float64) {
-	for _, c := range spec.Containers {
-		cpus += c.Resources.Requests.Cpu().AsApproximateFloat64()
-		bytes += c.Resources.Requests.Memory().AsApproximateFloat64()
-	}
-	return cpus, bytes
 }
 
 func fmtBytes(b float64) string {
