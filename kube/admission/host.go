@@ -130,11 +130,14 @@ func (c *Controller) splitNode(node string, jobs []hostJob, targets map[*pending
 		case fixed != nil:
 			// Sized as it asks: its GPUs are the node's less, and what
 			// its pods request (below, where they are bound; here, from
-			// its spec, where they are not yet).
+			// its spec, where they are not yet, up to its GPUs'
+			// proportional share: a pod that asks for more than the node
+			// has never binds, and must not stop the others' split).
 			srv.GPUs -= j.gpus
 			if !bound(j.w, node) {
-				srv.CPUs -= fixed.cpus
-				srv.MemGB -= fixed.bytes / gib
+				g := float64(j.gpus) / float64(len(info.server.GPUs))
+				srv.CPUs -= min(fixed.cpus, g*info.cpus)
+				srv.MemGB -= min(fixed.bytes/gib, g*info.memGB)
 			}
 		case ok:
 			mj, who = append(mj, job), append(who, j)

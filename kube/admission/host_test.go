@@ -220,3 +220,40 @@ func TestHostRangeAndOthers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0.5, cpus(big))
 }
+
+// TestHostGreedyTenant, under the shipped defaults (kube/deploy: the
+// policy fair per tenant, Synergy's zoo): a tenant's pod without a profile
+// that asks for 1,000 CPUs (it never binds on a 24-CPU node) counts for no
+// more than its GPU's proportional share, so the two AlexNets beside it
+// are still sized (12 and, the node short, the proportional 3 of the 21
+// CPUs left for 7 GPUs); and a tenant that names the hungriest profile and
+// asks for at least 20 CPUs is held to the proportional share when the
+// node is short, like everyone.
+func TestHostGreedyTenant(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset(hostNode("v1"))
+	hog := gatedPod(testNS, "hog", 1, nil)
+	withHost(&hog.Spec, "1000", "8Gi")
+	_, err := cs.CoreV1().Pods(testNS).Create(ctx, hog, metav1.CreateOptions{})
+	require.NoError(t, err)
+	for _, n := range []string{"alex-a", "alex-b"} {
+		p := gatedPod(testNS, n, 1, map[string]string{model.AnnotationHostProfile: "alexnet", model.AnnotationCPU: "20-24"})
+		withHost(&p.Spec, "1", "8Gi")
+		_, err := cs.CoreV1().Pods(testNS).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	pol, err := PolicyByName(DefaultPolicy)
+	require.NoError(t, err)
+	c := newController(t, cs, &testClock{}, func(cfg *Config) { cfg.HostProfiles, cfg.Policy = multires.Zoo(), pol })
+	res, err := syncRound(ctx, c)
+	require.NoError(t, err)
+	require.Len(t, res.Admitted, 3)
+	var got []float64
+	for _, n := range []string{"alex-a", "alex-b"} {
+		got = append(got, getPod(t, cs, testNS, n).Spec.Containers[0].Resources.Requests.Cpu().AsApproximateFloat64())
+	}
+	slices.Sort(got)
+	// Best cases (12 each; the range's minimum 20 held to the
+	// proportional 3) need 24 of 21: one drops to 3.
+	require.Equal(t, []float64{3, 12}, got)
+}
