@@ -386,6 +386,7 @@ func TestE2EKueuePolicies(t *testing.T) {
 		}
 		return kueueGated(j.Annotations), "not yet"
 	})
+	kueueValidationInForce(ctx, t, tc, ns)
 	startMutatingWebhook(ctx, t, c, "gpusched-e2e-kueue")
 
 	// batch/v1 Jobs: a GPU in an init container or a sidecar is a GPU; a
@@ -560,6 +561,47 @@ func kueueGateOnUpdate(ctx context.Context, t *testing.T, c *kubetest.ControlPla
 	if _, err := tdyn.Resource(jobSetGVR).Namespace(ns).Update(ctx, got, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("the tenant made its queued ungated JobSet ask for a GPU: %v (want forbidden)", err)
 	}
+}
+
+// kueueValidationInForce waits until the API server enforces
+// kueue-policies.yaml's validating policies in namespace ns for the tenant
+// (client tc), as it enforced the mutating one before: each policy is
+// loaded on its own, and a check made while one is not yet in force reads
+// as a hole in it. The probes are dry runs on two Jobs made for them and
+// deleted after.
+func kueueValidationInForce(ctx context.Context, t *testing.T, tc kubernetes.Interface, ns string) {
+	t.Helper()
+	jobs := tc.BatchV1().Jobs(ns)
+	ungated := kueueJob(ns, "probe-ungated", "q", 1, nil, nil, false)
+	ungated.Labels, ungated.Spec.Suspend = nil, ptr(true)
+	gated := kueueJob(ns, "probe-gated", "q", 1, nil, nil, false)
+	gated.Spec.Suspend = ptr(true)
+	for _, j := range []*batchv1.Job{ungated, gated} {
+		_, err := jobs.Create(ctx, j, metav1.CreateOptions{})
+		must(t, err, "create probe Job %s", j.Name)
+		defer func() { _ = jobs.Delete(context.WithoutCancel(ctx), j.Name, metav1.DeleteOptions{}) }()
+	}
+	dry := metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}
+	// refusedBy reports whether err is policy's refusal.
+	refusedBy := func(policy string, err error) (bool, string) {
+		return err != nil && strings.Contains(err.Error(), "'"+policy+"'"), fmt.Sprintf("answered %v", err)
+	}
+	waitFor(ctx, t, "gpusched-kueue-gate-queue in force", nil, func() (bool, string) {
+		_, err := jobs.Patch(ctx, ungated.Name, types.MergePatchType,
+			fmt.Appendf(nil, `{"metadata":{"labels":{%q:"q"}}}`, kueue.LabelQueueName), dry)
+		return refusedBy("gpusched-kueue-gate-queue", err)
+	})
+	waitFor(ctx, t, "gpusched-kueue-gate-owner in force", nil, func() (bool, string) {
+		_, err := jobs.Patch(ctx, gated.Name, types.MergePatchType,
+			fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, kueue.AnnotationAdmissionGatedBy), dry)
+		return refusedBy("gpusched-kueue-gate-owner", err)
+	})
+	waitFor(ctx, t, "gpusched-kueue-other-kinds in force", nil, func() (bool, string) {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns, Labels: map[string]string{kueue.LabelQueueName: "q"}},
+			Spec: gated.Spec.Template.Spec}
+		_, err := tc.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return refusedBy("gpusched-kueue-other-kinds", err)
+	})
 }
 
 // tenantToken is a token of the tenant account of namespace ns.
