@@ -11,6 +11,12 @@
 // (scheduler.JobSpec), for embedders that drive scheduler.Scheduler from
 // pods.
 //
+// ParseDRANode reads instead a node whose GPUs a DRA driver publishes in
+// ResourceSlices (NVIDIA's gpu.nvidia.com by default): the GPU type from
+// each device's productName, positions from its minor number, health from
+// its device taints, links from the NVSwitch fabric or the PCIe root and
+// NUMA node it sits on; MIG devices are types of their own (DRA.MIG).
+//
 // Every parser here reads untrusted input (labels and annotations anyone
 // with write access to a node or pod may set): sizes are capped, and bad
 // input returns a *FieldError that names the label or annotation and wraps

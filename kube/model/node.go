@@ -42,6 +42,9 @@ type NodeOptions struct {
 	// DomainLabel is the label naming the NVLink domain; "" means
 	// LabelClique.
 	DomainLabel string
+	// Driver is the DRA driver whose ResourceSlices ParseDRANode reads;
+	// "" means DriverGPU.
+	Driver string
 }
 
 func (o NodeOptions) resource() corev1.ResourceName {
@@ -74,6 +77,9 @@ type Node struct {
 	// falls back to the product's memory; a bad unhealthy annotation is
 	// ignored). Each is a *FieldError wrapping ErrInvalid.
 	Warnings []error
+	// DRA is what the node's ResourceSlices publish (ParseDRANode); nil
+	// for a node whose GPUs a device plugin serves.
+	DRA *DRA
 }
 
 // ParseNode reads a node. It returns an error wrapping ErrNoGPUs for a node
