@@ -14,6 +14,7 @@ import (
 	"github.com/gpusched/gpusched/placement"
 	"github.com/gpusched/gpusched/topology"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -48,6 +49,9 @@ type Ledger struct {
 	warn func(obj any, reason, msg string)
 	// key verifies the device records of bound pods.
 	key *RecordKey
+	// slices lists a node's ResourceSlices, for nodes whose GPUs a DRA
+	// driver publishes (nil: none are read).
+	slices func(node string) []*resourcev1.ResourceSlice
 }
 
 type nodeEntry struct {
@@ -100,6 +104,9 @@ type podEntry struct {
 	trusted bool
 	// warned is the annotation last reported as not believed.
 	warned string
+	// dra: the GPUs are DRA devices given through the pod's claims (its
+	// record is their allocation, not an annotation).
+	dra bool
 }
 
 // NewLedger returns an empty ledger. warn, if not nil, is told of bad node
@@ -136,9 +143,52 @@ func (l *Ledger) Sign(uid types.UID, node string, devices []int) string {
 	return l.key.Sign(uid, node, devices)
 }
 
+// SetSlices has the ledger read the GPUs of nodes without device-plugin
+// GPUs from the ResourceSlices that slices lists for a node
+// (model.ParseDRANode). Call it before the first OnNode.
+func (l *Ledger) SetSlices(slices func(node string) []*resourcev1.ResourceSlice) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.slices = slices
+}
+
+// parseNode reads a node: its device-plugin GPUs, else those its DRA
+// driver publishes.
+func (l *Ledger) parseNode(n *corev1.Node) (model.Node, error) {
+	nd, err := model.ParseNode(n, l.opts)
+	if !errors.Is(err, model.ErrNoGPUs) {
+		return nd, err
+	}
+	l.mu.RLock()
+	list := l.slices
+	l.mu.RUnlock()
+	if list == nil {
+		return nd, err
+	}
+	rs := list(n.Name)
+	if len(rs) == 0 {
+		return nd, err
+	}
+	return model.ParseDRANode(n, rs, l.opts)
+}
+
 // OnNode follows a node added or updated.
 func (l *Ledger) OnNode(n *corev1.Node) {
+	nd, err := l.parseNode(n)
+	l.onNode(n, nd, err)
+}
+
+// OnSlices follows the ResourceSlices of a node whose GPUs a DRA driver
+// publishes: rs are its slices now (or the cluster's).
+func (l *Ledger) OnSlices(n *corev1.Node, rs []*resourcev1.ResourceSlice) {
 	nd, err := model.ParseNode(n, l.opts)
+	if errors.Is(err, model.ErrNoGPUs) {
+		nd, err = model.ParseDRANode(n, rs, l.opts)
+	}
+	l.onNode(n, nd, err)
+}
+
+func (l *Ledger) onNode(n *corev1.Node, nd model.Node, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old := l.nodes[n.Name]
@@ -156,6 +206,7 @@ func (l *Ledger) OnNode(n *corev1.Node) {
 	}
 	if old != nil && reflect.DeepEqual(old.node.Server, nd.Server) {
 		old.node.Ready, old.node.Unhealthy, old.node.Allocatable, old.warned = nd.Ready, nd.Unhealthy, nd.Allocatable, joinErrs(nd.Warnings)
+		old.node.DRA = nd.DRA
 		old.cordoned = n.Spec.Unschedulable
 		l.applyHealthLocked(n.Name)
 		return
@@ -246,6 +297,9 @@ func (l *Ledger) OnPod(p *corev1.Pod) {
 	if p.Spec.NodeName == "" {
 		return
 	}
+	if l.keepDRA(p.UID) {
+		return
+	}
 	gpus, err := model.PodGPUs(p, l.res)
 	if err != nil || gpus == 0 {
 		l.OnPodDelete(p.UID)
@@ -292,6 +346,19 @@ func (l *Ledger) OnPod(p *corev1.Pod) {
 	}
 	l.addLocked(p.UID, e)
 	l.bookLocked(p.UID, e)
+}
+
+// keepDRA marks bound a pod booked with DRA devices and reports whether
+// it is one: its claims, not its annotations, are its record.
+func (l *Ledger) keepDRA(uid types.UID) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.pods[uid]
+	if e == nil || !e.dra {
+		return false
+	}
+	e.bound = true
+	return true
 }
 
 func cutStr(s string) string {
@@ -419,12 +486,33 @@ func (l *Ledger) bindLocked(holder string, refs []cluster.GPURef) {
 
 // Fit says whether node has n free healthy GPUs of an allowed type, and
 // why not.
+// A node whose GPUs a DRA driver publishes takes only pods that ask for
+// them through claims (FitClaims).
 func (l *Ledger) Fit(node string, n int, allows func(topology.GPUType) bool) error {
+	return l.fit(node, n, allows, false)
+}
+
+// FitClaims is Fit for a pod that asks for its GPUs through DRA claims:
+// only DRA nodes take it.
+func (l *Ledger) FitClaims(node string, n int, allows func(topology.GPUType) bool) error {
+	return l.fit(node, n, allows, true)
+}
+
+// errKind: the pod asks for GPUs in a way the node does not serve.
+var errKind = errors.New("gpusched: GPUs of another kind")
+
+func (l *Ledger) fit(node string, n int, allows func(topology.GPUType) bool, claims bool) error {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	e, s, err := l.nodeLocked(node)
 	if err != nil {
 		return err
+	}
+	switch isDRA := e.node.DRA != nil; {
+	case isDRA && !claims:
+		return fmt.Errorf("%w: the node's GPUs are DRA devices (%s): ask for them with a ResourceClaim of DeviceClass %s; gpusched does not map %s to them", errKind, e.node.DRA.Driver, e.node.DRA.Driver, l.res)
+	case !isDRA && claims:
+		return fmt.Errorf("%w: the pod asks for GPUs with ResourceClaims, the node's are a device plugin's (%s)", errKind, l.res)
 	}
 	if !allows(e.typ) {
 		return fmt.Errorf("%w: GPU type %s is not allowed", errTypeNotAllowed, e.typ)
@@ -596,6 +684,85 @@ func (l *Ledger) Release(uid types.UID) {
 	if e := l.pods[uid]; e != nil && !e.bound {
 		l.dropLocked(uid)
 	}
+}
+
+// DRANode returns what a DRA node's slices tell (its server and devices),
+// and false for a node the ledger does not hold or whose GPUs a device
+// plugin serves. The node is a copy: the caller may keep it.
+func (l *Ledger) DRANode(node string) (model.Node, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	e := l.nodes[node]
+	if e == nil || e.node.DRA == nil {
+		return model.Node{}, false
+	}
+	return e.node, true
+}
+
+// ReserveDevices books the GPUs at positions pos of DRA node node for the
+// pod (the allocation of its claims, kube/dra). A pod that held GPUs
+// already gives them back first; a position out of range or held by
+// another is an error, and nothing is booked.
+func (l *Ledger) ReserveDevices(p *corev1.Pod, node string, pos []int) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.pods[p.UID]; e != nil {
+		if e.bound {
+			return fmt.Errorf("gpusched: pod %s/%s is bound already", p.Namespace, p.Name)
+		}
+		l.dropLocked(p.UID)
+	}
+	ne, s, err := l.nodeLocked(node)
+	if err != nil {
+		return err
+	}
+	if ne.node.DRA == nil {
+		return fmt.Errorf("gpusched: node %s: its GPUs are not DRA devices", node)
+	}
+	refs := make([]cluster.GPURef, 0, len(pos))
+	idx := make([]int, 0, len(pos))
+	for _, i := range pos {
+		r := cluster.GPURef{Server: s, GPU: i}
+		if i < 0 || i >= ne.total || l.st.Holder(r) != "" {
+			return fmt.Errorf("%w: GPU %d of node %s is not free", ErrNoRoom, i, node)
+		}
+		refs = append(refs, r)
+		idx = append(idx, ne.node.Server.GPUs[i].Index)
+	}
+	e := &podEntry{ns: p.Namespace, name: p.Name, node: node, devices: idx, gpus: len(pos), trusted: true, dra: true}
+	l.addLocked(p.UID, e)
+	l.bindLocked(string(p.UID), refs)
+	return nil
+}
+
+// draHolder holds, in the ledger's state, the GPUs of a DRA node that
+// claims hold but no pod the ledger books (claims allocated by another
+// scheduler or profile, or before a restart).
+func draHolder(node string) string { return "dra-claims/" + node }
+
+// SyncDRA books as held by claims the GPUs of DRA node node that inUse
+// reports allocated (the claim tracker's devices, in-flight allocations
+// included) and no pod of the ledger holds, and frees those no longer
+// allocated. A node the ledger does not hold, or not a DRA node, is left
+// alone.
+func (l *Ledger) SyncDRA(node string, inUse func(driver, pool, device string) bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.nodes[node]
+	if e == nil || e.node.DRA == nil {
+		return
+	}
+	h := draHolder(node)
+	l.st.Release(h)
+	var refs []cluster.GPURef
+	for i, d := range e.node.DRA.Devices {
+		r := cluster.GPURef{Server: e.server, GPU: i}
+		if l.st.Holder(r) == "" && inUse(e.node.DRA.Driver, d.Pool, d.Name) {
+			refs = append(refs, r)
+		}
+	}
+	l.bindLocked(h, refs)
+	l.touchLocked(node)
 }
 
 // MarkBound records that the pod was bound with its booking.

@@ -23,6 +23,7 @@ const (
 	pointScore     = "Score"
 	pointReserve   = "Reserve"
 	pointPermit    = "Permit"
+	pointPreBind   = "PreBind"
 	pointBind      = "Bind"
 )
 
@@ -50,6 +51,11 @@ var (
 		Help:           "Bad input and conflicts the device ledger found and resolved, by reason: GPURecordChanged, InvalidGPUAnnotation, GPUConflict (stand-ins: bound pods whose devices the ledger could not believe), InvalidGPUNode (a node whose GPUs it does not use), ReserveRace (a booking lost to a concurrent change).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason"})
+	draFirstFit = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace: "gpusched", Subsystem: MetricsSubsystem, Name: "dra_first_fit_total",
+		Help:           "DRA claims allocated on upstream's first fit because their selectors or constraints ruled out gpusched's GPU choice.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	groupPermits = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "gpusched", Subsystem: MetricsSubsystem, Name: "pod_group_permits_total",
 		Help:           "Permit decisions on pod group members, by result: allow (the group is complete, or bound already), wait (for the other members), reject (the group failed or backs off).",
@@ -88,7 +94,7 @@ var (
 // per process (a scheduler may run several profiles, each with a plugin).
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(extensionPointDuration, podDuration, ledgerConflicts, groupPermits, groupWait)
+		legacyregistry.MustRegister(extensionPointDuration, podDuration, ledgerConflicts, draFirstFit, groupPermits, groupWait)
 		legacyregistry.CustomMustRegister(&gpuCollector{})
 		// Known label values start at 0 (a query finds a series before
 		// the first event).
@@ -99,7 +105,7 @@ func registerMetrics() {
 			groupPermits.WithLabelValues(r)
 		}
 		pointObservers = map[string]metrics.ObserverMetric{}
-		for _, p := range []string{pointPreFilter, pointFilter, pointPreScore, pointScore, pointReserve, pointPermit, pointBind} {
+		for _, p := range []string{pointPreFilter, pointFilter, pointPreScore, pointScore, pointReserve, pointPermit, pointPreBind, pointBind} {
 			pointObservers[p] = extensionPointDuration.WithLabelValues(p)
 		}
 	})

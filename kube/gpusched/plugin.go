@@ -19,9 +19,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 )
 
 // Name is the plugin's name in the scheduler's registry and profiles.
@@ -43,6 +46,9 @@ type Plugin struct {
 	logger  klog.Logger
 
 	linkW, packW, gangW, hostW float64
+
+	// dra is the plugin's part in DRA; nil without a DRA manager.
+	dra *draPart
 
 	synced   []cache.InformerSynced
 	isSynced atomic.Bool
@@ -69,6 +75,7 @@ var (
 	_ fwk.ReservePlugin     = (*Plugin)(nil)
 	_ fwk.PermitPlugin      = (*Plugin)(nil)
 	_ fwk.BindPlugin        = (*Plugin)(nil)
+	_ fwk.PreBindPlugin     = (*Plugin)(nil)
 	_ fwk.PostBindPlugin    = (*Plugin)(nil)
 	_ fwk.EnqueueExtensions = (*Plugin)(nil)
 	_ fwk.SignPlugin        = (*Plugin)(nil)
@@ -144,6 +151,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, fmt.Errorf("gpusched: pod informer: %w", err)
 	}
 	pl.synced = append(pl.synced, reg.HasSynced)
+	if err := pl.setupDRA(dynamicresources.AllocatorFeatures(feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))); err != nil {
+		return nil, err
+	}
 	return pl, nil
 }
 
@@ -267,6 +277,9 @@ type cycleData struct {
 	// sample: this cycle's Filter and Score calls are timed
 	// (metricsSampleEvery), and so its time per pod is known.
 	sample bool
+	// claims: the pod asks for its GPUs through DRA claims (nil: through
+	// the extended resource).
+	claims *draClaims
 }
 
 // Clone implements fwk.StateData; the data is shared by design (the time
@@ -318,6 +331,12 @@ type signature struct {
 // made a workload with pod groups the slowest (#28). Bad input is not
 // signed: PreFilter reports it.
 func (pl *Plugin) SignPod(_ context.Context, p *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	if len(p.Spec.ResourceClaims) > 0 {
+		// Its Filter depends on its claims, which the signature cannot
+		// name (the in-tree DynamicResources plugin does not sign them
+		// either).
+		return nil, fwk.NewStatus(fwk.Unschedulable, "gpusched: a pod with ResourceClaims is not signed")
+	}
 	req, err := model.ParseRequest(p, pl.res)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "gpusched: bad input")
@@ -338,12 +357,16 @@ func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, p *corev1
 		d.since(start)
 		observe(pointPreFilter, start)
 	}()
-	if st := pl.waitSynced(ctx); st != nil {
+	st := pl.waitSynced(ctx)
+	if st != nil {
 		return nil, st
 	}
 	req, err := model.ParseRequest(p, pl.res)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "gpusched: "+err.Error())
+	}
+	if st := pl.preFilterClaims(p, &req, d); st != nil {
+		return nil, st
 	}
 	d.req = req
 	reqs := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
@@ -373,7 +396,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, p *corev1
 			}
 		}
 	}
-	if req.GPUs == 0 {
+	if req.GPUs == 0 && d.claims == nil {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	return nil, nil
@@ -423,23 +446,33 @@ func (pl *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod,
 	// metricsSampleEvery only (two clock reads and a shared counter per
 	// node were a tenth of the plugin's CPU at 1,000 nodes).
 	if !d.sample {
-		return pl.filter(d, ni.Node().Name)
+		return pl.filter(d, ni.Node())
 	}
 	start := time.Now()
-	st := pl.filter(d, ni.Node().Name)
+	st := pl.filter(d, ni.Node())
 	d.since(start)
 	observe(pointFilter, start)
 	return st
 }
 
-func (pl *Plugin) filter(d *cycleData, node string) *fwk.Status {
-	err := pl.ledger.Fit(node, d.req.GPUs, d.req.Allows)
+func (pl *Plugin) filter(d *cycleData, n *corev1.Node) *fwk.Status {
+	var err error
+	switch {
+	case d.claims == nil:
+		err = pl.ledger.Fit(n.Name, d.req.GPUs, d.req.Allows)
+	case d.req.GPUs == 0: // claims allocated already, for other pods
+		return pl.filterDRA(d.claims, n)
+	default:
+		if err = pl.ledger.FitClaims(n.Name, d.req.GPUs, d.req.Allows); err == nil {
+			return pl.filterDRA(d.claims, n)
+		}
+	}
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, ErrUnknownNode):
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "gpusched: node has no GPUs gpusched manages")
-	case errors.Is(err, errTypeNotAllowed):
+	case errors.Is(err, errTypeNotAllowed), errors.Is(err, errKind):
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
 	return fwk.NewStatus(fwk.Unschedulable, err.Error())
@@ -563,13 +596,20 @@ func (pl *Plugin) score(c Choice, d *cycleData, node string, host float64) int64
 func (pl *Plugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
 
 // Reserve implements fwk.ReservePlugin: it books the best GPU set.
-func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, p *corev1.Pod, node string) *fwk.Status {
+func (pl *Plugin) Reserve(ctx context.Context, state fwk.CycleState, p *corev1.Pod, node string) *fwk.Status {
 	start := time.Now()
 	d := cycle(state)
 	defer func() {
 		d.since(start)
 		observe(pointReserve, start)
 	}()
+	if d != nil && d.claims != nil {
+		n, err := pl.h.SharedInformerFactory().Core().V1().Nodes().Lister().Get(node)
+		if err != nil {
+			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gpusched: node %s: %v", node, err))
+		}
+		return pl.reserveDRA(ctx, d.claims, p, n)
+	}
 	if d == nil || d.req.GPUs == 0 {
 		return nil
 	}
@@ -583,6 +623,9 @@ func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, p *corev1.Pod
 // Unreserve implements fwk.ReservePlugin: it releases the booking and,
 // for a pod group, rejects the members waiting (all or nothing).
 func (pl *Plugin) Unreserve(_ context.Context, state fwk.CycleState, p *corev1.Pod, _ string) {
+	if d := cycle(state); d != nil && d.claims != nil {
+		pl.unreserveDRA(d.claims)
+	}
 	pl.ledger.Release(p.UID)
 	grp := model.PodGroup(p)
 	if grp == "" {
@@ -738,6 +781,30 @@ func (pl *Plugin) Bind(ctx context.Context, _ fwk.CycleState, p *corev1.Pod, nod
 	return nil
 }
 
+// PreBindPreFlight implements fwk.PreBindPlugin: PreBind runs for pods
+// with DRA claims, on its own (it writes the claims the pod then uses).
+func (pl *Plugin) PreBindPreFlight(_ context.Context, state fwk.CycleState, _ *corev1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+	if d := cycle(state); d == nil || d.claims == nil {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	return &fwk.PreBindPreFlightResult{AllowParallel: false}, nil
+}
+
+// PreBind implements fwk.PreBindPlugin: it writes the allocations of the
+// pod's claims and reserves them for the pod.
+func (pl *Plugin) PreBind(ctx context.Context, state fwk.CycleState, p *corev1.Pod, _ string) *fwk.Status {
+	d := cycle(state)
+	if d == nil || d.claims == nil {
+		return nil
+	}
+	start := time.Now()
+	defer observe(pointPreBind, start)
+	if err := pl.preBindDRA(ctx, d.claims, p); err != nil {
+		return fwk.AsStatus(err)
+	}
+	return nil
+}
+
 // PostBind implements fwk.PostBindPlugin.
 func (pl *Plugin) PostBind(_ context.Context, _ fwk.CycleState, p *corev1.Pod, _ string) {
 	pl.ledger.MarkBound(p.UID)
@@ -749,6 +816,9 @@ func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.All}},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.All}},
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.All}},
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.All}},
+		{Event: fwk.ClusterEvent{Resource: fwk.DeviceClass, ActionType: fwk.All}},
 	}, nil
 }
 

@@ -43,6 +43,13 @@ type env struct {
 
 func newEnv(t *testing.T, args runtime.Object, objs ...runtime.Object) *env {
 	t.Helper()
+	return newEnvWith(t, args, nil, objs...)
+}
+
+// newEnvWith is newEnv with more framework options (a DRA manager) made
+// from the clientset and informers.
+func newEnvWith(t *testing.T, args runtime.Object, more func(ctx context.Context, cs *fake.Clientset, inf informers.SharedInformerFactory) []frameworkruntime.Option, objs ...runtime.Object) *env {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	e := &env{cs: fake.NewClientset(objs...), recorder: events.NewFakeRecorder(1000)}
@@ -71,16 +78,20 @@ func newEnv(t *testing.T, args runtime.Object, objs ...runtime.Object) *env {
 		}
 		return p, err
 	}
-	fw, err := tf.NewFramework(ctx, []tf.RegisterPluginFunc{
-		tf.RegisterPluginAsExtensionsWithWeight(Name, 1, factory,
-			"QueueSort", "PreFilter", "Filter", "PreScore", "Score", "Reserve", "Permit", "Bind", "PostBind"),
-	}, "gpusched",
+	opts := []frameworkruntime.Option{
 		frameworkruntime.WithClientSet(e.cs),
 		frameworkruntime.WithInformerFactory(inf),
 		frameworkruntime.WithEventRecorder(e.recorder),
 		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
 		frameworkruntime.WithSnapshotSharedLister(internalcache.NewSnapshot(nil, nodes)),
-	)
+	}
+	if more != nil {
+		opts = append(opts, more(ctx, e.cs, inf)...)
+	}
+	fw, err := tf.NewFramework(ctx, []tf.RegisterPluginFunc{
+		tf.RegisterPluginAsExtensionsWithWeight(Name, 1, factory,
+			"QueueSort", "PreFilter", "Filter", "PreScore", "Score", "Reserve", "Permit", "PreBind", "Bind", "PostBind"),
+	}, "gpusched", opts...)
 	require.NoError(t, err)
 	e.fw = fw
 	t.Cleanup(func() { _ = e.pl.Close() })
@@ -378,7 +389,12 @@ func TestEventsToRegister(t *testing.T) {
 	e := newEnv(t, nil)
 	evs, err := e.pl.EventsToRegister(context.Background())
 	require.NoError(t, err)
-	assert.Len(t, evs, 2)
+	var got []fwk.EventResource
+	for _, ev := range evs {
+		got = append(got, ev.Event.Resource)
+	}
+	assert.Equal(t, []fwk.EventResource{fwk.Pod, fwk.Node, fwk.ResourceClaim, fwk.ResourceSlice, fwk.DeviceClass}, got,
+		"GPUs freed, nodes changed, claims made from templates, slices published")
 	_ = time.Second
 }
 

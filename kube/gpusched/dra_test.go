@@ -1,0 +1,172 @@
+package gpusched
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/kube/internal/dratest"
+	"github.com/gpusched/gpusched/kube/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	"k8s.io/kubernetes/pkg/scheduler/util/assumecache"
+)
+
+// withDRA gives the framework a DRA manager as kube-scheduler builds one
+// (pkg/scheduler/scheduler.go): an assume cache over the claims, a slice
+// tracker with device taint rules.
+func withDRA(t *testing.T) func(ctx context.Context, cs *fake.Clientset, inf informers.SharedInformerFactory) []frameworkruntime.Option {
+	return func(ctx context.Context, cs *fake.Clientset, inf informers.SharedInformerFactory) []frameworkruntime.Option {
+		claims := assumecache.NewAssumeCache(klog.FromContext(ctx), inf.Resource().V1().ResourceClaims().Informer(), "ResourceClaim", "", nil)
+		tr, err := resourceslicetracker.StartTracker(ctx, resourceslicetracker.Options{
+			EnableDeviceTaintRules: true, SliceInformer: inf.Resource().V1().ResourceSlices(),
+			TaintInformer: inf.Resource().V1().DeviceTaintRules(), KubeClient: cs,
+		})
+		require.NoError(t, err)
+		return []frameworkruntime.Option{frameworkruntime.WithSharedDRAManager(dynamicresources.NewDRAManager(ctx, claims, tr, inf))}
+	}
+}
+
+// gpuClaim is a claim of n GPUs of the driver's class.
+func gpuClaim(name string, n int64) *resourcev1.ResourceClaim {
+	return &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("claim-" + name)},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "gpus",
+			Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: model.DriverGPU, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: n}}}}},
+	}
+}
+
+// allocatedTo marks a claim allocated the devices of node's pool, and
+// reserved for another pod.
+func allocatedTo(c *resourcev1.ResourceClaim, node string, devices ...string) *resourcev1.ResourceClaim {
+	a := &resourcev1.AllocationResult{NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+		MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}
+	for _, d := range devices {
+		a.Devices.Results = append(a.Devices.Results, resourcev1.DeviceRequestAllocationResult{Request: "gpus", Driver: model.DriverGPU, Pool: node, Device: d})
+	}
+	c.Status.Allocation = a
+	c.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: "other", UID: "uid-other"}}
+	return c
+}
+
+// claimPod asks for its GPUs through the named claims.
+func claimPod(name string, claims ...string) *corev1.Pod {
+	p := gpuPod(name, 0)
+	for _, c := range claims {
+		p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, corev1.PodResourceClaim{Name: c, ResourceClaimName: &c})
+	}
+	return p
+}
+
+// A cluster of both kinds: a PCIe node whose four A100s the DRA driver
+// publishes (two per socket), gpu-0 held by another pod's claim, and a
+// device-plugin node. A pod asking two GPUs through a claim goes to the
+// DRA node, gets the linked pair gpu-2 and gpu-3 (the first fit would
+// cross the sockets), and its claim is written as the driver reads it:
+// allocation, reservedFor, the finalizer. A pod asking nvidia.com/gpu
+// never lands on the DRA node (nothing there would give it a GPU), and a
+// claim pod never on the device-plugin node.
+func TestDRAClaimPod(t *testing.T) {
+	gpus := dratest.Node(4, "NVIDIA A100-PCIE-40GB", 40, false)
+	dn := dratest.ReadyNode("pcie", nil)
+	dp := node("dp", "Tesla-V100-SXM2-16GB", 4, true, nil, nil)
+	objs := []runtime.Object{dn, dp, dratest.DeviceClass(), gpuClaim("two", 2), allocatedTo(gpuClaim("held", 1), "pcie", "gpu-0")}
+	for _, s := range dratest.Slices("pcie", gpus) {
+		objs = append(objs, s)
+	}
+	e := newEnvWith(t, nil, withDRA(t), objs...)
+	require.Eventually(t, func() bool {
+		_, total, err := e.pl.Ledger().Room("pcie")
+		in, _ := e.pl.dra.mgr.ResourceClaims().ListAllAllocatedDevices()
+		return err == nil && total == 4 && in.Len() == 1
+	}, 5*time.Second, 10*time.Millisecond, "the DRA node read from its slices, gpu-0 held by a claim")
+
+	p := claimPod("trainer", "two")
+	got, st, state := e.schedule(t, p, dn, dp)
+	require.True(t, st.IsSuccess(), "%v", st)
+	require.Equal(t, "pcie", got)
+	_, devices, ok := e.pl.Ledger().Booking(p.UID)
+	require.True(t, ok)
+	assert.Equal(t, []int{2, 3}, devices, "the pair on one PCIe root, not gpu-1 and gpu-2 across the sockets")
+	free, _, err := e.pl.Ledger().Room("pcie")
+	require.NoError(t, err)
+	assert.Equal(t, 1, free, "gpu-0 held by the other pod's claim, gpu-2 and gpu-3 by this pod")
+
+	require.True(t, e.fw.RunPreBindPlugins(context.Background(), state, p, got).IsSuccess())
+	c, err := e.cs.ResourceV1().ResourceClaims("ns").Get(context.Background(), "two", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, c.Status.Allocation)
+	var names []string
+	for _, r := range c.Status.Allocation.Devices.Results {
+		names = append(names, r.Pool+"/"+r.Device)
+	}
+	assert.Equal(t, []string{"pcie/gpu-2", "pcie/gpu-3"}, names)
+	assert.Equal(t, []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: p.Name, UID: p.UID}}, c.Status.ReservedFor)
+	assert.Contains(t, c.Finalizers, finalizerDeleteProtection)
+
+	// The device-plugin pod: the DRA node is filtered out, saying why.
+	dpPod := gpuPod("plain", 1)
+	got, st, _ = e.schedule(t, dpPod, dn)
+	assert.Empty(t, got)
+	assert.False(t, st.IsSuccess())
+	state2 := newCycle(t, e, dpPod)
+	st = e.fw.RunFilterPlugins(context.Background(), state2, dpPod, nodeInfo(dn))
+	assert.Contains(t, strings.Join(st.Reasons(), " "), "DRA devices")
+	got, st, _ = e.schedule(t, dpPod, dn, dp)
+	require.True(t, st.IsSuccess(), "%v", st)
+	assert.Equal(t, "dp", got)
+
+	// A claim pod on the device-plugin node: refused.
+	e2 := claimPod("second", "held")
+	state3 := newCycle(t, e, e2)
+	st = e.fw.RunFilterPlugins(context.Background(), state3, e2, nodeInfo(dp))
+	assert.False(t, st.IsSuccess())
+}
+
+// newCycle runs PreFilter for p and returns the cycle's state.
+func newCycle(t *testing.T, e *env, p *corev1.Pod) fwk.CycleState {
+	t.Helper()
+	state := framework.NewCycleState()
+	_, st, _ := e.fw.RunPreFilterPlugins(context.Background(), state, p)
+	require.True(t, st.IsSuccess(), "%v", st)
+	return state
+}
+
+func nodeInfo(n *corev1.Node) fwk.NodeInfo {
+	ni := framework.NewNodeInfo()
+	ni.SetNode(n)
+	return ni
+}
+
+// A claim that does not exist yet (its template's claim not made) keeps
+// the pod waiting, saying which; a pod asking both ways is refused.
+func TestDRAClaimPodBadInput(t *testing.T) {
+	gpus := dratest.Node(2, "NVIDIA A100-PCIE-40GB", 40, false)
+	objs := []runtime.Object{dratest.ReadyNode("pcie", nil), dratest.DeviceClass(), gpuClaim("one", 1)}
+	for _, s := range dratest.Slices("pcie", gpus) {
+		objs = append(objs, s)
+	}
+	e := newEnvWith(t, nil, withDRA(t), objs...)
+	_, st, _ := e.schedule(t, claimPod("waits", "missing"), dratest.ReadyNode("pcie", nil))
+	assert.Equal(t, fwk.UnschedulableAndUnresolvable, st.Code())
+	assert.Contains(t, st.Message(), "waiting for ResourceClaim ns/missing")
+
+	both := claimPod("both", "one")
+	both.Spec.Containers[0].Resources.Limits = corev1.ResourceList{model.ResourceGPU: resourceMust("1")}
+	_, st, _ = e.schedule(t, both, dratest.ReadyNode("pcie", nil))
+	assert.Contains(t, st.Message(), "both")
+}
