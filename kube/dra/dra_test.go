@@ -109,6 +109,9 @@ func TestAllocateChoosesTheLinkedPair(t *testing.T) {
 func TestAllocateClaimRulesTheChoiceOut(t *testing.T) {
 	gpus := dratest.Node(4, "NVIDIA A100-PCIE-40GB", 40, false)
 	node, nd, rs := pcieNode(t, gpus)
+	for i := range gpus {
+		gpus[i].Host = "p" // as the slices name them
+	}
 	sel := fmt.Sprintf("device.attributes[%q].uuid == %q || device.attributes[%q].uuid == %q", model.DriverGPU, gpus[1].UUID(), model.DriverGPU, gpus[2].UUID())
 	res, err := newAllocator().Allocate(context.Background(), node, nd, rs, inUse("gpu-0"), []*resourcev1.ResourceClaim{claim("pinned", 2, sel)})
 	require.NoError(t, err)

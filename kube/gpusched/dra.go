@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 
 	"github.com/gpusched/gpusched/kube/dra"
 	"github.com/gpusched/gpusched/kube/model"
@@ -44,6 +46,11 @@ type draPart struct {
 	mgr   fwk.SharedDRAManager
 	alloc *dra.Allocator
 	class string // the DeviceClass of whole GPUs
+
+	// read holds, per node, the fingerprint of the slices the ledger read
+	// it from (refreshFromSlices).
+	mu   sync.Mutex
+	read map[string]string
 }
 
 // setupDRA follows ResourceSlices (a DRA node's GPUs) and DeviceTaintRules
@@ -54,7 +61,7 @@ func (pl *Plugin) setupDRA(features structured.Features) error {
 	if mgr == nil {
 		return nil
 	}
-	pl.dra = &draPart{mgr: mgr, alloc: dra.New(mgr.DeviceClasses(), features, placement.GPUChooser{}), class: model.DriverGPU}
+	pl.dra = &draPart{mgr: mgr, alloc: dra.New(mgr.DeviceClasses(), features, placement.GPUChooser{}), class: model.DriverGPU, read: map[string]string{}}
 	pl.ledger.SetSlices(func(node string) []*resourcev1.ResourceSlice {
 		all, err := mgr.ResourceSlices().ListWithDeviceTaintRules()
 		if err != nil {
@@ -148,6 +155,52 @@ func (pl *Plugin) refreshDRANode(name string, ev *resourcev1.ResourceSlice, dele
 	}
 	pl.ledger.OnSlices(n, rs)
 	pl.syncDRA(name)
+}
+
+// refreshFromSlices reads again the nodes whose slices changed since the
+// ledger read them: the slice and node events may come in any order, and
+// before the tracker behind ListWithDeviceTaintRules has the slices, so
+// the slices a claim pod's cycle sees are the authority.
+func (pl *Plugin) refreshFromSlices(rs []*resourcev1.ResourceSlice) {
+	byNode := map[string][]*resourcev1.ResourceSlice{}
+	fp := map[string]*strings.Builder{}
+	for _, s := range rs {
+		if s.Spec.Driver != model.DriverGPU || s.Spec.NodeName == nil {
+			continue
+		}
+		n := *s.Spec.NodeName
+		byNode[n] = append(byNode[n], s)
+		b := fp[n]
+		if b == nil {
+			b = &strings.Builder{}
+			fp[n] = b
+		}
+		fmt.Fprintf(b, "%s@%s", s.Name, s.ResourceVersion)
+		for i := range s.Spec.Devices {
+			for _, t := range s.Spec.Devices[i].Taints {
+				fmt.Fprintf(b, "|%d:%s=%s:%s", i, t.Key, t.Value, t.Effect)
+			}
+		}
+		b.WriteByte(';')
+	}
+	nodes := pl.h.SharedInformerFactory().Core().V1().Nodes().Lister()
+	for n, list := range byNode {
+		f := fp[n].String()
+		pl.dra.mu.Lock()
+		same := pl.dra.read[n] == f
+		pl.dra.mu.Unlock()
+		if same {
+			continue
+		}
+		node, err := nodes.Get(n)
+		if err != nil {
+			continue
+		}
+		pl.ledger.OnSlices(node, list)
+		pl.dra.mu.Lock()
+		pl.dra.read[n] = f
+		pl.dra.mu.Unlock()
+	}
 }
 
 // syncDRA books in the ledger the GPUs of a DRA node that claims hold.
@@ -277,6 +330,7 @@ func (pl *Plugin) prepareFilter(dc *draClaims) *fwk.Status {
 	if dc.slices, err = pl.dra.mgr.ResourceSlices().ListWithDeviceTaintRules(); err != nil {
 		return fwk.AsStatus(fmt.Errorf("gpusched: ResourceSlices: %w", err))
 	}
+	pl.refreshFromSlices(dc.slices)
 	// The claim tracker is the record of the devices in use (claims
 	// allocated by any profile, or in flight): the ledger books them
 	// before Filter and Score count the free GPUs.

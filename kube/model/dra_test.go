@@ -84,7 +84,9 @@ func TestParseDRANodePCIe(t *testing.T) {
 	nd, err = model.ParseDRANode(n, dratest.Slices("pcie", gpus), model.NodeOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, topology.LinkNVLink, nd.Server.Links[0][1].Class)
-	assert.Equal(t, gpus[3].UUID(), nd.Server.GPUs[3].UUID, "the devices kept under the annotation's links")
+	g3 := gpus[3]
+	g3.Host = "pcie"
+	assert.Equal(t, g3.UUID(), nd.Server.GPUs[3].UUID, "the devices kept under the annotation's links")
 
 	// No attributes to go by: links unknown.
 	for i := range gpus {

@@ -33,13 +33,26 @@ type GPU struct {
 	Module int
 	// Taints are its device taints.
 	Taints []resourcev1.DeviceTaint
+	// Host is the node it is in, part of its UUID (a UUID is unique in a
+	// cluster); Slices sets it.
+	Host string
 }
 
 // Name is the device's name in its pool.
 func (g GPU) Name() string { return fmt.Sprintf("gpu-%d", g.Minor) }
 
 // UUID is the device's made-up UUID.
-func (g GPU) UUID() string { return fmt.Sprintf("GPU-%08d-0000-0000-0000-000000000000", g.Minor) }
+func (g GPU) UUID() string {
+	return fmt.Sprintf("GPU-%08d-0000-0000-0000-%012x", g.Minor, fnv32(g.Host))
+}
+
+func fnv32(s string) uint32 {
+	h := uint32(2166136261)
+	for i := range len(s) {
+		h = (h ^ uint32(s[i])) * 16777619
+	}
+	return h
+}
 
 func str(s string) resourcev1.DeviceAttribute { return resourcev1.DeviceAttribute{StringValue: &s} }
 func integer(v int) resourcev1.DeviceAttribute {
@@ -126,11 +139,17 @@ func Slice(node, pool string, gen, k, count int64, devs ...resourcev1.Device) *r
 // Slices returns node's GPUs as the driver publishes them: one pool named
 // after the node, generation 1, one slice.
 func Slices(node string, gpus []GPU) []*resourcev1.ResourceSlice {
+	return []*resourcev1.ResourceSlice{Slice(node, node, 1, 0, 1, Devices(node, gpus)...)}
+}
+
+// Devices returns node's GPUs as slice devices (their Host set to node).
+func Devices(node string, gpus []GPU) []resourcev1.Device {
 	devs := make([]resourcev1.Device, len(gpus))
 	for i, g := range gpus {
+		g.Host = node
 		devs[i] = g.Device()
 	}
-	return []*resourcev1.ResourceSlice{Slice(node, node, 1, 0, 1, devs...)}
+	return devs
 }
 
 // DeviceClass returns the chart's DeviceClass for whole GPUs: named after
