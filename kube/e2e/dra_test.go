@@ -94,7 +94,9 @@ func allocated(c *resourcev1.ResourceClaim, pod string) ([]string, bool) {
 //     written where the driver reads it and reserved for the pod;
 //   - a tainted device (gpu.nvidia.com/gpu-lost, NoSchedule) is never
 //     given, and a pod that would need it waits;
-//   - a pod asking nvidia.com/gpu goes to the device-plugin node;
+//   - a pod asking nvidia.com/gpu is served by the device plugin on its
+//     node, and by the DRA driver on a DRA node (KEP-5004: a claim made
+//     for it, its container mapped in its status);
 //   - stock pods and gpusched pods racing for one node's eight GPUs: eight
 //     bound, no device allocated twice.
 func TestE2EDRA(t *testing.T) {
@@ -193,13 +195,25 @@ func TestE2EDRA(t *testing.T) {
 	}
 	create(claimPodOf(ns, "one-more", "gpusched", "one-more", "dra-hgx"), claimOf(ns, "one-more", 1))
 
-	// nvidia.com/gpu goes to the device-plugin node.
-	plain := claimPodOf(ns, "plain", "gpusched", "", "dra-pcie", "dra-hgx", "dra-dp")
+	// nvidia.com/gpu: the device plugin serves it on its node, and the
+	// DRA driver on its own (KEP-5004: the DeviceClass maps the resource):
+	// the claim made for the pod, owned by it, and the pod's status
+	// mapping its container to the claim's request.
+	plain := claimPodOf(ns, "plain", "gpusched", "", "dra-dp")
 	plain.Spec.Containers[0].Resources.Limits = corev1.ResourceList{model.ResourceGPU: resource.MustParse("1")}
 	create(plain, nil)
-	waitFor(ctx, t, "pod plain bound", sched, func() (bool, string) { n := boundTo("plain"); return n != "", n })
-	if n := boundTo("plain"); n != "dra-dp" {
-		t.Errorf("the nvidia.com/gpu pod went to %s, want the device-plugin node dra-dp", n)
+	ext := claimPodOf(ns, "ext", "gpusched", "", "dra-pcie")
+	ext.Spec.Containers[0].Resources.Limits = corev1.ResourceList{model.ResourceGPU: resource.MustParse("1")}
+	create(ext, nil)
+	waitFor(ctx, t, "pods plain and ext bound", sched, func() (bool, string) {
+		return boundTo("plain") == "dra-dp" && boundTo("ext") == "dra-pcie", boundTo("plain") + " " + boundTo("ext")
+	})
+	pod, err := cs.CoreV1().Pods(ns).Get(ctx, "ext", metav1.GetOptions{})
+	must(t, err, "pod ext")
+	if st := pod.Status.ExtendedResourceClaimStatus; st == nil || len(st.RequestMappings) != 1 || st.RequestMappings[0].ContainerName != "train" {
+		t.Errorf("pod ext's extendedResourceClaimStatus: %+v", st)
+	} else if d, ok := claimed(st.ResourceClaimName, "ext"); !ok || !slices.Equal(d, []string{"dra-pcie/gpu-1"}) {
+		t.Errorf("pod ext's claim %s: devices %v, reserved %v; want dra-pcie/gpu-1, the one left", st.ResourceClaimName, d, ok)
 	}
 
 	// The race: 6 stock and 6 gpusched pods for 8 GPUs.

@@ -232,6 +232,10 @@ type draClaims struct {
 	// allocated are the claims Reserve allocated and signalled, with
 	// their allocation, for PreBind.
 	allocated []*resourcev1.ResourceClaim
+	// ext, for a pod that asks for GPUs as the extended resource, maps its
+	// containers to the requests of its claim in memory (toAllocate[0],
+	// ext.go); nil for a pod that asks through claims.
+	ext []corev1.ContainerExtendedResourceRequest
 }
 
 // readClaims reads a pod's claims from the tracker: nil for a pod without
@@ -279,12 +283,16 @@ func (pl *Plugin) readClaims(p *corev1.Pod) (*draClaims, *fwk.Status) {
 }
 
 // preFilterClaims reads the pod's claims into d and counts their GPUs in
-// req: a pod asks for GPUs either as the extended resource or through
-// claims, and a pod whose claims ask for no GPU is not gpusched's.
+// req: a pod asks for GPUs either as the extended resource (which DRA
+// nodes may serve too, preFilterExt) or through claims, and a pod whose
+// claims ask for no GPU is not gpusched's.
 func (pl *Plugin) preFilterClaims(p *corev1.Pod, req *model.Request, d *cycleData) *fwk.Status {
 	var st *fwk.Status
-	if d.claims, st = pl.readClaims(p); st != nil || d.claims == nil {
+	if d.claims, st = pl.readClaims(p); st != nil {
 		return st
+	}
+	if d.claims == nil {
+		return pl.preFilterExt(p, req.GPUs, d)
 	}
 	switch {
 	case req.GPUs > 0:
@@ -427,7 +435,9 @@ func (pl *Plugin) reserveDRA(ctx context.Context, dc *draClaims, p *corev1.Pod, 
 func (pl *Plugin) unreserveDRA(dc *draClaims) {
 	for _, c := range dc.allocated {
 		pl.dra.mgr.ResourceClaims().MaybeRemoveClaimPendingAllocation(c.UID, false)
-		pl.dra.mgr.ResourceClaims().AssumedClaimRestore(c.Namespace, c.Name)
+		if c.Name != extClaimName {
+			pl.dra.mgr.ResourceClaims().AssumedClaimRestore(c.Namespace, c.Name)
+		}
 	}
 	dc.allocated = nil
 }
@@ -436,6 +446,12 @@ func (pl *Plugin) unreserveDRA(dc *draClaims) {
 // (status.reservedFor, which the kubelet needs), as the in-tree plugin's
 // PreBind does: the finalizer first, then the status.
 func (pl *Plugin) preBindDRA(ctx context.Context, dc *draClaims, p *corev1.Pod) error {
+	if dc.ext != nil {
+		if len(dc.allocated) == 0 {
+			return nil // on a device-plugin node
+		}
+		return pl.preBindExt(ctx, dc, p)
+	}
 	for _, a := range dc.allocated {
 		if err := pl.writeClaim(ctx, p, a, a.Status.Allocation); err != nil {
 			return err

@@ -2,7 +2,9 @@ package gpusched
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,11 +19,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
+
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/util/assumecache"
 )
@@ -37,7 +42,32 @@ func withDRA(t *testing.T) func(ctx context.Context, cs *fake.Clientset, inf inf
 			TaintInformer: inf.Resource().V1().DeviceTaintRules(), KubeClient: cs,
 		})
 		require.NoError(t, err)
-		return []frameworkruntime.Option{frameworkruntime.WithSharedDRAManager(dynamicresources.NewDRAManager(ctx, claims, tr, inf))}
+		// The API server names what is created with generateName, and
+		// versions what it stores (the claim tracker's assume cache
+		// compares versions); the fake does neither.
+		var n, rv atomic.Int64
+		rv.Store(1000)
+		version := func(a k8stesting.Action) (bool, runtime.Object, error) {
+			o, ok := a.(interface{ GetObject() runtime.Object })
+			if !ok {
+				return false, nil, nil
+			}
+			if c, ok := o.GetObject().(*resourcev1.ResourceClaim); ok {
+				if c.Name == "" && c.GenerateName != "" {
+					c.Name = fmt.Sprintf("%s%05d", c.GenerateName, n.Add(1))
+				}
+				c.ResourceVersion = fmt.Sprint(rv.Add(1))
+			}
+			return false, nil, nil
+		}
+		cs.PrependReactor("create", "resourceclaims", version)
+		cs.PrependReactor("update", "resourceclaims", version)
+		mgr := dynamicresources.NewDRAManager(ctx, claims, tr, inf)
+		// The scheduler feeds the extended resource mapping from its
+		// DeviceClass events (pkg/scheduler/eventhandlers.go).
+		_, err = inf.Resource().V1().DeviceClasses().Informer().AddEventHandler(mgr.DeviceClassResolver().(*extendedresourcecache.ExtendedResourceCache))
+		require.NoError(t, err)
+		return []frameworkruntime.Option{frameworkruntime.WithSharedDRAManager(mgr)}
 	}
 }
 
@@ -84,7 +114,9 @@ func TestDRAClaimPod(t *testing.T) {
 	gpus := dratest.Node(4, "NVIDIA A100-PCIE-40GB", 40, false)
 	dn := dratest.ReadyNode("pcie", nil)
 	dp := node("dp", "Tesla-V100-SXM2-16GB", 4, true, nil, nil)
-	objs := []runtime.Object{dn, dp, dratest.DeviceClass(), gpuClaim("two", 2), allocatedTo(gpuClaim("held", 1), "pcie", "gpu-0")}
+	cls := dratest.DeviceClass()
+	cls.Spec.ExtendedResourceName = nil // no KEP-5004 mapping: see TestDRAExtendedResource
+	objs := []runtime.Object{dn, dp, cls, gpuClaim("two", 2), allocatedTo(gpuClaim("held", 1), "pcie", "gpu-0")}
 	for _, s := range dratest.Slices("pcie", gpus) {
 		objs = append(objs, s)
 	}
@@ -169,4 +201,77 @@ func TestDRAClaimPodBadInput(t *testing.T) {
 	both.Spec.Containers[0].Resources.Limits = corev1.ResourceList{model.ResourceGPU: resourceMust("1")}
 	_, st, _ = e.schedule(t, both, dratest.ReadyNode("pcie", nil))
 	assert.Contains(t, st.Message(), "both")
+}
+
+// KEP-5004: with the driver's DeviceClass mapping nvidia.com/gpu, a pod
+// asking nvidia.com/gpu may go to a DRA node. gpusched allocates the claim
+// the in-tree plugin would make (a request per long-lived container, named
+// as upstream names them; an init container reuses a later container's),
+// with its GPU choice; PreBind makes the claim (owned by the pod, with its
+// allocation, reserved for it) and records the container mappings in the
+// pod's status, where the kubelet reads them.
+func TestDRAExtendedResource(t *testing.T) {
+	gpus := dratest.Node(4, "NVIDIA A100-PCIE-40GB", 40, false)
+	dn := dratest.ReadyNode("pcie", nil)
+	p := gpuPod("ext", 1, func(p *corev1.Pod) {
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "d", Image: "x", Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{model.ResourceGPU: resourceMust("1"), corev1.ResourceCPU: resourceMust("2")}}})
+		p.Spec.InitContainers = []corev1.Container{{Name: "fetch", Image: "x", Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{model.ResourceGPU: resourceMust("1")}}}}
+	})
+	objs := []runtime.Object{dn, dratest.DeviceClass(), allocatedTo(gpuClaim("held", 1), "pcie", "gpu-0"), p}
+	for _, s := range dratest.Slices("pcie", gpus) {
+		objs = append(objs, s)
+	}
+	e := newEnvWith(t, nil, withDRA(t), objs...)
+	require.Eventually(t, func() bool {
+		_, total, err := e.pl.Ledger().Room("pcie")
+		in, _ := e.pl.dra.mgr.ResourceClaims().ListAllAllocatedDevices()
+		return err == nil && total == 4 && in.Len() == 1 && e.pl.dra.mgr.DeviceClassResolver().GetDeviceClass(model.ResourceGPU) != nil
+	}, 5*time.Second, 10*time.Millisecond)
+
+	got, st, state := e.schedule(t, p, dn)
+	require.True(t, st.IsSuccess(), "%v", st)
+	require.Equal(t, "pcie", got)
+	_, devices, _ := e.pl.Ledger().Booking(p.UID)
+	assert.Equal(t, []int{2, 3}, devices, "two GPUs (the containers' 1 and 1; the init container reuses one), the linked pair")
+	require.True(t, e.fw.RunPreBindPlugins(context.Background(), state, p, got).IsSuccess())
+
+	claims, err := e.cs.ResourceV1().ResourceClaims("ns").List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var made *resourcev1.ResourceClaim
+	for i := range claims.Items {
+		if claims.Items[i].Annotations[annotationExtClaim] == "true" {
+			made = &claims.Items[i]
+		}
+	}
+	require.NotNil(t, made, "the claim made in the API")
+	assert.Equal(t, p.UID, made.OwnerReferences[0].UID)
+	var reqs []string
+	for _, r := range made.Spec.Devices.Requests {
+		reqs = append(reqs, fmt.Sprintf("%s:%d", r.Name, r.Exactly.Count))
+	}
+	assert.Equal(t, []string{"container-1-request-0:1", "container-2-request-1:1"}, reqs, "index among init and regular containers; the resource's index among the container's sorted requests")
+	require.NotNil(t, made.Status.Allocation)
+	assert.Len(t, made.Status.Allocation.Devices.Results, 2)
+	assert.Equal(t, p.UID, made.Status.ReservedFor[0].UID)
+	pod, err := e.cs.CoreV1().Pods("ns").Get(context.Background(), "ext", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, pod.Status.ExtendedResourceClaimStatus)
+	assert.Equal(t, made.Name, pod.Status.ExtendedResourceClaimStatus.ResourceClaimName)
+	var maps []string
+	for _, m := range pod.Status.ExtendedResourceClaimStatus.RequestMappings {
+		maps = append(maps, m.ContainerName+"->"+m.RequestName)
+	}
+	assert.Equal(t, []string{"c->container-1-request-0", "d->container-2-request-1", "fetch->container-1-request-0"}, maps)
+	assert.Nil(t, e.pl.dra.mgr.ResourceClaims().GetPendingAllocation(state2UID(t, state)), "the allocation in flight withdrawn once the tracker sees the claim")
+}
+
+// state2UID returns the UID of the claim in memory of a cycle.
+func state2UID(t *testing.T, state fwk.CycleState) types.UID {
+	t.Helper()
+	d := cycle(state)
+	require.NotNil(t, d)
+	require.NotNil(t, d.claims)
+	return d.claims.toAllocate[0].UID
 }

@@ -460,6 +460,12 @@ func (pl *Plugin) filter(d *cycleData, n *corev1.Node) *fwk.Status {
 	switch {
 	case d.claims == nil:
 		err = pl.ledger.Fit(n.Name, d.req.GPUs, d.req.Allows)
+	case d.claims.ext != nil: // the extended resource: either kind of node
+		if err = pl.ledger.Fit(n.Name, d.req.GPUs, d.req.Allows); errors.Is(err, errKind) {
+			if err = pl.ledger.FitClaims(n.Name, d.req.GPUs, d.req.Allows); err == nil {
+				return pl.filterDRA(d.claims, n)
+			}
+		}
 	case d.req.GPUs == 0: // claims allocated already, for other pods
 		return pl.filterDRA(d.claims, n)
 	default:
@@ -603,7 +609,7 @@ func (pl *Plugin) Reserve(ctx context.Context, state fwk.CycleState, p *corev1.P
 		d.since(start)
 		observe(pointReserve, start)
 	}()
-	if d != nil && d.claims != nil {
+	if _, onDRA := pl.ledger.DRANode(node); d != nil && d.claims != nil && (d.claims.ext == nil || onDRA) {
 		n, err := pl.h.SharedInformerFactory().Core().V1().Nodes().Lister().Get(node)
 		if err != nil {
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gpusched: node %s: %v", node, err))
@@ -784,7 +790,7 @@ func (pl *Plugin) Bind(ctx context.Context, _ fwk.CycleState, p *corev1.Pod, nod
 // PreBindPreFlight implements fwk.PreBindPlugin: PreBind runs for pods
 // with DRA claims, on its own (it writes the claims the pod then uses).
 func (pl *Plugin) PreBindPreFlight(_ context.Context, state fwk.CycleState, _ *corev1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
-	if d := cycle(state); d == nil || d.claims == nil {
+	if d := cycle(state); d == nil || d.claims == nil || len(d.claims.allocated)+len(d.claims.shared) == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	return &fwk.PreBindPreFlightResult{AllowParallel: false}, nil

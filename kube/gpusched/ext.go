@@ -1,0 +1,250 @@
+package gpusched
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// A pod that asks for GPUs as the extended resource (nvidia.com/gpu) may
+// get them on a DRA node when a DeviceClass maps the resource to the
+// driver's devices (KEP-5004, GA in 1.37: the driver's chart sets
+// extendedResourceName on its gpu.nvidia.com class): as the in-tree
+// plugin does (pkg/scheduler/framework/plugins/dynamicresources/
+// extendeddynamicresources.go), gpusched allocates an in-memory claim
+// for the pod's containers, and at PreBind creates it in the API (owned by
+// the pod, annotated resource.kubernetes.io/extended-resource-claim),
+// writes its allocation, and records in the pod's
+// status.extendedResourceClaimStatus which request serves which container
+// (the kubelet hands each container its devices from there).
+
+const (
+	// extClaimName is the name of the claim in memory until PreBind makes
+	// it: the in-tree plugin's, which the claim tracker recognises.
+	extClaimName = "<extended-resources>"
+	// annotationExtClaim marks a claim made for a pod's extended resources
+	// (resourceapi.ExtendedResourceClaimAnnotation).
+	annotationExtClaim = "resource.kubernetes.io/extended-resource-claim"
+	// extClaimWait bounds PreBind's wait for the claim tracker to see the
+	// claim it wrote.
+	extClaimWait = 30 * time.Second
+)
+
+// extClaim returns the claim of a pod's GPUs as the extended resource on a
+// DRA node, and which request serves which container; nil when no
+// DeviceClass maps the resource. Each long-lived container (a regular one
+// or a sidecar) has a request of its own, named as the in-tree plugin
+// names them (container-<index among init and regular containers>-
+// request-<index of the resource among its sorted requests>); an init
+// container that runs before them reuses theirs where they have as many
+// GPUs, else the largest request of the init containers serves them all.
+func (pl *Plugin) extClaim(p *corev1.Pod) (*resourcev1.ResourceClaim, []corev1.ContainerExtendedResourceRequest) {
+	class := pl.dra.mgr.DeviceClassResolver().GetDeviceClass(pl.res)
+	if class == nil {
+		return nil, nil
+	}
+	containers := slices.Concat(p.Spec.InitContainers, p.Spec.Containers)
+	nInit := len(p.Spec.InitContainers)
+	long := make([]*resourcev1.DeviceRequest, len(containers))
+	var maps []corev1.ContainerExtendedResourceRequest
+	for i := range containers {
+		c := &containers[i]
+		if i < nInit && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+			continue
+		}
+		if r := pl.containerRequest(i, c, class.Name); r != nil {
+			long[i] = r
+			maps = append(maps, corev1.ContainerExtendedResourceRequest{ContainerName: c.Name, ResourceName: string(pl.res), RequestName: r.Name})
+		}
+	}
+	short, shortMaps := pl.shortLived(containers[:nInit], long, class.Name)
+	var reqs []resourcev1.DeviceRequest
+	if short != nil {
+		reqs = append(reqs, *short)
+	}
+	for _, r := range long {
+		if r != nil {
+			reqs = append(reqs, *r)
+		}
+	}
+	slices.SortFunc(reqs, func(a, b resourcev1.DeviceRequest) int { return strings.Compare(a.Name, b.Name) })
+	claim := &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: extClaimName, Namespace: p.Namespace, UID: uuid.NewUUID(),
+			GenerateName:    p.Name + "-extended-resources-",
+			Annotations:     map[string]string{annotationExtClaim: "true"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID, Controller: ptrTo(true)}},
+		},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: reqs}},
+	}
+	return claim, append(maps, shortMaps...)
+}
+
+// shortLived maps the init containers that run before the others
+// (inits, by index; long: the long-lived containers' requests, by index)
+// to a later container's request where it has as many GPUs, else to the
+// largest request of their own, which it returns.
+func (pl *Plugin) shortLived(inits []corev1.Container, long []*resourcev1.DeviceRequest, class string) (*resourcev1.DeviceRequest, []corev1.ContainerExtendedResourceRequest) {
+	var short *resourcev1.DeviceRequest
+	var maps []corev1.ContainerExtendedResourceRequest
+	for i := range inits {
+		c := &inits[i]
+		n := pl.containerGPUs(c)
+		if long[i] != nil || n == 0 {
+			continue
+		}
+		m := corev1.ContainerExtendedResourceRequest{ContainerName: c.Name, ResourceName: string(pl.res)}
+		if r := reusable(long[i:], n); r != nil {
+			m.RequestName = r.Name
+		} else if r := pl.containerRequest(i, c, class); short == nil || r.Exactly.Count > short.Exactly.Count {
+			short = r
+		}
+		maps = append(maps, m)
+	}
+	for i := range maps {
+		if maps[i].RequestName == "" {
+			maps[i].RequestName = short.Name
+		}
+	}
+	return short, maps
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// reusable returns the first request among later long-lived containers'
+// that has at least n devices, or nil.
+func reusable(later []*resourcev1.DeviceRequest, n int64) *resourcev1.DeviceRequest {
+	for _, r := range later {
+		if r != nil && r.Exactly.Count >= n {
+			return r
+		}
+	}
+	return nil
+}
+
+// containerGPUs reads a container's GPUs (its request, else its limit;
+// PreFilter checked them).
+func (pl *Plugin) containerGPUs(c *corev1.Container) int64 {
+	q, ok := c.Resources.Requests[pl.res]
+	if !ok {
+		q, ok = c.Resources.Limits[pl.res]
+	}
+	if !ok {
+		return 0
+	}
+	v, _ := q.AsInt64()
+	return max(v, 0)
+}
+
+// containerRequest is container i's request of class, or nil when it asks
+// for no GPU.
+func (pl *Plugin) containerRequest(i int, c *corev1.Container, class string) *resourcev1.DeviceRequest {
+	n := pl.containerGPUs(c)
+	if n == 0 {
+		return nil
+	}
+	keys := map[string]bool{}
+	for k := range c.Resources.Requests {
+		keys[string(k)] = true
+	}
+	for k := range c.Resources.Limits {
+		keys[string(k)] = true
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	slices.Sort(sorted)
+	return &resourcev1.DeviceRequest{
+		Name:    fmt.Sprintf("container-%d-request-%d", i, slices.Index(sorted, string(pl.res))),
+		Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: n},
+	}
+}
+
+// preFilterExt makes the in-memory claim of a pod that asks for GPUs as
+// the extended resource, when DRA nodes may serve them.
+func (pl *Plugin) preFilterExt(p *corev1.Pod, gpus int, d *cycleData) *fwk.Status {
+	if pl.dra == nil || gpus == 0 || len(p.Spec.ResourceClaims) > 0 {
+		return nil
+	}
+	claim, maps := pl.extClaim(p)
+	if claim == nil {
+		return nil
+	}
+	d.claims = &draClaims{toAllocate: []*resourcev1.ResourceClaim{claim}, gpus: gpus, ext: maps}
+	return pl.prepareFilter(d.claims)
+}
+
+// preBindExt makes the pod's claim in the API with its allocation, records
+// which request serves which container in the pod's status, and waits for
+// the claim tracker to see the claim before the allocation in flight is
+// withdrawn (so that no other cycle sees its devices free meanwhile).
+func (pl *Plugin) preBindExt(ctx context.Context, dc *draClaims, p *corev1.Pod) error {
+	mem := dc.allocated[0]
+	claims := pl.h.ClientSet().ResourceV1().ResourceClaims(p.Namespace)
+	c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{
+		Namespace: p.Namespace, GenerateName: mem.GenerateName, Annotations: mem.Annotations,
+		OwnerReferences: mem.OwnerReferences, Finalizers: []string{finalizerDeleteProtection},
+	}, Spec: mem.Spec}
+	made, err := claims.Create(ctx, c, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("gpusched: create the claim of %s/%s's %s: %w", p.Namespace, p.Name, pl.res, err)
+	}
+	fail := func(err error) error {
+		pl.deleteClaim(made)
+		return err
+	}
+	made.Status.Allocation = mem.Status.Allocation
+	made.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: p.Name, UID: p.UID}}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		_, err := claims.UpdateStatus(ctx, made, metav1.UpdateOptions{})
+		if err != nil {
+			if cur, gerr := claims.Get(ctx, made.Name, metav1.GetOptions{}); gerr == nil {
+				cur.Status = made.Status
+				made = cur
+			}
+		}
+		return err
+	}); err != nil {
+		return fail(fmt.Errorf("gpusched: write the allocation of ResourceClaim %s/%s: %w", made.Namespace, made.Name, err))
+	}
+	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"extendedResourceClaimStatus": corev1.PodExtendedResourceClaimStatus{
+		RequestMappings: dc.ext, ResourceClaimName: made.Name}}})
+	if _, err := pl.h.ClientSet().CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		return fail(fmt.Errorf("gpusched: record the claim of %s/%s in its status: %w", p.Namespace, p.Name, err))
+	}
+	tracker := pl.dra.mgr.ResourceClaims()
+	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, extClaimWait, true, func(context.Context) (bool, error) {
+		got, err := tracker.Get(made.Namespace, made.Name)
+		return err == nil && got.Status.Allocation != nil, nil
+	})
+	tracker.MaybeRemoveClaimPendingAllocation(mem.UID, true)
+	return nil
+}
+
+// deleteClaim deletes a claim gpusched made, its finalizer taken off
+// first (it was never used).
+func (pl *Plugin) deleteClaim(c *resourcev1.ResourceClaim) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	claims := pl.h.ClientSet().ResourceV1().ResourceClaims(c.Namespace)
+	patch := []byte(`{"metadata":{"finalizers":null}}`)
+	if _, err := claims.Patch(ctx, c.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		pl.logger.Info("could not take the finalizer off a claim gpusched made", "claim", c.Namespace+"/"+c.Name, "err", err)
+	}
+	if err := claims.Delete(ctx, c.Name, metav1.DeleteOptions{}); err != nil {
+		pl.logger.Info("could not delete a claim gpusched made", "claim", c.Namespace+"/"+c.Name, "err", err)
+	}
+}
