@@ -349,8 +349,9 @@ func TestAdmissionPolicies(t *testing.T) {
 	require.NotNil(t, u, "no policy for the GPUs the controller does not count")
 	assert.Equal(t, []string{"/pods", "batch/jobs"}, resourcesOf(u.Spec.MatchConstraints.ResourceRules, admissionv1.Create))
 	assert.Equal(t, "['nvidia.com/mig-']", variables(u.Spec.Variables)["uncounted"], "MIG slices, which the controller does not count")
-	require.Len(t, u.Spec.Validations, 1)
+	require.Len(t, u.Spec.Validations, 2)
 	assert.Contains(t, u.Spec.Validations[0].Expression, "initContainers")
+	assert.Contains(t, u.Spec.Validations[1].Expression, "resourceClaims", "DRA claims, which the controller does not count")
 	assert.False(t, strings.HasPrefix(string(model.ResourceGPU), "nvidia.com/mig-"), "a counted GPU refused")
 }
 

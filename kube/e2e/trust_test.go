@@ -106,7 +106,13 @@ func applyPolicies(ctx context.Context, t *testing.T, c *kubetest.ControlPlane) 
 		if err == nil {
 			_ = tc.CoreV1().Pods(ns).Delete(ctx, "probe-forged", metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
 		}
-		return gated(p.Spec.SchedulingGates) && j.Spec.Suspend != nil && *j.Spec.Suspend && apierrors.IsForbidden(err), "not yet"
+		forged := apierrors.IsForbidden(err)
+		// Each policy is loaded on its own: gpusched-uncounted-gpus too.
+		claimed := gpuPod(ns, "probe-claimed", 0, nil)
+		claimed.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr("probe")}}
+		_, err = tc.CoreV1().Pods(ns).Create(ctx, claimed, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		uncounted := err != nil && strings.Contains(err.Error(), "'gpusched-uncounted-gpus'")
+		return gated(p.Spec.SchedulingGates) && j.Spec.Suspend != nil && *j.Spec.Suspend && forged && uncounted, "not yet"
 	})
 }
 
@@ -185,6 +191,19 @@ func TestE2EAdmissionPolicies(t *testing.T) {
 	migJob.Spec.Template.Spec.Containers = mig.Spec.Containers
 	if _, err := jobs.Create(ctx, migJob, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("a Job asking for nvidia.com/mig-1g.5gb: %v (want forbidden)", err)
+	}
+	// Devices asked through a DRA claim are not counted either: refused,
+	// in a pod and in a Job.
+	claimed := gpuPod(ns, "claimed", 0, nil)
+	claimed.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr("eight-gpus")}}
+	if _, err := pods.Create(ctx, claimed, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("a pod asking for devices through a ResourceClaim: %v (want forbidden)", err)
+	}
+	claimedJob := gpuJob(ns, "claimed", nil)
+	claimedJob.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+	claimedJob.Spec.Template.Spec.ResourceClaims = claimed.Spec.ResourceClaims
+	if _, err := jobs.Create(ctx, claimedJob, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("a Job asking for devices through a ResourceClaim: %v (want forbidden)", err)
 	}
 	// kube-controller-manager's own identity (controllers that run without
 	// their service accounts) creating a pod for a ReplicaSet: gated; for
