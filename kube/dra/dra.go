@@ -84,7 +84,8 @@ type Result struct {
 	// claims given.
 	Allocations []resourcev1.AllocationResult
 	// GPUs are the positions (in the node's Server.GPUs) of the GPUs the
-	// allocations give, ascending.
+	// allocations give, ascending; devices given with admin access (which
+	// others may hold) are not among them.
 	GPUs []int
 	// Chosen reports that the GPUs are gpusched's choice; false when the
 	// claims ruled it out and the first fit stands.
@@ -207,7 +208,9 @@ func gpusOf(nd model.Node, allocs []resourcev1.AllocationResult) []int {
 	var out []int
 	for _, a := range allocs {
 		for _, r := range a.Devices.Results {
-			if r.Driver != nd.DRA.Driver {
+			// Admin access (monitoring, in namespaces the admin labels)
+			// takes no device from anyone.
+			if r.Driver != nd.DRA.Driver || (r.AdminAccess != nil && *r.AdminAccess) {
 				continue
 			}
 			for i, d := range nd.DRA.Devices {

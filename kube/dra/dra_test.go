@@ -190,3 +190,17 @@ func TestAllocateConcurrent(t *testing.T) {
 		assert.Equal(t, []int{2, 3}, <-done)
 	}
 }
+
+// A request with admin access (monitoring: the API server allows it only
+// in namespaces the admin labels) may see devices in use; it takes none,
+// so none is counted as the pod's.
+func TestAllocateAdminAccess(t *testing.T) {
+	node, nd, rs := pcieNode(t, dratest.Node(2, "NVIDIA A100-PCIE-40GB", 40, false))
+	c := claim("monitor", 2)
+	admin := true
+	c.Spec.Devices.Requests[0].Exactly.AdminAccess = &admin
+	res, err := newAllocator().Allocate(context.Background(), node, nd, rs, inUse("gpu-0", "gpu-1"), []*resourcev1.ResourceClaim{c})
+	require.NoError(t, err)
+	assert.Empty(t, res.GPUs)
+	assert.Len(t, res.Allocations[0].Devices.Results, 2, "both GPUs, in use by others, seen")
+}

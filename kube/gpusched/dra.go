@@ -223,8 +223,9 @@ type draClaims struct {
 	// those allocated already (for another pod), which bind the pod to
 	// their node.
 	toAllocate, shared []*resourcev1.ResourceClaim
-	// gpus counts the GPUs toAllocate asks for (of the GPU class).
-	gpus int
+	// gpus counts the GPUs toAllocate asks for (of the GPU class, not
+	// with admin access); requests counts its requests of the class.
+	gpus, requests int
 	// state and slices: the devices in use and the slices, read once per
 	// cycle for Filter.
 	state  structured.AllocatedState
@@ -277,7 +278,9 @@ func (pl *Plugin) readClaims(p *corev1.Pod) (*draClaims, *fwk.Status) {
 			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gpusched: ResourceClaim %s/%s is being allocated for another pod", c.Namespace, c.Name))
 		}
 		dc.toAllocate = append(dc.toAllocate, c)
-		dc.gpus += pl.claimGPUs(c)
+		n, reqs := pl.claimGPUs(c)
+		dc.gpus += n
+		dc.requests += reqs
 	}
 	return dc, nil
 }
@@ -297,7 +300,7 @@ func (pl *Plugin) preFilterClaims(p *corev1.Pod, req *model.Request, d *cycleDat
 	switch {
 	case req.GPUs > 0:
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gpusched: the pod asks for GPUs both as %s and through ResourceClaims; ask one way", pl.res))
-	case d.claims.gpus == 0 && len(d.claims.toAllocate) > 0:
+	case d.claims.requests == 0 && len(d.claims.toAllocate) > 0:
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gpusched: the pod's ResourceClaims ask for no GPUs of DeviceClass %s; claims of other devices alone are the default scheduler's", pl.dra.class))
 	}
 	req.GPUs = d.claims.gpus
@@ -307,8 +310,9 @@ func (pl *Plugin) preFilterClaims(p *corev1.Pod, req *model.Request, d *cycleDat
 // claimGPUs counts the whole GPUs a claim asks for: its exact-count
 // requests of the GPU class (the first choice of a prioritized list; a
 // request for all the node's GPUs counts as one, the allocator says how
-// many there are).
-func (pl *Plugin) claimGPUs(c *resourcev1.ResourceClaim) int {
+// many there are; a request with admin access takes none), and its
+// requests of the class.
+func (pl *Plugin) claimGPUs(c *resourcev1.ResourceClaim) (gpus, requests int) {
 	n := 0
 	for _, r := range c.Spec.Devices.Requests {
 		e := r.Exactly
@@ -319,13 +323,16 @@ func (pl *Plugin) claimGPUs(c *resourcev1.ResourceClaim) int {
 		if e == nil || e.DeviceClassName != pl.dra.class {
 			continue
 		}
-		if e.AllocationMode == resourcev1.DeviceAllocationModeAll {
+		requests++
+		switch {
+		case e.AdminAccess != nil && *e.AdminAccess:
+		case e.AllocationMode == resourcev1.DeviceAllocationModeAll:
 			n++
-		} else {
+		default:
 			n += int(min(max(e.Count, 0), int64(model.MaxGPUsPerNode)+1))
 		}
 	}
-	return n
+	return n, requests
 }
 
 // prepareFilter reads, once per cycle, the devices in use and the slices
