@@ -13,6 +13,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,6 +96,8 @@ type caches struct {
 	jobs    batchlisters.JobLister
 	nodes   corelisters.NodeLister
 	pcs     schedlisters.PriorityClassLister
+	// slices indexes the ResourceSlices by node (nil with Config.NoDRA).
+	slices cache.Indexer
 	// cms holds the tenancy ConfigMap (nil without Config.TenancyConfigMap).
 	cms corelisters.ConfigMapLister
 
@@ -136,6 +139,15 @@ func (c *Controller) startCaches(ctx context.Context) error {
 	k.nodes = nodeF.Core().V1().Nodes().Lister()
 	k.factories = []informers.SharedInformerFactory{work, cluster, nodeF}
 	k.synced = []cache.InformerSynced{k.pods.HasSynced, jobInf.HasSynced, pcInf.HasSynced, nodeInf.HasSynced}
+	if !c.cfg.NoDRA {
+		sliceInf := cluster.Resource().V1().ResourceSlices().Informer()
+		if err := sliceInf.AddIndexers(cache.Indexers{indexNode: sliceNodeIndex}); err != nil {
+			cancel()
+			return fmt.Errorf("admission: ResourceSlice index: %w", err)
+		}
+		k.slices = sliceInf.GetIndexer()
+		k.synced = append(k.synced, sliceInf.HasSynced)
+	}
 	if c.cfg.TenancyConfigMap != "" {
 		ns, _ := c.cfg.stateLocation()
 		name := fields.OneTermEqualSelector("metadata.name", c.cfg.TenancyConfigMap).String()
@@ -167,6 +179,33 @@ func (c *Controller) startCaches(ctx context.Context) error {
 		return fmt.Errorf("admission: the informers did not sync within %v: %w", syncWait, cmpErr(ctx.Err(), context.DeadlineExceeded))
 	}
 	return nil
+}
+
+// sliceNodeIndex indexes a ResourceSlice by the node it is local to.
+func sliceNodeIndex(o any) ([]string, error) {
+	if s, ok := o.(*resourcev1.ResourceSlice); ok && s.Spec.NodeName != nil {
+		return []string{*s.Spec.NodeName}, nil
+	}
+	return nil, nil
+}
+
+// nodeSlices returns the ResourceSlices local to node (nil with
+// Config.NoDRA).
+func (k *caches) nodeSlices(node string) []*resourcev1.ResourceSlice {
+	if k.slices == nil {
+		return nil
+	}
+	objs, err := k.slices.ByIndex(indexNode, node)
+	if err != nil {
+		return nil
+	}
+	out := make([]*resourcev1.ResourceSlice, 0, len(objs))
+	for _, o := range objs {
+		if s, ok := o.(*resourcev1.ResourceSlice); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func cmpErr(a, b error) error {

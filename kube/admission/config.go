@@ -134,6 +134,12 @@ type Config struct {
 	// Resource is the extended resource of whole GPUs; "" means
 	// nvidia.com/gpu.
 	Resource corev1.ResourceName
+	// NoDRA leaves out the nodes whose GPUs a DRA driver publishes in
+	// ResourceSlices (model.ParseDRANode; NVIDIA's gpu.nvidia.com): by
+	// default their GPUs count, for workloads that ask for the extended
+	// resource, which the driver serves where its DeviceClass maps it
+	// (KEP-5004). Set it on clusters without the resource.k8s.io/v1 API.
+	NoDRA bool
 
 	// Policy allocates GPU time (PolicyByName gives the usual ones).
 	Policy allocation.Policy

@@ -34,7 +34,19 @@ func (c *Controller) listNodes() (map[string]nodeInfo, error) {
 	}
 	out := make(map[string]nodeInfo, len(list))
 	for _, n := range list {
-		nd, err := model.ParseNode(n, model.NodeOptions{Resource: c.cfg.Resource})
+		opts := model.NodeOptions{Resource: c.cfg.Resource}
+		nd, err := model.ParseNode(n, opts)
+		if rs := c.caches.nodeSlices(n.Name); errors.Is(err, model.ErrNoGPUs) && len(rs) > 0 {
+			// The GPUs a DRA driver publishes: counted for workloads
+			// asking the extended resource, which it serves (KEP-5004).
+			nd, err = model.ParseDRANode(n, rs, opts)
+			if err == nil {
+				// A NoExecute taint fails the GPU (its jobs are evicted);
+				// a NoSchedule taint only keeps new pods off it, which
+				// the scheduler plugin does.
+				nd.Unhealthy = nd.DRA.Evict
+			}
+		}
 		if errors.Is(err, model.ErrNoGPUs) {
 			continue
 		}
@@ -44,7 +56,7 @@ func (c *Controller) listNodes() (map[string]nodeInfo, error) {
 		}
 		product := n.Labels[model.LabelProduct]
 		if product == "" || len(nd.Server.GPUs) == 0 {
-			c.log.Warn("node left out: no product label to steer pods to it", "node", n.Name)
+			c.log.Warn("node left out: no product label to steer pods to it (GPU feature discovery's "+model.LabelProduct+", on DRA nodes too)", "node", n.Name)
 			continue
 		}
 		out[n.Name] = nodeInfo{server: nd.Server, product: product, ready: nd.Ready && !n.Spec.Unschedulable, unhealthy: nd.Unhealthy,

@@ -54,7 +54,7 @@ type options struct {
 	namespace, policy, nodeSelector             string
 	stateNamespace, stateName, tenancyConfigMap string
 	round, grace                                time.Duration
-	noPreemption                                bool
+	noPreemption, noDRA                         bool
 	checkTenancy                                string
 	hostProfiles                                string
 	apiQPS, eventQPS                            float64
@@ -116,6 +116,7 @@ func parse(args []string) (options, error) {
 		" (the default is fair per tenant, by the tenancy's weights and quotas; max-min-fairness is fair per job: a tenant's share grows with its jobs)")
 	fs.DurationVar(&o.round, "round", 6*time.Minute, "round length")
 	fs.BoolVar(&o.noPreemption, "no-preemption", false, "admit only: an admitted job runs to its end")
+	fs.BoolVar(&o.noDRA, "no-dra", false, "leave out the GPUs a DRA driver publishes in ResourceSlices (by default they count, for workloads asking "+string(model.ResourceGPU)+", which the driver serves where its DeviceClass maps it); for clusters without resource.k8s.io/v1")
 	fs.DurationVar(&o.grace, "grace", 30*time.Second, "how long a preempted pod runs, annotated, before it is deleted")
 	fs.StringVar(&o.nodeSelector, "node-selector", "", "nodes whose GPUs are handed out, as key=value,...")
 	fs.StringVar(&o.stateNamespace, "state-namespace", "", "the controller's own namespace: its state, tenancy ConfigMap and leader lease (default: $POD_NAMESPACE; required)")
@@ -229,7 +230,7 @@ func run(args []string) error {
 	}
 	cfg := admission.Config{
 		Client: cs, Namespace: o.namespace, NodeSelector: sel, Policy: pol,
-		RoundSeconds: o.round.Seconds(), Interval: o.round, NoPreemption: o.noPreemption, Grace: o.grace,
+		RoundSeconds: o.round.Seconds(), Interval: o.round, NoPreemption: o.noPreemption, NoDRA: o.noDRA, Grace: o.grace,
 		TenancyConfigMap: o.tenancyConfigMap,
 		StateNamespace:   o.stateNamespace, StateName: o.stateName, Logger: log,
 		Metrics: m, Requests: requests, EventClient: ecs, EventQPS: float32(o.eventQPS), EventBurst: o.eventBurst,

@@ -1,0 +1,54 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/gpusched/gpusched/kube/internal/dratest"
+	"github.com/gpusched/gpusched/kube/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// A node whose GPUs NVIDIA's DRA driver publishes counts beside a
+// device-plugin node, for workloads that ask for nvidia.com/gpu (which
+// the driver serves where its DeviceClass maps it): its GPUs come from
+// its slices, a NoExecute taint fails a GPU (its jobs are evicted), a
+// NoSchedule taint does not (the scheduler plugin keeps new pods off it).
+// Config.NoDRA leaves the node out.
+func TestDRANodes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		noDRA bool
+		want  int
+	}{{"dra", false, 4 + 3}, {"no-dra", true, 4}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			gpus := dratest.Node(4, "NVIDIA A100-PCIE-40GB", 40, false)
+			gpus[2].Taints = []resourcev1.DeviceTaint{{Key: "gpu.nvidia.com/xid", Value: "79", Effect: resourcev1.DeviceTaintEffectNoSchedule}}
+			gpus[3].Taints = []resourcev1.DeviceTaint{{Key: "example.com/drain", Effect: resourcev1.DeviceTaintEffectNoExecute}}
+			dn := dratest.ReadyNode("dra-0", map[string]string{model.LabelProduct: "NVIDIA-A100-PCIE-40GB", "pool": "test"})
+			objs := []runtime.Object{gpuNode("dp-0", "NVIDIA-A100-PCIE-40GB", 4), dn}
+			for _, s := range dratest.Slices("dra-0", gpus) {
+				objs = append(objs, s)
+			}
+			cs := fake.NewClientset(objs...)
+			for i := range 9 {
+				_, err := cs.CoreV1().Pods(testNS).Create(ctx, gatedPod(testNS, fmt.Sprint("p", i), 1, nil), metav1.CreateOptions{})
+				require.NoError(t, err)
+			}
+			c := newController(t, cs, &testClock{}, func(cfg *Config) { cfg.NoDRA = tc.noDRA })
+			res, err := syncRound(ctx, c)
+			require.NoError(t, err)
+			assert.Len(t, res.Admitted, tc.want)
+			if !tc.noDRA {
+				assert.Equal(t, 7, c.capacity["a100"], "4 + 4 less the NoExecute one")
+			}
+		})
+	}
+}
