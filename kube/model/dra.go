@@ -14,7 +14,7 @@ import (
 )
 
 // The schema of NVIDIA's DRA driver for GPUs (kubernetes-sigs'
-// dra-driver-nvidia-gpu, cmd/gpu-kubelet-plugin/deviceinfo.go): one pool
+// dra-driver-nvidia-gpu, its kubelet plugin's device info): one pool
 // per node, devices named gpu-<minor> with these attributes and capacity.
 // Unqualified names live in the driver's domain (in CEL,
 // device.attributes["gpu.nvidia.com"].productName).

@@ -1,6 +1,6 @@
 // Package dratest makes ResourceSlices and DeviceClasses in the schema of
 // NVIDIA's DRA driver for GPUs (kubernetes-sigs/dra-driver-nvidia-gpu:
-// cmd/gpu-kubelet-plugin/deviceinfo.go for the devices, the chart's
+// its kubelet plugin's device info for the devices, the chart's
 // templates/deviceclass-gpu.yaml for the class), for tests: of the parsers,
 // of the scheduler plugin and of the end-to-end test driver that publishes
 // them as the driver would. Its functions return new values; they are safe
