@@ -60,7 +60,10 @@ func (g *groups) onPod(p *corev1.Pod, res corev1.ResourceName) {
 		g.m[grp] = gi
 	}
 	min, ok := p.Annotations[model.AnnotationMinMember]
-	if !ok {
+	switch {
+	case model.UpstreamPodGroup(p) != "":
+		min = "(the PodGroup's)" // upstream's minCount; the annotation is not read
+	case !ok:
 		min = "(none)"
 	}
 	gi.members[p.UID] = member{name: p.Name, min: strings.TrimSpace(min), gpus: gpus}

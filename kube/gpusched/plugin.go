@@ -378,7 +378,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, p *corev1
 				fmt.Sprintf("gpusched: the pod asks for %d GPUs but the largest node%s has %d", req.GPUs, typesSuffix(req), largest))
 		}
 	}
-	if req.Group != "" {
+	if req.Group != "" && !req.Upstream { // an upstream PodGroup's barrier is GangScheduling's
 		if msg, unresolvable := pl.groups.check(req.Group, req.MinMember); msg != "" {
 			code := fwk.Unschedulable
 			if unresolvable {
@@ -634,8 +634,8 @@ func (pl *Plugin) Unreserve(_ context.Context, state fwk.CycleState, p *corev1.P
 	}
 	pl.ledger.Release(p.UID)
 	grp := model.PodGroup(p)
-	if grp == "" {
-		return
+	if grp == "" || model.UpstreamPodGroup(p) != "" {
+		return // upstream's GangScheduling rejects its group's members
 	}
 	if d := cycle(state); d != nil && d.permitRejected {
 		return // rejected by its group's backoff: nothing waits
@@ -667,8 +667,8 @@ func (pl *Plugin) Permit(_ context.Context, state fwk.CycleState, p *corev1.Pod,
 			pl.stats.count()
 		}
 	}()
-	if d == nil || d.req.Group == "" {
-		return nil, 0
+	if d == nil || d.req.Group == "" || d.req.Upstream {
+		return nil, 0 // no group, or an upstream PodGroup: GangScheduling's barrier holds it
 	}
 	grp := d.req.Group
 	if err := pl.cosched.SetGroup(grp, d.req.MinMember); err != nil {

@@ -564,3 +564,29 @@ func TestPluginNodeHeartbeatIgnored(t *testing.T) {
 	assert.Equal(t, before+1, gen(), "the heartbeat moved the node's generation")
 	require.NoError(t, e.pl.Ledger().Check())
 }
+
+// A pod in an upstream PodGroup (spec.schedulingGroup) has one barrier:
+// kube-scheduler's GangScheduling, which holds the PodGroup's minCount.
+// gpusched's Permit lets it through at once, even when it is also
+// labelled into a gpusched group (whose min-member is not read), and still
+// keeps the group's members close.
+func TestPluginUpstreamPodGroup(t *testing.T) {
+	nodes, members, objs := gangOfThree()
+	for _, p := range members {
+		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptrTo("job")}
+	}
+	e := newEnv(t, &Args{PermitTimeoutSeconds: 30, BackoffSeconds: -1}, objs...)
+	var hosts []string
+	for _, p := range members {
+		host, st, _ := e.schedule(t, p, nodes...)
+		require.True(t, st.IsSuccess(), "no gpusched barrier: %s", st.Message())
+		assert.Nil(t, e.fw.GetWaitingPod(p.UID))
+		hosts = append(hosts, host)
+	}
+	place0, _ := e.pl.Ledger().PlaceOf(hosts[0])
+	place1, _ := e.pl.Ledger().PlaceOf(hosts[1])
+	assert.Equal(t, place0.Rack, place1.Rack, "closeness kept: hosts %v", hosts)
+	req, err := model.ParseRequest(members[0], model.ResourceGPU)
+	require.NoError(t, err)
+	assert.Equal(t, model.Request{GPUs: 8, Group: "ns/job", MinMember: 1, Upstream: true}, req)
+}

@@ -50,6 +50,12 @@ type Request struct {
 	// MinMember the members it needs (1 without a group).
 	Group     string
 	MinMember int
+	// Upstream reports that the group is an upstream PodGroup
+	// (scheduling.k8s.io, spec.schedulingGroup): kube-scheduler's
+	// GangScheduling holds its barrier (its minCount), so MinMember is 1
+	// and gpusched's own barrier steps aside; the group still keeps its
+	// members close.
+	Upstream bool
 }
 
 // Allows reports whether the request may run on GPUs of type t.
@@ -106,7 +112,14 @@ func PodGPUs(p *corev1.Pod, res corev1.ResourceName) (int, error) {
 }
 
 // PodGroup returns the pod's gang as "namespace/name", or "".
+//
+// A pod in an upstream PodGroup (spec.schedulingGroup.podGroupName) is in
+// that group, whatever its labels say: one group, and one barrier (the
+// upstream one), per pod.
 func PodGroup(p *corev1.Pod) string {
+	if g := UpstreamPodGroup(p); g != "" {
+		return p.Namespace + "/" + g
+	}
 	g := p.Labels[LabelPodGroup]
 	if g == "" {
 		g = p.Labels[LabelPodGroupX]
@@ -115,6 +128,16 @@ func PodGroup(p *corev1.Pod) string {
 		return ""
 	}
 	return p.Namespace + "/" + g
+}
+
+// UpstreamPodGroup returns the name of the upstream PodGroup
+// (scheduling.k8s.io/v1beta1, Kubernetes 1.37's gang scheduling) the pod
+// joins through spec.schedulingGroup, or "".
+func UpstreamPodGroup(p *corev1.Pod) string {
+	if sg := p.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil {
+		return *sg.PodGroupName
+	}
+	return ""
 }
 
 // ParseRequest reads a pod's request. Bad input is a *FieldError wrapping
@@ -132,6 +155,10 @@ func ParseRequest(p *corev1.Pod, res corev1.ResourceName) (Request, error) {
 		}
 	}
 	r.Group = PodGroup(p)
+	if UpstreamPodGroup(p) != "" {
+		r.Upstream = true // its minCount is the PodGroup's, and upstream's barrier holds it
+		return r, nil
+	}
 	if v, ok := a[AnnotationMinMember]; ok {
 		if r.Group == "" {
 			return r, fieldErr("annotation "+AnnotationMinMember, v, nil, "set on a pod without a %s label", LabelPodGroup)

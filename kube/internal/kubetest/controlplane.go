@@ -108,7 +108,13 @@ func (cp *ControlPlane) start(ctx context.Context, b Binaries) error {
 		"--max-requests-inflight", "1000", "--max-mutating-requests-inflight", "500",
 		// No node-lifecycle controller runs to take the not-ready taint
 		// off new nodes (scheduler_perf's test server disables it too).
-		"--disable-admission-plugins", "TaintNodesByCondition")
+		"--disable-admission-plugins", "TaintNodesByCondition",
+		// Kubernetes 1.37's gang scheduling (Workload and PodGroup), beta
+		// but off by default: on here, for the scheduler that turns its
+		// gate on too (TestE2EPodGroups); nothing else changes without
+		// spec.schedulingGroup.
+		"--feature-gates", "GenericWorkload=true",
+		"--runtime-config", "scheduling.k8s.io/v1beta1=true")
 	if err != nil {
 		return err
 	}
