@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gpusched/gpusched/kube/dra"
 	"github.com/gpusched/gpusched/kube/model"
@@ -233,6 +234,12 @@ type draClaims struct {
 	// allocated are the claims Reserve allocated and signalled, with
 	// their allocation, for PreBind.
 	allocated []*resourcev1.ResourceClaim
+	// written are the claims PreBind wrote for the pod (true: with the
+	// allocation gpusched made), which Unreserve takes back.
+	written map[*resourcev1.ResourceClaim]bool
+	// made is the claim preBindExt made for the pod's extended resource,
+	// which Unreserve deletes.
+	made *resourcev1.ResourceClaim
 	// ext, for a pod that asks for GPUs as the extended resource, maps its
 	// containers to the requests of its claim in memory (toAllocate[0],
 	// ext.go); nil for a pod that asks through claims.
@@ -418,6 +425,9 @@ func (pl *Plugin) reserveDRA(ctx context.Context, dc *draClaims, p *corev1.Pod, 
 	if err != nil {
 		return fwk.NewStatus(fwk.Unschedulable, "gpusched: "+err.Error())
 	}
+	// The ledger books the node's devices in use as this state has them
+	// (the tracker may have moved since PreFilter).
+	pl.ledger.SyncDRA(n.Name, inState(st))
 	if err := pl.ledger.ReserveDevices(p, n.Name, res.GPUs); err != nil {
 		ledgerConflicts.WithLabelValues("ReserveRace").Inc()
 		return fwk.NewStatus(fwk.Unschedulable, err.Error())
@@ -426,7 +436,7 @@ func (pl *Plugin) reserveDRA(ctx context.Context, dc *draClaims, p *corev1.Pod, 
 		a := c.DeepCopy()
 		a.Status.Allocation = &res.Allocations[i]
 		if err := pl.dra.mgr.ResourceClaims().SignalClaimPendingAllocation(a.UID, a); err != nil {
-			pl.unreserveDRA(dc)
+			pl.unreserveDRA(dc, p)
 			pl.ledger.Release(p.UID)
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gpusched: ResourceClaim %s: %v", c.Name, err))
 		}
@@ -439,7 +449,7 @@ func (pl *Plugin) reserveDRA(ctx context.Context, dc *draClaims, p *corev1.Pod, 
 }
 
 // unreserveDRA withdraws the allocations in flight.
-func (pl *Plugin) unreserveDRA(dc *draClaims) {
+func (pl *Plugin) unreserveDRA(dc *draClaims, p *corev1.Pod) {
 	for _, c := range dc.allocated {
 		pl.dra.mgr.ResourceClaims().MaybeRemoveClaimPendingAllocation(c.UID, false)
 		if c.Name != extClaimName {
@@ -447,6 +457,39 @@ func (pl *Plugin) unreserveDRA(dc *draClaims) {
 		}
 	}
 	dc.allocated = nil
+	for c, ours := range dc.written {
+		pl.unwriteClaim(p, c, ours)
+	}
+	dc.written = nil
+	if dc.made != nil {
+		pl.deleteClaim(dc.made)
+		dc.made = nil
+	}
+}
+
+// unwriteClaim takes back what PreBind wrote in a claim for a pod that is
+// not bound after all (a later PreBind or the Bind failed): the pod's
+// reservation, and the allocation gpusched made once no pod holds the
+// claim, so that its devices are free again.
+func (pl *Plugin) unwriteClaim(p *corev1.Pod, c *resourcev1.ResourceClaim, ours bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	claims := pl.h.ClientSet().ResourceV1().ResourceClaims(c.Namespace)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := claims.Get(ctx, c.Name, metav1.GetOptions{})
+		if err != nil || cur.UID != c.UID {
+			return err
+		}
+		cur.Status.ReservedFor = slices.DeleteFunc(cur.Status.ReservedFor, func(r resourcev1.ResourceClaimConsumerReference) bool { return r.UID == p.UID })
+		if ours && len(cur.Status.ReservedFor) == 0 {
+			cur.Status.Allocation = nil
+		}
+		_, err = claims.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		pl.logger.Info("could not take back a claim's reservation", "claim", klog.KObj(c), "pod", klog.KObj(p), "err", err)
+	}
 }
 
 // preBindDRA writes the allocations and reserves every claim for the pod
@@ -460,12 +503,12 @@ func (pl *Plugin) preBindDRA(ctx context.Context, dc *draClaims, p *corev1.Pod) 
 		return pl.preBindExt(ctx, dc, p)
 	}
 	for _, a := range dc.allocated {
-		if err := pl.writeClaim(ctx, p, a, a.Status.Allocation); err != nil {
+		if err := pl.writeClaim(ctx, dc, p, a, a.Status.Allocation); err != nil {
 			return err
 		}
 	}
 	for _, c := range dc.shared {
-		if err := pl.writeClaim(ctx, p, c, nil); err != nil {
+		if err := pl.writeClaim(ctx, dc, p, c, nil); err != nil {
 			return err
 		}
 	}
@@ -474,7 +517,7 @@ func (pl *Plugin) preBindDRA(ctx context.Context, dc *draClaims, p *corev1.Pod) 
 
 // writeClaim reserves claim c for the pod, with allocation alloc when it
 // is gpusched's to write (nil: allocated already).
-func (pl *Plugin) writeClaim(ctx context.Context, p *corev1.Pod, c *resourcev1.ResourceClaim, alloc *resourcev1.AllocationResult) error {
+func (pl *Plugin) writeClaim(ctx context.Context, dc *draClaims, p *corev1.Pod, c *resourcev1.ResourceClaim, alloc *resourcev1.AllocationResult) error {
 	claims := pl.h.ClientSet().ResourceV1().ResourceClaims(c.Namespace)
 	ref := resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: p.Name, UID: p.UID}
 	var written *resourcev1.ResourceClaim
@@ -510,6 +553,10 @@ func (pl *Plugin) writeClaim(ctx context.Context, p *corev1.Pod, c *resourcev1.R
 		}
 		return fmt.Errorf("gpusched: write ResourceClaim %s/%s: %w", c.Namespace, c.Name, err)
 	}
+	if dc.written == nil {
+		dc.written = map[*resourcev1.ResourceClaim]bool{}
+	}
+	dc.written[c] = alloc != nil
 	if alloc != nil {
 		if err := pl.dra.mgr.ResourceClaims().AssumeClaimAfterAPICall(written); err != nil {
 			pl.logger.V(4).Info("claim not assumed", "claim", klog.KObj(c), "err", err)

@@ -74,7 +74,7 @@ func withDRA(t *testing.T) func(ctx context.Context, cs *fake.Clientset, inf inf
 // gpuClaim is a claim of n GPUs of the driver's class.
 func gpuClaim(name string, n int64) *resourcev1.ResourceClaim {
 	return &resourcev1.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("claim-" + name)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("claim-" + name), ResourceVersion: "1"},
 		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "gpus",
 			Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: model.DriverGPU, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: n}}}}},
 	}
@@ -274,4 +274,39 @@ func state2UID(t *testing.T, state fwk.CycleState) types.UID {
 	require.NotNil(t, d)
 	require.NotNil(t, d.claims)
 	return d.claims.toAllocate[0].UID
+}
+
+// A pod whose binding fails after PreBind wrote its claim (Unreserve) gives
+// the claim back: no reservation, no allocation, its devices free again;
+// the claim made for a pod's nvidia.com/gpu is deleted.
+func TestDRAUnreserveTakesBack(t *testing.T) {
+	gpus := dratest.Node(4, "NVIDIA A100-PCIE-40GB", 40, false)
+	dn := dratest.ReadyNode("pcie", nil)
+	pods := []*corev1.Pod{claimPod("claims", "two"), gpuPod("ext", 1)}
+	objs := []runtime.Object{dn, dratest.DeviceClass(), gpuClaim("two", 2), pods[0], pods[1]}
+	for _, s := range dratest.Slices("pcie", gpus) {
+		objs = append(objs, s)
+	}
+	e := newEnvWith(t, nil, withDRA(t), objs...)
+	require.Eventually(t, func() bool {
+		_, total, err := e.pl.Ledger().Room("pcie")
+		return err == nil && total == 4 && e.pl.dra.mgr.DeviceClassResolver().GetDeviceClass(model.ResourceGPU) != nil
+	}, 5*time.Second, 10*time.Millisecond)
+	ctx := context.Background()
+	for _, p := range pods {
+		got, st, state := e.schedule(t, p, dn)
+		require.True(t, st.IsSuccess(), "%v", st)
+		require.True(t, e.fw.RunPreBindPlugins(ctx, state, p, got).IsSuccess())
+		e.fw.RunReservePluginsUnreserve(ctx, state, p, got)
+	}
+	c, err := e.cs.ResourceV1().ResourceClaims("ns").Get(ctx, "two", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Nil(t, c.Status.Allocation)
+	assert.Empty(t, c.Status.ReservedFor)
+	l, err := e.cs.ResourceV1().ResourceClaims("ns").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Len(t, l.Items, 1, "the claim made for pod ext deleted")
+	free, _, err := e.pl.Ledger().Room("pcie")
+	require.NoError(t, err)
+	assert.Equal(t, 4, free)
 }

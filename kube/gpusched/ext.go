@@ -225,6 +225,7 @@ func (pl *Plugin) preBindExt(ctx context.Context, dc *draClaims, p *corev1.Pod) 
 	if _, err := pl.h.ClientSet().CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		return fail(fmt.Errorf("gpusched: record the claim of %s/%s in its status: %w", p.Namespace, p.Name, err))
 	}
+	dc.made = made
 	tracker := pl.dra.mgr.ResourceClaims()
 	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, extClaimWait, true, func(context.Context) (bool, error) {
 		got, err := tracker.Get(made.Namespace, made.Name)

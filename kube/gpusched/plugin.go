@@ -630,7 +630,7 @@ func (pl *Plugin) Reserve(ctx context.Context, state fwk.CycleState, p *corev1.P
 // for a pod group, rejects the members waiting (all or nothing).
 func (pl *Plugin) Unreserve(_ context.Context, state fwk.CycleState, p *corev1.Pod, _ string) {
 	if d := cycle(state); d != nil && d.claims != nil {
-		pl.unreserveDRA(d.claims)
+		pl.unreserveDRA(d.claims, p)
 	}
 	pl.ledger.Release(p.UID)
 	grp := model.PodGroup(p)
