@@ -71,6 +71,24 @@ func withDRA(t *testing.T) func(ctx context.Context, cs *fake.Clientset, inf inf
 	}
 }
 
+// waitDRA waits until the DRA node is in the ledger with its total GPUs,
+// the claim tracker holds claims claims of which allocated devices are in
+// use, and the DeviceClass mapping of nvidia.com/gpu is known (when the
+// class maps it).
+func waitDRA(t *testing.T, e *env, node string, total, claims, allocated int, mapped bool) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, n, err := e.pl.Ledger().Room(node)
+		assert.NoError(c, err, "the DRA node")
+		assert.Equal(c, total, n, "its GPUs")
+		cl, _ := e.pl.dra.mgr.ResourceClaims().List()
+		assert.Len(c, cl, claims, "the claims in the tracker")
+		in, _ := e.pl.dra.mgr.ResourceClaims().ListAllAllocatedDevices()
+		assert.Equal(c, allocated, in.Len(), "the devices in use")
+		assert.Equal(c, mapped, e.pl.dra.mgr.DeviceClassResolver().GetDeviceClass(model.ResourceGPU) != nil, "nvidia.com/gpu mapped")
+	}, 10*time.Second, 10*time.Millisecond)
+}
+
 // gpuClaim is a claim of n GPUs of the driver's class.
 func gpuClaim(name string, n int64) *resourcev1.ResourceClaim {
 	return &resourcev1.ResourceClaim{
@@ -121,11 +139,7 @@ func TestDRAClaimPod(t *testing.T) {
 		objs = append(objs, s)
 	}
 	e := newEnvWith(t, nil, withDRA(t), objs...)
-	require.Eventually(t, func() bool {
-		_, total, err := e.pl.Ledger().Room("pcie")
-		in, _ := e.pl.dra.mgr.ResourceClaims().ListAllAllocatedDevices()
-		return err == nil && total == 4 && in.Len() == 1
-	}, 5*time.Second, 10*time.Millisecond, "the DRA node read from its slices, gpu-0 held by a claim")
+	waitDRA(t, e, "pcie", 4, 2, 1, false) // the DRA node read from its slices, gpu-0 held by a claim
 
 	p := claimPod("trainer", "two")
 	got, st, state := e.schedule(t, p, dn, dp)
@@ -193,6 +207,7 @@ func TestDRAClaimPodBadInput(t *testing.T) {
 		objs = append(objs, s)
 	}
 	e := newEnvWith(t, nil, withDRA(t), objs...)
+	waitDRA(t, e, "pcie", 2, 1, 0, true)
 	_, st, _ := e.schedule(t, claimPod("waits", "missing"), dratest.ReadyNode("pcie", nil))
 	assert.Equal(t, fwk.UnschedulableAndUnresolvable, st.Code())
 	assert.Contains(t, st.Message(), "waiting for ResourceClaim ns/missing")
@@ -224,11 +239,7 @@ func TestDRAExtendedResource(t *testing.T) {
 		objs = append(objs, s)
 	}
 	e := newEnvWith(t, nil, withDRA(t), objs...)
-	require.Eventually(t, func() bool {
-		_, total, err := e.pl.Ledger().Room("pcie")
-		in, _ := e.pl.dra.mgr.ResourceClaims().ListAllAllocatedDevices()
-		return err == nil && total == 4 && in.Len() == 1 && e.pl.dra.mgr.DeviceClassResolver().GetDeviceClass(model.ResourceGPU) != nil
-	}, 5*time.Second, 10*time.Millisecond)
+	waitDRA(t, e, "pcie", 4, 1, 1, true)
 
 	got, st, state := e.schedule(t, p, dn)
 	require.True(t, st.IsSuccess(), "%v", st)
@@ -288,10 +299,7 @@ func TestDRAUnreserveTakesBack(t *testing.T) {
 		objs = append(objs, s)
 	}
 	e := newEnvWith(t, nil, withDRA(t), objs...)
-	require.Eventually(t, func() bool {
-		_, total, err := e.pl.Ledger().Room("pcie")
-		return err == nil && total == 4 && e.pl.dra.mgr.DeviceClassResolver().GetDeviceClass(model.ResourceGPU) != nil
-	}, 5*time.Second, 10*time.Millisecond)
+	waitDRA(t, e, "pcie", 4, 1, 0, true)
 	ctx := context.Background()
 	for _, p := range pods {
 		got, st, state := e.schedule(t, p, dn)
@@ -306,6 +314,12 @@ func TestDRAUnreserveTakesBack(t *testing.T) {
 	l, err := e.cs.ResourceV1().ResourceClaims("ns").List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	assert.Len(t, l.Items, 1, "the claim made for pod ext deleted")
+	require.Eventually(t, func() bool {
+		in, err := e.pl.dra.mgr.ResourceClaims().ListAllAllocatedDevices()
+		return err == nil && in.Len() == 0
+	}, 5*time.Second, 10*time.Millisecond, "the tracker sees the devices free")
+	// The ledger follows the tracker at the next claim pod's cycle.
+	newCycle(t, e, gpuPod("next", 1))
 	free, _, err := e.pl.Ledger().Room("pcie")
 	require.NoError(t, err)
 	assert.Equal(t, 4, free)
