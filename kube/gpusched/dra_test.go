@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -323,4 +324,63 @@ func TestDRAUnreserveTakesBack(t *testing.T) {
 	free, _, err := e.pl.Ledger().Room("pcie")
 	require.NoError(t, err)
 	assert.Equal(t, 4, free)
+}
+
+// The claim of a pod's nvidia.com/gpu asks for what the pod's request
+// counts (model.PodGPUs, what the admission controller counted), however
+// its init containers, sidecars and containers share them: an init
+// container uses the requests of the containers after it and asks only
+// for what they lack, as upstream's claim does.
+func TestExtClaimCountsThePodRequest(t *testing.T) {
+	pl := &Plugin{res: model.ResourceGPU, dra: &draPart{mgr: fakeResolver{}}}
+	c := func(name string, n int64) corev1.Container {
+		return corev1.Container{Name: name, Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{model.ResourceGPU: *resource.NewQuantity(n, resource.DecimalSI)}}}
+	}
+	sidecar := func(name string, n int64) corev1.Container {
+		x := c(name, n)
+		x.RestartPolicy = ptrTo(corev1.ContainerRestartPolicyAlways)
+		return x
+	}
+	for _, tc := range []struct {
+		name         string
+		init, main   []corev1.Container
+		wantRequests []string
+	}{
+		{"init 4, two of 2", []corev1.Container{c("i", 4)}, []corev1.Container{c("a", 2), c("b", 2)}, []string{"container-1-request-0:2", "container-2-request-0:2"}},
+		{"init 5, two of 2", []corev1.Container{c("i", 5)}, []corev1.Container{c("a", 2), c("b", 2)}, []string{"container-0-request-0:1", "container-1-request-0:2", "container-2-request-0:2"}},
+		{"two inits of 3, one of 1", []corev1.Container{c("i", 3), c("j", 3)}, []corev1.Container{c("a", 1)}, []string{"container-0-request-0:2", "container-2-request-0:1"}},
+		{"a sidecar and a main", []corev1.Container{sidecar("s", 1)}, []corev1.Container{c("a", 2)}, []string{"container-0-request-0:1", "container-1-request-0:2"}},
+		{"init of 1 before a sidecar of 2", []corev1.Container{c("i", 1), sidecar("s", 2)}, []corev1.Container{c("a", 1)}, []string{"container-1-request-0:2", "container-2-request-0:1"}},
+	} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}, Spec: corev1.PodSpec{InitContainers: tc.init, Containers: tc.main}}
+		claim, maps := pl.extClaim(p)
+		require.NotNil(t, claim, tc.name)
+		var got []string
+		var total int64
+		for _, r := range claim.Spec.Devices.Requests {
+			got = append(got, fmt.Sprintf("%s:%d", r.Name, r.Exactly.Count))
+			total += r.Exactly.Count
+		}
+		assert.Equal(t, tc.wantRequests, got, tc.name)
+		want, err := model.PodGPUs(p, model.ResourceGPU)
+		require.NoError(t, err)
+		assert.Equal(t, int64(want), total, "%s: the claim asks for the pod's request", tc.name)
+		names := map[string]bool{}
+		for _, r := range claim.Spec.Devices.Requests {
+			names[r.Name] = true
+		}
+		for _, m := range maps {
+			assert.True(t, names[m.RequestName], "%s: %s mapped to a request of the claim", tc.name, m.ContainerName)
+		}
+	}
+}
+
+// fakeResolver maps nvidia.com/gpu to the driver's class; only its
+// resolver is used.
+type fakeResolver struct{ fwk.SharedDRAManager }
+
+func (fakeResolver) DeviceClassResolver() fwk.DeviceClassResolver { return fakeResolver{} }
+
+func (fakeResolver) GetDeviceClass(corev1.ResourceName) *resourcev1.DeviceClass {
+	return dratest.DeviceClass()
 }

@@ -48,8 +48,9 @@ const (
 // or a sidecar) has a request of its own, named as the in-tree plugin
 // names them (container-<index among init and regular containers>-
 // request-<index of the resource among its sorted requests>); an init
-// container that runs before them reuses theirs where they have as many
-// GPUs, else the largest request of the init containers serves them all.
+// container that runs before them uses theirs and asks only for what they
+// lack (shortLived), so the claim asks for what the pod's request counts
+// (model.PodGPUs), no more.
 func (pl *Plugin) extClaim(p *corev1.Pod) (*resourcev1.ResourceClaim, []corev1.ContainerExtendedResourceRequest) {
 	class := pl.dra.mgr.DeviceClassResolver().GetDeviceClass(pl.res)
 	if class == nil {
@@ -94,27 +95,41 @@ func (pl *Plugin) extClaim(p *corev1.Pod) (*resourcev1.ResourceClaim, []corev1.C
 
 // shortLived maps the init containers that run before the others
 // (inits, by index; long: the long-lived containers' requests, by index)
-// to a later container's request where it has as many GPUs, else to the
-// largest request of their own, which it returns.
+// as upstream does: an init container uses the requests of the
+// containers after it, summed, and asks only for what they lack, in a
+// request of its own; the largest of those serves every init container
+// that needed one. It returns that request and the mappings.
 func (pl *Plugin) shortLived(inits []corev1.Container, long []*resourcev1.DeviceRequest, class string) (*resourcev1.DeviceRequest, []corev1.ContainerExtendedResourceRequest) {
 	var short *resourcev1.DeviceRequest
 	var maps []corev1.ContainerExtendedResourceRequest
+	own := map[string]bool{}
 	for i := range inits {
 		c := &inits[i]
 		n := pl.containerGPUs(c)
 		if long[i] != nil || n == 0 {
 			continue
 		}
-		m := corev1.ContainerExtendedResourceRequest{ContainerName: c.Name, ResourceName: string(pl.res)}
-		if r := reusable(long[i:], n); r != nil {
-			m.RequestName = r.Name
-		} else if r := pl.containerRequest(i, c, class); short == nil || r.Exactly.Count > short.Exactly.Count {
+		var sum int64
+		for _, r := range long[i:] {
+			if r == nil || sum >= n {
+				continue
+			}
+			sum += r.Exactly.Count
+			maps = append(maps, corev1.ContainerExtendedResourceRequest{ContainerName: c.Name, ResourceName: string(pl.res), RequestName: r.Name})
+		}
+		if sum >= n {
+			continue
+		}
+		r := pl.containerRequest(i, c, class)
+		r.Exactly.Count = n - sum
+		own[r.Name] = true
+		maps = append(maps, corev1.ContainerExtendedResourceRequest{ContainerName: c.Name, ResourceName: string(pl.res), RequestName: r.Name})
+		if short == nil || r.Exactly.Count > short.Exactly.Count {
 			short = r
 		}
-		maps = append(maps, m)
 	}
 	for i := range maps {
-		if maps[i].RequestName == "" {
+		if own[maps[i].RequestName] {
 			maps[i].RequestName = short.Name
 		}
 	}
@@ -122,17 +137,6 @@ func (pl *Plugin) shortLived(inits []corev1.Container, long []*resourcev1.Device
 }
 
 func ptrTo[T any](v T) *T { return &v }
-
-// reusable returns the first request among later long-lived containers'
-// that has at least n devices, or nil.
-func reusable(later []*resourcev1.DeviceRequest, n int64) *resourcev1.DeviceRequest {
-	for _, r := range later {
-		if r != nil && r.Exactly.Count >= n {
-			return r
-		}
-	}
-	return nil
-}
 
 // containerGPUs reads a container's GPUs (its request, else its limit;
 // PreFilter checked them).
