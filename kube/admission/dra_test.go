@@ -9,6 +9,7 @@ import (
 	"github.com/gpusched/gpusched/kube/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -51,4 +52,24 @@ func TestDRANodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Members of an upstream PodGroup (spec.schedulingGroup) are admitted as
+// pods of their own, as before gpusched read PodGroups, even when they
+// are also labelled into a gpusched group: not refused as a group of one
+// with three members.
+func TestUpstreamPodGroupMembersAdmitted(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset(gpuNode("n0", "NVIDIA-A100-PCIE-40GB", 8))
+	for i := range 3 {
+		p := gatedPod(testNS, fmt.Sprint("m", i), 1, map[string]string{model.AnnotationMinMember: "3"})
+		p.Labels = map[string]string{model.LabelPodGroup: "trio"}
+		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptrTo("trio")}
+		_, err := cs.CoreV1().Pods(testNS).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	c := newController(t, cs, &testClock{}, nil)
+	res, err := syncRound(ctx, c)
+	require.NoError(t, err)
+	assert.Len(t, res.Admitted, 3)
 }

@@ -121,8 +121,12 @@ func jobFinished(j *batchv1.Job) bool {
 func suspended(j *batchv1.Job) bool { return j.Spec.Suspend != nil && *j.Spec.Suspend }
 
 // workloadKey is the key of the workload a managed pod belongs to.
+//
+// A member of an upstream PodGroup (spec.schedulingGroup) is admitted as a
+// pod of its own for now: the PodGroup's minCount is not read yet, and
+// kube-scheduler's GangScheduling holds the group's barrier.
 func workloadKey(p *corev1.Pod) (string, kind) {
-	if g := model.PodGroup(p); g != "" {
+	if g := model.PodGroup(p); g != "" && model.UpstreamPodGroup(p) == "" {
 		return "group/" + g, kindGroup
 	}
 	return "pod/" + p.Namespace + "/" + p.Name, kindPod

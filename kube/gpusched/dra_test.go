@@ -384,3 +384,34 @@ func (fakeResolver) DeviceClassResolver() fwk.DeviceClassResolver { return fakeR
 func (fakeResolver) GetDeviceClass(corev1.ResourceName) *resourcev1.DeviceClass {
 	return dratest.DeviceClass()
 }
+
+// A pod another scheduler bound on a DRA node (the stock profile's
+// nvidia.com/gpu pod, with no gpusched record) is not a stand-in: the
+// claims are the record, and its devices are booked once, from the
+// tracker.
+func TestDRAForeignPodCountedOnce(t *testing.T) {
+	gpus := dratest.Node(4, "NVIDIA A100-PCIE-40GB", 40, false)
+	dn := dratest.ReadyNode("pcie", nil)
+	foreign := gpuPod("stock", 2, onNode("pcie", ""))
+	objs := []runtime.Object{dn, dratest.DeviceClass(), allocatedTo(gpuClaim("stock-claim", 2), "pcie", "gpu-2", "gpu-3"), foreign}
+	for _, s := range dratest.Slices("pcie", gpus) {
+		objs = append(objs, s)
+	}
+	e := newEnvWith(t, nil, withDRA(t), objs...)
+	waitDRA(t, e, "pcie", 4, 1, 2, true)
+	// The pod changes once the node is known (its status, say).
+	foreign.Labels["seen"] = "yes"
+	_, err := e.cs.CoreV1().Pods("ns").Update(context.Background(), foreign, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		p, err := e.pl.h.SharedInformerFactory().Core().V1().Pods().Lister().Pods("ns").Get("stock")
+		return err == nil && p.Labels["seen"] == "yes"
+	}, 5*time.Second, 10*time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // the handlers run after the store
+	p := gpuPod("two", 2)
+	got, st, _ := e.schedule(t, p, dn)
+	require.True(t, st.IsSuccess(), "%v", st)
+	assert.Equal(t, "pcie", got)
+	_, devices, _ := e.pl.Ledger().Booking(p.UID)
+	assert.Equal(t, []int{0, 1}, devices)
+}

@@ -233,6 +233,10 @@ func (l *Ledger) onNode(n *corev1.Node, nd model.Node, err error) {
 		return strings.Compare(string(a), string(b))
 	})
 	for _, uid := range uids {
+		if e := l.pods[uid]; nd.DRA != nil && !e.dra {
+			l.dropLocked(uid) // the node's claims are its record (OnPod)
+			continue
+		}
 		l.bookLocked(uid, l.pods[uid])
 	}
 	l.applyHealthLocked(n.Name)
@@ -310,6 +314,12 @@ func (l *Ledger) OnPod(p *corev1.Pod) {
 	mac := p.Annotations[model.AnnotationGPUsMAC]
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if ne := l.nodes[node]; ne != nil && ne.node.DRA != nil {
+		// On a DRA node the claims are the record (SyncDRA books their
+		// devices): a stand-in would count the pod's GPUs twice.
+		l.dropLocked(p.UID)
+		return
+	}
 	var devices []int
 	why := "the pod is bound without gpusched's device record (by another scheduler, or on spec.nodeName)"
 	if hasAnn {
