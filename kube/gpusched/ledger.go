@@ -221,7 +221,15 @@ func (l *Ledger) onNode(n *corev1.Node, nd model.Node, err error) {
 	srv, _ := l.st.ServerIndex(n.Name)
 	l.nodes[n.Name] = &nodeEntry{node: nd, warned: joinErrs(nd.Warnings), cordoned: n.Spec.Unschedulable, server: srv,
 		typ: nd.Server.GPUs[0].Type, total: len(nd.Server.GPUs)}
-	uids := slices.Collect(maps.Keys(l.byNode[n.Name]))
+	l.rebookLocked(n.Name, nd.DRA != nil)
+	l.applyHealthLocked(n.Name)
+}
+
+// rebookLocked books again the pods of a node built anew, trusted ones
+// first; on a DRA node only those booked through claims (its claims are
+// the record of the others: OnPod).
+func (l *Ledger) rebookLocked(node string, isDRA bool) {
+	uids := slices.Collect(maps.Keys(l.byNode[node]))
 	slices.SortFunc(uids, func(a, b types.UID) int {
 		ta, tb := l.pods[a].trusted, l.pods[b].trusted
 		if ta != tb {
@@ -233,13 +241,12 @@ func (l *Ledger) onNode(n *corev1.Node, nd model.Node, err error) {
 		return strings.Compare(string(a), string(b))
 	})
 	for _, uid := range uids {
-		if e := l.pods[uid]; nd.DRA != nil && !e.dra {
-			l.dropLocked(uid) // the node's claims are its record (OnPod)
+		if e := l.pods[uid]; isDRA && !e.dra {
+			l.dropLocked(uid)
 			continue
 		}
 		l.bookLocked(uid, l.pods[uid])
 	}
-	l.applyHealthLocked(n.Name)
 }
 
 // OnNodeDelete follows a node deleted.
