@@ -78,7 +78,8 @@ func New(classes structured.DeviceClassLister, features structured.Features, cho
 		cel: cel.NewCache(celCacheSize, cel.Features{EnableConsumableCapacity: features.ConsumableCapacity, EnableListTypeAttributes: features.ListTypeAttributes})}
 }
 
-// Result is the allocation of one pod's claims on one node.
+// Result is the allocation of one pod's claims on one node. It is a value
+// the caller owns: safe for concurrent reads.
 type Result struct {
 	// Allocations holds one allocation per claim, in the order of the
 	// claims given.

@@ -38,8 +38,8 @@ const (
 	// (resourceapi.ExtendedResourceClaimAnnotation).
 	annotationExtClaim = "resource.kubernetes.io/extended-resource-claim"
 	// extClaimWait bounds PreBind's wait for the claim tracker to see the
-	// claim it wrote.
-	extClaimWait = 30 * time.Second
+	// claim it wrote (the in-tree plugin's bound).
+	extClaimWait = 120 * time.Second
 )
 
 // extClaim returns the claim of a pod's GPUs as the extended resource on a
@@ -231,10 +231,15 @@ func (pl *Plugin) preBindExt(ctx context.Context, dc *draClaims, p *corev1.Pod) 
 	}
 	dc.made = made
 	tracker := pl.dra.mgr.ResourceClaims()
-	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, extClaimWait, true, func(context.Context) (bool, error) {
+	// Until the tracker sees the claim allocated, the allocation in flight
+	// keeps its devices from other cycles; a claim it never sees fails
+	// the binding (Unreserve deletes it), rather than leave a window.
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, extClaimWait, true, func(context.Context) (bool, error) {
 		got, err := tracker.Get(made.Namespace, made.Name)
 		return err == nil && got.Status.Allocation != nil, nil
-	})
+	}); err != nil {
+		return fmt.Errorf("gpusched: the claim tracker did not see ResourceClaim %s/%s allocated: %w", made.Namespace, made.Name, err)
+	}
 	tracker.MaybeRemoveClaimPendingAllocation(mem.UID, true)
 	return nil
 }

@@ -64,6 +64,7 @@ type Device struct {
 }
 
 // MIGDevice is a MIG device a DRA driver publishes: a GPU type of its own.
+// It is a value: safe for concurrent reads.
 type MIGDevice struct {
 	Device
 	// Type is the MIG device's type (topology.MIGSliceType), e.g.
