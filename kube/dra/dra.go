@@ -129,6 +129,7 @@ func (a *Allocator) Allocate(ctx context.Context, node *corev1.Node, nd model.No
 		return res, nil //nolint:nilerr // no better choice than the first fit
 	}
 	hidden := withAllBut(state, nd, choice)
+	hideUnread(hidden, nd, rs)
 	alloc, err := a.allocator(ctx, hidden, rs)
 	if err != nil {
 		return res, nil //nolint:nilerr // the first fit stands
@@ -150,6 +151,7 @@ func (a *Allocator) firstFit(ctx context.Context, node *corev1.Node, nd model.No
 		return nil, fmt.Errorf("%w: %d claims, more than %d", ErrInvalid, len(claims), MaxClaims)
 	}
 	st := withDevices(state, nd, nd.Unhealthy)
+	hideUnread(st, nd, rs)
 	alloc, err := a.allocator(ctx, st, rs)
 	if err != nil {
 		return nil, err
@@ -189,6 +191,39 @@ func withDevices(state structured.AllocatedState, nd model.Node, pos []int) stru
 		st.AllocatedDevices.Insert(structured.MakeDeviceID(nd.DRA.Driver, d.Pool, d.Name))
 	}
 	return st
+}
+
+// hideUnread marks in use, in st, the devices of the node's GPU driver
+// that the node's model left out (a device of the wrong shape, a
+// duplicate, slices beyond the bound): gpusched never gives what it does
+// not book.
+func hideUnread(st structured.AllocatedState, nd model.Node, rs []*resourcev1.ResourceSlice) {
+	read := make(map[[2]string]bool, len(nd.DRA.Devices))
+	for _, d := range nd.DRA.Devices {
+		read[[2]string{d.Pool, d.Name}] = true
+	}
+	for _, s := range rs {
+		if s == nil || s.Spec.Driver != nd.DRA.Driver || s.Spec.NodeName == nil || *s.Spec.NodeName != nd.Server.ID {
+			continue
+		}
+		for i := range s.Spec.Devices {
+			d := &s.Spec.Devices[i]
+			if !read[[2]string{s.Spec.Pool.Name, d.Name}] && !isMIG(d, nd) {
+				st.AllocatedDevices.Insert(structured.MakeDeviceID(nd.DRA.Driver, s.Spec.Pool.Name, d.Name))
+			}
+		}
+	}
+}
+
+// isMIG reports whether a device is one of the node's MIG devices (read,
+// and left to claims of their class).
+func isMIG(d *resourcev1.Device, nd model.Node) bool {
+	for _, m := range nd.DRA.MIG {
+		if m.Name == d.Name {
+			return true
+		}
+	}
+	return false
 }
 
 // withAllBut returns state with every GPU of the node but those at

@@ -204,3 +204,19 @@ func TestAllocateAdminAccess(t *testing.T) {
 	assert.Empty(t, res.GPUs)
 	assert.Len(t, res.Allocations[0].Devices.Results, 2, "both GPUs, in use by others, seen")
 }
+
+// A device of the driver that the node's model left out (here: no
+// product) is never given, even to a claim whose selector asks for it.
+func TestAllocateHidesUnreadDevices(t *testing.T) {
+	gpus := dratest.Node(2, "NVIDIA A100-PCIE-40GB", 40, false)
+	n := dratest.ReadyNode("p", nil)
+	devs := dratest.Devices("p", gpus)
+	bad := dratest.Devices("p", dratest.Node(3, "NVIDIA A100-PCIE-40GB", 40, false))[2]
+	delete(bad.Attributes, model.AttrProduct)
+	rs := []*resourcev1.ResourceSlice{dratest.Slice("p", "p", 1, 0, 1, append(devs, bad)...)}
+	nd, err := model.ParseDRANode(n, rs, model.NodeOptions{})
+	require.NoError(t, err)
+	require.Len(t, nd.DRA.Devices, 2)
+	err = newAllocator().Fit(context.Background(), n, nd, rs, inUse("gpu-0", "gpu-1"), []*resourcev1.ResourceClaim{claim("unread", 1)})
+	assert.ErrorIs(t, err, dra.ErrUnschedulable, "gpu-2, unread, is not given")
+}
