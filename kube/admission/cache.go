@@ -26,6 +26,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	schedlisters "k8s.io/client-go/listers/scheduling/v1"
 	"k8s.io/client-go/rest"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -96,8 +97,10 @@ type caches struct {
 	jobs    batchlisters.JobLister
 	nodes   corelisters.NodeLister
 	pcs     schedlisters.PriorityClassLister
-	// slices indexes the ResourceSlices by node (nil with Config.NoDRA).
-	slices cache.Indexer
+	// slices indexes the ResourceSlices by node, and classes lists the
+	// DeviceClasses (both nil with Config.NoDRA).
+	slices  cache.Indexer
+	classes resourcelisters.DeviceClassLister
 	// cms holds the tenancy ConfigMap (nil without Config.TenancyConfigMap).
 	cms corelisters.ConfigMapLister
 
@@ -146,7 +149,9 @@ func (c *Controller) startCaches(ctx context.Context) error {
 			return fmt.Errorf("admission: ResourceSlice index: %w", err)
 		}
 		k.slices = sliceInf.GetIndexer()
-		k.synced = append(k.synced, sliceInf.HasSynced)
+		classInf := cluster.Resource().V1().DeviceClasses().Informer()
+		k.classes = cluster.Resource().V1().DeviceClasses().Lister()
+		k.synced = append(k.synced, sliceInf.HasSynced, classInf.HasSynced)
 	}
 	if c.cfg.TenancyConfigMap != "" {
 		ns, _ := c.cfg.stateLocation()
@@ -206,6 +211,25 @@ func (k *caches) nodeSlices(node string) []*resourcev1.ResourceSlice {
 		}
 	}
 	return out
+}
+
+// mapsResource reports whether a DeviceClass maps the extended resource
+// res to DRA devices (KEP-5004), so that a DRA driver serves pods asking
+// for it.
+func (k *caches) mapsResource(res corev1.ResourceName) bool {
+	if k.classes == nil {
+		return false
+	}
+	cls, err := k.classes.List(labels.Everything())
+	if err != nil {
+		return false
+	}
+	for _, c := range cls {
+		if c.Spec.ExtendedResourceName != nil && *c.Spec.ExtendedResourceName == string(res) {
+			return true
+		}
+	}
+	return false
 }
 
 func cmpErr(a, b error) error {

@@ -137,8 +137,10 @@ type Config struct {
 	// NoDRA leaves out the nodes whose GPUs a DRA driver publishes in
 	// ResourceSlices (model.ParseDRANode; NVIDIA's gpu.nvidia.com): by
 	// default their GPUs count, for workloads that ask for the extended
-	// resource, which the driver serves where its DeviceClass maps it
-	// (KEP-5004). Set it on clusters without the resource.k8s.io/v1 API.
+	// resource, while a DeviceClass maps it to DRA devices (KEP-5004), as
+	// the driver's chart does; a GPU with a NoExecute device taint fails,
+	// one with a NoSchedule taint is held out of the capacity. Set it on
+	// clusters without the resource.k8s.io/v1 API.
 	NoDRA bool
 
 	// Policy allocates GPU time (PolicyByName gives the usual ones).

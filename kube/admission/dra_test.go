@@ -17,17 +17,18 @@ import (
 )
 
 // A node whose GPUs NVIDIA's DRA driver publishes counts beside a
-// device-plugin node, for workloads that ask for nvidia.com/gpu (which
-// the driver serves where its DeviceClass maps it): its GPUs come from
-// its slices, a NoExecute taint fails a GPU (its jobs are evicted), a
-// NoSchedule taint does not (the scheduler plugin keeps new pods off it).
-// Config.NoDRA leaves the node out.
+// device-plugin node, for workloads that ask for nvidia.com/gpu, where a
+// DeviceClass maps the resource (else the driver would not serve them):
+// its GPUs come from its slices, a NoExecute taint fails a GPU (its jobs
+// are evicted), a NoSchedule taint holds it out of the capacity without
+// failing it (the scheduler plugin keeps new pods off it). Config.NoDRA
+// leaves the node out.
 func TestDRANodes(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		noDRA bool
-		want  int
-	}{{"dra", false, 4 + 3}, {"no-dra", true, 4}} {
+		name          string
+		noDRA, mapped bool
+		want          int
+	}{{"dra", false, true, 4 + 2}, {"no-dra", true, true, 4}, {"no mapping", false, false, 4}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			gpus := dratest.Node(4, "NVIDIA A100-PCIE-40GB", 40, false)
@@ -35,6 +36,9 @@ func TestDRANodes(t *testing.T) {
 			gpus[3].Taints = []resourcev1.DeviceTaint{{Key: "example.com/drain", Effect: resourcev1.DeviceTaintEffectNoExecute}}
 			dn := dratest.ReadyNode("dra-0", map[string]string{model.LabelProduct: "NVIDIA-A100-PCIE-40GB", "pool": "test"})
 			objs := []runtime.Object{gpuNode("dp-0", "NVIDIA-A100-PCIE-40GB", 4), dn}
+			if tc.mapped {
+				objs = append(objs, dratest.DeviceClass())
+			}
 			for _, s := range dratest.Slices("dra-0", gpus) {
 				objs = append(objs, s)
 			}
@@ -47,9 +51,7 @@ func TestDRANodes(t *testing.T) {
 			res, err := syncRound(ctx, c)
 			require.NoError(t, err)
 			assert.Len(t, res.Admitted, tc.want)
-			if !tc.noDRA {
-				assert.Equal(t, 7, c.capacity["a100"], "4 + 4 less the NoExecute one")
-			}
+			assert.Equal(t, tc.want, c.capacity["a100"], "4 + 4 less the tainted ones: NoExecute failed, NoSchedule held")
 		})
 	}
 }

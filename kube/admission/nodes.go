@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -9,6 +10,7 @@ import (
 	"github.com/gpusched/gpusched/kube/model"
 	"github.com/gpusched/gpusched/topology"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -18,6 +20,9 @@ type nodeInfo struct {
 	product   string
 	ready     bool
 	unhealthy []int
+	// held counts the GPUs a NoSchedule device taint keeps new pods off
+	// (DRA nodes), out of the capacity but not failed.
+	held int
 	// cpus and memGB are the node's allocatable CPUs and memory (GiB),
 	// for the host split (Config.HostProfiles).
 	cpus, memGB float64
@@ -33,19 +38,17 @@ func (c *Controller) listNodes() (map[string]nodeInfo, error) {
 		return nil, fmt.Errorf("admission: reading the node cache: %w", err)
 	}
 	out := make(map[string]nodeInfo, len(list))
+	res := cmp.Or(c.cfg.Resource, model.ResourceGPU)
+	mapped := c.caches.mapsResource(res)
 	for _, n := range list {
 		opts := model.NodeOptions{Resource: c.cfg.Resource}
 		nd, err := model.ParseNode(n, opts)
-		if rs := c.caches.nodeSlices(n.Name); errors.Is(err, model.ErrNoGPUs) && len(rs) > 0 {
+		var held int
+		if rs := c.caches.nodeSlices(n.Name); errors.Is(err, model.ErrNoGPUs) && len(rs) > 0 && mapped {
 			// The GPUs a DRA driver publishes: counted for workloads
-			// asking the extended resource, which it serves (KEP-5004).
-			nd, err = model.ParseDRANode(n, rs, opts)
-			if err == nil {
-				// A NoExecute taint fails the GPU (its jobs are evicted);
-				// a NoSchedule taint only keeps new pods off it, which
-				// the scheduler plugin does.
-				nd.Unhealthy = nd.DRA.Evict
-			}
+			// asking the extended resource, which it serves where a
+			// DeviceClass maps it (KEP-5004).
+			nd, held, err = draNode(n, rs, opts)
 		}
 		if errors.Is(err, model.ErrNoGPUs) {
 			continue
@@ -59,10 +62,24 @@ func (c *Controller) listNodes() (map[string]nodeInfo, error) {
 			c.log.Warn("node left out: no product label to steer pods to it (GPU feature discovery's "+model.LabelProduct+", on DRA nodes too)", "node", n.Name)
 			continue
 		}
-		out[n.Name] = nodeInfo{server: nd.Server, product: product, ready: nd.Ready && !n.Spec.Unschedulable, unhealthy: nd.Unhealthy,
+		out[n.Name] = nodeInfo{server: nd.Server, product: product, ready: nd.Ready && !n.Spec.Unschedulable, unhealthy: nd.Unhealthy, held: held,
 			cpus: n.Status.Allocatable.Cpu().AsApproximateFloat64(), memGB: n.Status.Allocatable.Memory().AsApproximateFloat64() / gib}
 	}
 	return out, nil
+}
+
+// draNode reads a DRA node: a NoExecute device taint fails the GPU (its
+// jobs are evicted); a NoSchedule one keeps new pods off it (the scheduler
+// plugin gives it to none) and leaves the jobs on it running, so it is
+// held: out of the capacity, not failed.
+func draNode(n *corev1.Node, rs []*resourcev1.ResourceSlice, opts model.NodeOptions) (model.Node, int, error) {
+	nd, err := model.ParseDRANode(n, rs, opts)
+	if err != nil {
+		return nd, 0, err
+	}
+	held := len(nd.Unhealthy) - len(nd.DRA.Evict)
+	nd.Unhealthy = nd.DRA.Evict
+	return nd, held, nil
 }
 
 // syncNodes brings the scheduler's cluster to the nodes: new ones added,
@@ -122,7 +139,7 @@ func (c *Controller) syncNodes() error {
 			c.products[t] = append(c.products[t], n.product)
 		}
 		if n.ready {
-			c.capacity[t] += len(n.server.GPUs) - len(n.unhealthy)
+			c.capacity[t] += len(n.server.GPUs) - len(n.unhealthy) - n.held
 		}
 	}
 	for _, ps := range c.products {
