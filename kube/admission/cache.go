@@ -24,9 +24,9 @@ import (
 	"k8s.io/client-go/informers"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	schedlisters "k8s.io/client-go/listers/scheduling/v1"
 	"k8s.io/client-go/rest"
-	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
