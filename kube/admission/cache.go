@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gpusched/gpusched/kube/model"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -22,10 +23,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	schedlisters "k8s.io/client-go/listers/scheduling/v1"
+	schedv1beta1listers "k8s.io/client-go/listers/scheduling/v1beta1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
@@ -67,11 +70,22 @@ func podWorkloadIndex(obj any) ([]string, error) {
 		return nil, nil
 	}
 	if o := controllerOf(p); o != nil && o.Kind == "Job" {
-		key, _ := workloadKey(p)
+		key, _ := workloadKey(p, 0)
 		return []string{jobPodIndex(p.Namespace, o.UID), jobOwnedIndex(key)}, nil
 	}
-	key, _ := workloadKey(p)
-	return []string{key}, nil
+	return workloadKeys(p), nil
+}
+
+// workloadKeys are the keys of the workloads a pod may belong to: its
+// own, and, for a member of an upstream PodGroup, the group's (which of
+// the two depends on the PodGroup, read at each round).
+func workloadKeys(p *corev1.Pod) []string {
+	key, _ := workloadKey(p, 0)
+	if model.UpstreamPodGroup(p) == "" {
+		return []string{key}
+	}
+	g, _ := workloadKey(p, 2)
+	return []string{key, g}
 }
 
 // stripManaged drops the managed fields from cached objects (the
@@ -101,6 +115,9 @@ type caches struct {
 	// DeviceClasses (both nil with Config.NoDRA).
 	slices  cache.Indexer
 	classes resourcelisters.DeviceClassLister
+	// podGroups lists the upstream PodGroups (nil where the API server
+	// does not serve scheduling.k8s.io/v1beta1).
+	podGroups schedv1beta1listers.PodGroupLister
 	// cms holds the tenancy ConfigMap (nil without Config.TenancyConfigMap).
 	cms corelisters.ConfigMapLister
 
@@ -152,6 +169,11 @@ func (c *Controller) startCaches(ctx context.Context) error {
 		classInf := cluster.Resource().V1().DeviceClasses().Informer()
 		k.classes = cluster.Resource().V1().DeviceClasses().Lister()
 		k.synced = append(k.synced, sliceInf.HasSynced, classInf.HasSynced)
+	}
+	if servesPodGroups(cl) {
+		pgInf := work.Scheduling().V1beta1().PodGroups().Informer()
+		k.podGroups = work.Scheduling().V1beta1().PodGroups().Lister()
+		k.synced = append(k.synced, pgInf.HasSynced)
 	}
 	if c.cfg.TenancyConfigMap != "" {
 		ns, _ := c.cfg.stateLocation()
@@ -213,6 +235,29 @@ func (k *caches) nodeSlices(node string) []*resourcev1.ResourceSlice {
 	return out
 }
 
+// servesPodGroups reports whether the API server serves upstream PodGroups
+// (scheduling.k8s.io/v1beta1, off by default in Kubernetes 1.37).
+func servesPodGroups(cl kubernetes.Interface) bool {
+	l, err := cl.Discovery().ServerResourcesForGroupVersion("scheduling.k8s.io/v1beta1")
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(l.APIResources, func(r metav1.APIResource) bool { return r.Name == "podgroups" })
+}
+
+// gang returns the minCount of the upstream PodGroup ns/name when it is a
+// gang, else 0 (no such PodGroup, a basic one, or none served).
+func (k *caches) gang(ns, name string) int {
+	if k == nil || k.podGroups == nil {
+		return 0
+	}
+	pg, err := k.podGroups.PodGroups(ns).Get(name)
+	if err != nil || pg.Spec.SchedulingPolicy.Gang == nil {
+		return 0
+	}
+	return int(min(max(pg.Spec.SchedulingPolicy.Gang.MinCount, 0), model.MaxGroupMembers))
+}
+
 // mapsResource reports whether a DeviceClass maps the extended resource
 // res to DRA devices (KEP-5004), so that a DRA driver serves pods asking
 // for it.
@@ -261,8 +306,7 @@ func (k *caches) hint(o any) {
 		if hasGate(v.Spec.SchedulingGates) || terminal(v) || v.DeletionTimestamp != nil {
 			return
 		}
-		key, _ := workloadKey(v)
-		keys = append(keys, key)
+		keys = append(keys, workloadKeys(v)...)
 		if o := controllerOf(v); o != nil && o.Kind == "Job" {
 			keys = append(keys, "job/"+v.Namespace+"/"+o.Name)
 		}

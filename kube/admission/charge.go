@@ -199,7 +199,7 @@ func (c *Controller) podsHold(index string) map[topology.GPUType]int {
 // that replace them wait.)
 func (c *Controller) followBeyond() {
 	for _, p := range c.terminatingPods() {
-		key, owner := podWorkload(p)
+		key, owner := c.podWorkload(p)
 		if c.afterLease[key] != nil {
 			continue
 		}

@@ -619,7 +619,7 @@ func (c *Controller) workloads() ([]*workload, error) {
 	// recorded pods a round, 1.6e8 map inserts at 20,000 suspended Jobs
 	// and 8,000 admitted pods).
 	theirs := jobPods(pods, jobs, c.cfg.Resource, recordedPods(c.state.Admitted))
-	ws := collectClaimed(pods, jobs, c.cfg.Resource, c.ten.Managed, c.state.Admitted, theirs)
+	ws := collectClaimed(pods, jobs, c.cfg.Resource, c.ten.Managed, c.state.Admitted, theirs, c.caches.gang)
 	c.jobPodTypes = c.boundJobPods(pods, theirs)
 	return ws, nil
 }
@@ -1283,7 +1283,7 @@ func (c *Controller) enforceHinted(ctx context.Context) error {
 		return c.saveIf(ctx, grown)
 	}
 	res := &RoundResult{}
-	ws := collect(pods, c.caches.own.jobs(jobs), c.cfg.Resource, c.ten.Managed, c.state.Admitted)
+	ws := collect(pods, c.caches.own.jobs(jobs), c.cfg.Resource, c.ten.Managed, c.state.Admitted, c.caches.gang)
 	c.enforce(ctx, c.withinBudget(ws), res)
 	if len(res.Bypassed) == 0 {
 		return c.saveIf(ctx, grown)

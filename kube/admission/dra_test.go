@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -74,4 +75,40 @@ func TestUpstreamPodGroupMembersAdmitted(t *testing.T) {
 	res, err := syncRound(ctx, c)
 	require.NoError(t, err)
 	assert.Len(t, res.Admitted, 3)
+}
+
+// Where the API server serves PodGroups, the members of a gang (minCount
+// 3) are admitted whole: two wait, the third brings the three in; a
+// fourth, beyond minCount, joins them. Without the API, they are pods of
+// their own (TestUpstreamPodGroupMembersAdmitted).
+func TestUpstreamPodGroupAdmittedWhole(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset(gpuNode("n0", "NVIDIA-A100-PCIE-40GB", 8), &schedulingv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "trio"},
+		Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
+			Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 3}}},
+	})
+	cs.Resources = []*metav1.APIResourceList{{GroupVersion: "scheduling.k8s.io/v1beta1",
+		APIResources: []metav1.APIResource{{Name: "podgroups", Namespaced: true, Kind: "PodGroup"}}}}
+	member := func(i int) {
+		p := gatedPod(testNS, fmt.Sprint("m", i), 1, nil)
+		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptrTo("trio")}
+		_, err := cs.CoreV1().Pods(testNS).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	member(0)
+	member(1)
+	c := newController(t, cs, &testClock{}, nil)
+	res, err := syncRound(ctx, c)
+	require.NoError(t, err)
+	assert.Empty(t, res.Admitted, "two of the three members: the gang waits")
+	member(2)
+	member(3)
+	res, err = syncRound(ctx, c)
+	require.NoError(t, err)
+	assert.Len(t, res.Admitted, 1, "one workload, the group")
+	for i := range 4 {
+		p := getPod(t, cs, testNS, fmt.Sprint("m", i))
+		assert.False(t, hasGate(p.Spec.SchedulingGates), "member %d admitted with the group", i)
+	}
 }

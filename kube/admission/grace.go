@@ -133,7 +133,7 @@ func (c *Controller) heldGPUs(ws []*workload) holding {
 	leased := map[*workload]bool{}
 	now, bound := c.wall(), c.cfg.maxDeletionGrace()
 	for _, p := range c.terminatingPods() {
-		key, owner := podWorkload(p)
+		key, owner := c.podWorkload(p)
 		if w := cmp.Or(admitted[p.UID], admitted[owner]); w != nil && w.ns == p.Namespace {
 			leased[w] = true
 			continue
@@ -259,12 +259,23 @@ func admittedObjects(ws []*workload) map[types.UID]*workload {
 
 // podWorkload returns the key of the workload a pod belongs to, and the
 // UID of the Job that controls it ("" if none).
-func podWorkload(p *corev1.Pod) (string, types.UID) {
+func (c *Controller) podWorkload(p *corev1.Pod) (string, types.UID) {
 	if o := controllerOf(p); o != nil && o.Kind == "Job" {
 		return "job/" + p.Namespace + "/" + o.Name, o.UID
 	}
-	key, _ := workloadKey(p)
-	return key, ""
+	return c.podKey(p), ""
+}
+
+// podKey is the key of the workload a pod that no Job controls belongs
+// to: its own, its gpusched group's, or its upstream PodGroup's when that
+// is a gang.
+func (c *Controller) podKey(p *corev1.Pod) string {
+	gang := 0
+	if g := model.UpstreamPodGroup(p); g != "" {
+		gang = c.caches.gang(p.Namespace, g)
+	}
+	key, _ := workloadKey(p, gang)
+	return key
 }
 
 // reserveHeld makes the core's cluster match what the terminating pods

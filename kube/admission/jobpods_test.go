@@ -162,7 +162,7 @@ func TestJobPodsAreReallyItsPods(t *testing.T) {
 		mk("others", func(p *corev1.Pod) { p.OwnerReferences[0].UID = other.UID }),
 		mk("ended", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }),
 	}
-	ws := collect(pods, []*batchv1.Job{j, other}, "", func(string) bool { return true }, map[string]*record{"job/att/train": {Type: "v100", UIDs: []types.UID{j.UID}}})
+	ws := collect(pods, []*batchv1.Job{j, other}, "", func(string) bool { return true }, map[string]*record{"job/att/train": {Type: "v100", UIDs: []types.UID{j.UID}}}, nil)
 	var bare []string
 	for _, w := range ws {
 		if w.kind == kindPod {

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gpusched/gpusched/kube/model"
 	"github.com/gpusched/gpusched/scheduler"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -45,7 +46,11 @@ func (c *Controller) Workload(namespace, pod string, uid types.UID) (string, boo
 		}
 		key = "job/" + namespace + "/" + j.Name
 	} else {
-		key, _ = workloadKey(p)
+		gang := 0
+		if g := model.UpstreamPodGroup(p); g != "" {
+			gang = k.gang(p.Namespace, g)
+		}
+		key, _ = workloadKey(p, gang)
 	}
 	st, err := s.Status(key)
 	if err != nil || !st.Spec.Learn {

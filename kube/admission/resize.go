@@ -220,7 +220,7 @@ func (c *Controller) grownHinted(hints map[string]bool) []*pendingPreempt {
 		if err != nil {
 			continue
 		}
-		ws := collect(nil, c.caches.own.jobs([]*batchv1.Job{j}), c.cfg.Resource, c.ten.Managed, c.state.Admitted)
+		ws := collect(nil, c.caches.own.jobs([]*batchv1.Job{j}), c.cfg.Resource, c.ten.Managed, c.state.Admitted, nil)
 		if len(ws) != 1 || ws[0].err != nil || ws[0].admitted == "" {
 			continue
 		}

@@ -38,8 +38,9 @@ type workload struct {
 	name string
 	pods []*corev1.Pod // members, by name (pod, group)
 	job  *batchv1.Job
-	// min is a group's member count (from the min-member annotation).
-	min int
+	// min is a group's member count (from the min-member annotation, or
+	// gang, an upstream PodGroup's minCount).
+	min, gang int
 	// gpus is what the workload asks for: a Job's pods at once
 	// (jobWidth) x its template's GPUs (perPod), a pod's or group's pods'
 	// GPUs.
@@ -122,11 +123,12 @@ func suspended(j *batchv1.Job) bool { return j.Spec.Suspend != nil && *j.Spec.Su
 
 // workloadKey is the key of the workload a managed pod belongs to.
 //
-// A member of an upstream PodGroup (spec.schedulingGroup) is admitted as a
-// pod of its own for now: the PodGroup's minCount is not read yet, and
-// kube-scheduler's GangScheduling holds the group's barrier.
-func workloadKey(p *corev1.Pod) (string, kind) {
-	if g := model.PodGroup(p); g != "" && model.UpstreamPodGroup(p) == "" {
+// A member of an upstream PodGroup (spec.schedulingGroup) is in that group
+// when the PodGroup is a gang (gang: its minCount, above 1), admitted
+// whole; else it is a pod of its own (kube-scheduler's GangScheduling
+// holds what barrier there is).
+func workloadKey(p *corev1.Pod, gang int) (string, kind) {
+	if g := model.PodGroup(p); g != "" && (model.UpstreamPodGroup(p) == "" || gang > 1) {
 		return "group/" + g, kindGroup
 	}
 	return "pod/" + p.Namespace + "/" + p.Name, kindPod
@@ -137,22 +139,29 @@ func workloadKey(p *corev1.Pod) (string, kind) {
 // what it admitted, the only source of a workload's admitted type. The
 // pods that are really a Job's (jobPods) belong to the Job; every other
 // managed pod is a bare pod or a group member.
-func collect(pods []*corev1.Pod, jobs []*batchv1.Job, res corev1.ResourceName, managed func(string) bool, recs map[string]*record) []*workload {
-	return collectClaimed(pods, jobs, res, managed, recs, jobPods(pods, jobs, res, recordedPods(recs)))
+//
+// gangs gives the minCount of an upstream PodGroup that is a gang (0: not
+// one, or not known: its members are pods of their own).
+func collect(pods []*corev1.Pod, jobs []*batchv1.Job, res corev1.ResourceName, managed func(string) bool, recs map[string]*record, gangs func(ns, name string) int) []*workload {
+	return collectClaimed(pods, jobs, res, managed, recs, jobPods(pods, jobs, res, recordedPods(recs)), gangs)
 }
 
 // collectClaimed is collect with the UIDs of the pods that are their
 // Jobs' (jobPods) already selected.
-func collectClaimed(pods []*corev1.Pod, jobs []*batchv1.Job, res corev1.ResourceName, managed func(string) bool, recs map[string]*record, theirs map[types.UID]bool) []*workload {
+func collectClaimed(pods []*corev1.Pod, jobs []*batchv1.Job, res corev1.ResourceName, managed func(string) bool, recs map[string]*record, theirs map[types.UID]bool, gangs func(ns, name string) int) []*workload {
 	byKey := map[string]*workload{}
 	for _, p := range pods {
 		if !managed(p.Namespace) || theirs[p.UID] || !managedPod(p, res) {
 			continue
 		}
-		key, k := workloadKey(p)
+		gang := 0
+		if g := model.UpstreamPodGroup(p); g != "" && gangs != nil {
+			gang = gangs(p.Namespace, g)
+		}
+		key, k := workloadKey(p, gang)
 		w := byKey[key]
 		if w == nil {
-			w = &workload{key: key, kind: k, ns: p.Namespace, name: p.Name, created: p.CreationTimestamp.Unix(), labels: p.Labels, ann: p.Annotations}
+			w = &workload{key: key, kind: k, ns: p.Namespace, name: p.Name, created: p.CreationTimestamp.Unix(), labels: p.Labels, ann: p.Annotations, gang: gang}
 			if k == kindGroup {
 				w.name = strings.TrimPrefix(model.PodGroup(p), p.Namespace+"/")
 			}
@@ -238,7 +247,7 @@ func (w *workload) inspect(res corev1.ResourceName, rec *record) {
 			bad("pod %s asks for no GPUs", p.Name)
 			return
 		}
-		if w.kind == kindGroup {
+		if w.kind == kindGroup && w.gang == 0 {
 			if i == 0 {
 				w.min = r.MinMember
 			} else if r.MinMember != w.min {
@@ -250,6 +259,14 @@ func (w *workload) inspect(res corev1.ResourceName, rec *record) {
 	}
 	w.gpus = per
 	if w.kind != kindGroup {
+		return
+	}
+	if w.gang > 0 {
+		// An upstream PodGroup: at least minCount members, admitted
+		// together (those beyond it too).
+		w.min = w.gang
+		w.created = arrival(w.pods, w.min)
+		w.incomplete = len(w.pods) < w.min
 		return
 	}
 	w.created = arrival(w.pods, w.min)
