@@ -17,7 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// GPU is one whole GPU as the driver would publish it.
+// GPU is one whole GPU as the driver would publish it. It is a value:
+// safe for concurrent reads.
 type GPU struct {
 	// Minor is the device's minor number: the device is named gpu-<Minor>.
 	Minor int
