@@ -590,3 +590,39 @@ func TestPluginUpstreamPodGroup(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, model.Request{GPUs: 8, Group: "ns/job", MinMember: 1, Upstream: true}, req)
 }
+
+// assignment is a proposed node for a member, in a pod group cycle.
+type assignment struct {
+	fwk.ProposedAssignment
+	node string
+}
+
+func (a assignment) GetNodeName() string { return a.node }
+
+// ScorePlacement prefers the placement whose members are closest: one
+// node over one rack over several racks; its scores are what the pairs
+// say (3 members: 3 pairs).
+func TestPluginScorePlacement(t *testing.T) {
+	nodes, _, objs := gangOfThree() // n0, n1 in rack r0; n2, n3 in r1
+	e := newEnv(t, nil, objs...)
+	_ = nodes
+	score := func(hosts ...string) int64 {
+		pa := &fwk.PodGroupAssignments{Placement: &fwk.Placement{Name: "p"}}
+		for _, h := range hosts {
+			pa.ProposedAssignments = append(pa.ProposedAssignments, assignment{node: h})
+		}
+		s, st := e.pl.ScorePlacement(context.Background(), nil, nil, pa)
+		require.True(t, st.IsSuccess())
+		return s
+	}
+	assert.Equal(t, fwk.MaxNodeScore, score("n0", "n0", "n0"))
+	assert.Equal(t, int64(0), score("n0"))
+	oneRack := score("n0", "n1", "n0") // pairs: n0-n1 rack, n0-n0 node, n1-n0 rack: (1+3+1)/9
+	twoRacks := score("n0", "n2", "n3")
+	assert.Equal(t, 5*fwk.MaxNodeScore/9, oneRack)
+	assert.Equal(t, fwk.MaxNodeScore/9, twoRacks)
+	assert.Equal(t, int64(0), score("n0", "n2", "unknown"), "no pair shares a node or rack")
+	s, st := e.pl.ScorePlacement(context.Background(), nil, nil, nil)
+	assert.True(t, st.IsSuccess())
+	assert.Zero(t, s)
+}
