@@ -18,7 +18,7 @@ func (pl *Plugin) PlacementScoreExtensions() fwk.PlacementScoreExtensions { retu
 // per-pod score keeps the members close), it prefers the one whose
 // members are closest: over every pair of members, 3 for one node, 2 for
 // one NVLink domain, 1 for one rack, 0 else, as a share of the most
-// (every pair on one node), from 0 to fwk.MaxNodeScore. A placement of
+// (every pair on one node), from 0 to fwk.MaxScore. A placement of
 // fewer than two members scores 0.
 func (pl *Plugin) ScorePlacement(_ context.Context, _ fwk.PlacementCycleState, _ fwk.PodGroupInfo, placement *fwk.PodGroupAssignments) (int64, *fwk.Status) {
 	if placement == nil {
@@ -59,5 +59,5 @@ func closeness(places []Place) int64 {
 			pairs++
 		}
 	}
-	return sum * fwk.MaxNodeScore / (3 * pairs)
+	return sum * fwk.MaxScore / (3 * pairs)
 }

@@ -615,12 +615,12 @@ func TestPluginScorePlacement(t *testing.T) {
 		require.True(t, st.IsSuccess())
 		return s
 	}
-	assert.Equal(t, fwk.MaxNodeScore, score("n0", "n0", "n0"))
+	assert.Equal(t, fwk.MaxScore, score("n0", "n0", "n0"))
 	assert.Equal(t, int64(0), score("n0"))
 	oneRack := score("n0", "n1", "n0") // pairs: n0-n1 rack, n0-n0 node, n1-n0 rack: (1+3+1)/9
 	twoRacks := score("n0", "n2", "n3")
-	assert.Equal(t, 5*fwk.MaxNodeScore/9, oneRack)
-	assert.Equal(t, fwk.MaxNodeScore/9, twoRacks)
+	assert.Equal(t, 5*fwk.MaxScore/9, oneRack)
+	assert.Equal(t, fwk.MaxScore/9, twoRacks)
 	assert.Equal(t, int64(0), score("n0", "n2", "unknown"), "no pair shares a node or rack")
 	s, st := e.pl.ScorePlacement(context.Background(), nil, nil, nil)
 	assert.True(t, st.IsSuccess())
