@@ -238,8 +238,8 @@ type draClaims struct {
 	// allocation gpusched made), which Unreserve takes back.
 	written map[*resourcev1.ResourceClaim]bool
 	// made is the claim preBindExt made for the pod's extended resource,
-	// which Unreserve deletes.
-	made *resourcev1.ResourceClaim
+	// which Unreserve deletes; existing, one an earlier cycle made, reused.
+	made, existing *resourcev1.ResourceClaim
 	// ext, for a pod that asks for GPUs as the extended resource, maps its
 	// containers to the requests of its claim in memory (toAllocate[0],
 	// ext.go); nil for a pod that asks through claims.
@@ -302,7 +302,7 @@ func (pl *Plugin) preFilterClaims(p *corev1.Pod, req *model.Request, d *cycleDat
 		return st
 	}
 	if d.claims == nil {
-		return pl.preFilterExt(p, req.GPUs, d)
+		return pl.preFilterExt(p, req, d)
 	}
 	switch {
 	case req.GPUs > 0:
@@ -497,7 +497,10 @@ func (pl *Plugin) unwriteClaim(p *corev1.Pod, c *resourcev1.ResourceClaim, ours 
 // PreBind does: the finalizer first, then the status.
 func (pl *Plugin) preBindDRA(ctx context.Context, dc *draClaims, p *corev1.Pod) error {
 	if dc.ext != nil {
-		if len(dc.allocated) == 0 {
+		switch {
+		case dc.existing != nil:
+			return pl.preBindExisting(ctx, dc, p)
+		case len(dc.allocated) == 0:
 			return nil // on a device-plugin node
 		}
 		return pl.preBindExt(ctx, dc, p)

@@ -79,6 +79,11 @@ func withDRA(t *testing.T) func(ctx context.Context, cs *fake.Clientset, inf inf
 func waitDRA(t *testing.T, e *env, node string, total, claims, allocated int, mapped bool) {
 	t.Helper()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		// As a claim pod's PreFilter does: the node and slice events may
+		// both have come before the other's object was there.
+		if rs, err := e.pl.dra.mgr.ResourceSlices().ListWithDeviceTaintRules(); err == nil {
+			e.pl.refreshFromSlices(rs)
+		}
 		_, n, err := e.pl.Ledger().Room(node)
 		assert.NoError(c, err, "the DRA node")
 		assert.Equal(c, total, n, "its GPUs")
@@ -414,4 +419,48 @@ func TestDRAForeignPodCountedOnce(t *testing.T) {
 	assert.Equal(t, "pcie", got)
 	_, devices, _ := e.pl.Ledger().Booking(p.UID)
 	assert.Equal(t, []int{0, 1}, devices)
+}
+
+// A claim an earlier cycle made for a pod's nvidia.com/gpu (a scheduler
+// that stopped while binding) is the pod's claim still: allocated, it
+// pins the pod to its node and is reserved for it; not yet allocated, it
+// is the one allocated now. No second claim is made.
+func TestDRAExtClaimReused(t *testing.T) {
+	for _, allocated := range []bool{true, false} {
+		t.Run(fmt.Sprint("allocated=", allocated), func(t *testing.T) {
+			gpus := dratest.Node(4, "NVIDIA A100-PCIE-40GB", 40, false)
+			dn := dratest.ReadyNode("pcie", nil)
+			p := gpuPod("ext", 1)
+			old := gpuClaim("ext-extended-resources-x", 1)
+			old.Annotations = map[string]string{annotationExtClaim: "true"}
+			old.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID, Controller: ptrTo(true)}}
+			inUse := 0
+			if allocated {
+				allocatedTo(old, "pcie", "gpu-1")
+				old.Status.ReservedFor = nil
+				inUse = 1
+			}
+			objs := []runtime.Object{dn, dratest.DeviceClass(), old, p}
+			for _, s := range dratest.Slices("pcie", gpus) {
+				objs = append(objs, s)
+			}
+			e := newEnvWith(t, nil, withDRA(t), objs...)
+			waitDRA(t, e, "pcie", 4, 1, inUse, true)
+			got, st, state := e.schedule(t, p, dn)
+			require.True(t, st.IsSuccess(), "%v", st)
+			require.Equal(t, "pcie", got)
+			require.True(t, e.fw.RunPreBindPlugins(context.Background(), state, p, got).IsSuccess())
+			l, err := e.cs.ResourceV1().ResourceClaims("ns").List(context.Background(), metav1.ListOptions{})
+			require.NoError(t, err)
+			require.Len(t, l.Items, 1, "no second claim")
+			c := l.Items[0]
+			require.NotNil(t, c.Status.Allocation)
+			assert.Len(t, c.Status.Allocation.Devices.Results, 1)
+			assert.Equal(t, p.UID, c.Status.ReservedFor[0].UID)
+			pod, err := e.cs.CoreV1().Pods("ns").Get(context.Background(), "ext", metav1.GetOptions{})
+			require.NoError(t, err)
+			require.NotNil(t, pod.Status.ExtendedResourceClaimStatus)
+			assert.Equal(t, old.Name, pod.Status.ExtendedResourceClaimStatus.ResourceClaimName)
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpusched/gpusched/kube/model"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -179,16 +180,73 @@ func (pl *Plugin) containerRequest(i int, c *corev1.Container, class string) *re
 
 // preFilterExt makes the in-memory claim of a pod that asks for GPUs as
 // the extended resource, when DRA nodes may serve them.
-func (pl *Plugin) preFilterExt(p *corev1.Pod, gpus int, d *cycleData) *fwk.Status {
-	if pl.dra == nil || gpus == 0 || len(p.Spec.ResourceClaims) > 0 {
+//
+// A claim made for the pod by an earlier cycle that did not finish (a
+// scheduler that stopped while binding) is the pod's claim still, as the
+// in-tree plugin has it: allocated, it pins the pod to its node; not yet,
+// it is the one allocated now. No second claim holds GPUs for the pod.
+func (pl *Plugin) preFilterExt(p *corev1.Pod, req *model.Request, d *cycleData) *fwk.Status {
+	if pl.dra == nil || req.GPUs == 0 || len(p.Spec.ResourceClaims) > 0 {
 		return nil
 	}
 	claim, maps := pl.extClaim(p)
 	if claim == nil {
 		return nil
 	}
-	d.claims = &draClaims{toAllocate: []*resourcev1.ResourceClaim{claim}, gpus: gpus, ext: maps}
+	d.claims = &draClaims{toAllocate: []*resourcev1.ResourceClaim{claim}, gpus: req.GPUs, ext: maps}
+	if old := pl.ownExtClaim(p); old != nil {
+		d.claims.existing = old
+		d.claims.toAllocate = []*resourcev1.ResourceClaim{old}
+		if old.Status.Allocation != nil {
+			d.claims.toAllocate, d.claims.shared = nil, []*resourcev1.ResourceClaim{old}
+			req.GPUs = 0 // held by the claim already
+		}
+	}
 	return pl.prepareFilter(d.claims)
+}
+
+// ownExtClaim returns the claim an earlier cycle made for the pod's
+// extended resource (annotated, controlled by the pod, not being
+// deleted), or nil.
+func (pl *Plugin) ownExtClaim(p *corev1.Pod) *resourcev1.ResourceClaim {
+	all, err := pl.dra.mgr.ResourceClaims().List()
+	if err != nil {
+		return nil
+	}
+	for _, c := range all {
+		if c.Namespace != p.Namespace || c.Annotations[annotationExtClaim] != "true" || c.DeletionTimestamp != nil {
+			continue
+		}
+		if o := metav1.GetControllerOf(c); o != nil && o.UID == p.UID {
+			return c
+		}
+	}
+	return nil
+}
+
+// patchExtStatus records in the pod's status which request of its claim
+// serves which container (the kubelet hands each its devices from there).
+func (pl *Plugin) patchExtStatus(ctx context.Context, p *corev1.Pod, maps []corev1.ContainerExtendedResourceRequest, claim string) error {
+	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"extendedResourceClaimStatus": corev1.PodExtendedResourceClaimStatus{
+		RequestMappings: maps, ResourceClaimName: claim}}})
+	if _, err := pl.h.ClientSet().CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("gpusched: record the claim of %s/%s in its status: %w", p.Namespace, p.Name, err)
+	}
+	return nil
+}
+
+// preBindExisting writes a claim an earlier cycle made for the pod (its
+// allocation, if this cycle made one, and the pod's reservation) and the
+// pod's status.
+func (pl *Plugin) preBindExisting(ctx context.Context, dc *draClaims, p *corev1.Pod) error {
+	var alloc *resourcev1.AllocationResult
+	if len(dc.allocated) > 0 {
+		alloc = dc.allocated[0].Status.Allocation
+	}
+	if err := pl.writeClaim(ctx, dc, p, dc.existing, alloc); err != nil {
+		return err
+	}
+	return pl.patchExtStatus(ctx, p, dc.ext, dc.existing.Name)
 }
 
 // preBindExt makes the pod's claim in the API with its allocation, records
@@ -224,10 +282,8 @@ func (pl *Plugin) preBindExt(ctx context.Context, dc *draClaims, p *corev1.Pod) 
 	}); err != nil {
 		return fail(fmt.Errorf("gpusched: write the allocation of ResourceClaim %s/%s: %w", made.Namespace, made.Name, err))
 	}
-	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"extendedResourceClaimStatus": corev1.PodExtendedResourceClaimStatus{
-		RequestMappings: dc.ext, ResourceClaimName: made.Name}}})
-	if _, err := pl.h.ClientSet().CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
-		return fail(fmt.Errorf("gpusched: record the claim of %s/%s in its status: %w", p.Namespace, p.Name, err))
+	if err := pl.patchExtStatus(ctx, p, dc.ext, made.Name); err != nil {
+		return fail(err)
 	}
 	dc.made = made
 	tracker := pl.dra.mgr.ResourceClaims()

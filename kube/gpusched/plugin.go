@@ -460,6 +460,8 @@ func (pl *Plugin) filter(d *cycleData, n *corev1.Node) *fwk.Status {
 	switch {
 	case d.claims == nil:
 		err = pl.ledger.Fit(n.Name, d.req.GPUs, d.req.Allows)
+	case d.claims.ext != nil && len(d.claims.shared) > 0: // its claim, allocated by an earlier cycle
+		return pl.filterDRA(d.claims, n)
 	case d.claims.ext != nil: // the extended resource: either kind of node
 		if err = pl.ledger.Fit(n.Name, d.req.GPUs, d.req.Allows); errors.Is(err, errKind) {
 			if err = pl.ledger.FitClaims(n.Name, d.req.GPUs, d.req.Allows); err == nil {
