@@ -810,6 +810,41 @@ func (l *Ledger) Bound(uid types.UID) bool {
 	return e != nil && e.bound
 }
 
+// roomFor returns a score of a node, for a pod group's first member: 1
+// when the node's NVLink domain has need free healthy GPUs of an allowed
+// type on Ready nodes, 0.5 when its rack has, else 0. The counts are taken
+// once, now.
+func (l *Ledger) roomFor(need int, allows func(topology.GPUType) bool) func(node string) float64 {
+	l.mu.RLock()
+	byDomain, byRack := map[string]int{}, map[string]int{}
+	places := make(map[string]Place, len(l.nodes))
+	for name, e := range l.nodes {
+		srv := l.st.Server(e.server)
+		places[name] = Place{Node: name, Rack: srv.Rack, Domain: srv.Domain}
+		if !e.node.Ready || e.cordoned || !allows(e.typ) {
+			continue
+		}
+		free := l.st.ServerFree(e.server)
+		if srv.Domain != "" {
+			byDomain[srv.Domain] += free
+		}
+		if srv.Rack != "" {
+			byRack[srv.Rack] += free
+		}
+	}
+	l.mu.RUnlock()
+	return func(node string) float64 {
+		p := places[node]
+		switch {
+		case p.Domain != "" && byDomain[p.Domain] >= need:
+			return 1
+		case p.Rack != "" && byRack[p.Rack] >= need:
+			return 0.5
+		}
+		return 0
+	}
+}
+
 // Place describes where a node is: its rack and NVLink domain. It is a
 // value, safe for concurrent use.
 type Place struct{ Node, Rack, Domain string }

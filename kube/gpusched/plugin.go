@@ -270,8 +270,11 @@ type cycleData struct {
 	// score).
 	milliCPU, memory int64
 	nanos            atomic.Int64 // time spent in the plugin for this pod
-	// places of the pod group's members already booked (PreScore).
+	// places of the pod group's members already booked (PreScore); for
+	// its first member, room scores a node by the room its NVLink domain
+	// or rack has for the whole group.
 	places []Place
+	room   func(node string) float64
 	// permitRejected: Permit rejected the pod (its group is backing off).
 	permitRejected bool
 	// sample: this cycle's Filter and Score calls are timed
@@ -498,9 +501,10 @@ func (pl *Plugin) PreScore(_ context.Context, state fwk.CycleState, p *corev1.Po
 	if d == nil || d.req.GPUs == 0 {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	d.places = d.places[:0]
+	d.places, d.room = d.places[:0], nil
 	if d.req.Group != "" {
-		for uid := range pl.groups.members(d.req.Group) {
+		members := pl.groups.members(d.req.Group)
+		for uid := range members {
 			if uid == p.UID {
 				continue
 			}
@@ -509,6 +513,11 @@ func (pl *Plugin) PreScore(_ context.Context, state fwk.CycleState, p *corev1.Po
 					d.places = append(d.places, pc)
 				}
 			}
+		}
+		if len(d.places) == 0 && len(members) > 1 {
+			// The group's first member: where the rest can follow (the
+			// NVLink domain, else the rack, with room for every member).
+			d.room = pl.ledger.roomFor(len(members)*d.req.GPUs, d.req.Allows)
 		}
 	}
 	return nil
@@ -576,6 +585,9 @@ func (pl *Plugin) score(c Choice, d *cycleData, node string, host float64) int64
 	}
 	pack := float64(c.Total-c.Free+d.req.GPUs) / float64(c.Total)
 	near, gw := 0.0, 0.0
+	if d.room != nil {
+		gw, near = pl.gangW, d.room(node)
+	}
 	if len(d.places) > 0 {
 		gw = pl.gangW
 		here, _ := pl.ledger.PlaceOf(node)

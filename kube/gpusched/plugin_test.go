@@ -626,3 +626,34 @@ func TestPluginScorePlacement(t *testing.T) {
 	assert.True(t, st.IsSuccess())
 	assert.Zero(t, s)
 }
+
+// A pod group's first member goes where the rest can follow: the rack
+// with room for all three (24 GPUs on three nodes), not the lone node of
+// the other rack, however the nodes are ordered.
+func TestPluginGroupFirstMemberRoom(t *testing.T) {
+	for trial := range 4 {
+		var nodes []*corev1.Node
+		var objs []runtime.Object
+		for i := range 4 {
+			rack := "r0"
+			if i == trial {
+				rack = "r1" // the lone node, each time another
+			}
+			n := node(fmt.Sprint("n", i), kubeV100, 8, true, nil, map[string]string{model.LabelRack: rack})
+			nodes = append(nodes, n)
+			objs = append(objs, n)
+		}
+		var members []*corev1.Pod
+		for i := range 3 {
+			p := gpuPod(fmt.Sprint("m", i), 8)
+			p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptrTo("trio")}
+			members = append(members, p)
+			objs = append(objs, p)
+		}
+		e := newEnv(t, nil, objs...)
+		host, st, _ := e.schedule(t, members[0], nodes...)
+		require.True(t, st.IsSuccess(), st.Message())
+		place, _ := e.pl.Ledger().PlaceOf(host)
+		assert.Equal(t, "r0", place.Rack, "trial %d: the first member went to %s", trial, host)
+	}
+}
