@@ -110,13 +110,6 @@ func (pl *Plugin) setupDRA(features structured.Features) error {
 	return nil
 }
 
-func unwrapTombstone(o any) any {
-	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
-		return t.Obj
-	}
-	return o
-}
-
 // allocationNode returns the node an allocation is for (a node-local
 // driver's allocation selects the node by metadata.name), or "".
 func allocationNode(a *resourcev1.AllocationResult) string {

@@ -27,6 +27,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
+	"k8s.io/utils/ptr"
 
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/util/assumecache"
@@ -343,7 +344,7 @@ func TestExtClaimCountsThePodRequest(t *testing.T) {
 	}
 	sidecar := func(name string, n int64) corev1.Container {
 		x := c(name, n)
-		x.RestartPolicy = ptrTo(corev1.ContainerRestartPolicyAlways)
+		x.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
 		return x
 	}
 	for _, tc := range []struct {
@@ -433,7 +434,7 @@ func TestDRAExtClaimReused(t *testing.T) {
 			p := gpuPod("ext", 1)
 			old := gpuClaim("ext-extended-resources-x", 1)
 			old.Annotations = map[string]string{annotationExtClaim: "true"}
-			old.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID, Controller: ptrTo(true)}}
+			old.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID, Controller: ptr.To(true)}}
 			inUse := 0
 			if allocated {
 				allocatedTo(old, "pcie", "gpu-1")

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/ptr"
 )
 
 // A pod that asks for GPUs as the extended resource (nvidia.com/gpu) may
@@ -87,7 +88,7 @@ func (pl *Plugin) extClaim(p *corev1.Pod) (*resourcev1.ResourceClaim, []corev1.C
 			Name: extClaimName, Namespace: p.Namespace, UID: uuid.NewUUID(),
 			GenerateName:    p.Name + "-extended-resources-",
 			Annotations:     map[string]string{annotationExtClaim: "true"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID, Controller: ptrTo(true)}},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID, Controller: ptr.To(true)}},
 		},
 		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: reqs}},
 	}
@@ -137,20 +138,11 @@ func (pl *Plugin) shortLived(inits []corev1.Container, long []*resourcev1.Device
 	return short, maps
 }
 
-func ptrTo[T any](v T) *T { return &v }
-
-// containerGPUs reads a container's GPUs (its request, else its limit;
-// PreFilter checked them).
+// containerGPUs reads a container's GPUs (model.ContainerGPUs; PreFilter
+// refused the pods whose counts do not read).
 func (pl *Plugin) containerGPUs(c *corev1.Container) int64 {
-	q, ok := c.Resources.Requests[pl.res]
-	if !ok {
-		q, ok = c.Resources.Limits[pl.res]
-	}
-	if !ok {
-		return 0
-	}
-	v, _ := q.AsInt64()
-	return max(v, 0)
+	n, _ := model.ContainerGPUs(c, pl.res)
+	return n
 }
 
 // containerRequest is container i's request of class, or nil when it asks

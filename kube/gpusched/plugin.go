@@ -195,13 +195,19 @@ func (pl *Plugin) onNode(o any) {
 }
 
 func (pl *Plugin) onNodeDelete(o any) {
-	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
-		o = d.Obj
-	}
-	if n, ok := o.(*corev1.Node); ok {
+	if n, ok := unwrapTombstone(o).(*corev1.Node); ok {
 		pl.ledger.OnNodeDelete(n.Name)
 		pl.rejectWaitingOn(n.Name, "was deleted")
 	}
+}
+
+// unwrapTombstone returns the object a delete event carries, out of the
+// informer's tombstone when it missed the deletion.
+func unwrapTombstone(o any) any {
+	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		return t.Obj
+	}
+	return o
 }
 
 // rejectWaitingOn rejects the pods that wait at Permit for the rest of
@@ -237,10 +243,7 @@ func (pl *Plugin) onPod(o any) {
 }
 
 func (pl *Plugin) onPodDelete(o any) {
-	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
-		o = d.Obj
-	}
-	if p, ok := o.(*corev1.Pod); ok {
+	if p, ok := unwrapTombstone(o).(*corev1.Pod); ok {
 		pl.groups.onPodDelete(p)
 		pl.ledger.OnPodDelete(p.UID)
 		pl.service.ended(p.UID)

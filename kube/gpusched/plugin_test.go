@@ -27,6 +27,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
+	"k8s.io/utils/ptr"
 )
 
 // env is a scheduler framework with the plugin at every extension point,
@@ -573,7 +574,7 @@ func TestPluginNodeHeartbeatIgnored(t *testing.T) {
 func TestPluginUpstreamPodGroup(t *testing.T) {
 	nodes, members, objs := gangOfThree()
 	for _, p := range members {
-		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptrTo("job")}
+		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("job")}
 	}
 	e := newEnv(t, &Args{PermitTimeoutSeconds: 30, BackoffSeconds: -1}, objs...)
 	var hosts []string
@@ -646,7 +647,7 @@ func TestPluginGroupFirstMemberRoom(t *testing.T) {
 		var members []*corev1.Pod
 		for i := range 3 {
 			p := gpuPod(fmt.Sprint("m", i), 8)
-			p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptrTo("trio")}
+			p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("trio")}
 			members = append(members, p)
 			objs = append(objs, p)
 		}

@@ -63,6 +63,24 @@ func (r *Request) Allows(t topology.GPUType) bool {
 	return r.Types == nil || slices.Contains(r.Types, t)
 }
 
+// ContainerGPUs returns the GPUs of resource res one container asks for:
+// its limit, else its request; a count that is not whole or beyond
+// MaxGPUsPerNode is a *FieldError wrapping ErrInvalid.
+func ContainerGPUs(c *corev1.Container, res corev1.ResourceName) (int64, error) {
+	q, ok := c.Resources.Limits[res]
+	if !ok {
+		q, ok = c.Resources.Requests[res]
+	}
+	if !ok {
+		return 0, nil
+	}
+	v := q.Value()
+	if v < 0 || v > MaxGPUsPerNode || q.MilliValue()%1000 != 0 {
+		return 0, fieldErr("container "+c.Name+" resource "+string(res), q.String(), nil, "want whole GPUs from 0 to %d", MaxGPUsPerNode)
+	}
+	return v, nil
+}
+
 // PodGPUs returns the GPUs a pod asks for: the larger of the sum over its
 // containers and the largest init container, each container's limit
 // (requests where no limit is set), as Kubernetes computes a pod's
@@ -71,20 +89,7 @@ func PodGPUs(p *corev1.Pod, res corev1.ResourceName) (int, error) {
 	if res == "" {
 		res = ResourceGPU
 	}
-	one := func(c *corev1.Container) (int64, error) {
-		q, ok := c.Resources.Limits[res]
-		if !ok {
-			q, ok = c.Resources.Requests[res]
-		}
-		if !ok {
-			return 0, nil
-		}
-		v := q.Value()
-		if v < 0 || v > MaxGPUsPerNode || q.MilliValue()%1000 != 0 {
-			return 0, fieldErr("container "+c.Name+" resource "+string(res), q.String(), nil, "want whole GPUs from 0 to %d", MaxGPUsPerNode)
-		}
-		return v, nil
-	}
+	one := func(c *corev1.Container) (int64, error) { return ContainerGPUs(c, res) }
 	var sum, initMax int64
 	for i := range p.Spec.Containers {
 		v, err := one(&p.Spec.Containers[i])

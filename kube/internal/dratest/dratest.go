@@ -15,6 +15,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // GPU is one whole GPU as the driver would publish it. It is a value:
@@ -71,8 +72,8 @@ func (g GPU) Device() resourcev1.Device {
 			model.AttrProduct:       str(g.Product),
 			"brand":                 str("Nvidia"),
 			"architecture":          str("Ampere"),
-			"cudaComputeCapability": {VersionValue: ptr("8.0.0")},
-			"driverVersion":         {VersionValue: ptr("580.65.6")},
+			"cudaComputeCapability": {VersionValue: ptr.To("8.0.0")},
+			"driverVersion":         {VersionValue: ptr.To("580.65.6")},
 			model.AttrPCIBusID:      str(fmt.Sprintf("0000:%02x:00.0", 0x10+g.Minor)),
 		},
 		Taints: g.Taints,
@@ -179,5 +180,3 @@ func ReadyNode(name string, labels map[string]string) *corev1.Node {
 		},
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
